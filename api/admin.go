@@ -1,0 +1,167 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
+	"github.com/seqd/seqd/api/gen/seq/v1/seqv1connect"
+	"github.com/seqd/seqd/cluster"
+	"github.com/seqd/seqd/fsm"
+)
+
+// Defaults for CreateSpace fields left at 0.
+const (
+	DefaultStep        = 10000
+	DefaultSectionSize = 100000
+)
+
+// CreateSpace implements AdminService.CreateSpace.
+func (s *Server) CreateSpace(ctx context.Context, req *connect.Request[seqv1.CreateSpaceRequest]) (*connect.Response[seqv1.CreateSpaceResponse], error) {
+	sp := fsm.Space{Name: req.Msg.GetName(), Step: req.Msg.GetStep(), SectionSize: req.Msg.GetSectionSize()}
+	if sp.Step == 0 {
+		sp.Step = DefaultStep
+	}
+	if sp.SectionSize == 0 {
+		sp.SectionSize = DefaultSectionSize
+	}
+	if !fsm.ValidName(sp.Name) {
+		_, err := spaceName(sp.Name)
+		if sp.Name == "" {
+			err = fmt.Errorf("%w: a name is required", errBadSpaceName)
+		}
+		return nil, s.toConnect(err)
+	}
+	if err := fsm.ValidateSpace(sp); err != nil {
+		return nil, s.toConnect(err)
+	}
+	return route(s, ctx, req, seqv1connect.AdminServiceCreateSpaceProcedure,
+		func(ctx context.Context) (*seqv1.CreateSpaceResponse, error) {
+			created, err := s.node.CreateSpace(ctx, sp)
+			if err != nil {
+				return nil, err
+			}
+			return &seqv1.CreateSpaceResponse{Space: spaceMsg(sp), Created: created}, nil
+		},
+		func(ctx context.Context, p *peer, r *connect.Request[seqv1.CreateSpaceRequest]) (*connect.Response[seqv1.CreateSpaceResponse], error) {
+			return p.admin.CreateSpace(ctx, r)
+		})
+}
+
+// ListSpaces implements AdminService.ListSpaces. It is answered by the leader,
+// so a space whose creation completed is always listed.
+func (s *Server) ListSpaces(ctx context.Context, req *connect.Request[seqv1.ListSpacesRequest]) (*connect.Response[seqv1.ListSpacesResponse], error) {
+	return route(s, ctx, req, seqv1connect.AdminServiceListSpacesProcedure,
+		func(ctx context.Context) (*seqv1.ListSpacesResponse, error) {
+			out := &seqv1.ListSpacesResponse{}
+			for _, sp := range s.node.Spaces() {
+				out.Spaces = append(out.Spaces, spaceMsg(sp))
+			}
+			return out, nil
+		},
+		func(ctx context.Context, p *peer, r *connect.Request[seqv1.ListSpacesRequest]) (*connect.Response[seqv1.ListSpacesResponse], error) {
+			return p.admin.ListSpaces(ctx, r)
+		})
+}
+
+func spaceMsg(sp fsm.Space) *seqv1.Space {
+	return &seqv1.Space{Name: sp.Name, Step: sp.Step, SectionSize: sp.SectionSize}
+}
+
+// ClusterStatus implements AdminService.ClusterStatus. The answering node
+// reports the leader and term as it knows them, and asks every other known
+// node for its own state (a node that does not answer quickly is reported as
+// "unreachable").
+func (s *Server) ClusterStatus(ctx context.Context, req *connect.Request[seqv1.ClusterStatusRequest]) (*connect.Response[seqv1.ClusterStatusResponse], error) {
+	local := s.node.Status()
+	self := nodeMsg(local)
+	if req.Header().Get(localOnlyHeader) != "" {
+		return connect.NewResponse(&seqv1.ClusterStatusResponse{
+			LeaderId: local.LeaderID, Term: local.Term, LeaderApiAddr: local.LeaderAPIAddr,
+			NodeId: local.ID, Nodes: []*seqv1.Node{self},
+		}), nil
+	}
+
+	// Every node in the raft configuration or in gossip.
+	type known struct {
+		id, api, raft, gossip string
+		voter, inConfig       bool
+	}
+	byID := map[string]*known{}
+	var order []string
+	add := func(id string) *known {
+		k := byID[id]
+		if k == nil {
+			k = &known{id: id}
+			byID[id] = k
+			order = append(order, id)
+		}
+		return k
+	}
+	add(local.ID)
+	if conf, err := s.node.Configuration(); err == nil {
+		for _, c := range conf {
+			k := add(c.ID)
+			k.raft, k.voter, k.inConfig = c.RaftAddr, c.Voter, true
+		}
+	}
+	for _, m := range s.node.Members() {
+		if !m.Alive {
+			continue
+		}
+		k := add(m.ID)
+		k.api, k.gossip = m.APIAddr, m.GossipAddr
+		if k.raft == "" {
+			k.raft = m.RaftAddr
+		}
+	}
+
+	nodes := make([]*seqv1.Node, len(order))
+	var wg sync.WaitGroup
+	for i, id := range order {
+		k := byID[id]
+		if id == local.ID {
+			nodes[i] = self
+			continue
+		}
+		nodes[i] = &seqv1.Node{Id: k.id, ApiAddr: k.api, RaftAddr: k.raft, GossipAddr: k.gossip, RaftState: "unreachable", Voter: k.voter}
+		if k.api == "" {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pctx, cancel := context.WithTimeout(ctx, peerStatusWait)
+			defer cancel()
+			r := connect.NewRequest(&seqv1.ClusterStatusRequest{})
+			r.Header().Set(localOnlyHeader, "1")
+			resp, err := s.peer(k.api).admin.ClusterStatus(pctx, r)
+			if err != nil || len(resp.Msg.GetNodes()) != 1 || resp.Msg.GetNodes()[0].GetId() != k.id {
+				return
+			}
+			n := resp.Msg.GetNodes()[0]
+			if k.inConfig {
+				n.Voter = k.voter // the answering node's configuration may be newer
+			}
+			nodes[i] = n
+		}()
+	}
+	wg.Wait()
+	return connect.NewResponse(&seqv1.ClusterStatusResponse{
+		LeaderId: local.LeaderID, Term: local.Term, LeaderApiAddr: local.LeaderAPIAddr,
+		NodeId: local.ID, Nodes: nodes,
+	}), nil
+}
+
+func nodeMsg(st cluster.LocalStatus) *seqv1.Node {
+	return &seqv1.Node{
+		Id: st.ID, ApiAddr: st.APIAddr, RaftAddr: st.RaftAddr, GossipAddr: st.GossipAddr,
+		RaftState: strings.ToLower(st.State), Voter: st.Voter, LastContact: durationpb.New(st.LastContact),
+		Term: st.Term, AppliedIndex: st.AppliedIndex, Serving: st.Serving,
+	}
+}

@@ -1,0 +1,97 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"connectrpc.com/connect"
+
+	"github.com/seqd/seqd/cluster"
+	"github.com/seqd/seqd/fsm"
+	"github.com/seqd/seqd/sections"
+)
+
+// Metadata keys set on unavailable errors when the leader is known, so that
+// clients can go straight to it.
+const (
+	LeaderAddrKey = "Seqd-Leader"
+	LeaderIDKey   = "Seqd-Leader-Id"
+)
+
+var (
+	errNoKeys       = errors.New("keys must not be empty")
+	errTooManyKeys  = errors.New("too many keys in one call")
+	errBadCount     = errors.New("count out of range")
+	errBadSpaceName = errors.New("malformed space name")
+)
+
+// toConnect maps an error from the layers below to a Connect error. It is the
+// one place where seqd decides status codes. Errors that callers can act on
+// keep their text; anything else is logged and sent as a bare "internal
+// error", so internal details never reach clients.
+func (s *Server) toConnect(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return ce
+	}
+	code, msg := classify(err)
+	if code == connect.CodeInternal {
+		s.log.Error("internal error", "err", err)
+		msg = "internal error"
+	}
+	out := connect.NewError(code, errors.New(msg))
+	if code == connect.CodeUnavailable {
+		s.addLeaderHint(out)
+	}
+	return out
+}
+
+func classify(err error) (connect.Code, string) {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return connect.CodeDeadlineExceeded, "deadline exceeded"
+	case errors.Is(err, context.Canceled):
+		return connect.CodeCanceled, "canceled"
+	case errors.Is(err, sections.ErrUnknownSpace), errors.Is(err, fsm.ErrUnknownSpace):
+		return connect.CodeNotFound, err.Error()
+	case errors.Is(err, sections.ErrInvalidArgument), errors.Is(err, fsm.ErrInvalidSpace),
+		errors.Is(err, errNoKeys), errors.Is(err, errTooManyKeys), errors.Is(err, errBadCount),
+		errors.Is(err, errBadSpaceName):
+		return connect.CodeInvalidArgument, err.Error()
+	case errors.Is(err, sections.ErrExhausted):
+		return connect.CodeResourceExhausted, err.Error()
+	case errors.Is(err, fsm.ErrSpaceExists):
+		return connect.CodeAlreadyExists, err.Error()
+	case errors.Is(err, sections.ErrNotServing), errors.Is(err, cluster.ErrNotLeader),
+		errors.Is(err, cluster.ErrNoLeader):
+		return connect.CodeUnavailable, err.Error()
+	}
+	return connect.CodeInternal, ""
+}
+
+func (s *Server) addLeaderHint(e *connect.Error) {
+	id, addr := s.node.Leader()
+	if id != "" {
+		e.Meta().Set(LeaderIDKey, id)
+	}
+	if addr != "" {
+		e.Meta().Set(LeaderAddrKey, addr)
+	}
+}
+
+// logCall logs failed calls at a level that fits their code.
+func (s *Server) logCall(procedure string, err error) {
+	if err == nil {
+		return
+	}
+	code := connect.CodeOf(err)
+	level := slog.LevelDebug
+	if code == connect.CodeInternal || code == connect.CodeUnknown {
+		level = slog.LevelError
+	}
+	s.log.Log(context.Background(), level, "call failed", "procedure", procedure, "code", code.String(), "err", err)
+}

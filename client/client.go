@@ -1,0 +1,278 @@
+// Package client is the Go client for seqd.
+//
+// A Client takes the API addresses of several nodes, remembers which one
+// leads, and retries calls that fail with unavailable (no leader, a leader
+// still waiting out its predecessor's lease, a node that is down) on other
+// nodes with exponential backoff, following the leader hint that nodes send.
+// Retrying Next or Reserve after an unavailable error is safe: a value is
+// returned at most once, so a retry can only leave a gap, never a repeat.
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
+	"github.com/seqd/seqd/api/gen/seq/v1/seqv1connect"
+)
+
+// Protocol selects the wire protocol.
+type Protocol string
+
+// The protocols a seqd node speaks.
+const (
+	Connect Protocol = "connect"
+	GRPC    Protocol = "grpc"
+	GRPCWeb Protocol = "grpcweb"
+)
+
+// Options configures a Client. The zero value is valid.
+type Options struct {
+	// Protocol defaults to Connect.
+	Protocol Protocol
+	// HTTPClient defaults to an h2c (HTTP/2 without TLS) client.
+	HTTPClient *http.Client
+	// RetryFor bounds how long one call keeps retrying unavailable errors
+	// (default 15s; the call's context deadline also applies).
+	RetryFor time.Duration
+	// MinBackoff and MaxBackoff bound the wait between retries (defaults
+	// 10ms and 500ms, with jitter).
+	MinBackoff, MaxBackoff time.Duration
+}
+
+// Client calls a seqd cluster. It is safe for concurrent use.
+type Client struct {
+	opts Options
+	http *http.Client
+
+	mu     sync.Mutex
+	nodes  []*node // known nodes, in the order given, then learned ones
+	leader int     // index into nodes of the node believed to lead
+}
+
+type node struct {
+	addr  string
+	seq   seqv1connect.SequenceServiceClient
+	admin seqv1connect.AdminServiceClient
+}
+
+// ErrNoAddrs is returned by New without addresses.
+var ErrNoAddrs = errors.New("client: no node addresses")
+
+// New returns a client for the nodes at addrs ("host:port" or a URL).
+func New(addrs []string, opts Options) (*Client, error) {
+	if opts.Protocol == "" {
+		opts.Protocol = Connect
+	}
+	switch opts.Protocol {
+	case Connect, GRPC, GRPCWeb:
+	default:
+		return nil, fmt.Errorf("client: unknown protocol %q (want connect, grpc or grpcweb)", opts.Protocol)
+	}
+	if opts.RetryFor <= 0 {
+		opts.RetryFor = 15 * time.Second
+	}
+	if opts.MinBackoff <= 0 {
+		opts.MinBackoff = 10 * time.Millisecond
+	}
+	if opts.MaxBackoff < opts.MinBackoff {
+		opts.MaxBackoff = max(500*time.Millisecond, opts.MinBackoff)
+	}
+	c := &Client{opts: opts, http: opts.HTTPClient}
+	if c.http == nil {
+		c.http = newH2C()
+	}
+	for _, a := range addrs {
+		if a = strings.TrimSpace(a); a != "" {
+			c.addNodeLocked(a)
+		}
+	}
+	if len(c.nodes) == 0 {
+		return nil, ErrNoAddrs
+	}
+	return c, nil
+}
+
+func newH2C() *http.Client {
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: &http.Transport{Protocols: &p, MaxIdleConnsPerHost: 64}}
+}
+
+func baseURL(addr string) string {
+	if strings.Contains(addr, "://") {
+		return strings.TrimRight(addr, "/")
+	}
+	return "http://" + addr
+}
+
+// addNodeLocked adds addr if new and returns its index. Call with c.mu held
+// (or before c is shared).
+func (c *Client) addNodeLocked(addr string) int {
+	for i, n := range c.nodes {
+		if n.addr == addr {
+			return i
+		}
+	}
+	var opts []connect.ClientOption
+	switch c.opts.Protocol {
+	case GRPC:
+		opts = append(opts, connect.WithGRPC())
+	case GRPCWeb:
+		opts = append(opts, connect.WithGRPCWeb())
+	}
+	u := baseURL(addr)
+	c.nodes = append(c.nodes, &node{
+		addr:  addr,
+		seq:   seqv1connect.NewSequenceServiceClient(c.http, u, opts...),
+		admin: seqv1connect.NewAdminServiceClient(c.http, u, opts...),
+	})
+	return len(c.nodes) - 1
+}
+
+// Leader returns the address of the node the client currently sends calls to.
+func (c *Client) Leader() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nodes[c.leader].addr
+}
+
+// Next returns one new value per key (values[i] is for keys[i]).
+func (c *Client) Next(ctx context.Context, space string, keys ...uint64) ([]uint64, error) {
+	resp, err := call(c, ctx, func(ctx context.Context, n *node) (*seqv1.NextResponse, error) {
+		r, err := n.seq.Next(ctx, connect.NewRequest(&seqv1.NextRequest{Space: space, Keys: keys}))
+		return msg(r, err)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.GetValues()) != len(keys) {
+		return nil, fmt.Errorf("client: server returned %d values for %d keys", len(resp.GetValues()), len(keys))
+	}
+	return resp.GetValues(), nil
+}
+
+// Reserve returns the first of count consecutive new values for key.
+func (c *Client) Reserve(ctx context.Context, space string, key uint64, count uint32) (uint64, error) {
+	resp, err := call(c, ctx, func(ctx context.Context, n *node) (*seqv1.ReserveResponse, error) {
+		r, err := n.seq.Reserve(ctx, connect.NewRequest(&seqv1.ReserveRequest{Space: space, Key: key, Count: count}))
+		return msg(r, err)
+	})
+	if err != nil {
+		return 0, err
+	}
+	return resp.GetFirst(), nil
+}
+
+// Current returns, per key, the last value issued (or a larger one after a failover).
+func (c *Client) Current(ctx context.Context, space string, keys ...uint64) ([]uint64, error) {
+	resp, err := call(c, ctx, func(ctx context.Context, n *node) (*seqv1.CurrentResponse, error) {
+		r, err := n.seq.Current(ctx, connect.NewRequest(&seqv1.CurrentRequest{Space: space, Keys: keys}))
+		return msg(r, err)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.GetValues()) != len(keys) {
+		return nil, fmt.Errorf("client: server returned %d values for %d keys", len(resp.GetValues()), len(keys))
+	}
+	return resp.GetValues(), nil
+}
+
+// CreateSpace creates a space (step and sectionSize 0 take the server's defaults).
+func (c *Client) CreateSpace(ctx context.Context, name string, step, sectionSize uint64) (*seqv1.CreateSpaceResponse, error) {
+	return call(c, ctx, func(ctx context.Context, n *node) (*seqv1.CreateSpaceResponse, error) {
+		r, err := n.admin.CreateSpace(ctx, connect.NewRequest(&seqv1.CreateSpaceRequest{Name: name, Step: step, SectionSize: sectionSize}))
+		return msg(r, err)
+	})
+}
+
+// ListSpaces lists every space.
+func (c *Client) ListSpaces(ctx context.Context) ([]*seqv1.Space, error) {
+	resp, err := call(c, ctx, func(ctx context.Context, n *node) (*seqv1.ListSpacesResponse, error) {
+		r, err := n.admin.ListSpaces(ctx, connect.NewRequest(&seqv1.ListSpacesRequest{}))
+		return msg(r, err)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp.GetSpaces(), nil
+}
+
+// ClusterStatus asks one node (the current leader if known) for the cluster's state.
+func (c *Client) ClusterStatus(ctx context.Context) (*seqv1.ClusterStatusResponse, error) {
+	return call(c, ctx, func(ctx context.Context, n *node) (*seqv1.ClusterStatusResponse, error) {
+		r, err := n.admin.ClusterStatus(ctx, connect.NewRequest(&seqv1.ClusterStatusRequest{}))
+		return msg(r, err)
+	})
+}
+
+func msg[T any](r *connect.Response[T], err error) (*T, error) {
+	if err != nil {
+		return nil, err
+	}
+	return r.Msg, nil
+}
+
+// call runs f against the believed leader, retrying unavailable errors on
+// the hinted leader or the next node, with backoff, for up to RetryFor.
+func call[T any](c *Client, ctx context.Context, f func(context.Context, *node) (*T, error)) (*T, error) {
+	deadline := time.Now().Add(c.opts.RetryFor)
+	backoff := c.opts.MinBackoff
+	for attempt := 0; ; attempt++ {
+		c.mu.Lock()
+		idx := c.leader
+		n := c.nodes[idx]
+		c.mu.Unlock()
+
+		resp, err := f(ctx, n)
+		if err == nil {
+			return resp, nil
+		}
+		if connect.CodeOf(err) != connect.CodeUnavailable || ctx.Err() != nil {
+			return nil, err
+		}
+		// Follow the leader hint, or try the next node.
+		hinted := false
+		var ce *connect.Error
+		if errors.As(err, &ce) {
+			if h := ce.Meta().Get("Seqd-Leader"); h != "" && h != n.addr {
+				c.mu.Lock()
+				c.leader = c.addNodeLocked(h)
+				c.mu.Unlock()
+				hinted = true
+			}
+		}
+		if !hinted {
+			c.mu.Lock()
+			if c.leader == idx {
+				c.leader = (idx + 1) % len(c.nodes)
+			}
+			c.mu.Unlock()
+		}
+		if time.Now().After(deadline) {
+			return nil, err
+		}
+		// A hint to a different node is worth trying at once; otherwise back off.
+		if hinted && attempt == 0 {
+			continue
+		}
+		wait := backoff/2 + rand.N(backoff/2+1)
+		backoff = min(backoff*2, c.opts.MaxBackoff)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,181 @@
+// Package cluster runs one seqd server: a hashicorp/raft node whose FSM keeps
+// the high-water marks, memberlist gossip for discovery and bootstrap, and the
+// leader lease that lets the allocator (package sections) serve from memory.
+//
+// The lease follows DESIGN.md §4. A leader serves only while now < t + Lease,
+// where t is a monotonic time taken before submitting a raft entry that then
+// committed. A node that becomes leader first runs a Barrier, then waits
+// Lease + LeaseMargin before serving, so any earlier leader's lease has run
+// out. On losing leadership, and before handing it over, the node revokes its
+// lease and drops all in-memory allocator state.
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Config configures a Node. Zero durations take the defaults noted.
+type Config struct {
+	// ID is this server's raft ID and gossip name; it must be unique and stable.
+	ID string
+	// DataDir holds raft.db (log and stable store), fsm.db and snapshots/.
+	DataDir string
+
+	// RaftAddr is the raft TCP bind address; RaftAdvertise (default RaftAddr)
+	// is what other servers dial.
+	RaftAddr      string
+	RaftAdvertise string
+	// GossipAddr is the memberlist bind address (TCP and UDP); GossipAdvertise
+	// (default GossipAddr) is what other servers contact.
+	GossipAddr      string
+	GossipAdvertise string
+	// APIAddr is the advertised address of this server's API, published in
+	// gossip so that followers can forward to the leader.
+	APIAddr string
+
+	// Join lists gossip addresses of other servers (it may include this
+	// server's own). Joining is retried in the background until one answers.
+	Join []string
+	// BootstrapExpect is how many servers form a new cluster: a server with no
+	// raft state bootstraps once it sees that many servers through gossip,
+	// none of which has raft state. A server with state never bootstraps.
+	// 0 disables bootstrapping (the server waits to be added by a leader).
+	BootstrapExpect int
+
+	// Lease is the leader lease L (default 2s); LeaseMargin (default L/10,
+	// at least 50ms) is added to a new leader's wait for clock-rate drift.
+	Lease       time.Duration
+	LeaseMargin time.Duration
+
+	// Raft timing; defaults are hashicorp/raft's (1s, 1s, 500ms, 50ms).
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	CommitTimeout      time.Duration
+	// SnapshotThreshold and SnapshotInterval control raft snapshots
+	// (defaults 8192 entries, 120s).
+	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
+
+	// MaxKeysPerSection bounds the allocator's memory (0: unbounded).
+	MaxKeysPerSection int
+
+	// Logger receives the node's logs (default slog.Default()). RaftLogLevel
+	// sets the level of raft's and memberlist's own logs (default Warn).
+	Logger       *slog.Logger
+	RaftLogLevel slog.Level
+
+	// StreamLayer, when set, carries raft traffic instead of a TCP transport
+	// bound to RaftAddr (tests use it to cut a node off the network).
+	StreamLayer raft.StreamLayer
+}
+
+// Errors returned by Node.
+var (
+	// ErrNotLeader means the call must go to the leader.
+	ErrNotLeader = errors.New("not the leader")
+	// ErrNoLeader means no leader is known right now.
+	ErrNoLeader = errors.New("no leader known")
+	// ErrInvalidConfig wraps configuration errors found by Start.
+	ErrInvalidConfig = errors.New("invalid configuration")
+)
+
+func (c *Config) setDefaults() error {
+	if c.ID == "" {
+		return fmt.Errorf("%w: an ID is required", ErrInvalidConfig)
+	}
+	if c.DataDir == "" {
+		return fmt.Errorf("%w: a data directory is required", ErrInvalidConfig)
+	}
+	if c.StreamLayer == nil {
+		if err := checkHostPort("raft address", c.RaftAddr); err != nil {
+			return err
+		}
+	}
+	if err := checkHostPort("gossip address", c.GossipAddr); err != nil {
+		return err
+	}
+	for _, j := range c.Join {
+		if err := checkHostPort("join address", j); err != nil {
+			return err
+		}
+	}
+	if c.RaftAdvertise == "" {
+		c.RaftAdvertise = c.RaftAddr
+	}
+	if c.GossipAdvertise == "" {
+		c.GossipAdvertise = c.GossipAddr
+	}
+	if c.BootstrapExpect < 0 {
+		return fmt.Errorf("%w: bootstrap-expect must be 0 or more, got %d", ErrInvalidConfig, c.BootstrapExpect)
+	}
+	if c.Lease == 0 {
+		c.Lease = 2 * time.Second
+	}
+	if c.Lease < 10*time.Millisecond {
+		return fmt.Errorf("%w: lease %v is too short (at least 10ms)", ErrInvalidConfig, c.Lease)
+	}
+	if c.LeaseMargin == 0 {
+		c.LeaseMargin = max(c.Lease/10, 50*time.Millisecond)
+	}
+	if c.LeaseMargin < 0 {
+		return fmt.Errorf("%w: lease margin must not be negative", ErrInvalidConfig)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.RaftLogLevel == 0 {
+		c.RaftLogLevel = slog.LevelWarn
+	}
+	return nil
+}
+
+func checkHostPort(what, addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "" {
+		return fmt.Errorf("%w: %s %q is not host:port", ErrInvalidConfig, what, addr)
+	}
+	_ = host
+	return nil
+}
+
+func (c *Config) raftConfig(notify chan<- bool, out io.Writer) (*raft.Config, error) {
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(c.ID)
+	rc.NotifyCh = notify
+	rc.LogOutput = out
+	rc.LogLevel = hclogLevel(c.RaftLogLevel)
+	if c.HeartbeatTimeout > 0 {
+		rc.HeartbeatTimeout = c.HeartbeatTimeout
+	}
+	if c.ElectionTimeout > 0 {
+		rc.ElectionTimeout = c.ElectionTimeout
+	}
+	if c.LeaderLeaseTimeout > 0 {
+		rc.LeaderLeaseTimeout = c.LeaderLeaseTimeout
+	}
+	if c.CommitTimeout > 0 {
+		rc.CommitTimeout = c.CommitTimeout
+	}
+	if c.SnapshotThreshold > 0 {
+		rc.SnapshotThreshold = c.SnapshotThreshold
+	}
+	if c.SnapshotInterval > 0 {
+		rc.SnapshotInterval = c.SnapshotInterval
+	}
+	// Raft's own limit: the leader lease timeout may not exceed the heartbeat timeout.
+	if rc.LeaderLeaseTimeout > rc.HeartbeatTimeout {
+		rc.LeaderLeaseTimeout = rc.HeartbeatTimeout
+	}
+	if err := raft.ValidateConfig(rc); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	return rc, nil
+}

@@ -1,0 +1,292 @@
+package cluster
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/hashicorp/raft"
+)
+
+// Meta is what each server publishes about itself through gossip.
+type Meta struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft"`
+	APIAddr  string `json:"api"`
+	// HasState is true once the server has raft state (bootstrapped, or
+	// added to a configuration). Servers never bootstrap while any server
+	// they see has state.
+	HasState bool `json:"state"`
+}
+
+// Member is a server seen through gossip.
+type Member struct {
+	Meta
+	GossipAddr string
+	Alive      bool
+}
+
+// gossip is the memberlist delegate: it serves this node's metadata and
+// tracks the other servers'.
+type gossip struct {
+	n *Node
+
+	mu      sync.RWMutex
+	members map[string]Member // by ID
+
+	kick chan struct{} // nudges the reconcile loop
+	done chan struct{}
+}
+
+func (n *Node) startGossip() error {
+	g := &gossip{n: n, members: make(map[string]Member), kick: make(chan struct{}, 1), done: make(chan struct{})}
+	n.gossip = g
+
+	host, portStr, _ := net.SplitHostPort(n.cfg.GossipAddr)
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return fmt.Errorf("%w: gossip port %q", ErrInvalidConfig, portStr)
+	}
+	mc := memberlist.DefaultLANConfig()
+	mc.Name = n.cfg.ID
+	mc.BindAddr = host
+	mc.BindPort = port
+	ahost, aportStr, _ := net.SplitHostPort(n.cfg.GossipAdvertise)
+	aport, err := strconv.Atoi(aportStr)
+	if err != nil {
+		return fmt.Errorf("%w: gossip advertise port %q", ErrInvalidConfig, aportStr)
+	}
+	mc.AdvertiseAddr = ahost
+	mc.AdvertisePort = aport
+	mc.Delegate = g
+	mc.Events = g
+	mc.LogOutput = newLogWriter(n.log, "memberlist", n.cfg.RaftLogLevel)
+	// Quicker failure detection than the WAN-friendly defaults: these are
+	// servers on one LAN.
+	mc.ProbeInterval = 500 * time.Millisecond
+	mc.GossipInterval = 100 * time.Millisecond
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		return fmt.Errorf("gossip on %s: %w", n.cfg.GossipAddr, err)
+	}
+	n.ml = ml
+	n.wg.Add(1)
+	go g.loop()
+	return nil
+}
+
+func (g *gossip) close() {
+	select {
+	case <-g.done:
+	default:
+		close(g.done)
+	}
+}
+
+func (g *gossip) nudge() {
+	select {
+	case g.kick <- struct{}{}:
+	default:
+	}
+}
+
+// NodeMeta implements memberlist.Delegate.
+func (g *gossip) NodeMeta(limit int) []byte {
+	m := Meta{ID: g.n.cfg.ID, RaftAddr: g.n.cfg.RaftAdvertise, APIAddr: g.n.cfg.APIAddr, HasState: g.n.hasState.Load()}
+	if g.n.transport != nil {
+		m.RaftAddr = string(g.n.transport.LocalAddr())
+	}
+	b, _ := json.Marshal(m)
+	if len(b) > limit {
+		g.n.log.Error("gossip metadata too large", "bytes", len(b), "limit", limit)
+		return nil
+	}
+	return b
+}
+
+// NotifyMsg, GetBroadcasts, LocalState and MergeRemoteState implement
+// memberlist.Delegate; seqd sends no user messages.
+func (g *gossip) NotifyMsg([]byte)                           {}
+func (g *gossip) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+func (g *gossip) LocalState(join bool) []byte                { return nil }
+func (g *gossip) MergeRemoteState(buf []byte, join bool)     {}
+
+// NotifyJoin, NotifyLeave and NotifyUpdate implement memberlist.EventDelegate.
+func (g *gossip) NotifyJoin(node *memberlist.Node)   { g.update(node, true) }
+func (g *gossip) NotifyLeave(node *memberlist.Node)  { g.update(node, false) }
+func (g *gossip) NotifyUpdate(node *memberlist.Node) { g.update(node, true) }
+
+func (g *gossip) update(node *memberlist.Node, alive bool) {
+	var m Meta
+	if err := json.Unmarshal(node.Meta, &m); err != nil || m.ID == "" {
+		g.n.log.Warn("ignoring gossip member with unreadable metadata", "name", node.Name, "addr", node.Address())
+		return
+	}
+	if m.ID != node.Name {
+		g.n.log.Warn("ignoring gossip member whose name and ID differ", "name", node.Name, "id", m.ID)
+		return
+	}
+	g.mu.Lock()
+	g.members[m.ID] = Member{Meta: m, GossipAddr: node.Address(), Alive: alive}
+	g.mu.Unlock()
+	g.nudge()
+}
+
+func (g *gossip) member(id string) (Member, bool) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	m, ok := g.members[id]
+	return m, ok
+}
+
+// Members returns every server seen through gossip, sorted by ID.
+func (n *Node) Members() []Member {
+	n.gossip.mu.RLock()
+	defer n.gossip.mu.RUnlock()
+	out := make([]Member, 0, len(n.gossip.members))
+	for _, m := range n.gossip.members {
+		out = append(out, m)
+	}
+	slices.SortFunc(out, func(a, b Member) int {
+		if a.ID < b.ID {
+			return -1
+		}
+		if a.ID > b.ID {
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// otherJoinAddrs returns the join addresses that are not this node's own.
+func (g *gossip) otherJoinAddrs() []string {
+	self := map[string]bool{g.n.cfg.GossipAddr: true, g.n.cfg.GossipAdvertise: true}
+	if g.n.ml != nil {
+		self[g.n.ml.LocalNode().Address()] = true
+	}
+	var out []string
+	for _, a := range g.n.cfg.Join {
+		if !self[a] {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// loop joins the other servers (retrying until one answers, and again
+// whenever this node is alone), bootstraps a new cluster when
+// BootstrapExpect servers without state see each other, and on the leader
+// adds servers that joined through gossip to the raft configuration.
+func (g *gossip) loop() {
+	defer g.n.wg.Done()
+	others := g.otherJoinAddrs()
+	joined := len(others) == 0
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		if len(others) > 0 && (!joined || g.n.ml.NumMembers() == 1) {
+			if cnt, err := g.n.ml.Join(others); cnt > 0 {
+				joined = true
+			} else if err != nil {
+				g.n.log.Debug("gossip join failed; will retry", "err", err)
+			}
+		}
+		if joined {
+			g.maybeBootstrap()
+		}
+		g.reconcile()
+		select {
+		case <-g.done:
+			return
+		case <-g.kick:
+		case <-tick.C:
+		}
+	}
+}
+
+// maybeBootstrap bootstraps raft with every server seen, once there are
+// BootstrapExpect of them and none has raft state.
+func (g *gossip) maybeBootstrap() {
+	n := g.n
+	if n.hasState.Load() || n.cfg.BootstrapExpect == 0 {
+		return
+	}
+	var servers []raft.Server
+	for _, m := range n.Members() {
+		if !m.Alive {
+			continue
+		}
+		if m.HasState && m.ID != n.cfg.ID {
+			n.log.Info("not bootstrapping: a cluster exists; waiting for its leader to add this server", "seen", m.ID)
+			return
+		}
+		servers = append(servers, raft.Server{ID: raft.ServerID(m.ID), Address: raft.ServerAddress(m.RaftAddr), Suffrage: raft.Voter})
+	}
+	if len(servers) < n.cfg.BootstrapExpect {
+		return
+	}
+	if len(servers) > n.cfg.BootstrapExpect {
+		n.log.Warn("more servers than bootstrap-expect are up; bootstrapping with all of them", "seen", len(servers), "expect", n.cfg.BootstrapExpect)
+	}
+	err := n.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error()
+	if err != nil && err != raft.ErrCantBootstrap {
+		n.log.Error("bootstrap failed", "err", err)
+		return
+	}
+	n.log.Info("bootstrapped a new cluster", "servers", len(servers))
+	g.setHasState()
+}
+
+func (g *gossip) setHasState() {
+	if g.n.hasState.Swap(true) {
+		return
+	}
+	if err := g.n.ml.UpdateNode(time.Second); err != nil {
+		g.n.log.Debug("gossip metadata update", "err", err)
+	}
+}
+
+// reconcile notes when this node has been added to a configuration, and on
+// the leader adds every live server that joined through gossip and is not yet
+// in the raft configuration. Gossip never removes voters.
+func (g *gossip) reconcile() {
+	n := g.n
+	cf := n.raft.GetConfiguration()
+	if cf.Error() != nil {
+		return
+	}
+	conf := cf.Configuration()
+	if len(conf.Servers) > 0 && !n.hasState.Load() {
+		g.setHasState()
+	}
+	if !n.IsLeader() {
+		return
+	}
+	in := make(map[string]raft.Server, len(conf.Servers))
+	for _, s := range conf.Servers {
+		in[string(s.ID)] = s
+	}
+	for _, m := range n.Members() {
+		if !m.Alive || m.ID == n.cfg.ID {
+			continue
+		}
+		s, ok := in[m.ID]
+		if ok && string(s.Address) == m.RaftAddr {
+			continue
+		}
+		if !ok && m.HasState {
+			n.log.Warn("not adding a server that already has raft state from elsewhere; wipe its data directory to add it", "id", m.ID)
+			continue
+		}
+		n.log.Info("adding server to the raft configuration", "id", m.ID, "raft", m.RaftAddr)
+		if err := n.raft.AddVoter(raft.ServerID(m.ID), raft.ServerAddress(m.RaftAddr), 0, applyTimeout).Error(); err != nil {
+			n.log.Warn("adding server failed", "id", m.ID, "err", err)
+		}
+	}
+}

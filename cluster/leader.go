@@ -1,0 +1,124 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/seqd/seqd/fsm"
+)
+
+// leadership follows raft's leadership notifications. On gaining
+// leadership it starts lead; on losing it, it revokes the lease first (so the
+// allocator stops serving at once and drops its state) and then stops lead.
+func (n *Node) leadership() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case isLeader := <-n.notify:
+			n.stats.leaderChanges.Add(1)
+			if isLeader {
+				n.log.Info("became raft leader; waiting out the previous lease before serving", "term", n.raft.CurrentTerm())
+				epoch := n.alloc.Revoke()
+				n.startLead(epoch)
+			} else {
+				n.alloc.Revoke()
+				n.stepDownLead()
+				n.log.Info("lost raft leadership; lease revoked")
+			}
+		}
+	}
+}
+
+func (n *Node) startLead(epoch uint64) {
+	n.leadMu.Lock()
+	defer n.leadMu.Unlock()
+	if n.leadCancel != nil {
+		n.leadCancel()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n.leadCancel = cancel
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		n.lead(ctx, epoch)
+	}()
+}
+
+func (n *Node) stepDownLead() {
+	n.leadMu.Lock()
+	defer n.leadMu.Unlock()
+	if n.leadCancel != nil {
+		n.leadCancel()
+		n.leadCancel = nil
+	}
+}
+
+// lead runs while this node is the raft leader: Barrier, wait out any earlier
+// leader's lease, make sure the default space exists, then renew the lease
+// every Lease/3 from committed no-op entries.
+func (n *Node) lead(ctx context.Context, epoch uint64) {
+	gained := time.Now()
+	// 1. Barrier: the FSM holds every entry committed before this term.
+	for {
+		err := n.raft.Barrier(applyTimeout).Error()
+		if err == nil {
+			break
+		}
+		n.log.Warn("barrier failed", "err", err)
+		if !sleepCtx(ctx, 100*time.Millisecond) || !n.IsLeader() {
+			return
+		}
+	}
+	// 2. Wait out the lease of any earlier leader: it took its last t before
+	// a quorum stored an entry, and this node was elected after that.
+	if !sleepCtx(ctx, n.cfg.Lease+n.cfg.LeaseMargin) {
+		return
+	}
+	// 3. The default space.
+	if _, ok := n.fsm.Space(DefaultSpace.Name); !ok {
+		if err := n.apply(ctx, fsm.EncodeCreateSpace(DefaultSpace)); err != nil && !errors.Is(err, context.Canceled) {
+			n.log.Warn("creating the default space failed", "err", err)
+		}
+	}
+	// 4. Renew the lease from committed entries.
+	first := true
+	for {
+		t := time.Now()
+		err := n.apply(ctx, fsm.EncodeNoop())
+		if err == nil {
+			n.alloc.Grant(epoch, t.Add(n.cfg.Lease))
+			n.stats.renewals.Add(1)
+			if first {
+				first = false
+				now := time.Now()
+				n.stats.servingSince.Store(now.UnixNano())
+				n.stats.lastFailoverNs.Store(int64(now.Sub(gained)))
+				n.log.Info("serving as leader", "term", n.raft.CurrentTerm(), "after", now.Sub(gained).Round(time.Millisecond))
+			}
+		} else if ctx.Err() == nil {
+			n.stats.renewalErrors.Add(1)
+			n.log.Warn("lease renewal failed", "err", err)
+		}
+		if !sleepCtx(ctx, time.Until(t.Add(n.cfg.Lease/3))) {
+			return
+		}
+	}
+}
+
+// sleepCtx sleeps for d or until ctx ends; it reports whether ctx is still live.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,91 @@
+package cluster
+
+import (
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// LocalStatus is what this node knows about itself.
+type LocalStatus struct {
+	ID, APIAddr, RaftAddr, GossipAddr string
+	// State is raft's state: "Leader", "Follower", "Candidate" or "Shutdown".
+	State string
+	// Voter reports whether this node votes in the latest configuration.
+	Voter bool
+	// LastContact is the time since this node last heard from a leader (0 on the leader).
+	LastContact  time.Duration
+	Term         uint64
+	AppliedIndex uint64
+	// Serving is true while this node is the leader and holds the lease.
+	Serving bool
+	// LeaderID and LeaderAPIAddr name the leader as this node knows it.
+	LeaderID, LeaderAPIAddr string
+	// LeaseRemaining is how long the lease still runs (leader only).
+	LeaseRemaining time.Duration
+	// LastFailover is, for the last time this node became leader, the time
+	// from winning the election to serving (Barrier + lease wait + renewal).
+	LastFailover time.Duration
+	// LeaderChanges counts leadership gains and losses seen by this node.
+	LeaderChanges int64
+	// KeysHeld and SectionsHeld describe the allocator's memory.
+	KeysHeld     int64
+	SectionsHeld int
+}
+
+// Status reports this node's view of itself and the leader.
+func (n *Node) Status() LocalStatus {
+	lid, lapi := n.Leader()
+	st := LocalStatus{
+		ID:             n.cfg.ID,
+		APIAddr:        n.cfg.APIAddr,
+		RaftAddr:       n.RaftAddr(),
+		GossipAddr:     n.cfg.GossipAdvertise,
+		State:          n.raft.State().String(),
+		Term:           n.raft.CurrentTerm(),
+		AppliedIndex:   n.raft.AppliedIndex(),
+		Serving:        n.alloc.Serving(),
+		LeaderID:       lid,
+		LeaderAPIAddr:  lapi,
+		LeaseRemaining: n.alloc.LeaseRemaining(),
+		LastFailover:   time.Duration(n.stats.lastFailoverNs.Load()),
+		LeaderChanges:  n.stats.leaderChanges.Load(),
+		KeysHeld:       n.alloc.KeysHeld(),
+		SectionsHeld:   n.alloc.SectionsHeld(),
+	}
+	if n.ml != nil {
+		st.GossipAddr = n.ml.LocalNode().Address()
+	}
+	if st.State != raft.Leader.String() {
+		if lc := n.raft.LastContact(); !lc.IsZero() {
+			st.LastContact = time.Since(lc)
+		}
+	}
+	if cf := n.raft.GetConfiguration(); cf.Error() == nil {
+		for _, s := range cf.Configuration().Servers {
+			if string(s.ID) == n.cfg.ID {
+				st.Voter = s.Suffrage == raft.Voter
+			}
+		}
+	}
+	return st
+}
+
+// ConfigServer is a server in the raft configuration.
+type ConfigServer struct {
+	ID, RaftAddr string
+	Voter        bool
+}
+
+// Configuration returns the latest raft configuration known to this node.
+func (n *Node) Configuration() ([]ConfigServer, error) {
+	cf := n.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return nil, err
+	}
+	var out []ConfigServer
+	for _, s := range cf.Configuration().Servers {
+		out = append(out, ConfigServer{ID: string(s.ID), RaftAddr: string(s.Address), Voter: s.Suffrage == raft.Voter})
+	}
+	return out, nil
+}

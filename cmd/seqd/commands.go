@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/seqd/seqd/client"
+)
+
+// clientFlags are the flags every client command takes.
+type clientFlags struct {
+	addr     *string
+	timeout  *time.Duration
+	protocol *string
+}
+
+func addClientFlags(fs *flag.FlagSet) clientFlags {
+	return clientFlags{
+		addr:     fs.String("addr", "127.0.0.1:7700", "comma-separated API addresses of cluster nodes"),
+		timeout:  fs.Duration("timeout", 10*time.Second, "how long the call may take, retries included"),
+		protocol: fs.String("protocol", "connect", "wire protocol: connect, grpc or grpcweb"),
+	}
+}
+
+func (f clientFlags) dial() (*client.Client, context.Context, context.CancelFunc, error) {
+	c, err := client.New(strings.Split(*f.addr, ","), client.Options{Protocol: client.Protocol(*f.protocol), RetryFor: *f.timeout})
+	if err != nil {
+		return nil, nil, nil, usageErr("%v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *f.timeout)
+	return c, ctx, cancel, nil
+}
+
+// callErr formats a failed call as "code: message".
+func callErr(err error) error {
+	if ce, ok := err.(*connect.Error); ok {
+		return fmt.Errorf("%s: %s", ce.Code(), ce.Message())
+	}
+	return err
+}
+
+func parseKeys(ops []string) ([]uint64, error) {
+	if len(ops) == 0 {
+		return nil, usageErr("at least one KEY is required")
+	}
+	keys := make([]uint64, len(ops))
+	for i, s := range ops {
+		k, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return nil, usageErr("KEY %q is not an unsigned 64-bit integer", s)
+		}
+		keys[i] = k
+	}
+	return keys, nil
+}
+
+func keysCommand(args []string, name, desc string, do func(*client.Client, context.Context, string, []uint64) ([]uint64, error)) error {
+	fs := newFlagSet(name, "seqd "+name+" [--space S] KEY...", desc)
+	space := fs.String("space", "default", "space name")
+	cf := addClientFlags(fs)
+	ops, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	keys, err := parseKeys(ops)
+	if err != nil {
+		return err
+	}
+	c, ctx, cancel, err := cf.dial()
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	vals, err := do(c, ctx, *space, keys)
+	if err != nil {
+		return callErr(err)
+	}
+	for _, v := range vals {
+		fmt.Println(v)
+	}
+	return nil
+}
+
+func cmdNext(args []string) error {
+	return keysCommand(args, "next", "Prints one new value per KEY, one per line, in order.",
+		func(c *client.Client, ctx context.Context, space string, keys []uint64) ([]uint64, error) {
+			return c.Next(ctx, space, keys...)
+		})
+}
+
+func cmdCurrent(args []string) error {
+	return keysCommand(args, "current", "Prints the current value of each KEY, one per line (0: none issued).",
+		func(c *client.Client, ctx context.Context, space string, keys []uint64) ([]uint64, error) {
+			return c.Current(ctx, space, keys...)
+		})
+}
+
+func cmdReserve(args []string) error {
+	fs := newFlagSet("reserve", "seqd reserve [--space S] KEY COUNT",
+		"Reserves COUNT consecutive values for KEY and prints the first and the last, space-separated.")
+	space := fs.String("space", "default", "space name")
+	cf := addClientFlags(fs)
+	ops, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(ops) != 2 {
+		return usageErr("reserve takes KEY COUNT")
+	}
+	keys, err := parseKeys(ops[:1])
+	if err != nil {
+		return err
+	}
+	count, err := strconv.ParseUint(ops[1], 10, 32)
+	if err != nil || count == 0 {
+		return usageErr("COUNT %q must be a whole number from 1 to 1000000", ops[1])
+	}
+	c, ctx, cancel, err := cf.dial()
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	first, err := c.Reserve(ctx, *space, keys[0], uint32(count))
+	if err != nil {
+		return callErr(err)
+	}
+	fmt.Println(first, first+count-1)
+	return nil
+}
+
+func cmdSpace(args []string) error {
+	if len(args) == 0 {
+		return usageErr("space needs a subcommand: create or list")
+	}
+	switch args[0] {
+	case "create":
+		fs := newFlagSet("space create", "seqd space create NAME [--step N] [--section-size N]",
+			"Creates a space. Creating an existing space with the same settings succeeds.")
+		step := fs.Uint64("step", 10000, "values the leader reserves per raise of a section's high-water mark")
+		size := fs.Uint64("section-size", 100000, "keys per section (sharing one high-water mark)")
+		cf := addClientFlags(fs)
+		ops, err := parseFlags(fs, args[1:])
+		if err != nil {
+			return err
+		}
+		if len(ops) != 1 {
+			return usageErr("space create takes one NAME")
+		}
+		if *step == 0 || *size == 0 {
+			return usageErr("--step and --section-size must be at least 1")
+		}
+		c, ctx, cancel, err := cf.dial()
+		if err != nil {
+			return err
+		}
+		defer cancel()
+		resp, err := c.CreateSpace(ctx, ops[0], *step, *size)
+		if err != nil {
+			return callErr(err)
+		}
+		verb := "created"
+		if !resp.GetCreated() {
+			verb = "exists"
+		}
+		fmt.Printf("%s space %s step=%d section_size=%d\n", verb, resp.GetSpace().GetName(), resp.GetSpace().GetStep(), resp.GetSpace().GetSectionSize())
+		return nil
+	case "list":
+		fs := newFlagSet("space list", "seqd space list", "Lists every space with its settings.")
+		cf := addClientFlags(fs)
+		ops, err := parseFlags(fs, args[1:])
+		if err != nil {
+			return err
+		}
+		if len(ops) != 0 {
+			return usageErr("space list takes no arguments")
+		}
+		c, ctx, cancel, err := cf.dial()
+		if err != nil {
+			return err
+		}
+		defer cancel()
+		spaces, err := c.ListSpaces(ctx)
+		if err != nil {
+			return callErr(err)
+		}
+		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAME\tSTEP\tSECTION_SIZE")
+		for _, s := range spaces {
+			fmt.Fprintf(tw, "%s\t%d\t%d\n", s.GetName(), s.GetStep(), s.GetSectionSize())
+		}
+		return tw.Flush()
+	default:
+		return usageErr("unknown space subcommand %q (want create or list)", args[0])
+	}
+}
+
+func cmdStatus(args []string) error {
+	fs := newFlagSet("status", "seqd status", "Shows every node with its raft state, the leader and the term.")
+	cf := addClientFlags(fs)
+	ops, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(ops) != 0 {
+		return usageErr("status takes no arguments")
+	}
+	c, ctx, cancel, err := cf.dial()
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	st, err := c.ClusterStatus(ctx)
+	if err != nil {
+		return callErr(err)
+	}
+	leader := st.GetLeaderId()
+	if leader == "" {
+		leader = "(none)"
+	}
+	fmt.Printf("leader: %s  term: %d  answered by: %s\n\n", leader, st.GetTerm(), st.GetNodeId())
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tSERVING\tVOTER\tTERM\tAPPLIED\tLAST_CONTACT\tAPI\tRAFT")
+	for _, n := range st.GetNodes() {
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%v\t%d\t%d\t%s\t%s\t%s\n", n.GetId(), n.GetRaftState(), n.GetServing(), n.GetVoter(),
+			n.GetTerm(), n.GetAppliedIndex(), n.GetLastContact().AsDuration().Round(time.Millisecond), n.GetApiAddr(), n.GetRaftAddr())
+	}
+	return tw.Flush()
+}

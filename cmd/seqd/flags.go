@@ -1,0 +1,82 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// errUsage marks errors in the command line; main exits 2 for them.
+var errUsage = errors.New("usage")
+
+func usageErr(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, args...))
+}
+
+// envName returns the environment variable that sets flag name.
+func envName(name string) string {
+	return "SEQD_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// parseFlags parses args with flags and operands interspersed, then fills
+// every flag not given on the command line from SEQD_<NAME> in the
+// environment. It returns the operands.
+func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	fs.SetOutput(io.Discard)
+	var operands []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fs.SetOutput(os.Stdout)
+				fs.Usage()
+				return nil, err
+			}
+			return nil, usageErr("%v (see %s -h)", err, fs.Name())
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			break
+		}
+		if args[0] == "--" {
+			operands = append(operands, args[1:]...)
+			break
+		}
+		operands = append(operands, args[0])
+		args = args[1:]
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] || err != nil {
+			return
+		}
+		if v, ok := os.LookupEnv(envName(f.Name)); ok {
+			if e := fs.Set(f.Name, v); e != nil {
+				err = usageErr("invalid %s=%q: %v", envName(f.Name), v, e)
+			}
+		}
+	})
+	return operands, err
+}
+
+// newFlagSet returns a flag set whose usage text lists the flags with their
+// environment variables.
+func newFlagSet(name, synopsis, description string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.Usage = func() {
+		out := fs.Output()
+		fmt.Fprintf(out, "Usage: %s\n\n%s\n\nFlags (each also settable as SEQD_<NAME>):\n", synopsis, description)
+		fs.VisitAll(func(f *flag.Flag) {
+			def := ""
+			if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" {
+				def = fmt.Sprintf(" (default %s)", f.DefValue)
+			}
+			fmt.Fprintf(out, "  --%s\n      %s%s [%s]\n", f.Name, f.Usage, def, envName(f.Name))
+		})
+	}
+	return fs
+}

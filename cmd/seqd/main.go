@@ -1,0 +1,79 @@
+// Command seqd runs a seqd server and talks to a seqd cluster.
+//
+//	seqd serve                          run a node (a single-node cluster on defaults)
+//	seqd next [--space S] KEY...        one new value per key
+//	seqd reserve [--space S] KEY COUNT  COUNT consecutive values for KEY
+//	seqd current [--space S] KEY...     the current value of each key
+//	seqd space create NAME [--step N] [--section-size N]
+//	seqd space list
+//	seqd status                         the cluster's nodes, leader and term
+//
+// Exit status: 0 on success, 1 when the call or the server fails, 2 for a
+// malformed command line.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+)
+
+const usage = `seqd: per-key monotonic 64-bit sequences from a Raft-replicated cluster.
+
+Usage:
+  seqd serve [flags]                         run a node (no flags: a single-node cluster)
+  seqd next [--space S] KEY...               print one new value per key
+  seqd reserve [--space S] KEY COUNT         print the first and last of COUNT new values
+  seqd current [--space S] KEY...            print the current value of each key
+  seqd space create NAME [--step N] [--section-size N]
+  seqd space list
+  seqd status                                show nodes, leader, term and lease
+
+Run "seqd COMMAND -h" for a command's flags. Client commands take --addr
+(comma-separated node API addresses, default 127.0.0.1:7700, or SEQD_ADDR).
+`
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	if len(args) == 0 {
+		fmt.Fprint(os.Stderr, usage)
+		return 2
+	}
+	var err error
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "serve":
+		err = serve(rest)
+	case "next":
+		err = cmdNext(rest)
+	case "reserve":
+		err = cmdReserve(rest)
+	case "current":
+		err = cmdCurrent(rest)
+	case "space":
+		err = cmdSpace(rest)
+	case "status":
+		err = cmdStatus(rest)
+	case "-h", "--help", "help":
+		fmt.Print(usage)
+		return 0
+	default:
+		fmt.Fprintf(os.Stderr, "seqd: unknown command %q\n\n%s", cmd, usage)
+		return 2
+	}
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		fmt.Fprintf(os.Stderr, "seqd: %v\n", err)
+		return 2
+	default:
+		fmt.Fprintf(os.Stderr, "seqd: %v\n", err)
+		return 1
+	}
+}

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/seqd/seqd/api"
+	"github.com/seqd/seqd/cluster"
+)
+
+func serve(args []string) error {
+	host, _ := os.Hostname()
+	fs := newFlagSet("serve", "seqd serve [flags]",
+		"Runs a seqd node. With no flags it bootstraps a single-node cluster in ./seqd-data.\n"+
+			"A node with existing state never bootstraps again: restart it with unchanged flags.")
+	var (
+		id             = fs.String("id", host, "unique, stable node ID")
+		dataDir        = fs.String("data-dir", "./seqd-data", "directory for the raft log, FSM and snapshots")
+		apiAddr        = fs.String("api-addr", "127.0.0.1:7700", "API listen address (Connect, gRPC, gRPC-Web; HTTP/1.1 and h2c)")
+		raftAddr       = fs.String("raft-addr", "127.0.0.1:7701", "raft TCP listen address")
+		gossipAddr     = fs.String("gossip-addr", "127.0.0.1:7702", "gossip (memberlist) listen address, TCP and UDP")
+		advAPI         = fs.String("advertise-api", "", "API address other nodes and clients use (default --api-addr)")
+		advRaft        = fs.String("advertise-raft", "", "raft address other nodes use (default --raft-addr)")
+		advGossip      = fs.String("advertise-gossip", "", "gossip address other nodes use (default --gossip-addr)")
+		join           = fs.String("join", "", "comma-separated gossip addresses of other nodes (may include this node's own)")
+		expect         = fs.Int("bootstrap-expect", 1, "number of servers that form a new cluster; 0 never bootstraps")
+		lease          = fs.Duration("lease", 2*time.Second, "leader lease L: a new leader waits L (+ margin) before serving")
+		leaseMargin    = fs.Duration("lease-margin", 0, "extra wait for clock-rate drift (default L/10, at least 50ms)")
+		heartbeat      = fs.Duration("raft-heartbeat-timeout", time.Second, "raft heartbeat timeout")
+		election       = fs.Duration("raft-election-timeout", time.Second, "raft election timeout")
+		leaderLease    = fs.Duration("raft-leader-lease-timeout", 500*time.Millisecond, "raft's leader lease timeout (step-down without quorum contact)")
+		commit         = fs.Duration("raft-commit-timeout", 50*time.Millisecond, "raft commit timeout")
+		snapThreshold  = fs.Uint64("snapshot-threshold", 8192, "raft entries between snapshots")
+		snapInterval   = fs.Duration("snapshot-interval", 2*time.Minute, "how often raft checks whether to snapshot")
+		maxKeys        = fs.Int("max-keys-per-section", 0, "bound on keys held in memory per section (0: unbounded)")
+		logLevel       = fs.String("log-level", "info", "log level: debug, info, warn, error")
+		logFormat      = fs.String("log-format", "text", "log format: text or json")
+		raftLogLevel   = fs.String("raft-log-level", "warn", "level of raft's and memberlist's own logs")
+		shutdownWait   = fs.Duration("shutdown-timeout", 10*time.Second, "how long a graceful shutdown may take")
+	)
+	operands, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(operands) > 0 {
+		return usageErr("serve takes no arguments, got %q", operands)
+	}
+	lvl, err := parseLevel(*logLevel)
+	if err != nil {
+		return err
+	}
+	rlvl, err := parseLevel(*raftLogLevel)
+	if err != nil {
+		return err
+	}
+	var handler slog.Handler
+	switch *logFormat {
+	case "text":
+		handler = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})
+	case "json":
+		handler = slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})
+	default:
+		return usageErr("--log-format must be text or json, got %q", *logFormat)
+	}
+	logger := slog.New(handler)
+	if *id == "" {
+		return usageErr("--id is required (the host name is unknown)")
+	}
+	if *expect < 0 {
+		return usageErr("--bootstrap-expect must be 0 or more, got %d", *expect)
+	}
+	if *advAPI == "" {
+		*advAPI = *apiAddr
+	}
+	if err := routable("advertised API address", *advAPI); err != nil {
+		return err
+	}
+	var joins []string
+	for _, j := range strings.Split(*join, ",") {
+		if j = strings.TrimSpace(j); j != "" {
+			joins = append(joins, j)
+		}
+	}
+
+	ln, err := net.Listen("tcp", *apiAddr)
+	if err != nil {
+		return fmt.Errorf("API listener: %w", err)
+	}
+	node, err := cluster.Start(cluster.Config{
+		ID: *id, DataDir: *dataDir,
+		RaftAddr: *raftAddr, RaftAdvertise: *advRaft,
+		GossipAddr: *gossipAddr, GossipAdvertise: *advGossip,
+		APIAddr: *advAPI, Join: joins, BootstrapExpect: *expect,
+		Lease: *lease, LeaseMargin: *leaseMargin,
+		HeartbeatTimeout: *heartbeat, ElectionTimeout: *election,
+		LeaderLeaseTimeout: *leaderLease, CommitTimeout: *commit,
+		SnapshotThreshold: *snapThreshold, SnapshotInterval: *snapInterval,
+		MaxKeysPerSection: *maxKeys,
+		Logger:            logger, RaftLogLevel: rlvl,
+	})
+	if err != nil {
+		ln.Close()
+		if errors.Is(err, cluster.ErrInvalidConfig) {
+			return usageErr("%v", err)
+		}
+		return err
+	}
+	srv := api.NewHTTPServer(api.New(node, logger).Handler())
+	srvErr := make(chan error, 1)
+	go func() { srvErr <- srv.Serve(ln) }()
+	logger.Info("seqd serving", "id", *id, "api", ln.Addr().String(), "raft", node.RaftAddr(),
+		"gossip", *gossipAddr, "data_dir", *dataDir, "bootstrap_expect", *expect, "join", joins)
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	var runErr error
+	select {
+	case s := <-sig:
+		logger.Info("shutting down", "signal", s.String())
+	case err := <-srvErr:
+		runErr = fmt.Errorf("API server: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *shutdownWait)
+	defer cancel()
+	// Hand leadership over first (a leader drops its lease before anything
+	// else), then stop taking calls.
+	if err := node.Shutdown(ctx); err != nil {
+		logger.Warn("node shutdown", "err", err)
+	}
+	if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		logger.Warn("API server shutdown", "err", err)
+	}
+	logger.Info("stopped")
+	return runErr
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, usageErr("unknown log level %q (want debug, info, warn or error)", s)
+	}
+	return l, nil
+}
+
+// routable checks that addr is host:port with a host others can dial.
+func routable(what, addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "" {
+		return usageErr("%s %q is not host:port", what, addr)
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		return usageErr("%s %q: other nodes cannot dial an unspecified host; set the --advertise-* flag", what, addr)
+	}
+	return nil
+}

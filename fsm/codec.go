@@ -1,0 +1,253 @@
+package fsm
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// Space is a named family of sequences. Step is how far the leader raises a
+// section's high-water mark at a time, and SectionSize is how many consecutive
+// keys share one section (section = key / SectionSize).
+type Space struct {
+	Name        string
+	Step        uint64
+	SectionSize uint64
+}
+
+// Mark says: section Section of space Space has high-water mark Max.
+type Mark struct {
+	Space   string
+	Section uint64
+	Max     uint64
+}
+
+var (
+	// ErrSpaceExists is returned (as an Apply response) when a space is
+	// created again with settings that differ from the stored ones.
+	ErrSpaceExists = errors.New("fsm: space exists with different settings")
+	// ErrUnknownSpace is returned (as an Apply response) when a raise names a
+	// space that does not exist.
+	ErrUnknownSpace = errors.New("fsm: unknown space")
+	// ErrInvalidSpace is returned by ValidateSpace and (as an Apply response)
+	// when a space's name or settings are out of range.
+	ErrInvalidSpace = errors.New("fsm: invalid space settings")
+)
+
+// maxStep is the largest permitted Space.Step.
+const maxStep = 1 << 40
+
+// maxNameLen is the longest permitted space name.
+const maxNameLen = 64
+
+// ValidName reports whether name is a valid space name, that is whether it
+// matches ^[a-z0-9][a-z0-9_.-]{0,63}$.
+func ValidName(name string) bool {
+	if len(name) == 0 || len(name) > maxNameLen {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case i > 0 && (c == '_' || c == '.' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// ValidateSpace returns nil if s may be created, and otherwise an error that
+// wraps ErrInvalidSpace and says what is wrong. A valid space has a name
+// accepted by ValidName, 1 <= Step <= 1<<40 and SectionSize >= 1.
+func ValidateSpace(s Space) error {
+	switch {
+	case !ValidName(s.Name):
+		return fmt.Errorf("%w: name %q must match ^[a-z0-9][a-z0-9_.-]{0,63}$", ErrInvalidSpace, s.Name)
+	case s.Step < 1 || s.Step > maxStep:
+		return fmt.Errorf("%w: step %d must be in [1, 2^40]", ErrInvalidSpace, s.Step)
+	case s.SectionSize < 1:
+		return fmt.Errorf("%w: section size must be at least 1", ErrInvalidSpace)
+	}
+	return nil
+}
+
+// Kind identifies the type of a replicated command. It is the first byte of
+// every encoded command.
+type Kind uint8
+
+// The command kinds. The values are part of the replicated log format and must
+// never be renumbered.
+const (
+	KindCreateSpace Kind = 1
+	KindRaise       Kind = 2
+	KindNoop        Kind = 3
+)
+
+// Command is the decoded form of a raft log entry. Space is set for
+// KindCreateSpace and Marks for KindRaise; the other field is zero.
+type Command struct {
+	Kind  Kind
+	Space Space
+	Marks []Mark
+}
+
+// EncodeCreateSpace encodes a command that creates space s. It does not
+// validate s; Apply answers an invalid space with ErrInvalidSpace.
+//
+// Layout: 0x01, uvarint len(name), name, uvarint step, uvarint section_size.
+func EncodeCreateSpace(s Space) []byte {
+	b := make([]byte, 0, 1+binary.MaxVarintLen64*3+len(s.Name))
+	b = append(b, byte(KindCreateSpace))
+	b = appendString(b, s.Name)
+	b = binary.AppendUvarint(b, s.Step)
+	b = binary.AppendUvarint(b, s.SectionSize)
+	return b
+}
+
+// EncodeRaise encodes a command that raises the high-water mark of several
+// sections, possibly of several spaces, at once.
+//
+// Layout: 0x02, uvarint count, then count times: uvarint len(space), space,
+// uvarint section, uvarint max.
+func EncodeRaise(marks []Mark) []byte {
+	n := 1 + binary.MaxVarintLen64
+	for _, m := range marks {
+		n += len(m.Space) + binary.MaxVarintLen64*3
+	}
+	b := make([]byte, 0, n)
+	b = append(b, byte(KindRaise))
+	b = binary.AppendUvarint(b, uint64(len(marks)))
+	for _, m := range marks {
+		b = appendString(b, m.Space)
+		b = binary.AppendUvarint(b, m.Section)
+		b = binary.AppendUvarint(b, m.Max)
+	}
+	return b
+}
+
+// EncodeNoop encodes a command that changes no state. The leader uses it to
+// renew its lease.
+//
+// Layout: 0x03.
+func EncodeNoop() []byte {
+	return []byte{byte(KindNoop)}
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// minMarkLen is the smallest possible encoding of one Mark: an empty name's
+// length byte, one byte of section and one byte of max.
+const minMarkLen = 3
+
+// Decode decodes a command produced by EncodeCreateSpace, EncodeRaise or
+// EncodeNoop. It is strict: an empty input, an unknown type byte, truncated
+// data, an overlong or non-minimal uvarint, a length or count larger than the
+// remaining input can hold, and trailing bytes are all errors. Consequently
+// every successfully decoded command re-encodes to exactly the input bytes.
+// Decode checks only the format; whether a space is valid is decided by Apply.
+func Decode(b []byte) (Command, error) {
+	if len(b) == 0 {
+		return Command{}, errors.New("fsm: decode: empty command")
+	}
+	d := decoder{b: b, off: 1}
+	var c Command
+	switch k := Kind(b[0]); k {
+	case KindCreateSpace:
+		c.Kind = k
+		c.Space.Name = d.string("space name")
+		c.Space.Step = d.uvarint("step")
+		c.Space.SectionSize = d.uvarint("section size")
+	case KindRaise:
+		c.Kind = k
+		n := d.uvarint("mark count")
+		if d.err == nil && n > uint64(d.remaining()/minMarkLen) {
+			d.fail(fmt.Errorf("mark count %d exceeds what %d remaining bytes can hold", n, d.remaining()))
+		}
+		if d.err == nil && n > 0 {
+			c.Marks = make([]Mark, n)
+			for i := range c.Marks {
+				c.Marks[i].Space = d.string("mark space")
+				c.Marks[i].Section = d.uvarint("mark section")
+				c.Marks[i].Max = d.uvarint("mark max")
+				if d.err != nil {
+					break
+				}
+			}
+		}
+	case KindNoop:
+		c.Kind = k
+	default:
+		return Command{}, fmt.Errorf("fsm: decode: unknown command type 0x%02x", b[0])
+	}
+	if d.err == nil && d.remaining() != 0 {
+		d.fail(fmt.Errorf("%d trailing bytes", d.remaining()))
+	}
+	if d.err != nil {
+		return Command{}, fmt.Errorf("fsm: decode: command type %d: %w", b[0], d.err)
+	}
+	return c, nil
+}
+
+// decoder reads fields sequentially and remembers the first error; after an
+// error every read returns the zero value.
+type decoder struct {
+	b   []byte
+	off int
+	err error
+}
+
+func (d *decoder) remaining() int { return len(d.b) - d.off }
+
+func (d *decoder) fail(err error) {
+	if d.err == nil {
+		d.err = err
+	}
+}
+
+func (d *decoder) uvarint(what string) uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b[d.off:])
+	switch {
+	case n == 0:
+		d.fail(fmt.Errorf("%s: truncated at offset %d", what, d.off))
+		return 0
+	case n < 0:
+		d.fail(fmt.Errorf("%s: uvarint overflows 64 bits at offset %d", what, d.off))
+		return 0
+	case n != uvarintLen(v):
+		d.fail(fmt.Errorf("%s: non-minimal uvarint at offset %d", what, d.off))
+		return 0
+	}
+	d.off += n
+	return v
+}
+
+func (d *decoder) string(what string) string {
+	n := d.uvarint(what + " length")
+	if d.err != nil {
+		return ""
+	}
+	if n > uint64(d.remaining()) {
+		d.fail(fmt.Errorf("%s: length %d exceeds %d remaining bytes", what, n, d.remaining()))
+		return ""
+	}
+	s := string(d.b[d.off : d.off+int(n)])
+	d.off += int(n)
+	return s
+}
+
+func uvarintLen(v uint64) int {
+	n := 1
+	for v >= 0x80 {
+		v >>= 7
+		n++
+	}
+	return n
+}

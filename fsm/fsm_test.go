@@ -1,0 +1,911 @@
+package fsm
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	bolt "go.etcd.io/bbolt"
+)
+
+// ---- helpers ----
+
+func quietLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+func openTest(t testing.TB) (*FSM, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "fsm.db")
+	f, err := Open(path, quietLogger())
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	return f, path
+}
+
+// applier hands out increasing raft indices.
+type applier struct {
+	t     testing.TB
+	f     *FSM
+	index uint64
+}
+
+func (a *applier) apply(data []byte) interface{} {
+	a.index++
+	return a.f.Apply(&raft.Log{Index: a.index, Term: 1, Type: raft.LogCommand, Data: data})
+}
+
+func (a *applier) mustOK(data []byte) {
+	a.t.Helper()
+	if resp := a.apply(data); resp != nil {
+		a.t.Fatalf("Apply: unexpected response %v", resp)
+	}
+}
+
+func respErr(t *testing.T, resp interface{}) error {
+	t.Helper()
+	if resp == nil {
+		return nil
+	}
+	err, ok := resp.(error)
+	if !ok {
+		t.Fatalf("Apply response %T is not an error", resp)
+	}
+	return err
+}
+
+// dump is a comparable picture of the whole FSM state.
+type dump struct {
+	Spaces []Space
+	Marks  map[string]map[uint64]uint64
+}
+
+func dumpState(f *FSM) dump {
+	d := dump{Spaces: f.Spaces(), Marks: map[string]map[uint64]uint64{}}
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	for name, m := range f.marks {
+		c := map[uint64]uint64{}
+		for k, v := range m {
+			c[k] = v
+		}
+		d.Marks[name] = c
+	}
+	return d
+}
+
+// bufSink is a raft.SnapshotSink backed by a bytes.Buffer.
+type bufSink struct {
+	bytes.Buffer
+	closed, cancelled bool
+}
+
+func (s *bufSink) ID() string    { return "test" }
+func (s *bufSink) Cancel() error { s.cancelled = true; return nil }
+func (s *bufSink) Close() error  { s.closed = true; return nil }
+
+func persist(t *testing.T, snap raft.FSMSnapshot) []byte {
+	t.Helper()
+	defer snap.Release()
+	var sink bufSink
+	if err := snap.Persist(&sink); err != nil {
+		t.Fatalf("Persist: %v", err)
+	}
+	if !sink.closed || sink.cancelled {
+		t.Fatalf("sink closed=%v cancelled=%v, want closed only", sink.closed, sink.cancelled)
+	}
+	return sink.Bytes()
+}
+
+func snapshotBytes(t *testing.T, f *FSM) []byte {
+	t.Helper()
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatalf("Snapshot: %v", err)
+	}
+	return persist(t, snap)
+}
+
+// encode re-encodes a decoded command.
+func encode(c Command) []byte {
+	switch c.Kind {
+	case KindCreateSpace:
+		return EncodeCreateSpace(c.Space)
+	case KindRaise:
+		return EncodeRaise(c.Marks)
+	case KindNoop:
+		return EncodeNoop()
+	}
+	panic(fmt.Sprintf("unknown kind %d", c.Kind))
+}
+
+// ---- codec ----
+
+func TestEncodeDecodeRoundTrip(t *testing.T) {
+	tests := []struct {
+		name string
+		data []byte
+		want Command
+	}{
+		{"noop", EncodeNoop(), Command{Kind: KindNoop}},
+		{"create", EncodeCreateSpace(Space{"users", 10000, 100000}),
+			Command{Kind: KindCreateSpace, Space: Space{"users", 10000, 100000}}},
+		{"create extremes", EncodeCreateSpace(Space{strings.Repeat("x", 300), 1<<64 - 1, 0}),
+			Command{Kind: KindCreateSpace, Space: Space{strings.Repeat("x", 300), 1<<64 - 1, 0}}},
+		{"raise empty", EncodeRaise(nil), Command{Kind: KindRaise}},
+		{"raise one", EncodeRaise([]Mark{{"users", 3, 40000}}),
+			Command{Kind: KindRaise, Marks: []Mark{{"users", 3, 40000}}}},
+		{"raise several spaces", EncodeRaise([]Mark{{"a", 0, 1}, {"b", 1<<64 - 1, 1<<64 - 1}, {"a", 7, 0}, {"", 0, 0}}),
+			Command{Kind: KindRaise, Marks: []Mark{{"a", 0, 1}, {"b", 1<<64 - 1, 1<<64 - 1}, {"a", 7, 0}, {"", 0, 0}}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Decode(tt.data)
+			if err != nil {
+				t.Fatalf("Decode: %v", err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("Decode = %+v, want %+v", got, tt.want)
+			}
+			if re := encode(got); !bytes.Equal(re, tt.data) {
+				t.Fatalf("re-encoded %x, want %x", re, tt.data)
+			}
+		})
+	}
+}
+
+func TestDecodeErrors(t *testing.T) {
+	valid := EncodeRaise([]Mark{{"users", 3, 40000}})
+	tests := []struct {
+		name string
+		data []byte
+	}{
+		{"nil", nil},
+		{"empty", []byte{}},
+		{"kind zero", []byte{0}},
+		{"unknown kind", []byte{99}},
+		{"noop trailing", []byte{byte(KindNoop), 0}},
+		{"create no fields", []byte{byte(KindCreateSpace)}},
+		{"create name truncated", []byte{byte(KindCreateSpace), 5, 'a', 'b'}},
+		{"create name length absurd", []byte{byte(KindCreateSpace), 0xff, 0xff, 0xff, 0xff, 0x0f, 'a'}},
+		{"create missing section size", []byte{byte(KindCreateSpace), 1, 'a', 1}},
+		{"create trailing", append(EncodeCreateSpace(Space{"a", 1, 1}), 0)},
+		{"create varint overflow", []byte{byte(KindCreateSpace), 1, 'a', 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 1}},
+		{"create non-minimal varint", []byte{byte(KindCreateSpace), 1, 'a', 0x81, 0x00, 1}},
+		{"create truncated varint", []byte{byte(KindCreateSpace), 1, 'a', 1, 0x80}},
+		{"raise no count", []byte{byte(KindRaise)}},
+		{"raise count absurd", []byte{byte(KindRaise), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f}},
+		{"raise count exceeds data", []byte{byte(KindRaise), 2, 0, 0, 0}},
+		{"raise truncated", valid[:len(valid)-1]},
+		{"raise trailing", append(append([]byte{}, valid...), 0)},
+		{"raise non-minimal count", []byte{byte(KindRaise), 0x80, 0x00}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if c, err := Decode(tt.data); err == nil {
+				t.Fatalf("Decode(%x) = %+v, want error", tt.data, c)
+			}
+		})
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	f.Add(EncodeNoop())
+	f.Add(EncodeCreateSpace(Space{"users", 10000, 100000}))
+	f.Add(EncodeRaise([]Mark{{"a", 1, 2}, {"b", 1 << 40, 1<<64 - 1}}))
+	f.Add([]byte{byte(KindRaise), 0xff, 0xff, 0x03})
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Decode(data)
+		if err != nil {
+			return
+		}
+		re := encode(c)
+		if !bytes.Equal(re, data) {
+			t.Fatalf("re-encoding %+v gave %x, input was %x", c, re, data)
+		}
+		c2, err := Decode(re)
+		if err != nil || !reflect.DeepEqual(c, c2) {
+			t.Fatalf("Decode(re-encoded) = %+v, %v; want %+v", c2, err, c)
+		}
+	})
+}
+
+func TestValidateSpace(t *testing.T) {
+	long := strings.Repeat("a", 64)
+	tests := []struct {
+		s  Space
+		ok bool
+	}{
+		{Space{"users", 1, 1}, true},
+		{Space{"0", 1 << 40, 1<<64 - 1}, true},
+		{Space{"a.b-c_d", 100, 100}, true},
+		{Space{long, 1, 1}, true},
+		{Space{long + "a", 1, 1}, false},
+		{Space{"", 1, 1}, false},
+		{Space{"Users", 1, 1}, false},
+		{Space{"_users", 1, 1}, false},
+		{Space{"-users", 1, 1}, false},
+		{Space{".users", 1, 1}, false},
+		{Space{"us ers", 1, 1}, false},
+		{Space{"usérs", 1, 1}, false},
+		{Space{"users/x", 1, 1}, false},
+		{Space{"users", 0, 1}, false},
+		{Space{"users", 1<<40 + 1, 1}, false},
+		{Space{"users", 1, 0}, false},
+	}
+	for _, tt := range tests {
+		err := ValidateSpace(tt.s)
+		if tt.ok && err != nil {
+			t.Errorf("ValidateSpace(%+v) = %v, want nil", tt.s, err)
+		}
+		if !tt.ok && !errors.Is(err, ErrInvalidSpace) {
+			t.Errorf("ValidateSpace(%+v) = %v, want ErrInvalidSpace", tt.s, err)
+		}
+	}
+}
+
+func TestValidName(t *testing.T) {
+	for _, name := range []string{"a", "0", "users", "a.b-c_d", "9_", strings.Repeat("z", 64)} {
+		if !ValidName(name) {
+			t.Errorf("ValidName(%q) = false", name)
+		}
+	}
+	for _, name := range []string{"", "_a", ".a", "-a", "A", "aB", "a b", "a/b", "a:b", "é", strings.Repeat("z", 65)} {
+		if ValidName(name) {
+			t.Errorf("ValidName(%q) = true", name)
+		}
+	}
+}
+
+// ---- Apply ----
+
+func TestCreateSpace(t *testing.T) {
+	f, _ := openTest(t)
+	a := &applier{t: t, f: f}
+	users := Space{"users", 10000, 100000}
+
+	a.mustOK(EncodeCreateSpace(users))
+	if got, ok := f.Space("users"); !ok || got != users {
+		t.Fatalf("Space = %+v, %v", got, ok)
+	}
+	// Identical replay is idempotent.
+	a.mustOK(EncodeCreateSpace(users))
+
+	// Different settings conflict and change nothing.
+	err := respErr(t, a.apply(EncodeCreateSpace(Space{"users", 1, 100000})))
+	if !errors.Is(err, ErrSpaceExists) {
+		t.Fatalf("conflicting create: %v, want ErrSpaceExists", err)
+	}
+	if got, _ := f.Space("users"); got != users {
+		t.Fatalf("Space after conflict = %+v", got)
+	}
+
+	// Invalid settings are rejected and change nothing.
+	for _, s := range []Space{{"Bad", 1, 1}, {"ok", 0, 1}, {"ok", 1, 0}, {"ok", 1<<40 + 1, 1}} {
+		err := respErr(t, a.apply(EncodeCreateSpace(s)))
+		if !errors.Is(err, ErrInvalidSpace) {
+			t.Fatalf("create %+v: %v, want ErrInvalidSpace", s, err)
+		}
+	}
+	a.mustOK(EncodeCreateSpace(Space{"orders", 5, 7}))
+	want := []Space{{"orders", 5, 7}, users}
+	if got := f.Spaces(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("Spaces = %+v, want %+v", got, want)
+	}
+	if got := f.AppliedIndex(); got != a.index {
+		t.Fatalf("AppliedIndex = %d, want %d", got, a.index)
+	}
+}
+
+func TestRaiseIsMaximum(t *testing.T) {
+	f, _ := openTest(t)
+	a := &applier{t: t, f: f}
+	a.mustOK(EncodeCreateSpace(Space{"users", 100, 1000}))
+	a.mustOK(EncodeCreateSpace(Space{"orders", 100, 1000}))
+
+	if got := f.Max("users", 3); got != 0 {
+		t.Fatalf("Max of never-raised section = %d", got)
+	}
+	a.mustOK(EncodeRaise([]Mark{{"users", 3, 500}, {"orders", 3, 700}}))
+	a.mustOK(EncodeRaise([]Mark{{"users", 3, 200}})) // lower: no effect
+	a.mustOK(EncodeRaise([]Mark{{"users", 3, 600}, {"users", 3, 650}, {"users", 3, 100}}))
+	if got := f.Max("users", 3); got != 650 {
+		t.Fatalf("Max(users,3) = %d, want 650", got)
+	}
+	if got := f.Max("orders", 3); got != 700 {
+		t.Fatalf("Max(orders,3) = %d, want 700", got)
+	}
+	if got := f.Max("users", 4); got != 0 {
+		t.Fatalf("Max(users,4) = %d, want 0", got)
+	}
+	if got := f.Max("nope", 3); got != 0 {
+		t.Fatalf("Max(nope,3) = %d, want 0", got)
+	}
+}
+
+func TestReplayInAnyOrder(t *testing.T) {
+	entries := [][]byte{
+		EncodeCreateSpace(Space{"users", 100, 1000}),
+		EncodeRaise([]Mark{{"users", 1, 300}, {"users", 2, 50}}),
+		EncodeRaise([]Mark{{"users", 1, 100}}),
+		EncodeRaise([]Mark{{"users", 2, 400}, {"users", 9, 9}}),
+		EncodeRaise([]Mark{{"users", 1, 250}, {"users", 9, 1}}),
+	}
+	raises := entries[1:]
+
+	var want dump
+	perm := []int{0, 1, 2, 3}
+	for n := range 24 { // every permutation of the four raises
+		order := permutation(perm, n)
+		f, _ := openTest(t)
+		a := &applier{t: t, f: f}
+		a.mustOK(entries[0])
+		for _, i := range order {
+			a.mustOK(raises[i])
+		}
+		// Replay everything again, including the create.
+		for _, e := range entries {
+			a.mustOK(e)
+		}
+		got := dumpState(f)
+		if n == 0 {
+			want = got
+			continue
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("order %v: state %+v, want %+v", order, got, want)
+		}
+	}
+	if m := want.Marks["users"]; m[1] != 300 || m[2] != 400 || m[9] != 9 {
+		t.Fatalf("final marks %v", m)
+	}
+}
+
+// permutation returns the n-th (0 <= n < len(p)!) permutation of p.
+func permutation(p []int, n int) []int {
+	rest := append([]int(nil), p...)
+	out := make([]int, 0, len(p))
+	for len(rest) > 0 {
+		f := 1
+		for i := 2; i < len(rest); i++ {
+			f *= i
+		}
+		i := n / f
+		n %= f
+		out = append(out, rest[i])
+		rest = append(rest[:i], rest[i+1:]...)
+	}
+	return out
+}
+
+func TestRaiseUnknownSpaceChangesNothing(t *testing.T) {
+	f, path := openTest(t)
+	a := &applier{t: t, f: f}
+	a.mustOK(EncodeCreateSpace(Space{"users", 100, 1000}))
+	a.mustOK(EncodeRaise([]Mark{{"users", 1, 100}}))
+	before := dumpState(f)
+	idx := a.index
+
+	err := respErr(t, a.apply(EncodeRaise([]Mark{{"users", 1, 999}, {"users", 2, 5}, {"ghost", 1, 5}})))
+	if !errors.Is(err, ErrUnknownSpace) {
+		t.Fatalf("raise with unknown space: %v, want ErrUnknownSpace", err)
+	}
+	if got := dumpState(f); !reflect.DeepEqual(got, before) {
+		t.Fatalf("state changed: %+v, want %+v", got, before)
+	}
+	// Nothing was written to disk either.
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	g, err := Open(path, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if got := dumpState(g); !reflect.DeepEqual(got, before) {
+		t.Fatalf("state on disk: %+v, want %+v", got, before)
+	}
+	if got := g.AppliedIndex(); got != idx {
+		t.Fatalf("persisted AppliedIndex = %d, want %d", got, idx)
+	}
+}
+
+func TestNoop(t *testing.T) {
+	f, path := openTest(t)
+	a := &applier{t: t, f: f}
+	a.mustOK(EncodeCreateSpace(Space{"users", 100, 1000}))
+	a.mustOK(EncodeRaise([]Mark{{"users", 1, 100}}))
+	before := dumpState(f)
+	changed := a.index
+
+	for range 5 {
+		a.mustOK(EncodeNoop())
+		if got := f.AppliedIndex(); got != a.index {
+			t.Fatalf("AppliedIndex = %d, want %d", got, a.index)
+		}
+	}
+	if got := dumpState(f); !reflect.DeepEqual(got, before) {
+		t.Fatalf("noop changed state: %+v", got)
+	}
+	// Noops are not written to bbolt: the persisted index is that of the last
+	// state-changing entry.
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	g, err := Open(path, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if got := g.AppliedIndex(); got != changed {
+		t.Fatalf("persisted AppliedIndex = %d, want %d", got, changed)
+	}
+}
+
+func TestNonCommandLogIgnored(t *testing.T) {
+	f, _ := openTest(t)
+	for _, typ := range []raft.LogType{raft.LogConfiguration, raft.LogBarrier, raft.LogNoop} {
+		if resp := f.Apply(&raft.Log{Index: 7, Type: typ, Data: []byte{0xde, 0xad}}); resp != nil {
+			t.Fatalf("Apply(%v) = %v, want nil", typ, resp)
+		}
+	}
+	if len(f.Spaces()) != 0 {
+		t.Fatal("state changed")
+	}
+}
+
+func TestUndecodableEntryPanics(t *testing.T) {
+	var logs bytes.Buffer
+	path := filepath.Join(t.TempDir(), "fsm.db")
+	f, err := Open(path, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+
+	for _, data := range [][]byte{nil, {0x42, 1, 2}, append(EncodeNoop(), 0)} {
+		func() {
+			defer func() {
+				r := recover()
+				if r == nil {
+					t.Fatalf("Apply(%x) did not panic", data)
+				}
+				if msg := fmt.Sprint(r); !strings.Contains(msg, "index 12") || !strings.Contains(msg, "decode") {
+					t.Fatalf("panic message %q lacks index or cause", msg)
+				}
+			}()
+			f.Apply(&raft.Log{Index: 12, Term: 3, Type: raft.LogCommand, Data: data})
+		}()
+	}
+	out := logs.String()
+	for _, want := range []string{"level=ERROR", "index=12", "term=3", "data_hex=420102"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("log %q lacks %q", out, want)
+		}
+	}
+}
+
+func TestApplyAfterClosePanics(t *testing.T) {
+	f, _ := openTest(t)
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("Apply after Close did not panic")
+		}
+	}()
+	f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: EncodeCreateSpace(Space{"users", 1, 1})})
+}
+
+// ---- persistence ----
+
+func TestStateSurvivesReopen(t *testing.T) {
+	f, path := openTest(t)
+	a := &applier{t: t, f: f}
+	a.mustOK(EncodeCreateSpace(Space{"users", 100, 1000}))
+	a.mustOK(EncodeCreateSpace(Space{"empty", 1, 1}))
+	a.mustOK(EncodeRaise([]Mark{{"users", 1, 100}, {"users", 1<<64 - 1, 1<<64 - 1}}))
+	want := dumpState(f)
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	g, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if got := dumpState(g); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after reopen %+v, want %+v", got, want)
+	}
+	if got := g.AppliedIndex(); got != a.index {
+		t.Fatalf("AppliedIndex = %d, want %d", got, a.index)
+	}
+}
+
+func TestOpenGarbage(t *testing.T) {
+	dir := t.TempDir()
+	small := filepath.Join(dir, "small.db")
+	if err := os.WriteFile(small, []byte("this is not a bbolt file"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(dir, "big.db")
+	garbage := make([]byte, 64<<10)
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range garbage {
+		garbage[i] = byte(r.Uint32())
+	}
+	if err := os.WriteFile(big, garbage, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	truncated := filepath.Join(dir, "truncated.db")
+	{
+		f, err := Open(truncated, quietLogger())
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := &applier{t: t, f: f}
+		a.mustOK(EncodeCreateSpace(Space{"users", 1, 1}))
+		for i := range 200 {
+			a.mustOK(EncodeRaise([]Mark{{"users", uint64(i), 1}}))
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(truncated)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(truncated, fi.Size()/2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []string{small, big, truncated} {
+		f, err := Open(p, quietLogger())
+		if err == nil {
+			f.Close()
+			t.Fatalf("Open(%s) succeeded", p)
+		}
+		if !strings.Contains(err.Error(), p) {
+			t.Fatalf("error %q does not name the path", err)
+		}
+	}
+}
+
+func TestOpenForeignBboltFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "foreign.db")
+	writeForeignDB(t, path)
+	if f, err := Open(path, quietLogger()); err == nil {
+		f.Close()
+		t.Fatal("Open of a bbolt file with foreign contents succeeded")
+	}
+}
+
+func writeForeignDB(t *testing.T, path string) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucket([]byte("other"))
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte("k"), []byte("v"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestOpenLockedFileTimesOut(t *testing.T) {
+	_, path := openTest(t)
+	start := time.Now()
+	g, err := Open(path, quietLogger())
+	if err == nil {
+		g.Close()
+		t.Fatal("second Open of a locked file succeeded")
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("Open took %v", d)
+	}
+}
+
+// ---- snapshots ----
+
+func TestSnapshotRestore(t *testing.T) {
+	src, _ := openTest(t)
+	a := &applier{t: t, f: src}
+	a.mustOK(EncodeCreateSpace(Space{"users", 100, 1000}))
+	a.mustOK(EncodeCreateSpace(Space{"orders", 7, 9}))
+	a.mustOK(EncodeRaise([]Mark{{"users", 1, 100}, {"orders", 5, 50}, {"users", 1 << 50, 3}}))
+	a.mustOK(EncodeNoop())
+	data := snapshotBytes(t, src)
+
+	dst, _ := openTest(t)
+	b := &applier{t: t, f: dst}
+	b.mustOK(EncodeCreateSpace(Space{"stale", 1, 1})) // must be discarded
+	b.mustOK(EncodeRaise([]Mark{{"stale", 1, 1}}))
+	if err := dst.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
+		t.Fatalf("Restore: %v", err)
+	}
+	if got, want := dumpState(dst), dumpState(src); !reflect.DeepEqual(got, want) {
+		t.Fatalf("restored %+v, want %+v", got, want)
+	}
+	if got := dst.AppliedIndex(); got != 3 {
+		t.Fatalf("AppliedIndex after restore = %d, want 3 (last state change)", got)
+	}
+	if _, ok := dst.Space("stale"); ok {
+		t.Fatal("pre-restore state survived")
+	}
+	// The restored FSM keeps working and persists.
+	b.index = 10
+	b.mustOK(EncodeRaise([]Mark{{"users", 1, 200}}))
+	if got := dst.Max("users", 1); got != 200 {
+		t.Fatalf("Max after restore+raise = %d", got)
+	}
+	if _, err := os.Stat(restorePath(dst.path)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("restore temp file left behind: %v", err)
+	}
+	want := dumpState(dst)
+	if err := dst.Close(); err != nil {
+		t.Fatal(err)
+	}
+	reopened, err := Open(dst.path, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reopened.Close()
+	if got := dumpState(reopened); !reflect.DeepEqual(got, want) {
+		t.Fatalf("reopened after restore %+v, want %+v", got, want)
+	}
+}
+
+func TestSnapshotIsConsistent(t *testing.T) {
+	src, _ := openTest(t)
+	a := &applier{t: t, f: src}
+	a.mustOK(EncodeCreateSpace(Space{"users", 100, 1000}))
+	a.mustOK(EncodeRaise([]Mark{{"users", 1, 100}}))
+	atSnapshot := dumpState(src)
+
+	snap, err := src.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Applies that happen after Snapshot but before/while Persist runs.
+	a.mustOK(EncodeRaise([]Mark{{"users", 1, 500}, {"users", 2, 5}}))
+	a.mustOK(EncodeCreateSpace(Space{"later", 1, 1}))
+	data := persist(t, snap)
+
+	dst, _ := openTest(t)
+	if err := dst.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
+		t.Fatal(err)
+	}
+	if got := dumpState(dst); !reflect.DeepEqual(got, atSnapshot) {
+		t.Fatalf("snapshot contains later applies: %+v, want %+v", got, atSnapshot)
+	}
+	if got := dst.AppliedIndex(); got != 2 {
+		t.Fatalf("AppliedIndex = %d, want 2", got)
+	}
+}
+
+func TestSnapshotConcurrentWithApply(t *testing.T) {
+	src, _ := openTest(t)
+	a := &applier{t: t, f: src}
+	a.mustOK(EncodeCreateSpace(Space{"users", 100, 1000}))
+	for i := range 100 {
+		a.mustOK(EncodeRaise([]Mark{{"users", uint64(i), 100}}))
+	}
+	want := dumpState(src)
+	snap, err := src.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var data []byte
+	var wg sync.WaitGroup
+	wg.Go(func() { data = persist(t, snap) })
+	for i := range 50 {
+		a.mustOK(EncodeRaise([]Mark{{"users", uint64(i), 1000}}))
+	}
+	wg.Wait()
+	dst, _ := openTest(t)
+	if err := dst.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
+		t.Fatal(err)
+	}
+	if got := dumpState(dst); !reflect.DeepEqual(got, want) {
+		t.Fatal("snapshot taken concurrently with applies is inconsistent")
+	}
+}
+
+type failingSink struct{ bufSink }
+
+func (s *failingSink) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+func TestPersistErrorCancelsSink(t *testing.T) {
+	f, _ := openTest(t)
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Release()
+	var sink failingSink
+	if err := snap.Persist(&sink); err == nil {
+		t.Fatal("Persist into a failing sink succeeded")
+	}
+	if !sink.cancelled || sink.closed {
+		t.Fatalf("sink cancelled=%v closed=%v, want cancelled only", sink.cancelled, sink.closed)
+	}
+	snap.Release() // twice is fine
+}
+
+func TestRestoreInvalidKeepsState(t *testing.T) {
+	good, _ := openTest(t)
+	g := &applier{t: t, f: good}
+	g.mustOK(EncodeCreateSpace(Space{"users", 100, 1000}))
+	g.mustOK(EncodeRaise([]Mark{{"users", 1, 100}}))
+	valid := snapshotBytes(t, good)
+
+	foreignPath := filepath.Join(t.TempDir(), "foreign.db")
+	writeForeignDB(t, foreignPath)
+	foreign, err := os.ReadFile(foreignPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	badValue := corruptSpaceValue(t, valid)
+
+	garbage := make([]byte, 32<<10)
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := range garbage {
+		garbage[i] = byte(r.Uint32())
+	}
+
+	f, _ := openTest(t)
+	a := &applier{t: t, f: f}
+	a.mustOK(EncodeCreateSpace(Space{"orders", 7, 9}))
+	a.mustOK(EncodeRaise([]Mark{{"orders", 3, 33}}))
+	before := dumpState(f)
+	beforeIdx := f.AppliedIndex()
+
+	cases := map[string][]byte{
+		"empty":             {},
+		"text":              []byte("not a snapshot"),
+		"random":            garbage,
+		"truncated":         valid[:len(valid)/2],
+		"foreign bucket":    foreign,
+		"bad space value":   badValue,
+		"two pages of meta": valid[:2*os.Getpagesize()],
+	}
+	for name, data := range cases {
+		t.Run(name, func(t *testing.T) {
+			if err := f.Restore(io.NopCloser(bytes.NewReader(data))); err == nil {
+				t.Fatal("Restore succeeded")
+			}
+			if got := dumpState(f); !reflect.DeepEqual(got, before) {
+				t.Fatalf("state changed: %+v", got)
+			}
+			if got := f.AppliedIndex(); got != beforeIdx {
+				t.Fatalf("AppliedIndex changed to %d", got)
+			}
+			if _, err := os.Stat(restorePath(f.path)); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("restore temp file left behind: %v", err)
+			}
+		})
+	}
+	// Still usable: applies, snapshots and a valid restore work.
+	a.mustOK(EncodeRaise([]Mark{{"orders", 3, 44}}))
+	if got := f.Max("orders", 3); got != 44 {
+		t.Fatalf("Max after failed restores = %d", got)
+	}
+	if len(snapshotBytes(t, f)) == 0 {
+		t.Fatal("empty snapshot")
+	}
+	if err := f.Restore(io.NopCloser(bytes.NewReader(valid))); err != nil {
+		t.Fatalf("valid Restore after failures: %v", err)
+	}
+	if got := f.Max("users", 1); got != 100 {
+		t.Fatalf("Max after valid restore = %d", got)
+	}
+}
+
+// corruptSpaceValue returns a copy of snapshot in which the stored settings of
+// every space are invalid (step 0), written through bbolt so that the file
+// itself is well-formed.
+func corruptSpaceValue(t *testing.T, snapshot []byte) []byte {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "bad.db")
+	if err := os.WriteFile(path, snapshot, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketSpaces)
+		return b.ForEach(func(k, _ []byte) error { return b.Put(k, make([]byte, spaceValueLen)) })
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// ---- concurrency ----
+
+func TestConcurrentReads(t *testing.T) {
+	f, _ := openTest(t)
+	a := &applier{t: t, f: f}
+	a.mustOK(EncodeCreateSpace(Space{"users", 100, 1000}))
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			var last uint64
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				m := f.Max("users", 1)
+				if m < last {
+					t.Errorf("Max went backwards: %d < %d", m, last)
+					return
+				}
+				last = m
+				f.Spaces()
+				f.Space("users")
+				f.AppliedIndex()
+			}
+		})
+	}
+	for i := range 50 {
+		a.mustOK(EncodeRaise([]Mark{{"users", 1, uint64(i+1) * 100}}))
+		a.mustOK(EncodeNoop())
+	}
+	data := snapshotBytes(t, f)
+	if err := f.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
+		t.Fatal(err)
+	}
+	close(stop)
+	wg.Wait()
+}
+
+// ---- benchmark ----
+
+func BenchmarkApplyRaise(b *testing.B) {
+	f, _ := openTest(b)
+	a := &applier{t: b, f: f}
+	a.mustOK(EncodeCreateSpace(Space{"users", 10000, 100000}))
+	var hi uint64
+	for b.Loop() {
+		hi += 10000
+		a.mustOK(EncodeRaise([]Mark{{"users", hi % 64, hi}}))
+	}
+}

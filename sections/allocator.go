@@ -1,0 +1,539 @@
+package sections
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// MaxValue is the largest value a sequence ever reaches (2^63-1). A call that
+// would need a larger value fails with ErrExhausted; values never wrap.
+const MaxValue = math.MaxInt64
+
+var (
+	// ErrUnknownSpace means the space has not been created.
+	ErrUnknownSpace = errors.New("unknown space")
+	// ErrNotServing means this allocator does not hold the lease (it is not
+	// the leader, or it is a new leader still waiting out the previous
+	// leader's lease, or a raise of the high-water mark failed). The caller
+	// should retry, possibly on another node.
+	ErrNotServing = errors.New("not serving: leader lease not held")
+	// ErrExhausted means the call would need a value above MaxValue.
+	ErrExhausted = errors.New("sequence exhausted: values would pass 2^63-1")
+	// ErrInvalidArgument means the call itself is malformed (no keys, count 0).
+	ErrInvalidArgument = errors.New("invalid argument")
+)
+
+// Space holds a space's settings. Settings never change once created.
+type Space struct {
+	Name        string
+	Step        uint64
+	SectionSize uint64
+}
+
+// Mark asks that section Section of space Space have a high-water mark of at
+// least Max.
+type Mark struct {
+	Space   string
+	Section uint64
+	Max     uint64
+}
+
+// Store is the replicated state the allocator builds on.
+type Store interface {
+	// Space returns the committed settings of the named space.
+	Space(name string) (Space, bool)
+	// Max returns the committed high-water mark of a section (0 if never raised).
+	Max(space string, section uint64) uint64
+	// Raise makes every mark durable: it returns nil only after the marks are
+	// committed by a quorum and applied to the state that Max reads. A raise
+	// is applied as a maximum, so repeating one is harmless.
+	Raise(ctx context.Context, marks []Mark) error
+}
+
+// Options tunes an Allocator. The zero value is valid.
+type Options struct {
+	// MaxKeysPerSection bounds the keys held in memory per section; 0 means
+	// unbounded. When a section's recent keys reach half of it, the older
+	// half is evicted (floor is raised to cover their values first), so a
+	// section holds at most MaxKeysPerSection keys. An evicted key continues
+	// from floor, which may skip values (allowed: gaps, never repeats).
+	MaxKeysPerSection int
+	// RaiseTimeout bounds one Store.Raise; default 10s.
+	RaiseTimeout time.Duration
+	// Logger receives raise failures; default slog.Default().
+	Logger *slog.Logger
+	// OnRaise, when set, is called after every Store.Raise with the number
+	// of marks, the time it took, and its error (for metrics).
+	OnRaise func(marks int, took time.Duration, err error)
+}
+
+// Allocator hands out values. All methods are safe for concurrent use.
+type Allocator struct {
+	store Store
+	opts  Options
+	log   *slog.Logger
+
+	base  time.Time // monotonic origin for lease times
+	lease atomic.Pointer[lease]
+
+	mu       sync.RWMutex // guards spaces and the sections maps (not their contents)
+	spaces   map[string]*spaceState
+	keysHeld atomic.Int64
+
+	raises chan raiseReq
+	stop   chan struct{}
+	done   chan struct{}
+}
+
+// lease is immutable once published.
+type lease struct {
+	epoch  uint64
+	expiry int64 // nanoseconds since Allocator.base; 0 = no lease
+}
+
+type spaceState struct {
+	Space
+	sections map[uint64]*section
+}
+
+type section struct {
+	mu    sync.Mutex
+	space *spaceState
+	id    uint64
+	epoch uint64 // lease epoch this section was loaded in
+
+	max   uint64 // committed high-water mark; every value returned is <= max
+	floor uint64 // a key not in memory continues from here
+	hi    uint64 // highest value returned in this section
+
+	young map[uint64]uint64 // cur per key (recent generation)
+	old   map[uint64]uint64 // older generation, evicted as a whole (bounded mode only)
+
+	raising   bool
+	raiseDone chan struct{} // closed when the in-flight raise finishes
+	raiseErr  error         // result of the last finished raise
+}
+
+type raiseReq struct {
+	sec    *section
+	target uint64
+}
+
+// New returns an allocator that does not serve until Grant is called. Close
+// stops its background raiser.
+func New(store Store, opts Options) *Allocator {
+	if opts.RaiseTimeout <= 0 {
+		opts.RaiseTimeout = 10 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	a := &Allocator{
+		store:  store,
+		opts:   opts,
+		log:    opts.Logger,
+		base:   time.Now(),
+		spaces: make(map[string]*spaceState),
+		raises: make(chan raiseReq, 1024),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+	}
+	a.lease.Store(&lease{epoch: 1})
+	go a.raiser()
+	return a
+}
+
+// Close stops the background raiser; in-flight raises are abandoned and the
+// calls waiting on them fail with ErrNotServing.
+func (a *Allocator) Close() {
+	select {
+	case <-a.stop:
+	default:
+		close(a.stop)
+	}
+	<-a.done
+}
+
+func (a *Allocator) now() int64 { return int64(time.Since(a.base)) }
+
+// Epoch returns the current lease epoch. Revoke starts a new one.
+func (a *Allocator) Epoch() uint64 { return a.lease.Load().epoch }
+
+// Grant extends the lease of the given epoch to until (a time taken from
+// time.Now, so it carries a monotonic reading). It has no effect if epoch is
+// not the current epoch (the grant comes from a leadership term that has
+// since ended) or if the lease already runs longer.
+//
+// The caller guarantees the lease is safe: until = t + L where t was taken
+// before submitting a consensus entry that then committed, and any leader
+// elected later waits L before serving.
+func (a *Allocator) Grant(epoch uint64, until time.Time) {
+	exp := int64(until.Sub(a.base))
+	for {
+		cur := a.lease.Load()
+		if cur.epoch != epoch || cur.expiry >= exp {
+			return
+		}
+		if a.lease.CompareAndSwap(cur, &lease{epoch: epoch, expiry: exp}) {
+			return
+		}
+	}
+}
+
+// Revoke ends the lease at once, starts a new epoch and drops every section
+// held in memory, so nothing loaded under an earlier lease is used again. It
+// returns the new epoch, for the next Grant.
+func (a *Allocator) Revoke() uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var next uint64
+	for {
+		cur := a.lease.Load()
+		next = cur.epoch + 1
+		if a.lease.CompareAndSwap(cur, &lease{epoch: next}) {
+			break
+		}
+	}
+	a.spaces = make(map[string]*spaceState)
+	a.keysHeld.Store(0)
+	return next
+}
+
+// Serving reports whether the allocator holds an unexpired lease.
+func (a *Allocator) Serving() bool {
+	l := a.lease.Load()
+	return a.now() < l.expiry
+}
+
+// LeaseRemaining returns how long the current lease still runs (0 if none).
+func (a *Allocator) LeaseRemaining() time.Duration {
+	l := a.lease.Load()
+	if d := l.expiry - a.now(); d > 0 {
+		return time.Duration(d)
+	}
+	return 0
+}
+
+// SectionsHeld returns how many sections are loaded in memory.
+func (a *Allocator) SectionsHeld() int {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	n := 0
+	for _, sp := range a.spaces {
+		n += len(sp.sections)
+	}
+	return n
+}
+
+// RaisesQueued returns how many section raises wait for the next entry.
+func (a *Allocator) RaisesQueued() int { return len(a.raises) }
+
+// KeysHeld returns how many keys are held in memory across all sections.
+func (a *Allocator) KeysHeld() int64 { return a.keysHeld.Load() }
+
+// checkLocked reports whether sec may serve now. Call with sec.mu held.
+func (a *Allocator) checkLocked(sec *section) error {
+	l := a.lease.Load()
+	if l.epoch != sec.epoch || a.now() >= l.expiry {
+		return ErrNotServing
+	}
+	return nil
+}
+
+// section returns the in-memory state of (space, section of key), loading it
+// from the Store at its committed max if needed. Sections are loaded only
+// while the lease is held, so their max is never older than what the
+// previous leader committed.
+func (a *Allocator) section(name string, key uint64) (*section, error) {
+	a.mu.RLock()
+	sp := a.spaces[name]
+	if sp != nil {
+		if sec := sp.sections[key/sp.SectionSize]; sec != nil {
+			a.mu.RUnlock()
+			return sec, nil
+		}
+	}
+	a.mu.RUnlock()
+
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	l := a.lease.Load()
+	if a.now() >= l.expiry {
+		return nil, ErrNotServing
+	}
+	sp = a.spaces[name]
+	if sp == nil {
+		cfg, ok := a.store.Space(name)
+		if !ok {
+			return nil, fmt.Errorf("%w %q", ErrUnknownSpace, name)
+		}
+		if cfg.SectionSize == 0 || cfg.Step == 0 {
+			return nil, fmt.Errorf("space %q has invalid settings (step %d, section_size %d)", name, cfg.Step, cfg.SectionSize)
+		}
+		sp = &spaceState{Space: cfg, sections: make(map[uint64]*section)}
+		a.spaces[name] = sp
+	}
+	id := key / sp.SectionSize
+	if sec := sp.sections[id]; sec != nil {
+		return sec, nil
+	}
+	m := a.store.Max(name, id)
+	sec := &section{space: sp, id: id, epoch: l.epoch, max: m, floor: m, hi: m, young: make(map[uint64]uint64)}
+	sp.sections[id] = sec
+	return sec, nil
+}
+
+// Next returns one new value per key, in order; a key listed twice gets two
+// increasing values. On error no value of this call is returned (values
+// already taken for earlier keys are skipped: a gap, never a repeat).
+func (a *Allocator) Next(ctx context.Context, space string, keys []uint64) ([]uint64, error) {
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("%w: no keys", ErrInvalidArgument)
+	}
+	out := make([]uint64, len(keys))
+	for i, k := range keys {
+		sec, err := a.section(space, k)
+		if err != nil {
+			return nil, err
+		}
+		v, err := a.take(ctx, sec, k, 1)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+// Reserve returns the first of count consecutive new values for key: the
+// caller owns first .. first+count-1.
+func (a *Allocator) Reserve(ctx context.Context, space string, key, count uint64) (uint64, error) {
+	if count == 0 {
+		return 0, fmt.Errorf("%w: count must be at least 1", ErrInvalidArgument)
+	}
+	sec, err := a.section(space, key)
+	if err != nil {
+		return 0, err
+	}
+	return a.take(ctx, sec, key, count)
+}
+
+// Current returns, per key, the last value returned for it (or a larger value
+// after a failover or an eviction), with no side effects.
+func (a *Allocator) Current(ctx context.Context, space string, keys []uint64) ([]uint64, error) {
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("%w: no keys", ErrInvalidArgument)
+	}
+	out := make([]uint64, len(keys))
+	for i, k := range keys {
+		sec, err := a.section(space, k)
+		if err != nil {
+			return nil, err
+		}
+		sec.mu.Lock()
+		if err := a.checkLocked(sec); err != nil {
+			sec.mu.Unlock()
+			return nil, err
+		}
+		out[i] = sec.get(k)
+		sec.mu.Unlock()
+	}
+	return out, nil
+}
+
+// take returns the first of count new values for key, raising max first if
+// the values are not yet covered.
+func (a *Allocator) take(ctx context.Context, sec *section, key, count uint64) (uint64, error) {
+	step := sec.space.Step
+	for {
+		sec.mu.Lock()
+		if err := a.checkLocked(sec); err != nil {
+			sec.mu.Unlock()
+			return 0, err
+		}
+		cur := sec.get(key)
+		if count > MaxValue-cur {
+			sec.mu.Unlock()
+			return 0, fmt.Errorf("%w (space %q, key %d)", ErrExhausted, sec.space.Name, key)
+		}
+		last := cur + count
+		if last <= sec.max {
+			a.set(sec, key, last)
+			if last > sec.hi {
+				sec.hi = last
+			}
+			// Raise ahead of need once less than half a step is left.
+			if !sec.raising && sec.max < MaxValue && sec.max-sec.hi < step/2+1 {
+				a.startRaiseLocked(sec, addCap(sec.max, step))
+			}
+			sec.mu.Unlock()
+			return cur + 1, nil
+		}
+		if !sec.raising {
+			a.startRaiseLocked(sec, addCap(last, step))
+		}
+		wait := sec.raiseDone
+		sec.mu.Unlock()
+
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+		sec.mu.Lock()
+		err := sec.raiseErr
+		covered := last <= sec.max
+		sec.mu.Unlock()
+		if err != nil && !covered {
+			return 0, err
+		}
+	}
+}
+
+// addCap returns a+b, or MaxValue if that is larger.
+func addCap(a, b uint64) uint64 {
+	if b > MaxValue-a {
+		return MaxValue
+	}
+	return a + b
+}
+
+func (s *section) get(key uint64) uint64 {
+	if v, ok := s.young[key]; ok {
+		return v
+	}
+	if v, ok := s.old[key]; ok {
+		return v
+	}
+	return s.floor
+}
+
+// set records v as key's current value, evicting the older generation of
+// keys when the section is over its bound. Call with sec.mu held.
+func (a *Allocator) set(s *section, key, v uint64) {
+	if _, ok := s.young[key]; ok {
+		s.young[key] = v
+		return
+	}
+	if s.old != nil {
+		if _, ok := s.old[key]; ok {
+			delete(s.old, key)
+			s.young[key] = v
+			return
+		}
+	}
+	limit := a.opts.MaxKeysPerSection
+	if limit > 0 && len(s.young) >= (limit+1)/2 {
+		// Evict the older generation: floor first covers each evicted value.
+		for _, ov := range s.old {
+			if ov > s.floor {
+				s.floor = ov
+			}
+		}
+		a.keysHeld.Add(-int64(len(s.old)))
+		s.old = s.young
+		s.young = make(map[uint64]uint64, len(s.old))
+	}
+	s.young[key] = v
+	a.keysHeld.Add(1)
+}
+
+// startRaiseLocked queues a raise of sec to target. Call with sec.mu held.
+func (a *Allocator) startRaiseLocked(sec *section, target uint64) {
+	sec.raising = true
+	sec.raiseDone = make(chan struct{})
+	select {
+	case a.raises <- raiseReq{sec: sec, target: target}:
+	default:
+		// The queue is full: raise from a goroutine so the caller never blocks
+		// while holding sec.mu.
+		go func() {
+			select {
+			case a.raises <- raiseReq{sec: sec, target: target}:
+			case <-a.stop:
+				a.finishRaise(raiseReq{sec: sec, target: target}, ErrNotServing)
+			}
+		}()
+	}
+}
+
+// raiser runs Store.Raise for queued requests, one batch at a time: requests
+// that arrive while a raise is in flight share the next entry.
+func (a *Allocator) raiser() {
+	defer close(a.done)
+	var batch []raiseReq
+	for {
+		batch = batch[:0]
+		select {
+		case r := <-a.raises:
+			batch = append(batch, r)
+		case <-a.stop:
+			a.drainRaises()
+			return
+		}
+	collect:
+		for len(batch) < 4096 {
+			select {
+			case r := <-a.raises:
+				batch = append(batch, r)
+			default:
+				break collect
+			}
+		}
+		marks := make([]Mark, len(batch))
+		for i, r := range batch {
+			marks[i] = Mark{Space: r.sec.space.Name, Section: r.sec.id, Max: r.target}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), a.opts.RaiseTimeout)
+		go func() {
+			select {
+			case <-a.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		start := time.Now()
+		err := a.store.Raise(ctx, marks)
+		took := time.Since(start)
+		cancel()
+		if a.opts.OnRaise != nil {
+			a.opts.OnRaise(len(marks), took, err)
+		}
+		if err != nil {
+			a.log.Warn("raising high-water marks failed", "marks", len(marks), "took", took, "err", err)
+			err = fmt.Errorf("%w: raising the high-water mark failed", ErrNotServing)
+		}
+		for _, r := range batch {
+			a.finishRaise(r, err)
+		}
+	}
+}
+
+func (a *Allocator) drainRaises() {
+	for {
+		select {
+		case r := <-a.raises:
+			a.finishRaise(r, ErrNotServing)
+		default:
+			return
+		}
+	}
+}
+
+func (a *Allocator) finishRaise(r raiseReq, err error) {
+	s := r.sec
+	s.mu.Lock()
+	if err == nil && r.target > s.max {
+		s.max = r.target
+	}
+	s.raiseErr = err
+	s.raising = false
+	close(s.raiseDone)
+	s.mu.Unlock()
+}

@@ -1,0 +1,26 @@
+// Package sections is seqd's allocator: it hands out per-key sequence values
+// from memory and keeps every value it returns covered by a committed
+// high-water mark.
+//
+// Keys of a space are grouped into sections (section = key / section_size).
+// Per section the allocator keeps, as described in DESIGN.md §3:
+//
+//   - max: the committed high-water mark, as last reported by the Store or
+//     raised through it;
+//   - floor: the value from which a key that is not in memory continues; it
+//     starts at max when the section is loaded and only ever rises (when a key
+//     is evicted, floor takes that key's value if larger);
+//   - cur[key]: the last value returned for each key touched since loading.
+//
+// A value v is returned only when v <= max, so after a failover a new leader
+// that starts every section at the committed max never repeats a value. max is
+// raised one step ahead of need, asynchronously, once the highest value issued
+// in a section passes max - step/2, so steady-state calls do not wait for
+// consensus; raises of several sections are batched into one Store.Raise.
+//
+// The allocator serves only while it holds a lease (see Grant and Revoke): the
+// lease is checked under the same lock as the increment, and revoking it drops
+// every section, so nothing issued in an earlier leadership term is reused.
+//
+// This package does not import raft: the consensus layer is behind Store.
+package sections
