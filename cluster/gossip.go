@@ -75,6 +75,8 @@ func (n *Node) startGossip() error {
 		return fmt.Errorf("gossip on %s: %w", n.cfg.GossipAddr, err)
 	}
 	n.ml = ml
+	// Read once, before anything else can update the local node.
+	n.gossipAddr = ml.LocalNode().Address()
 	n.wg.Add(1)
 	go g.loop()
 	return nil
@@ -167,8 +169,8 @@ func (n *Node) Members() []Member {
 // otherJoinAddrs returns the join addresses that are not this node's own.
 func (g *gossip) otherJoinAddrs() []string {
 	self := map[string]bool{g.n.cfg.GossipAddr: true, g.n.cfg.GossipAdvertise: true}
-	if g.n.ml != nil {
-		self[g.n.ml.LocalNode().Address()] = true
+	if g.n.gossipAddr != "" {
+		self[g.n.gossipAddr] = true
 	}
 	var out []string
 	for _, a := range g.n.cfg.Join {

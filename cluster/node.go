@@ -38,9 +38,10 @@ type Node struct {
 	transport *raft.NetworkTransport
 	alloc     *sections.Allocator
 
-	ml       *memberlist.Memberlist
-	gossip   *gossip
-	hasState atomic.Bool
+	ml         *memberlist.Memberlist
+	gossipAddr string // host:port other servers reach this node's gossip on
+	gossip     *gossip
+	hasState   atomic.Bool
 
 	notify chan bool
 	stop   chan struct{}
@@ -162,10 +163,7 @@ func (n *Node) ID() string { return n.cfg.ID }
 func (n *Node) RaftAddr() string { return string(n.transport.LocalAddr()) }
 
 // GossipAddr returns the address other servers use to reach this node's gossip.
-func (n *Node) GossipAddr() string {
-	a := n.ml.LocalNode().FullAddress()
-	return a.Addr
-}
+func (n *Node) GossipAddr() string { return n.gossipAddr }
 
 // IsLeader reports whether raft considers this node the leader. Serving also
 // needs the lease: see Allocator().Serving().

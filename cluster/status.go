@@ -53,8 +53,8 @@ func (n *Node) Status() LocalStatus {
 		KeysHeld:       n.alloc.KeysHeld(),
 		SectionsHeld:   n.alloc.SectionsHeld(),
 	}
-	if n.ml != nil {
-		st.GossipAddr = n.ml.LocalNode().Address()
+	if n.gossipAddr != "" {
+		st.GossipAddr = n.gossipAddr
 	}
 	if st.State != raft.Leader.String() {
 		if lc := n.raft.LastContact(); !lc.IsZero() {

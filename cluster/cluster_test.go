@@ -1,0 +1,203 @@
+package cluster_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seqd/seqd/client"
+	"github.com/seqd/seqd/internal/testcluster"
+	"github.com/seqd/seqd/sections"
+)
+
+const failoverWait = 20 * time.Second
+
+// TestFaultsKeepUniquenessAndOrder runs clients against a 3-node cluster
+// while the leader is killed and restarted, shut down gracefully, and cut off
+// the network, again and again; then checks every recorded value for C1
+// (no repeats), C2 (real-time order per key) and C3 (Current bounds).
+func TestFaultsKeepUniquenessAndOrder(t *testing.T) {
+	c := testcluster.Start(t, 3, testcluster.Options{})
+	first := c.WaitServingLeader(failoverWait)
+	cl, err := client.New(c.APIAddrs(), client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A small section size spreads keys over several sections; a small step
+	// makes raises frequent.
+	if _, err := cl.CreateSpace(context.Background(), "chaos", 20, 4); err != nil {
+		t.Fatal(err)
+	}
+	w := testcluster.StartWorkload(t, "chaos", 12, c.APIAddrs(), 3)
+	w.WaitOK(t, 200, failoverWait)
+
+	leader := first
+	for round := range 2 {
+		// Kill the leader, let a new one take over, restart the old one.
+		leader.Kill()
+		next := c.WaitServingLeader(failoverWait, leader)
+		w.WaitOK(t, 100, failoverWait)
+		leader.Restart()
+		w.WaitOK(t, 100, failoverWait)
+		leader = next
+
+		// Cut the leader off; a new leader serves; heal.
+		leader.Isolate()
+		next = c.WaitServingLeader(failoverWait, leader)
+		w.WaitOK(t, 100, failoverWait)
+		leader.Heal()
+		w.WaitOK(t, 100, failoverWait)
+		leader = next
+
+		// Graceful shutdown hands leadership over.
+		if err := leader.Shutdown(); err != nil {
+			t.Fatalf("round %d: shutdown: %v", round, err)
+		}
+		next = c.WaitServingLeader(failoverWait, leader)
+		w.WaitOK(t, 100, failoverWait)
+		leader.Restart()
+		w.WaitOK(t, 100, failoverWait)
+		leader = c.WaitServingLeader(failoverWait)
+	}
+	w.Stop()
+	w.Check(t)
+}
+
+// TestFullClusterRestartContinuesAbove stops every node and starts them again:
+// every key continues above every value issued before.
+func TestFullClusterRestartContinuesAbove(t *testing.T) {
+	c := testcluster.Start(t, 3, testcluster.Options{})
+	c.WaitServingLeader(failoverWait)
+	cl, err := client.New(c.APIAddrs(), client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	issued := map[uint64]uint64{}
+	for i := range 300 {
+		k := uint64(i % 7 * 50000) // keys in several sections of the default space
+		v, err := cl.Next(ctx, "default", k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		issued[k] = v[0]
+	}
+	for round := range 2 {
+		for _, m := range c.Nodes {
+			m.Kill()
+		}
+		for _, m := range c.Nodes {
+			m.Restart()
+		}
+		c.WaitServingLeader(failoverWait)
+		for k, last := range issued {
+			cur, err := cl.Current(ctx, "default", k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cur[0] < last {
+				t.Fatalf("round %d key %d: Current %d below issued %d", round, k, cur[0], last)
+			}
+			v, err := cl.Next(ctx, "default", k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v[0] <= last || v[0] <= cur[0] {
+				t.Fatalf("round %d key %d: got %d after restart, issued %d before, current %d", round, k, v[0], last, cur[0])
+			}
+			issued[k] = v[0]
+		}
+	}
+}
+
+// TestLeaseOldLeaderStopsBeforeNewLeaderServes cuts the leader off while
+// in-process callers read from the old leader's allocator, and checks that the last
+// value the old leader returned was returned before the new leader served its
+// first: the new leader waits out the old lease.
+func TestLeaseOldLeaderStopsBeforeNewLeaderServes(t *testing.T) {
+	const lease = 600 * time.Millisecond
+	c := testcluster.Start(t, 3, testcluster.Options{Lease: lease})
+	old := c.WaitServingLeader(failoverWait)
+	oldNode := old.Node()
+
+	var lastOldEnd atomic.Int64 // unix nanos
+	origin := time.Now()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			// Current never needs a raft entry, so the old leader answers from
+			// memory for as long as it believes it may: only the lease (or
+			// raft noticing the lost quorum) stops it.
+			if _, err := oldNode.Allocator().Current(context.Background(), "default", []uint64{1}); err == nil {
+				lastOldEnd.Store(int64(time.Since(origin)))
+			}
+		}
+	}()
+	// Let the old leader serve, then cut it off.
+	deadline := time.Now().Add(failoverWait)
+	for lastOldEnd.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	cutAt := time.Since(origin)
+	old.Isolate()
+
+	// Poll the other nodes until one serves; note when that call began.
+	var firstNewStart time.Duration
+	var newLeader *testcluster.Member
+	for firstNewStart == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no new leader served")
+		}
+		for _, m := range c.Nodes {
+			if m == old {
+				continue
+			}
+			start := time.Since(origin)
+			if _, err := m.Node().Allocator().Next(context.Background(), "default", []uint64{1}); err == nil {
+				firstNewStart, newLeader = start, m
+				break
+			} else if !errors.Is(err, sections.ErrNotServing) {
+				t.Fatalf("%s: %v", m.ID, err)
+			}
+		}
+	}
+	close(stop)
+	wg.Wait()
+	last := time.Duration(lastOldEnd.Load())
+	t.Logf("cut at %v; old leader's last value at %v; new leader %s served from %v", cutAt, last, newLeader.ID, firstNewStart)
+	if last >= firstNewStart {
+		t.Fatalf("old leader returned a value at %v, after the new leader began serving at %v", last, firstNewStart)
+	}
+	// The new leader waited at least the lease after winning the election.
+	if f := newLeader.Node().Status().LastFailover; f < lease {
+		t.Fatalf("new leader served %v after election, less than the lease %v", f, lease)
+	}
+	old.Heal()
+}
+
+// TestLaterJoinerIsAdded starts a single node, then a second that joins it
+// through gossip: the leader adds it to the raft configuration as a voter.
+func TestLaterJoinerIsAdded(t *testing.T) {
+	c := testcluster.Start(t, 1, testcluster.Options{})
+	c.WaitServingLeader(failoverWait)
+	c.Join()
+	c.WaitVoters(2, failoverWait)
+	c.Join()
+	c.WaitVoters(3, failoverWait)
+	// The joined nodes have state now: kill the first node and the other two
+	// elect a leader among themselves.
+	first := c.Nodes[0]
+	first.Kill()
+	c.WaitServingLeader(failoverWait, first)
+}

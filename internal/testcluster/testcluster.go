@@ -1,0 +1,383 @@
+// Package testcluster runs real seqd nodes in one process for tests: real
+// hashicorp/raft groups over TCP on 127.0.0.1, real bbolt files in temporary
+// directories, real memberlist gossip and real HTTP API listeners.
+//
+// Faults: Kill stops a node as a crash would (no handover), Restart brings it
+// back on the same addresses and data directory, and Isolate cuts its raft
+// traffic in both directions (every connection is closed and new ones are
+// refused) until Heal.
+package testcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/seqd/seqd/api"
+	"github.com/seqd/seqd/cluster"
+)
+
+// Options tune a test cluster.
+type Options struct {
+	// Lease is the leader lease (default 400ms).
+	Lease time.Duration
+	// Heartbeat is raft's heartbeat and election timeout (default 300ms).
+	Heartbeat time.Duration
+	// MaxKeysPerSection is passed to every node.
+	MaxKeysPerSection int
+}
+
+// Cluster is a set of in-process nodes.
+type Cluster struct {
+	t     testing.TB
+	opts  Options
+	log   *slog.Logger
+	Nodes []*Member
+}
+
+// Member is one node of a Cluster and its addresses, which stay the same
+// across restarts.
+type Member struct {
+	c          *Cluster
+	ID         string
+	Dir        string
+	RaftAddr   string
+	GossipAddr string
+	APIAddr    string
+
+	mu    sync.Mutex
+	node  *cluster.Node
+	layer *FaultLayer
+	srv   *http.Server
+}
+
+// Start starts n nodes that bootstrap one cluster together (bootstrap-expect n).
+func Start(t testing.TB, n int, opts Options) *Cluster {
+	t.Helper()
+	if opts.Lease == 0 {
+		opts.Lease = 400 * time.Millisecond
+	}
+	if opts.Heartbeat == 0 {
+		opts.Heartbeat = 300 * time.Millisecond
+	}
+	c := &Cluster{t: t, opts: opts, log: testLogger()}
+	for i := range n {
+		m := &Member{c: c, ID: fmt.Sprintf("n%d", i+1), Dir: filepath.Join(t.TempDir(), fmt.Sprintf("n%d", i+1))}
+		c.Nodes = append(c.Nodes, m)
+		if err := m.start(n); err != nil {
+			t.Fatalf("starting %s: %v", m.ID, err)
+		}
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func testLogger() *slog.Logger {
+	if os.Getenv("SEQD_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// Join starts one more node that joins the running cluster through gossip
+// (bootstrap-expect as for the others, so it must not bootstrap on its own).
+func (c *Cluster) Join() *Member {
+	c.t.Helper()
+	i := len(c.Nodes)
+	m := &Member{c: c, ID: fmt.Sprintf("n%d", i+1), Dir: filepath.Join(c.t.TempDir(), fmt.Sprintf("n%d", i+1))}
+	c.Nodes = append(c.Nodes, m)
+	if err := m.start(i); err != nil {
+		c.t.Fatalf("starting %s: %v", m.ID, err)
+	}
+	return m
+}
+
+func (m *Member) start(expect int) error {
+	var joins []string
+	for _, o := range m.c.Nodes {
+		if o != m && o.GossipAddr != "" {
+			joins = append(joins, o.GossipAddr)
+		}
+	}
+	raftBind, gossipBind, apiBind := "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	if m.RaftAddr != "" {
+		raftBind, gossipBind, apiBind = m.RaftAddr, m.GossipAddr, m.APIAddr
+	}
+	layer, err := listenFaulty(raftBind)
+	if err != nil {
+		return err
+	}
+	apiLn, err := listenRetry(apiBind)
+	if err != nil {
+		layer.Close()
+		return err
+	}
+	m.RaftAddr = layer.Addr().String()
+	m.APIAddr = apiLn.Addr().String()
+	n, err := cluster.Start(cluster.Config{
+		ID: m.ID, DataDir: m.Dir,
+		StreamLayer: layer, RaftAdvertise: m.RaftAddr,
+		GossipAddr: gossipBind, APIAddr: m.APIAddr,
+		Join: joins, BootstrapExpect: expect,
+		Lease: m.c.opts.Lease, HeartbeatTimeout: m.c.opts.Heartbeat, ElectionTimeout: m.c.opts.Heartbeat,
+		LeaderLeaseTimeout: m.c.opts.Heartbeat / 2, CommitTimeout: 5 * time.Millisecond,
+		MaxKeysPerSection: m.c.opts.MaxKeysPerSection,
+		Logger:            m.c.log.With("node", m.ID),
+	})
+	if err != nil {
+		layer.Close()
+		apiLn.Close()
+		return err
+	}
+	m.GossipAddr = n.GossipAddr()
+	srv := api.NewHTTPServer(api.New(n, m.c.log).Handler())
+	go srv.Serve(apiLn)
+	m.mu.Lock()
+	m.node, m.layer, m.srv = n, layer, srv
+	m.mu.Unlock()
+	return nil
+}
+
+// listenRetry listens on addr, retrying briefly: a port just released by a
+// killed node may still be in use for a moment.
+func listenRetry(addr string) (net.Listener, error) {
+	var err error
+	for range 50 {
+		var ln net.Listener
+		if ln, err = net.Listen("tcp", addr); err == nil {
+			return ln, nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil, err
+}
+
+// Node returns the running node, or nil when it is stopped.
+func (m *Member) Node() *cluster.Node {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.node
+}
+
+// Kill stops the node as a crash would: no leadership handover, no gossip
+// leave, API connections dropped.
+func (m *Member) Kill() {
+	m.mu.Lock()
+	n, srv := m.node, m.srv
+	m.node, m.srv = nil, nil
+	m.mu.Unlock()
+	if n == nil {
+		return
+	}
+	srv.Close()
+	if err := n.Kill(); err != nil {
+		m.c.t.Logf("kill %s: %v", m.ID, err)
+	}
+}
+
+// Shutdown stops the node gracefully (a leader hands leadership over).
+func (m *Member) Shutdown() error {
+	m.mu.Lock()
+	n, srv := m.node, m.srv
+	m.node, m.srv = nil, nil
+	m.mu.Unlock()
+	if n == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := n.Shutdown(ctx)
+	srv.Shutdown(ctx)
+	return err
+}
+
+// Restart starts a stopped node again on the same addresses and data.
+func (m *Member) Restart() {
+	m.c.t.Helper()
+	if m.Node() != nil {
+		m.c.t.Fatalf("restart %s: still running", m.ID)
+	}
+	if err := m.start(len(m.c.Nodes)); err != nil {
+		m.c.t.Fatalf("restart %s: %v", m.ID, err)
+	}
+}
+
+// Isolate cuts the node's raft traffic in both directions.
+func (m *Member) Isolate() { m.layer.Cut() }
+
+// Heal restores the node's raft traffic.
+func (m *Member) Heal() { m.layer.Heal() }
+
+// Close stops every node.
+func (c *Cluster) Close() {
+	var wg sync.WaitGroup
+	for _, m := range c.Nodes {
+		wg.Add(1)
+		go func() { defer wg.Done(); m.Kill() }()
+	}
+	wg.Wait()
+}
+
+// APIAddrs returns every member's API address.
+func (c *Cluster) APIAddrs() []string {
+	var out []string
+	for _, m := range c.Nodes {
+		out = append(out, m.APIAddr)
+	}
+	return out
+}
+
+// ServingLeader returns the member that leads and holds the lease, or nil.
+func (c *Cluster) ServingLeader() *Member {
+	for _, m := range c.Nodes {
+		if n := m.Node(); n != nil && n.IsLeader() && n.Allocator().Serving() {
+			return m
+		}
+	}
+	return nil
+}
+
+// WaitServingLeader waits until some member other than the excluded ones
+// leads and holds the lease, and returns it.
+func (c *Cluster) WaitServingLeader(timeout time.Duration, exclude ...*Member) *Member {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		for _, m := range c.Nodes {
+			excluded := false
+			for _, e := range exclude {
+				excluded = excluded || e == m
+			}
+			if n := m.Node(); !excluded && n != nil && n.IsLeader() && n.Allocator().Serving() {
+				return m
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	c.t.Fatalf("no serving leader within %v", timeout)
+	return nil
+}
+
+// WaitVoters waits until the leader's configuration has n voters.
+func (c *Cluster) WaitVoters(n int, timeout time.Duration) {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if l := c.ServingLeader(); l != nil {
+			if conf, err := l.Node().Configuration(); err == nil {
+				v := 0
+				for _, s := range conf {
+					if s.Voter {
+						v++
+					}
+				}
+				if v == n {
+					return
+				}
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.t.Fatalf("configuration did not reach %d voters within %v", n, timeout)
+}
+
+// FaultLayer is a raft.StreamLayer over TCP that can cut all of a node's
+// raft connections, both the ones it dialed and the ones it accepted.
+type FaultLayer struct {
+	ln net.Listener
+
+	mu    sync.Mutex
+	cut   bool
+	conns map[net.Conn]struct{}
+}
+
+var errCut = errors.New("testcluster: link cut")
+
+func listenFaulty(addr string) (*FaultLayer, error) {
+	ln, err := listenRetry(addr)
+	if err != nil {
+		return nil, err
+	}
+	return &FaultLayer{ln: ln, conns: map[net.Conn]struct{}{}}, nil
+}
+
+// Accept implements net.Listener; connections arriving while cut are closed.
+func (f *FaultLayer) Accept() (net.Conn, error) {
+	for {
+		c, err := f.ln.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if f.track(c) {
+			return c, nil
+		}
+		c.Close()
+	}
+}
+
+// Close implements net.Listener.
+func (f *FaultLayer) Close() error {
+	f.Cut()
+	return f.ln.Close()
+}
+
+// Addr implements net.Listener.
+func (f *FaultLayer) Addr() net.Addr { return f.ln.Addr() }
+
+// Dial implements raft.StreamLayer.
+func (f *FaultLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	f.mu.Lock()
+	cut := f.cut
+	f.mu.Unlock()
+	if cut {
+		return nil, errCut
+	}
+	c, err := net.DialTimeout("tcp", string(addr), timeout)
+	if err != nil {
+		return nil, err
+	}
+	if !f.track(c) {
+		c.Close()
+		return nil, errCut
+	}
+	return c, nil
+}
+
+func (f *FaultLayer) track(c net.Conn) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.cut {
+		return false
+	}
+	f.conns[c] = struct{}{}
+	return true
+}
+
+// Cut closes every connection and refuses new ones until Heal.
+func (f *FaultLayer) Cut() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cut = true
+	for c := range f.conns {
+		c.Close()
+	}
+	f.conns = map[net.Conn]struct{}{}
+}
+
+// Heal lets connections through again.
+func (f *FaultLayer) Heal() {
+	f.mu.Lock()
+	f.cut = false
+	f.mu.Unlock()
+}
