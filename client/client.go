@@ -43,6 +43,10 @@ type Options struct {
 	// RetryFor bounds how long one call keeps retrying unavailable errors
 	// (default 15s; the call's context deadline also applies).
 	RetryFor time.Duration
+	// AttemptTimeout bounds one attempt on one node (default 1s). An attempt
+	// that times out, on a node that hangs (paused, or cut off the network),
+	// is retried on another node like an unavailable error.
+	AttemptTimeout time.Duration
 	// MinBackoff and MaxBackoff bound the wait between retries (defaults
 	// 10ms and 500ms, with jitter).
 	MinBackoff, MaxBackoff time.Duration
@@ -79,6 +83,9 @@ func New(addrs []string, opts Options) (*Client, error) {
 	}
 	if opts.RetryFor <= 0 {
 		opts.RetryFor = 15 * time.Second
+	}
+	if opts.AttemptTimeout <= 0 {
+		opts.AttemptTimeout = time.Second
 	}
 	if opts.MinBackoff <= 0 {
 		opts.MinBackoff = 10 * time.Millisecond
@@ -222,8 +229,9 @@ func msg[T any](r *connect.Response[T], err error) (*T, error) {
 	return r.Msg, nil
 }
 
-// call runs f against the believed leader, retrying unavailable errors on
-// the hinted leader or the next node, with backoff, for up to RetryFor.
+// call runs f against the believed leader, retrying unavailable errors and
+// attempts that time out on the hinted leader or the next node, with
+// backoff, for up to RetryFor.
 func call[T any](c *Client, ctx context.Context, f func(context.Context, *node) (*T, error)) (*T, error) {
 	deadline := time.Now().Add(c.opts.RetryFor)
 	backoff := c.opts.MinBackoff
@@ -233,11 +241,14 @@ func call[T any](c *Client, ctx context.Context, f func(context.Context, *node) 
 		n := c.nodes[idx]
 		c.mu.Unlock()
 
-		resp, err := f(ctx, n)
+		actx, cancel := context.WithTimeout(ctx, c.opts.AttemptTimeout)
+		resp, err := f(actx, n)
+		timedOut := actx.Err() != nil && ctx.Err() == nil
+		cancel()
 		if err == nil {
 			return resp, nil
 		}
-		if connect.CodeOf(err) != connect.CodeUnavailable || ctx.Err() != nil {
+		if ctx.Err() != nil || (!timedOut && connect.CodeOf(err) != connect.CodeUnavailable) {
 			return nil, err
 		}
 		// Follow the leader hint, or try the next node.

@@ -64,6 +64,12 @@ type Config struct {
 	SnapshotThreshold uint64
 	SnapshotInterval  time.Duration
 
+	// UnsafeDisableLease is for testing the test harness only: a new leader
+	// serves at once, without waiting out the previous leader's lease, and
+	// keeps serving until raft reports the loss of leadership. It breaks the
+	// order guarantees (C2, C3) when an old leader is paused or cut off.
+	UnsafeDisableLease bool
+
 	// MaxKeysPerSection bounds the allocator's memory (0: unbounded).
 	MaxKeysPerSection int
 

@@ -72,17 +72,23 @@ func (n *Node) lead(ctx context.Context, epoch uint64) {
 			return
 		}
 	}
+	if n.cfg.UnsafeDisableLease {
+		// Testing only: serve at once and until raft reports the loss of
+		// leadership, with no wait and no expiry. This breaks C2 and C3
+		// when an old leader is cut off or paused.
+		n.ensureDefaultSpace(ctx)
+		n.alloc.Grant(epoch, time.Now().Add(100*365*24*time.Hour))
+		n.markServing(gained)
+		<-ctx.Done()
+		return
+	}
 	// 2. Wait out the lease of any earlier leader: it took its last t before
 	// a quorum stored an entry, and this node was elected after that.
 	if !sleepCtx(ctx, n.cfg.Lease+n.cfg.LeaseMargin) {
 		return
 	}
 	// 3. The default space.
-	if _, ok := n.fsm.Space(DefaultSpace.Name); !ok {
-		if err := n.apply(ctx, fsm.EncodeCreateSpace(DefaultSpace)); err != nil && !errors.Is(err, context.Canceled) {
-			n.log.Warn("creating the default space failed", "err", err)
-		}
-	}
+	n.ensureDefaultSpace(ctx)
 	// 4. Renew the lease from committed entries.
 	first := true
 	for {
@@ -93,10 +99,7 @@ func (n *Node) lead(ctx context.Context, epoch uint64) {
 			n.stats.renewals.Add(1)
 			if first {
 				first = false
-				now := time.Now()
-				n.stats.servingSince.Store(now.UnixNano())
-				n.stats.lastFailoverNs.Store(int64(now.Sub(gained)))
-				n.log.Info("serving as leader", "term", n.raft.CurrentTerm(), "after", now.Sub(gained).Round(time.Millisecond))
+				n.markServing(gained)
 			}
 		} else if ctx.Err() == nil {
 			n.stats.renewalErrors.Add(1)
@@ -121,4 +124,20 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+func (n *Node) ensureDefaultSpace(ctx context.Context) {
+	if _, ok := n.fsm.Space(DefaultSpace.Name); ok {
+		return
+	}
+	if err := n.apply(ctx, fsm.EncodeCreateSpace(DefaultSpace)); err != nil && !errors.Is(err, context.Canceled) {
+		n.log.Warn("creating the default space failed", "err", err)
+	}
+}
+
+func (n *Node) markServing(gained time.Time) {
+	now := time.Now()
+	n.stats.servingSince.Store(now.UnixNano())
+	n.stats.lastFailoverNs.Store(int64(now.Sub(gained)))
+	n.log.Info("serving as leader", "term", n.raft.CurrentTerm(), "after", now.Sub(gained).Round(time.Millisecond))
 }

@@ -45,6 +45,7 @@ func serve(args []string) error {
 		logLevel      = fs.String("log-level", "info", "log level: debug, info, warn, error")
 		logFormat     = fs.String("log-format", "text", "log format: text or json")
 		raftLogLevel  = fs.String("raft-log-level", "warn", "level of raft's and memberlist's own logs")
+		unsafeNoLease = fs.Bool("unsafe-disable-lease", false, "TESTING ONLY: serve without the leader lease; breaks per-key order under partitions and pauses")
 		shutdownWait  = fs.Duration("shutdown-timeout", 10*time.Second, "how long a graceful shutdown may take")
 	)
 	operands, err := parseFlags(fs, args)
@@ -104,8 +105,8 @@ func serve(args []string) error {
 		HeartbeatTimeout: *heartbeat, ElectionTimeout: *election,
 		LeaderLeaseTimeout: *leaderLease, CommitTimeout: *commit,
 		SnapshotThreshold: *snapThreshold, SnapshotInterval: *snapInterval,
-		MaxKeysPerSection: *maxKeys,
-		Logger:            logger, RaftLogLevel: rlvl,
+		MaxKeysPerSection: *maxKeys, UnsafeDisableLease: *unsafeNoLease,
+		Logger: logger, RaftLogLevel: rlvl,
 	})
 	if err != nil {
 		ln.Close()
@@ -113,6 +114,9 @@ func serve(args []string) error {
 			return usageErr("%v", err)
 		}
 		return err
+	}
+	if *unsafeNoLease {
+		logger.Warn("--unsafe-disable-lease is set: this node may return values out of order; never use it outside tests")
 	}
 	srv := api.NewHTTPServer(api.New(node, logger).Handler())
 	srvErr := make(chan error, 1)

@@ -93,9 +93,14 @@ func StartWorkload(t testing.TB, space string, keys uint64, addrs []string, smar
 		}
 		w.run(fmt.Sprintf("smart%d", i), smart{c}, uint64(i))
 	}
-	h := &http.Client{Timeout: 3 * time.Second}
+	// Pinned clients give up after a second, so that during a pause of
+	// their node they keep sending new calls, which the node answers when it
+	// resumes: the case the leader lease exists for.
+	h := &http.Client{Timeout: time.Second}
 	for i, a := range addrs {
-		w.run(fmt.Sprintf("pinned-%d", i), pinned{seqv1connect.NewSequenceServiceClient(h, "http://"+a)}, uint64(100+i))
+		for j := range 2 {
+			w.run(fmt.Sprintf("pinned-%d.%d", i, j), pinned{seqv1connect.NewSequenceServiceClient(h, "http://"+a)}, uint64(100+10*i+j))
+		}
 	}
 	t.Cleanup(w.Stop)
 	return w
