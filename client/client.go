@@ -229,9 +229,9 @@ func msg[T any](r *connect.Response[T], err error) (*T, error) {
 	return r.Msg, nil
 }
 
-// call runs f against the believed leader, retrying unavailable errors and
-// attempts that time out on the hinted leader or the next node, with
-// backoff, for up to RetryFor.
+// call runs f against the believed leader, retrying unavailable errors,
+// transport failures and attempts that time out on the hinted leader or the
+// next node, with backoff, for up to RetryFor.
 func call[T any](c *Client, ctx context.Context, f func(context.Context, *node) (*T, error)) (*T, error) {
 	deadline := time.Now().Add(c.opts.RetryFor)
 	backoff := c.opts.MinBackoff
@@ -248,7 +248,11 @@ func call[T any](c *Client, ctx context.Context, f func(context.Context, *node) 
 		if err == nil {
 			return resp, nil
 		}
-		if ctx.Err() != nil || (!timedOut && connect.CodeOf(err) != connect.CodeUnavailable) {
+		// Retry elsewhere: unavailable answers, attempts that hung, and
+		// transport failures (an error that did not come from a server,
+		// such as a connection reset by a node that died mid-call).
+		retry := timedOut || connect.CodeOf(err) == connect.CodeUnavailable || !connect.IsWireError(err)
+		if ctx.Err() != nil || !retry {
 			return nil, err
 		}
 		// Follow the leader hint, or try the next node.

@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -200,4 +201,81 @@ func TestLaterJoinerIsAdded(t *testing.T) {
 	first := c.Nodes[0]
 	first.Kill()
 	c.WaitServingLeader(failoverWait, first)
+}
+
+// TestLaggingFollowerCatchesUpFromSnapshot takes snapshots often and keeps
+// few log entries, so a follower that was down catches up through raft's
+// InstallSnapshot (the FSM's Restore); then it leads and continues above
+// every value issued.
+func TestLaggingFollowerCatchesUpFromSnapshot(t *testing.T) {
+	c := testcluster.Start(t, 3, testcluster.Options{SnapshotThreshold: 16, TrailingLogs: 4})
+	leader := c.WaitServingLeader(failoverWait)
+	cl, err := client.New(c.APIAddrs(), client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := cl.CreateSpace(ctx, "snap", 5, 10); err != nil {
+		t.Fatal(err)
+	}
+	var lagger *testcluster.Member
+	for _, m := range c.Nodes {
+		if m != leader {
+			lagger = m
+			break
+		}
+	}
+	lagger.Kill()
+	// Step 5 over 10 sections: hundreds of raise entries, many snapshots.
+	issued := map[uint64]uint64{}
+	for i := range 600 {
+		k := uint64(i%10) * 10
+		v, err := cl.Next(ctx, "snap", k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		issued[k] = v[0]
+	}
+	lagger.Restart()
+	// The lagger's FSM reaches the leader's marks.
+	deadline := time.Now().Add(failoverWait)
+	for {
+		caught := true
+		for k := range issued {
+			if lagger.Node().Max("snap", k/10) < leader.Node().Max("snap", k/10) {
+				caught = false
+			}
+		}
+		if caught {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("lagging follower did not catch up")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// It caught up from a snapshot: the log it missed was compacted away.
+	if snaps, _ := filepath.Glob(filepath.Join(lagger.Dir, "snapshots", "*", "state.bin")); len(snaps) == 0 {
+		t.Fatal("the restarted follower holds no snapshot")
+	}
+	// Make the lagger lead: stop the others one at a time until it does.
+	for _, m := range c.Nodes {
+		if m != lagger && m.Node() != nil && c.ServingLeader() != lagger {
+			m.Kill()
+			c.WaitServingLeader(failoverWait, m)
+			m.Restart()
+		}
+	}
+	if l := c.WaitServingLeader(failoverWait); l != lagger {
+		t.Logf("%s leads, not the restored %s; checking values anyway", l.ID, lagger.ID)
+	}
+	for k, last := range issued {
+		v, err := cl.Next(ctx, "snap", k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v[0] <= last {
+			t.Fatalf("key %d: got %d, issued %d before", k, v[0], last)
+		}
+	}
 }

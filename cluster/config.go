@@ -63,6 +63,9 @@ type Config struct {
 	// (defaults 8192 entries, 120s).
 	SnapshotThreshold uint64
 	SnapshotInterval  time.Duration
+	// TrailingLogs is how many entries stay in the log after a snapshot
+	// (default 10240); a follower further behind gets the snapshot.
+	TrailingLogs uint64
 
 	// UnsafeDisableLease is for testing the test harness only: a new leader
 	// serves at once, without waiting out the previous leader's lease, and
@@ -175,6 +178,9 @@ func (c *Config) raftConfig(notify chan<- bool, out io.Writer) (*raft.Config, er
 	}
 	if c.SnapshotInterval > 0 {
 		rc.SnapshotInterval = c.SnapshotInterval
+	}
+	if c.TrailingLogs > 0 {
+		rc.TrailingLogs = c.TrailingLogs
 	}
 	// Raft's own limit: the leader lease timeout may not exceed the heartbeat timeout.
 	if rc.LeaderLeaseTimeout > rc.HeartbeatTimeout {

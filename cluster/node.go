@@ -189,6 +189,9 @@ func (n *Node) Leader() (id, apiAddr string) {
 // Space returns a committed space from this node's FSM.
 func (n *Node) Space(name string) (fsm.Space, bool) { return n.fsm.Space(name) }
 
+// Max returns the high-water mark of a section in this node's FSM.
+func (n *Node) Max(space string, section uint64) uint64 { return n.fsm.Max(space, section) }
+
 // Spaces returns every committed space in this node's FSM.
 func (n *Node) Spaces() []fsm.Space { return n.fsm.Spaces() }
 

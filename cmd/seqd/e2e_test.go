@@ -26,7 +26,7 @@ var (
 )
 
 // seqdBinary builds cmd/seqd once per test run.
-func seqdBinary(t *testing.T) string {
+func seqdBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "seqd-e2e-bin")
@@ -46,7 +46,7 @@ func seqdBinary(t *testing.T) string {
 	return binPath
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -128,7 +128,7 @@ type proc struct {
 	done              chan struct{} // closed when the process has exited
 }
 
-func (p *proc) start(t *testing.T) {
+func (p *proc) start(t testing.TB) {
 	t.Helper()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -165,7 +165,7 @@ func (p *proc) kill9() {
 	<-done
 }
 
-func startProcs(t *testing.T, n int, extra ...string) []*proc {
+func startProcs(t testing.TB, n int, extra ...string) []*proc {
 	t.Helper()
 	ps := make([]*proc, n)
 	var joins []string
@@ -222,7 +222,7 @@ func leaderOf(ps []*proc) *proc {
 	return nil
 }
 
-func waitLeader(t *testing.T, ps []*proc, exclude *proc, timeout time.Duration) *proc {
+func waitLeader(t testing.TB, ps []*proc, exclude *proc, timeout time.Duration) *proc {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
@@ -296,4 +296,39 @@ func TestProcessClusterUnderKillAndPause(t *testing.T) {
 	w.Stop()
 	w.Check(t)
 	t.Logf("kill -9 leader → first value served: %v (lease 500ms, heartbeat/election 300ms)", failovers)
+}
+
+// waitHealthy waits until every process answers, all agree on the term and
+// the leader, and the leader serves.
+func waitHealthy(t testing.TB, ps []*proc, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		leaders := map[string]bool{}
+		terms := map[uint64]bool{}
+		serving := false
+		for _, q := range ps {
+			cl, err := client.New([]string{q.api}, client.Options{RetryFor: time.Millisecond, AttemptTimeout: 500 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			st, err := cl.ClusterStatus(ctx)
+			cancel()
+			if err != nil {
+				leaders["?"] = true
+				continue
+			}
+			leaders[st.GetLeaderId()] = true
+			terms[st.GetTerm()] = true
+			for _, n := range st.GetNodes() {
+				serving = serving || n.GetServing()
+			}
+		}
+		if len(leaders) == 1 && !leaders["?"] && !leaders[""] && len(terms) == 1 && serving {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("cluster not healthy within %v", timeout)
 }

@@ -36,6 +36,8 @@ type Options struct {
 	Heartbeat time.Duration
 	// MaxKeysPerSection is passed to every node.
 	MaxKeysPerSection int
+	// SnapshotThreshold and TrailingLogs are passed to every node (0: defaults).
+	SnapshotThreshold, TrailingLogs uint64
 }
 
 // Cluster is a set of in-process nodes.
@@ -133,7 +135,9 @@ func (m *Member) start(expect int) error {
 		Lease: m.c.opts.Lease, HeartbeatTimeout: m.c.opts.Heartbeat, ElectionTimeout: m.c.opts.Heartbeat,
 		LeaderLeaseTimeout: m.c.opts.Heartbeat / 2, CommitTimeout: 5 * time.Millisecond,
 		MaxKeysPerSection: m.c.opts.MaxKeysPerSection,
-		Logger:            m.c.log.With("node", m.ID),
+		SnapshotThreshold: m.c.opts.SnapshotThreshold, TrailingLogs: m.c.opts.TrailingLogs,
+		SnapshotInterval: snapshotInterval(m.c.opts.SnapshotThreshold),
+		Logger:           m.c.log.With("node", m.ID),
 	})
 	if err != nil {
 		layer.Close()
@@ -380,4 +384,12 @@ func (f *FaultLayer) Heal() {
 	f.mu.Lock()
 	f.cut = false
 	f.mu.Unlock()
+}
+
+// snapshotInterval checks for snapshots often when a test asks for them.
+func snapshotInterval(threshold uint64) time.Duration {
+	if threshold > 0 {
+		return 50 * time.Millisecond
+	}
+	return 0
 }
