@@ -93,7 +93,8 @@ func TestCommandLineErrors(t *testing.T) {
 		{nil, []string{"serve", "extra"}, 2, "no arguments"},
 		{nil, []string{"serve", "--bootstrap-expect", "-1"}, 2, "bootstrap-expect"},
 		{nil, []string{"serve", "--api-addr", "nonsense"}, 2, "host:port"},
-		{nil, []string{"serve", "--api-addr", "0.0.0.0:0"}, 2, "advertise"},
+		{nil, []string{"serve", "--api-addr", "127.0.0.1:0"}, 2, "fixed port"},
+		{nil, []string{"serve", "--advertise-raft", "0.0.0.0:7701"}, 2, "unspecified"},
 		{nil, []string{"serve", "--log-level", "loud"}, 2, "log level"},
 		{[]string{"SEQD_BOOTSTRAP_EXPECT=three"}, []string{"serve"}, 2, "SEQD_BOOTSTRAP_EXPECT"},
 		{nil, []string{"next"}, 2, "KEY"},
@@ -167,6 +168,18 @@ func (p *proc) kill9() {
 
 func startProcs(t testing.TB, n int, extra ...string) []*proc {
 	t.Helper()
+	ps := newProcs(t, n, extra...)
+	for _, p := range ps {
+		p.start(t)
+	}
+	return ps
+}
+
+// newProcs prepares n processes that form one cluster (same --join list,
+// including each one's own address, and --bootstrap-expect n) without
+// starting them.
+func newProcs(t testing.TB, n int, extra ...string) []*proc {
+	t.Helper()
 	ps := make([]*proc, n)
 	var joins []string
 	for i := range ps {
@@ -183,12 +196,11 @@ func startProcs(t testing.TB, n int, extra ...string) []*proc {
 		p.args = append([]string{"serve", "--id", p.id, "--data-dir", p.dir,
 			"--api-addr", p.api, "--raft-addr", p.raft, "--gossip-addr", p.gossip,
 			"--join", strings.Join(joins, ","), "--bootstrap-expect", strconv.Itoa(n)}, extra...)
-		p.start(t)
 	}
 	t.Cleanup(func() {
 		for _, p := range ps {
 			p.kill9()
-			if t.Failed() {
+			if t.Failed() && p.log != nil {
 				t.Logf("log of %s:\n%s", p.id, p.log.String())
 			}
 		}
@@ -331,4 +343,61 @@ func waitHealthy(t testing.TB, ps []*proc, timeout time.Duration) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("cluster not healthy within %v", timeout)
+}
+
+// TestProcessBootstrapAtDifferentTimesAndGracefulHandover starts two of three
+// nodes, checks that they do not form a cluster on their own, starts the
+// third later, and then SIGTERMs the leader: it hands leadership over before
+// exiting, and values keep increasing.
+func TestProcessBootstrapAtDifferentTimesAndGracefulHandover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	ps := newProcs(t, 3, "--lease", "500ms", "--raft-heartbeat-timeout", "300ms",
+		"--raft-election-timeout", "300ms", "--raft-leader-lease-timeout", "150ms")
+	ps[2].start(t)
+	ps[0].start(t)
+	cl, err := client.New([]string{ps[0].api, ps[2].api}, client.Options{RetryFor: 200 * time.Millisecond, AttemptTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two of three expected servers: no bootstrap, so no leader, for a while.
+	until := time.Now().Add(3 * time.Second)
+	for time.Now().Before(until) {
+		if _, err := cl.Next(context.Background(), "default", 1); err == nil {
+			t.Fatal("two of three servers served without the third: they bootstrapped early")
+		}
+	}
+	ps[1].start(t)
+	leader := waitLeader(t, ps, nil, 30*time.Second)
+	var addrs []string
+	for _, p := range ps {
+		addrs = append(addrs, p.api)
+	}
+	cl, err = client.New(addrs, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	before, err := cl.Next(ctx, "default", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader.signal(syscall.SIGTERM)
+	<-leader.done
+	if !strings.Contains(leader.log.String(), "leadership handed over") {
+		t.Errorf("the leader did not hand leadership over on SIGTERM; its log:\n%s", leader.log.String())
+	}
+	next := waitLeader(t, ps, leader, 30*time.Second)
+	after, err := cl.Next(ctx, "default", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after[0] <= before[0] {
+		t.Fatalf("value %d after handover, %d before", after[0], before[0])
+	}
+	t.Logf("%s handed over to %s; values %d then %d", leader.id, next.id, before[0], after[0])
+	// The old leader rejoins with the same flags.
+	leader.start(t)
+	waitHealthy(t, ps, 30*time.Second)
 }

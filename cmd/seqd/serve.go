@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	sockaddr "github.com/hashicorp/go-sockaddr"
+
 	"github.com/seqd/seqd/api"
 	"github.com/seqd/seqd/cluster"
 )
@@ -79,11 +81,13 @@ func serve(args []string) error {
 	if *expect < 0 {
 		return usageErr("--bootstrap-expect must be 0 or more, got %d", *expect)
 	}
-	if *advAPI == "" {
-		*advAPI = *apiAddr
-	}
-	if err := routable("advertised API address", *advAPI); err != nil {
-		return err
+	for _, a := range []struct {
+		what      string
+		bind, adv *string
+	}{{"API", apiAddr, advAPI}, {"raft", raftAddr, advRaft}, {"gossip", gossipAddr, advGossip}} {
+		if err := advertise(a.what, *a.bind, a.adv); err != nil {
+			return err
+		}
 	}
 	var joins []string
 	for _, j := range strings.Split(*join, ",") {
@@ -155,14 +159,30 @@ func parseLevel(s string) (slog.Level, error) {
 	return l, nil
 }
 
-// routable checks that addr is host:port with a host others can dial.
-func routable(what, addr string) error {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil || port == "" {
-		return usageErr("%s %q is not host:port", what, addr)
+// advertise fills *adv, when empty, from the bind address: the same
+// address, or for an unspecified host (0.0.0.0, ::) this machine's private
+// IP with the bind port. It rejects addresses others cannot dial.
+func advertise(what, bind string, adv *string) error {
+	bhost, bport, err := net.SplitHostPort(bind)
+	if err != nil || bport == "" {
+		return usageErr("%s address %q is not host:port", what, bind)
+	}
+	if *adv == "" {
+		*adv = bind
+		if ip := net.ParseIP(bhost); bhost == "" || (ip != nil && ip.IsUnspecified()) {
+			priv, err := sockaddr.GetPrivateIP()
+			if err != nil || priv == "" {
+				return usageErr("%s address %q: no private IP found to advertise; set --advertise-%s", what, bind, strings.ToLower(what))
+			}
+			*adv = net.JoinHostPort(priv, bport)
+		}
+	}
+	host, port, err := net.SplitHostPort(*adv)
+	if err != nil || port == "" || port == "0" {
+		return usageErr("advertised %s address %q is not host:port with a fixed port", what, *adv)
 	}
 	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-		return usageErr("%s %q: other nodes cannot dial an unspecified host; set the --advertise-* flag", what, addr)
+		return usageErr("advertised %s address %q: other nodes cannot dial an unspecified host", what, *adv)
 	}
 	return nil
 }
