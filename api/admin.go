@@ -2,7 +2,9 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 
@@ -83,7 +85,7 @@ func (s *Server) ClusterStatus(ctx context.Context, req *connect.Request[seqv1.C
 	if req.Header().Get(localOnlyHeader) != "" {
 		return connect.NewResponse(&seqv1.ClusterStatusResponse{
 			LeaderId: local.LeaderID, Term: local.Term, LeaderApiAddr: local.LeaderAPIAddr,
-			NodeId: local.ID, Nodes: []*seqv1.Node{self},
+			NodeId: local.ID, Nodes: []*seqv1.Node{self}, Version: local.RoutingVersion,
 		}), nil
 	}
 
@@ -129,7 +131,7 @@ func (s *Server) ClusterStatus(ctx context.Context, req *connect.Request[seqv1.C
 			nodes[i] = self
 			continue
 		}
-		nodes[i] = &seqv1.Node{Id: k.id, ApiAddr: k.api, RaftAddr: k.raft, GossipAddr: k.gossip, RaftState: "unreachable", Voter: k.voter}
+		nodes[i] = &seqv1.Node{Id: k.id, ApiAddr: k.api, RaftAddr: k.raft, GossipAddr: k.gossip, RaftState: "unreachable", Voter: k.voter, InConfiguration: k.inConfig}
 		if k.api == "" {
 			continue
 		}
@@ -145,17 +147,34 @@ func (s *Server) ClusterStatus(ctx context.Context, req *connect.Request[seqv1.C
 				return
 			}
 			n := resp.Msg.GetNodes()[0]
-			if k.inConfig {
-				n.Voter = k.voter // the answering node's configuration may be newer
-			}
+			// This node's view of the configuration decides voter and
+			// membership (on the leader it is the newest).
+			n.Voter, n.InConfiguration = k.voter, k.inConfig
 			nodes[i] = n
 		}()
 	}
 	wg.Wait()
 	return connect.NewResponse(&seqv1.ClusterStatusResponse{
 		LeaderId: local.LeaderID, Term: local.Term, LeaderApiAddr: local.LeaderAPIAddr,
-		NodeId: local.ID, Nodes: nodes,
+		NodeId: local.ID, Nodes: nodes, Version: local.RoutingVersion,
 	}), nil
+}
+
+// RemoveNode implements AdminService.RemoveNode.
+func (s *Server) RemoveNode(ctx context.Context, req *connect.Request[seqv1.RemoveNodeRequest]) (*connect.Response[seqv1.RemoveNodeResponse], error) {
+	if req.Msg.GetId() == "" {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("id is required"))
+	}
+	return route(s, ctx, req, seqv1connect.AdminServiceRemoveNodeProcedure,
+		func(ctx context.Context) (*seqv1.RemoveNodeResponse, error) {
+			if err := s.node.RemoveServer(ctx, req.Msg.GetId()); err != nil {
+				return nil, err
+			}
+			return &seqv1.RemoveNodeResponse{}, nil
+		},
+		func(ctx context.Context, p *peer, r *connect.Request[seqv1.RemoveNodeRequest]) (*connect.Response[seqv1.RemoveNodeResponse], error) {
+			return p.admin.RemoveNode(ctx, r)
+		})
 }
 
 func nodeMsg(st cluster.LocalStatus) *seqv1.Node {
@@ -163,5 +182,25 @@ func nodeMsg(st cluster.LocalStatus) *seqv1.Node {
 		Id: st.ID, ApiAddr: st.APIAddr, RaftAddr: st.RaftAddr, GossipAddr: st.GossipAddr,
 		RaftState: strings.ToLower(st.State), Voter: st.Voter, LastContact: durationpb.New(st.LastContact),
 		Term: st.Term, AppliedIndex: st.AppliedIndex, Serving: st.Serving,
+		InConfiguration: st.InConfiguration,
+	}
+}
+
+// PeerProgress asks the node at apiAddr for its own raft term and applied
+// index (ClusterStatus answered locally). It implements cluster.PeerProgress.
+func PeerProgress(h *http.Client) cluster.PeerProgress {
+	return func(ctx context.Context, apiAddr string) (uint64, uint64, error) {
+		c := seqv1connect.NewAdminServiceClient(h, "http://"+apiAddr)
+		r := connect.NewRequest(&seqv1.ClusterStatusRequest{})
+		r.Header().Set(localOnlyHeader, "1")
+		resp, err := c.ClusterStatus(ctx, r)
+		if err != nil {
+			return 0, 0, err
+		}
+		if len(resp.Msg.GetNodes()) != 1 {
+			return 0, 0, fmt.Errorf("peer %s answered with %d nodes", apiAddr, len(resp.Msg.GetNodes()))
+		}
+		n := resp.Msg.GetNodes()[0]
+		return n.GetTerm(), n.GetAppliedIndex(), nil
 	}
 }

@@ -17,6 +17,9 @@ import (
 const (
 	LeaderAddrKey = "Seqd-Leader"
 	LeaderIDKey   = "Seqd-Leader-Id"
+	// RoutingVersionKey is the response header with the answering leader's
+	// routing-table version (ClusterStatusResponse.version).
+	RoutingVersionKey = "Seqd-Routing-Version"
 )
 
 var (
@@ -66,6 +69,10 @@ func classify(err error) (connect.Code, string) {
 		return connect.CodeResourceExhausted, err.Error()
 	case errors.Is(err, fsm.ErrSpaceExists):
 		return connect.CodeAlreadyExists, err.Error()
+	case errors.Is(err, cluster.ErrUnknownServer):
+		return connect.CodeNotFound, err.Error()
+	case errors.Is(err, cluster.ErrLastVoter):
+		return connect.CodeFailedPrecondition, err.Error()
 	case errors.Is(err, sections.ErrNotServing), errors.Is(err, cluster.ErrNotLeader),
 		errors.Is(err, cluster.ErrNoLeader):
 		return connect.CodeUnavailable, err.Error()

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -141,7 +142,9 @@ func routeInner[Req, Resp any](
 		if err != nil {
 			return nil, err
 		}
-		return connect.NewResponse(msg), nil
+		resp := connect.NewResponse(msg)
+		resp.Header().Set(RoutingVersionKey, strconv.FormatUint(s.node.RoutingVersion(), 10))
+		return resp, nil
 	}
 	id, addr := s.node.Leader()
 	if req.Header().Get(forwardedHeader) != "" || id == "" || addr == "" || id == s.node.ID() {
@@ -169,7 +172,11 @@ func routeInner[Req, Resp any](
 		s.log.Warn("forwarding to the leader failed", "leader", id, "addr", addr, "err", err)
 		return nil, fmt.Errorf("%w: leader %s unreachable", cluster.ErrNotLeader, id)
 	}
-	return connect.NewResponse(resp.Msg), nil
+	out := connect.NewResponse(resp.Msg)
+	if v := resp.Header().Get(RoutingVersionKey); v != "" {
+		out.Header().Set(RoutingVersionKey, v)
+	}
+	return out, nil
 }
 
 func spaceName(name string) (string, error) {

@@ -49,6 +49,20 @@ type Config struct {
 	// 0 disables bootstrapping (the server waits to be added by a leader).
 	BootstrapExpect int
 
+	// MaxVoters caps the voters the leader promotes joiners to (default 5);
+	// servers beyond it stay non-voters. MinVoters (default 3) is the floor
+	// below which dead-server cleanup never removes a voter.
+	MaxVoters int
+	MinVoters int
+	// DeadServerGrace is how long gossip must see a server down before the
+	// leader removes it from the configuration (default 0: never; operators
+	// remove servers with RemoveServer).
+	DeadServerGrace time.Duration
+	// PeerProgress asks a server for its raft progress over its API; the
+	// leader needs it to promote non-voters (without it, joiners stay
+	// non-voters).
+	PeerProgress PeerProgress
+
 	// Lease is the leader lease L (default 2s); LeaseMargin (default L/10,
 	// at least 50ms) is added to a new leader's wait for clock-rate drift.
 	Lease       time.Duration
@@ -124,6 +138,18 @@ func (c *Config) setDefaults() error {
 	}
 	if c.BootstrapExpect < 0 {
 		return fmt.Errorf("%w: bootstrap-expect must be 0 or more, got %d", ErrInvalidConfig, c.BootstrapExpect)
+	}
+	if c.MaxVoters == 0 {
+		c.MaxVoters = 5
+	}
+	if c.MinVoters == 0 {
+		c.MinVoters = 3
+	}
+	if c.MaxVoters < 1 || c.MinVoters < 1 {
+		return fmt.Errorf("%w: max-voters and min-voters must be at least 1", ErrInvalidConfig)
+	}
+	if c.DeadServerGrace < 0 {
+		return fmt.Errorf("%w: dead-server grace must not be negative", ErrInvalidConfig)
 	}
 	if c.Lease == 0 {
 		c.Lease = 2 * time.Second

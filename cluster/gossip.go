@@ -29,6 +29,8 @@ type Member struct {
 	Meta
 	GossipAddr string
 	Alive      bool
+	// DownSince is when gossip last saw the member fail or leave (zero while alive).
+	DownSince time.Time
 }
 
 // gossip is the memberlist delegate: it serves this node's metadata and
@@ -134,7 +136,15 @@ func (g *gossip) update(node *memberlist.Node, alive bool) {
 		return
 	}
 	g.mu.Lock()
-	g.members[m.ID] = Member{Meta: m, GossipAddr: node.Address(), Alive: alive}
+	old, seen := g.members[m.ID]
+	mem := Member{Meta: m, GossipAddr: node.Address(), Alive: alive, DownSince: old.DownSince}
+	switch {
+	case alive:
+		mem.DownSince = time.Time{}
+	case !seen || old.Alive:
+		mem.DownSince = time.Now()
+	}
+	g.members[m.ID] = mem
 	g.mu.Unlock()
 	g.nudge()
 }
@@ -255,8 +265,7 @@ func (g *gossip) setHasState() {
 }
 
 // reconcile notes when this node has been added to a configuration, and on
-// the leader adds every live server that joined through gossip and is not yet
-// in the raft configuration. Gossip never removes voters.
+// the leader runs membership (see membership.go).
 func (g *gossip) reconcile() {
 	n := g.n
 	cf := n.raft.GetConfiguration()
@@ -264,31 +273,11 @@ func (g *gossip) reconcile() {
 		return
 	}
 	conf := cf.Configuration()
+	n.routingVersion.Store(routingVersion(n.raft.CurrentTerm(), cf.Index()))
 	if len(conf.Servers) > 0 && !n.hasState.Load() {
 		g.setHasState()
 	}
-	if !n.IsLeader() {
-		return
-	}
-	in := make(map[string]raft.Server, len(conf.Servers))
-	for _, s := range conf.Servers {
-		in[string(s.ID)] = s
-	}
-	for _, m := range n.Members() {
-		if !m.Alive || m.ID == n.cfg.ID {
-			continue
-		}
-		s, ok := in[m.ID]
-		if ok && string(s.Address) == m.RaftAddr {
-			continue
-		}
-		if !ok && m.HasState {
-			n.log.Warn("not adding a server that already has raft state from elsewhere; wipe its data directory to add it", "id", m.ID)
-			continue
-		}
-		n.log.Info("adding server to the raft configuration", "id", m.ID, "raft", m.RaftAddr)
-		if err := n.raft.AddVoter(raft.ServerID(m.ID), raft.ServerAddress(m.RaftAddr), 0, applyTimeout).Error(); err != nil {
-			n.log.Warn("adding server failed", "id", m.ID, "err", err)
-		}
+	if n.IsLeader() {
+		n.membership(conf, cf.Index())
 	}
 }

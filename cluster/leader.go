@@ -19,6 +19,9 @@ func (n *Node) leadership() {
 			return
 		case isLeader := <-n.notify:
 			n.stats.leaderChanges.Add(1)
+			if n.gossip != nil {
+				n.gossip.nudge() // refresh the routing version and membership now
+			}
 			if isLeader {
 				n.log.Info("became raft leader; waiting out the previous lease before serving", "term", n.raft.CurrentTerm())
 				epoch := n.alloc.Revoke()

@@ -42,6 +42,8 @@ type Node struct {
 	gossipAddr string // host:port other servers reach this node's gossip on
 	gossip     *gossip
 	hasState   atomic.Bool
+	// routingVersion caches RoutingVersion for response headers.
+	routingVersion atomic.Uint64
 
 	notify chan bool
 	stop   chan struct{}
@@ -51,6 +53,10 @@ type Node struct {
 	leadCancel context.CancelFunc
 
 	stats nodeStats
+
+	memMu       sync.Mutex
+	caughtSince map[string]time.Time // non-voters seen caught up, since when
+	warned      map[string]time.Time // warnOnce
 
 	closeOnce sync.Once
 	closeErr  error
@@ -72,7 +78,8 @@ func Start(cfg Config) (*Node, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), notify: make(chan bool, 16), stop: make(chan struct{})}
+	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), notify: make(chan bool, 16), stop: make(chan struct{}),
+		caughtSince: map[string]time.Time{}, warned: map[string]time.Time{}}
 	if err := n.open(); err != nil {
 		n.closeStores()
 		return nil, err

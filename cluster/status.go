@@ -11,8 +11,9 @@ type LocalStatus struct {
 	ID, APIAddr, RaftAddr, GossipAddr string
 	// State is raft's state: "Leader", "Follower", "Candidate" or "Shutdown".
 	State string
-	// Voter reports whether this node votes in the latest configuration.
-	Voter bool
+	// Voter reports whether this node votes in the latest configuration;
+	// InConfiguration whether it is in it at all.
+	Voter, InConfiguration bool
 	// LastContact is the time since this node last heard from a leader (0 on the leader).
 	LastContact  time.Duration
 	Term         uint64
@@ -28,6 +29,8 @@ type LocalStatus struct {
 	LastFailover time.Duration
 	// LeaderChanges counts leadership gains and losses seen by this node.
 	LeaderChanges int64
+	// RoutingVersion is the routing-table version (see Node.RoutingVersion).
+	RoutingVersion uint64
 	// KeysHeld and SectionsHeld describe the allocator's memory.
 	KeysHeld     int64
 	SectionsHeld int
@@ -62,9 +65,11 @@ func (n *Node) Status() LocalStatus {
 		}
 	}
 	if cf := n.raft.GetConfiguration(); cf.Error() == nil {
+		st.RoutingVersion = routingVersion(st.Term, cf.Index())
 		for _, s := range cf.Configuration().Servers {
 			if string(s.ID) == n.cfg.ID {
 				st.Voter = s.Suffrage == raft.Voter
+				st.InConfiguration = true
 			}
 		}
 	}
@@ -89,3 +94,15 @@ func (n *Node) Configuration() ([]ConfigServer, error) {
 	}
 	return out, nil
 }
+
+// routingVersion orders routing tables: it grows with the raft term (every
+// leader change) and, within a term, with the configuration's index (every
+// membership change).
+func routingVersion(term, confIndex uint64) uint64 {
+	return term<<32 | confIndex&0xffffffff
+}
+
+// RoutingVersion returns this node's routing-table version as of its last
+// reconcile pass (at most about a second old, and refreshed on every
+// leadership change).
+func (n *Node) RoutingVersion() uint64 { return n.routingVersion.Load() }

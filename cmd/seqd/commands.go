@@ -225,12 +225,47 @@ func cmdStatus(args []string) error {
 	if leader == "" {
 		leader = "(none)"
 	}
-	fmt.Printf("leader: %s  term: %d  answered by: %s\n\n", leader, st.GetTerm(), st.GetNodeId())
+	fmt.Printf("leader: %s  term: %d  routing version: %d  answered by: %s\n\n", leader, st.GetTerm(), st.GetVersion(), st.GetNodeId())
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tSERVING\tVOTER\tTERM\tAPPLIED\tLAST_CONTACT\tAPI\tRAFT")
+	fmt.Fprintln(tw, "ID\tSTATE\tSERVING\tMEMBER\tTERM\tAPPLIED\tLAST_CONTACT\tAPI\tRAFT")
 	for _, n := range st.GetNodes() {
-		fmt.Fprintf(tw, "%s\t%s\t%v\t%v\t%d\t%d\t%s\t%s\t%s\n", n.GetId(), n.GetRaftState(), n.GetServing(), n.GetVoter(),
+		member := "no"
+		switch {
+		case n.GetVoter():
+			member = "voter"
+		case n.GetInConfiguration():
+			member = "non-voter"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%d\t%d\t%s\t%s\t%s\n", n.GetId(), n.GetRaftState(), n.GetServing(), member,
 			n.GetTerm(), n.GetAppliedIndex(), n.GetLastContact().AsDuration().Round(time.Millisecond), n.GetApiAddr(), n.GetRaftAddr())
 	}
 	return tw.Flush()
+}
+
+func cmdNode(args []string) error {
+	if len(args) == 0 || args[0] != "remove" {
+		return usageErr("node needs a subcommand: remove ID")
+	}
+	fs := newFlagSet("node remove", "seqd node remove ID",
+		"Removes server ID from the raft configuration. It stops voting, and the leader never adds it\n"+
+			"back while it keeps its data: to bring the machine back, stop it, delete its data directory\n"+
+			"and start it again (it joins as a non-voter and is promoted once caught up).")
+	cf := addClientFlags(fs)
+	ops, err := parseFlags(fs, args[1:])
+	if err != nil {
+		return err
+	}
+	if len(ops) != 1 || ops[0] == "" {
+		return usageErr("node remove takes one ID")
+	}
+	c, ctx, cancel, err := cf.dial()
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	if err := c.RemoveNode(ctx, ops[0]); err != nil {
+		return callErr(err)
+	}
+	fmt.Printf("removed %s\n", ops[0])
+	return nil
 }

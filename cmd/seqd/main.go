@@ -7,6 +7,7 @@
 //	seqd space create NAME [--step N] [--section-size N]
 //	seqd space list
 //	seqd status                         the cluster's nodes, leader and term
+//	seqd node remove ID                 remove a server from the raft configuration
 //
 // Exit status: 0 on success, 1 when the call or the server fails, 2 for a
 // malformed command line.
@@ -29,6 +30,7 @@ Usage:
   seqd space create NAME [--step N] [--section-size N]
   seqd space list
   seqd status                                show nodes, leader, term and lease
+  seqd node remove ID                        remove a server from the raft configuration
 
 Run "seqd COMMAND -h" for a command's flags. Client commands take --addr
 (comma-separated node API addresses, default 127.0.0.1:7700, or SEQD_ADDR).
@@ -57,6 +59,8 @@ func run(args []string) int {
 		err = cmdSpace(rest)
 	case "status":
 		err = cmdStatus(rest)
+	case "node":
+		err = cmdNode(rest)
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return 0

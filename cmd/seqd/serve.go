@@ -43,6 +43,9 @@ func serve(args []string) error {
 		commit        = fs.Duration("raft-commit-timeout", 50*time.Millisecond, "raft commit timeout")
 		snapThreshold = fs.Uint64("snapshot-threshold", 8192, "raft entries between snapshots")
 		snapInterval  = fs.Duration("snapshot-interval", 2*time.Minute, "how often raft checks whether to snapshot")
+		maxVoters     = fs.Int("max-voters", 5, "voters the leader promotes joining servers to; more servers stay non-voters")
+		minVoters     = fs.Int("min-voters", 3, "dead-server cleanup never takes the voters below this")
+		deadGrace     = fs.Duration("dead-server-grace", 0, "remove a server gossip has seen down this long (0: never; use seqd node remove)")
 		maxKeys       = fs.Int("max-keys-per-section", 0, "bound on keys held in memory per section (0: unbounded)")
 		logLevel      = fs.String("log-level", "info", "log level: debug, info, warn, error")
 		logFormat     = fs.String("log-format", "text", "log format: text or json")
@@ -110,7 +113,9 @@ func serve(args []string) error {
 		LeaderLeaseTimeout: *leaderLease, CommitTimeout: *commit,
 		SnapshotThreshold: *snapThreshold, SnapshotInterval: *snapInterval,
 		MaxKeysPerSection: *maxKeys, UnsafeDisableLease: *unsafeNoLease,
-		Logger: logger, RaftLogLevel: rlvl,
+		MaxVoters: *maxVoters, MinVoters: *minVoters, DeadServerGrace: *deadGrace,
+		PeerProgress: api.PeerProgress(api.NewH2CClient()),
+		Logger:       logger, RaftLogLevel: rlvl,
 	})
 	if err != nil {
 		ln.Close()

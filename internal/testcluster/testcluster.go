@@ -36,6 +36,9 @@ type Options struct {
 	Heartbeat time.Duration
 	// MaxKeysPerSection is passed to every node.
 	MaxKeysPerSection int
+	// MinVoters and DeadServerGrace are passed to every node (0: defaults).
+	MinVoters       int
+	DeadServerGrace time.Duration
 	// SnapshotThreshold and TrailingLogs are passed to every node (0: defaults).
 	SnapshotThreshold, TrailingLogs uint64
 }
@@ -138,6 +141,8 @@ func (m *Member) start(expect int) error {
 		SnapshotThreshold: m.c.opts.SnapshotThreshold, TrailingLogs: m.c.opts.TrailingLogs,
 		SnapshotInterval: snapshotInterval(m.c.opts.SnapshotThreshold),
 		Logger:           m.c.log.With("node", m.ID),
+		PeerProgress:     api.PeerProgress(api.NewH2CClient()),
+		MinVoters:        m.c.opts.MinVoters, DeadServerGrace: m.c.opts.DeadServerGrace,
 	})
 	if err != nil {
 		layer.Close()

@@ -332,6 +332,86 @@ func (x *CurrentResponse) GetValues() []uint64 {
 	return nil
 }
 
+type RemoveNodeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveNodeRequest) Reset() {
+	*x = RemoveNodeRequest{}
+	mi := &file_seq_v1_seq_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveNodeRequest) ProtoMessage() {}
+
+func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_seq_v1_seq_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
+func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *RemoveNodeRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type RemoveNodeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveNodeResponse) Reset() {
+	*x = RemoveNodeResponse{}
+	mi := &file_seq_v1_seq_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveNodeResponse) ProtoMessage() {}
+
+func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_seq_v1_seq_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
+func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{7}
+}
+
 type Space struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -345,7 +425,7 @@ type Space struct {
 
 func (x *Space) Reset() {
 	*x = Space{}
-	mi := &file_seq_v1_seq_proto_msgTypes[6]
+	mi := &file_seq_v1_seq_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -357,7 +437,7 @@ func (x *Space) String() string {
 func (*Space) ProtoMessage() {}
 
 func (x *Space) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[6]
+	mi := &file_seq_v1_seq_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -370,7 +450,7 @@ func (x *Space) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Space.ProtoReflect.Descriptor instead.
 func (*Space) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{6}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Space) GetName() string {
@@ -407,7 +487,7 @@ type CreateSpaceRequest struct {
 
 func (x *CreateSpaceRequest) Reset() {
 	*x = CreateSpaceRequest{}
-	mi := &file_seq_v1_seq_proto_msgTypes[7]
+	mi := &file_seq_v1_seq_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -419,7 +499,7 @@ func (x *CreateSpaceRequest) String() string {
 func (*CreateSpaceRequest) ProtoMessage() {}
 
 func (x *CreateSpaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[7]
+	mi := &file_seq_v1_seq_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -432,7 +512,7 @@ func (x *CreateSpaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSpaceRequest.ProtoReflect.Descriptor instead.
 func (*CreateSpaceRequest) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{7}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CreateSpaceRequest) GetName() string {
@@ -466,7 +546,7 @@ type CreateSpaceResponse struct {
 
 func (x *CreateSpaceResponse) Reset() {
 	*x = CreateSpaceResponse{}
-	mi := &file_seq_v1_seq_proto_msgTypes[8]
+	mi := &file_seq_v1_seq_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -478,7 +558,7 @@ func (x *CreateSpaceResponse) String() string {
 func (*CreateSpaceResponse) ProtoMessage() {}
 
 func (x *CreateSpaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[8]
+	mi := &file_seq_v1_seq_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -491,7 +571,7 @@ func (x *CreateSpaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSpaceResponse.ProtoReflect.Descriptor instead.
 func (*CreateSpaceResponse) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{8}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CreateSpaceResponse) GetSpace() *Space {
@@ -516,7 +596,7 @@ type ListSpacesRequest struct {
 
 func (x *ListSpacesRequest) Reset() {
 	*x = ListSpacesRequest{}
-	mi := &file_seq_v1_seq_proto_msgTypes[9]
+	mi := &file_seq_v1_seq_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -528,7 +608,7 @@ func (x *ListSpacesRequest) String() string {
 func (*ListSpacesRequest) ProtoMessage() {}
 
 func (x *ListSpacesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[9]
+	mi := &file_seq_v1_seq_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -541,7 +621,7 @@ func (x *ListSpacesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSpacesRequest.ProtoReflect.Descriptor instead.
 func (*ListSpacesRequest) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{9}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{11}
 }
 
 type ListSpacesResponse struct {
@@ -553,7 +633,7 @@ type ListSpacesResponse struct {
 
 func (x *ListSpacesResponse) Reset() {
 	*x = ListSpacesResponse{}
-	mi := &file_seq_v1_seq_proto_msgTypes[10]
+	mi := &file_seq_v1_seq_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -565,7 +645,7 @@ func (x *ListSpacesResponse) String() string {
 func (*ListSpacesResponse) ProtoMessage() {}
 
 func (x *ListSpacesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[10]
+	mi := &file_seq_v1_seq_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -578,7 +658,7 @@ func (x *ListSpacesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSpacesResponse.ProtoReflect.Descriptor instead.
 func (*ListSpacesResponse) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{10}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListSpacesResponse) GetSpaces() []*Space {
@@ -596,7 +676,7 @@ type ClusterStatusRequest struct {
 
 func (x *ClusterStatusRequest) Reset() {
 	*x = ClusterStatusRequest{}
-	mi := &file_seq_v1_seq_proto_msgTypes[11]
+	mi := &file_seq_v1_seq_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -608,7 +688,7 @@ func (x *ClusterStatusRequest) String() string {
 func (*ClusterStatusRequest) ProtoMessage() {}
 
 func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[11]
+	mi := &file_seq_v1_seq_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -621,7 +701,7 @@ func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*ClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{11}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{13}
 }
 
 type Node struct {
@@ -639,14 +719,17 @@ type Node struct {
 	Term         uint64               `protobuf:"varint,8,opt,name=term,proto3" json:"term,omitempty"`
 	AppliedIndex uint64               `protobuf:"varint,9,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
 	// serving is true while the node is the leader and holds the lease.
-	Serving       bool `protobuf:"varint,10,opt,name=serving,proto3" json:"serving,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Serving bool `protobuf:"varint,10,opt,name=serving,proto3" json:"serving,omitempty"`
+	// in_configuration is true when the node is in the raft configuration (as
+	// a voter or a non-voter); a node seen only through gossip is not.
+	InConfiguration bool `protobuf:"varint,11,opt,name=in_configuration,json=inConfiguration,proto3" json:"in_configuration,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_seq_v1_seq_proto_msgTypes[12]
+	mi := &file_seq_v1_seq_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -658,7 +741,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[12]
+	mi := &file_seq_v1_seq_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -671,7 +754,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{12}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Node) GetId() string {
@@ -744,6 +827,13 @@ func (x *Node) GetServing() bool {
 	return false
 }
 
+func (x *Node) GetInConfiguration() bool {
+	if x != nil {
+		return x.InConfiguration
+	}
+	return false
+}
+
 type ClusterStatusResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	LeaderId      string                 `protobuf:"bytes,1,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
@@ -751,14 +841,19 @@ type ClusterStatusResponse struct {
 	Nodes         []*Node                `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	LeaderApiAddr string                 `protobuf:"bytes,4,opt,name=leader_api_addr,json=leaderApiAddr,proto3" json:"leader_api_addr,omitempty"`
 	// node_id is the node that answered.
-	NodeId        string `protobuf:"bytes,5,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	NodeId string `protobuf:"bytes,5,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// version changes on every leader change and every membership change
+	// (it grows with the raft term and the configuration's index). Responses of
+	// SequenceService carry the answering leader's version in the
+	// Seqd-Routing-Version header, so clients know when to refresh.
+	Version       uint64 `protobuf:"varint,6,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ClusterStatusResponse) Reset() {
 	*x = ClusterStatusResponse{}
-	mi := &file_seq_v1_seq_proto_msgTypes[13]
+	mi := &file_seq_v1_seq_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -770,7 +865,7 @@ func (x *ClusterStatusResponse) String() string {
 func (*ClusterStatusResponse) ProtoMessage() {}
 
 func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[13]
+	mi := &file_seq_v1_seq_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -783,7 +878,7 @@ func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{13}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ClusterStatusResponse) GetLeaderId() string {
@@ -821,6 +916,13 @@ func (x *ClusterStatusResponse) GetNodeId() string {
 	return ""
 }
 
+func (x *ClusterStatusResponse) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
 var File_seq_v1_seq_proto protoreflect.FileDescriptor
 
 const file_seq_v1_seq_proto_rawDesc = "" +
@@ -842,7 +944,10 @@ const file_seq_v1_seq_proto_rawDesc = "" +
 	"\x05space\x18\x01 \x01(\tR\x05space\x12\x12\n" +
 	"\x04keys\x18\x02 \x03(\x04R\x04keys\")\n" +
 	"\x0fCurrentResponse\x12\x16\n" +
-	"\x06values\x18\x01 \x03(\x04R\x06values\"R\n" +
+	"\x06values\x18\x01 \x03(\x04R\x06values\"#\n" +
+	"\x11RemoveNodeRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x14\n" +
+	"\x12RemoveNodeResponse\"R\n" +
 	"\x05Space\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04step\x18\x02 \x01(\x04R\x04step\x12!\n" +
@@ -857,7 +962,7 @@ const file_seq_v1_seq_proto_rawDesc = "" +
 	"\x11ListSpacesRequest\";\n" +
 	"\x12ListSpacesResponse\x12%\n" +
 	"\x06spaces\x18\x01 \x03(\v2\r.seq.v1.SpaceR\x06spaces\"\x16\n" +
-	"\x14ClusterStatusRequest\"\xb5\x02\n" +
+	"\x14ClusterStatusRequest\"\xe0\x02\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\x12\x1b\n" +
@@ -871,22 +976,26 @@ const file_seq_v1_seq_proto_rawDesc = "" +
 	"\x04term\x18\b \x01(\x04R\x04term\x12#\n" +
 	"\rapplied_index\x18\t \x01(\x04R\fappliedIndex\x12\x18\n" +
 	"\aserving\x18\n" +
-	" \x01(\bR\aserving\"\xad\x01\n" +
+	" \x01(\bR\aserving\x12)\n" +
+	"\x10in_configuration\x18\v \x01(\bR\x0finConfiguration\"\xc7\x01\n" +
 	"\x15ClusterStatusResponse\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\tR\bleaderId\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12\"\n" +
 	"\x05nodes\x18\x03 \x03(\v2\f.seq.v1.NodeR\x05nodes\x12&\n" +
 	"\x0fleader_api_addr\x18\x04 \x01(\tR\rleaderApiAddr\x12\x17\n" +
-	"\anode_id\x18\x05 \x01(\tR\x06nodeId2\xc1\x01\n" +
+	"\anode_id\x18\x05 \x01(\tR\x06nodeId\x12\x18\n" +
+	"\aversion\x18\x06 \x01(\x04R\aversion2\xc1\x01\n" +
 	"\x0fSequenceService\x121\n" +
 	"\x04Next\x12\x13.seq.v1.NextRequest\x1a\x14.seq.v1.NextResponse\x12:\n" +
 	"\aReserve\x12\x16.seq.v1.ReserveRequest\x1a\x17.seq.v1.ReserveResponse\x12?\n" +
-	"\aCurrent\x12\x16.seq.v1.CurrentRequest\x1a\x17.seq.v1.CurrentResponse\"\x03\x90\x02\x012\xf3\x01\n" +
+	"\aCurrent\x12\x16.seq.v1.CurrentRequest\x1a\x17.seq.v1.CurrentResponse\"\x03\x90\x02\x012\xb8\x02\n" +
 	"\fAdminService\x12F\n" +
 	"\vCreateSpace\x12\x1a.seq.v1.CreateSpaceRequest\x1a\x1b.seq.v1.CreateSpaceResponse\x12H\n" +
 	"\n" +
 	"ListSpaces\x12\x19.seq.v1.ListSpacesRequest\x1a\x1a.seq.v1.ListSpacesResponse\"\x03\x90\x02\x01\x12Q\n" +
-	"\rClusterStatus\x12\x1c.seq.v1.ClusterStatusRequest\x1a\x1d.seq.v1.ClusterStatusResponse\"\x03\x90\x02\x01B+Z)github.com/seqd/seqd/api/gen/seq/v1;seqv1b\x06proto3"
+	"\rClusterStatus\x12\x1c.seq.v1.ClusterStatusRequest\x1a\x1d.seq.v1.ClusterStatusResponse\"\x03\x90\x02\x01\x12C\n" +
+	"\n" +
+	"RemoveNode\x12\x19.seq.v1.RemoveNodeRequest\x1a\x1a.seq.v1.RemoveNodeResponseB+Z)github.com/seqd/seqd/api/gen/seq/v1;seqv1b\x06proto3"
 
 var (
 	file_seq_v1_seq_proto_rawDescOnce sync.Once
@@ -900,7 +1009,7 @@ func file_seq_v1_seq_proto_rawDescGZIP() []byte {
 	return file_seq_v1_seq_proto_rawDescData
 }
 
-var file_seq_v1_seq_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_seq_v1_seq_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_seq_v1_seq_proto_goTypes = []any{
 	(*NextRequest)(nil),           // 0: seq.v1.NextRequest
 	(*NextResponse)(nil),          // 1: seq.v1.NextResponse
@@ -908,35 +1017,39 @@ var file_seq_v1_seq_proto_goTypes = []any{
 	(*ReserveResponse)(nil),       // 3: seq.v1.ReserveResponse
 	(*CurrentRequest)(nil),        // 4: seq.v1.CurrentRequest
 	(*CurrentResponse)(nil),       // 5: seq.v1.CurrentResponse
-	(*Space)(nil),                 // 6: seq.v1.Space
-	(*CreateSpaceRequest)(nil),    // 7: seq.v1.CreateSpaceRequest
-	(*CreateSpaceResponse)(nil),   // 8: seq.v1.CreateSpaceResponse
-	(*ListSpacesRequest)(nil),     // 9: seq.v1.ListSpacesRequest
-	(*ListSpacesResponse)(nil),    // 10: seq.v1.ListSpacesResponse
-	(*ClusterStatusRequest)(nil),  // 11: seq.v1.ClusterStatusRequest
-	(*Node)(nil),                  // 12: seq.v1.Node
-	(*ClusterStatusResponse)(nil), // 13: seq.v1.ClusterStatusResponse
-	(*durationpb.Duration)(nil),   // 14: google.protobuf.Duration
+	(*RemoveNodeRequest)(nil),     // 6: seq.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),    // 7: seq.v1.RemoveNodeResponse
+	(*Space)(nil),                 // 8: seq.v1.Space
+	(*CreateSpaceRequest)(nil),    // 9: seq.v1.CreateSpaceRequest
+	(*CreateSpaceResponse)(nil),   // 10: seq.v1.CreateSpaceResponse
+	(*ListSpacesRequest)(nil),     // 11: seq.v1.ListSpacesRequest
+	(*ListSpacesResponse)(nil),    // 12: seq.v1.ListSpacesResponse
+	(*ClusterStatusRequest)(nil),  // 13: seq.v1.ClusterStatusRequest
+	(*Node)(nil),                  // 14: seq.v1.Node
+	(*ClusterStatusResponse)(nil), // 15: seq.v1.ClusterStatusResponse
+	(*durationpb.Duration)(nil),   // 16: google.protobuf.Duration
 }
 var file_seq_v1_seq_proto_depIdxs = []int32{
-	6,  // 0: seq.v1.CreateSpaceResponse.space:type_name -> seq.v1.Space
-	6,  // 1: seq.v1.ListSpacesResponse.spaces:type_name -> seq.v1.Space
-	14, // 2: seq.v1.Node.last_contact:type_name -> google.protobuf.Duration
-	12, // 3: seq.v1.ClusterStatusResponse.nodes:type_name -> seq.v1.Node
+	8,  // 0: seq.v1.CreateSpaceResponse.space:type_name -> seq.v1.Space
+	8,  // 1: seq.v1.ListSpacesResponse.spaces:type_name -> seq.v1.Space
+	16, // 2: seq.v1.Node.last_contact:type_name -> google.protobuf.Duration
+	14, // 3: seq.v1.ClusterStatusResponse.nodes:type_name -> seq.v1.Node
 	0,  // 4: seq.v1.SequenceService.Next:input_type -> seq.v1.NextRequest
 	2,  // 5: seq.v1.SequenceService.Reserve:input_type -> seq.v1.ReserveRequest
 	4,  // 6: seq.v1.SequenceService.Current:input_type -> seq.v1.CurrentRequest
-	7,  // 7: seq.v1.AdminService.CreateSpace:input_type -> seq.v1.CreateSpaceRequest
-	9,  // 8: seq.v1.AdminService.ListSpaces:input_type -> seq.v1.ListSpacesRequest
-	11, // 9: seq.v1.AdminService.ClusterStatus:input_type -> seq.v1.ClusterStatusRequest
-	1,  // 10: seq.v1.SequenceService.Next:output_type -> seq.v1.NextResponse
-	3,  // 11: seq.v1.SequenceService.Reserve:output_type -> seq.v1.ReserveResponse
-	5,  // 12: seq.v1.SequenceService.Current:output_type -> seq.v1.CurrentResponse
-	8,  // 13: seq.v1.AdminService.CreateSpace:output_type -> seq.v1.CreateSpaceResponse
-	10, // 14: seq.v1.AdminService.ListSpaces:output_type -> seq.v1.ListSpacesResponse
-	13, // 15: seq.v1.AdminService.ClusterStatus:output_type -> seq.v1.ClusterStatusResponse
-	10, // [10:16] is the sub-list for method output_type
-	4,  // [4:10] is the sub-list for method input_type
+	9,  // 7: seq.v1.AdminService.CreateSpace:input_type -> seq.v1.CreateSpaceRequest
+	11, // 8: seq.v1.AdminService.ListSpaces:input_type -> seq.v1.ListSpacesRequest
+	13, // 9: seq.v1.AdminService.ClusterStatus:input_type -> seq.v1.ClusterStatusRequest
+	6,  // 10: seq.v1.AdminService.RemoveNode:input_type -> seq.v1.RemoveNodeRequest
+	1,  // 11: seq.v1.SequenceService.Next:output_type -> seq.v1.NextResponse
+	3,  // 12: seq.v1.SequenceService.Reserve:output_type -> seq.v1.ReserveResponse
+	5,  // 13: seq.v1.SequenceService.Current:output_type -> seq.v1.CurrentResponse
+	10, // 14: seq.v1.AdminService.CreateSpace:output_type -> seq.v1.CreateSpaceResponse
+	12, // 15: seq.v1.AdminService.ListSpaces:output_type -> seq.v1.ListSpacesResponse
+	15, // 16: seq.v1.AdminService.ClusterStatus:output_type -> seq.v1.ClusterStatusResponse
+	7,  // 17: seq.v1.AdminService.RemoveNode:output_type -> seq.v1.RemoveNodeResponse
+	11, // [11:18] is the sub-list for method output_type
+	4,  // [4:11] is the sub-list for method input_type
 	4,  // [4:4] is the sub-list for extension type_name
 	4,  // [4:4] is the sub-list for extension extendee
 	0,  // [0:4] is the sub-list for field type_name
@@ -953,7 +1066,7 @@ func file_seq_v1_seq_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_seq_v1_seq_proto_rawDesc), len(file_seq_v1_seq_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

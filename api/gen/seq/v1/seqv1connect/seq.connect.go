@@ -54,6 +54,8 @@ const (
 	// AdminServiceClusterStatusProcedure is the fully-qualified name of the AdminService's
 	// ClusterStatus RPC.
 	AdminServiceClusterStatusProcedure = "/seq.v1.AdminService/ClusterStatus"
+	// AdminServiceRemoveNodeProcedure is the fully-qualified name of the AdminService's RemoveNode RPC.
+	AdminServiceRemoveNodeProcedure = "/seq.v1.AdminService/RemoveNode"
 )
 
 // SequenceServiceClient is a client for the seq.v1.SequenceService service.
@@ -198,6 +200,10 @@ type AdminServiceClient interface {
 	ListSpaces(context.Context, *connect.Request[v1.ListSpacesRequest]) (*connect.Response[v1.ListSpacesResponse], error)
 	// ClusterStatus reports the leader, the term and every known node.
 	ClusterStatus(context.Context, *connect.Request[v1.ClusterStatusRequest]) (*connect.Response[v1.ClusterStatusResponse], error)
+	// RemoveNode removes a server from the raft configuration (it stops voting
+	// and is never added back unless its data directory is wiped). Unknown id:
+	// not_found; removing the last voter: failed_precondition.
+	RemoveNode(context.Context, *connect.Request[v1.RemoveNodeRequest]) (*connect.Response[v1.RemoveNodeResponse], error)
 }
 
 // NewAdminServiceClient constructs a client for the seq.v1.AdminService service. By default, it
@@ -231,6 +237,12 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		removeNode: connect.NewClient[v1.RemoveNodeRequest, v1.RemoveNodeResponse](
+			httpClient,
+			baseURL+AdminServiceRemoveNodeProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("RemoveNode")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -239,6 +251,7 @@ type adminServiceClient struct {
 	createSpace   *connect.Client[v1.CreateSpaceRequest, v1.CreateSpaceResponse]
 	listSpaces    *connect.Client[v1.ListSpacesRequest, v1.ListSpacesResponse]
 	clusterStatus *connect.Client[v1.ClusterStatusRequest, v1.ClusterStatusResponse]
+	removeNode    *connect.Client[v1.RemoveNodeRequest, v1.RemoveNodeResponse]
 }
 
 // CreateSpace calls seq.v1.AdminService.CreateSpace.
@@ -256,6 +269,11 @@ func (c *adminServiceClient) ClusterStatus(ctx context.Context, req *connect.Req
 	return c.clusterStatus.CallUnary(ctx, req)
 }
 
+// RemoveNode calls seq.v1.AdminService.RemoveNode.
+func (c *adminServiceClient) RemoveNode(ctx context.Context, req *connect.Request[v1.RemoveNodeRequest]) (*connect.Response[v1.RemoveNodeResponse], error) {
+	return c.removeNode.CallUnary(ctx, req)
+}
+
 // AdminServiceHandler is an implementation of the seq.v1.AdminService service.
 type AdminServiceHandler interface {
 	// CreateSpace creates a space. Creating a space that exists with the same
@@ -264,6 +282,10 @@ type AdminServiceHandler interface {
 	ListSpaces(context.Context, *connect.Request[v1.ListSpacesRequest]) (*connect.Response[v1.ListSpacesResponse], error)
 	// ClusterStatus reports the leader, the term and every known node.
 	ClusterStatus(context.Context, *connect.Request[v1.ClusterStatusRequest]) (*connect.Response[v1.ClusterStatusResponse], error)
+	// RemoveNode removes a server from the raft configuration (it stops voting
+	// and is never added back unless its data directory is wiped). Unknown id:
+	// not_found; removing the last voter: failed_precondition.
+	RemoveNode(context.Context, *connect.Request[v1.RemoveNodeRequest]) (*connect.Response[v1.RemoveNodeResponse], error)
 }
 
 // NewAdminServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -293,6 +315,12 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	adminServiceRemoveNodeHandler := connect.NewUnaryHandler(
+		AdminServiceRemoveNodeProcedure,
+		svc.RemoveNode,
+		connect.WithSchema(adminServiceMethods.ByName("RemoveNode")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/seq.v1.AdminService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AdminServiceCreateSpaceProcedure:
@@ -301,6 +329,8 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 			adminServiceListSpacesHandler.ServeHTTP(w, r)
 		case AdminServiceClusterStatusProcedure:
 			adminServiceClusterStatusHandler.ServeHTTP(w, r)
+		case AdminServiceRemoveNodeProcedure:
+			adminServiceRemoveNodeHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -320,4 +350,8 @@ func (UnimplementedAdminServiceHandler) ListSpaces(context.Context, *connect.Req
 
 func (UnimplementedAdminServiceHandler) ClusterStatus(context.Context, *connect.Request[v1.ClusterStatusRequest]) (*connect.Response[v1.ClusterStatusResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("seq.v1.AdminService.ClusterStatus is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) RemoveNode(context.Context, *connect.Request[v1.RemoveNodeRequest]) (*connect.Response[v1.RemoveNodeResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("seq.v1.AdminService.RemoveNode is not implemented"))
 }

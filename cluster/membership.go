@@ -1,0 +1,216 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Membership follows DESIGN.md §6 (Consul's pattern). Gossip finds servers;
+// raft alone decides who votes:
+//
+//   - a server that joins through gossip with no raft state is added by the
+//     leader as a non-voter, and promoted to voter once it has caught up
+//     (its applied index within promoteLag of the leader's commit index, in
+//     the leader's term, for at least promoteStable) while the configuration
+//     has fewer than MaxVoters voters;
+//   - a server leaves the configuration only through RemoveServer (an
+//     operator's call), or through dead-server cleanup: a server that gossip
+//     has seen down for DeadServerGrace is removed, one at a time, never
+//     taking the voters below MinVoters;
+//   - a server that has raft state but is not in the configuration (it was
+//     removed, or it belongs to another cluster) is never added back: it
+//     must be wiped first. raft itself rejects its vote requests, so it
+//     cannot disturb the leader (hashicorp/raft#524).
+
+const (
+	promoteLag    = 64
+	promoteStable = 2 * time.Second
+)
+
+// Errors of membership changes.
+var (
+	// ErrUnknownServer means the server is not in the raft configuration.
+	ErrUnknownServer = errors.New("no such server in the raft configuration")
+	// ErrLastVoter means the change would leave the cluster without voters.
+	ErrLastVoter = errors.New("refusing to remove the last voter")
+)
+
+// PeerProgress reports a server's raft term and applied index, as the
+// server itself answers (over its API). The leader uses it to decide when a
+// non-voter has caught up.
+type PeerProgress func(ctx context.Context, apiAddr string) (term, applied uint64, err error)
+
+// membership runs on the leader each reconcile pass.
+func (n *Node) membership(conf raft.Configuration, confIndex uint64) {
+	in := make(map[string]raft.Server, len(conf.Servers))
+	voters := 0
+	for _, s := range conf.Servers {
+		in[string(s.ID)] = s
+		if s.Suffrage == raft.Voter {
+			voters++
+		}
+	}
+	members := n.Members()
+	for _, m := range members {
+		if !m.Alive || m.ID == n.cfg.ID {
+			continue
+		}
+		s, ok := in[m.ID]
+		switch {
+		case !ok && m.HasState:
+			n.warnOnce("refuse:"+m.ID, "server has raft state but is not in the configuration (removed, or from another cluster); not adding it. To add it back: stop it, delete its data directory, start it again with the same flags",
+				"id", m.ID, "raft", m.RaftAddr)
+		case !ok:
+			n.log.Info("adding server as a non-voter", "id", m.ID, "raft", m.RaftAddr)
+			if err := n.raft.AddNonvoter(raft.ServerID(m.ID), raft.ServerAddress(m.RaftAddr), confIndex, applyTimeout).Error(); err != nil {
+				n.log.Warn("adding non-voter failed", "id", m.ID, "err", err)
+			}
+			n.markNonvoter(m.ID)
+			return // one change per pass: the configuration index moved
+		case string(s.Address) != m.RaftAddr:
+			n.log.Info("server moved; updating its raft address", "id", m.ID, "from", s.Address, "to", m.RaftAddr)
+			var f raft.IndexFuture
+			if s.Suffrage == raft.Voter {
+				f = n.raft.AddVoter(s.ID, raft.ServerAddress(m.RaftAddr), confIndex, applyTimeout)
+			} else {
+				f = n.raft.AddNonvoter(s.ID, raft.ServerAddress(m.RaftAddr), confIndex, applyTimeout)
+			}
+			if err := f.Error(); err != nil {
+				n.log.Warn("updating address failed", "id", m.ID, "err", err)
+			}
+			return
+		case s.Suffrage != raft.Voter && voters < n.cfg.MaxVoters:
+			if n.caughtUp(m) {
+				n.log.Info("promoting caught-up non-voter to voter", "id", m.ID)
+				if err := n.raft.AddVoter(s.ID, s.Address, confIndex, applyTimeout).Error(); err != nil {
+					n.log.Warn("promotion failed", "id", m.ID, "err", err)
+				}
+				return
+			}
+		}
+	}
+	n.cleanupDead(conf, confIndex, voters)
+}
+
+// caughtUp reports whether a non-voter has kept up with the leader for
+// promoteStable.
+func (n *Node) caughtUp(m Member) bool {
+	if n.cfg.PeerProgress == nil || m.APIAddr == "" {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	term, applied, err := n.cfg.PeerProgress(ctx, m.APIAddr)
+	lead := n.raft.CommitIndex()
+	ok := err == nil && term == n.raft.CurrentTerm() && applied+promoteLag >= lead
+	n.memMu.Lock()
+	defer n.memMu.Unlock()
+	if !ok {
+		delete(n.caughtSince, m.ID)
+		return false
+	}
+	since, seen := n.caughtSince[m.ID]
+	if !seen {
+		n.caughtSince[m.ID] = time.Now()
+		return false
+	}
+	return time.Since(since) >= promoteStable
+}
+
+func (n *Node) markNonvoter(id string) {
+	n.memMu.Lock()
+	delete(n.caughtSince, id)
+	n.memMu.Unlock()
+}
+
+// cleanupDead removes at most one server that gossip has seen down for
+// DeadServerGrace, never taking the voters below MinVoters.
+func (n *Node) cleanupDead(conf raft.Configuration, confIndex uint64, voters int) {
+	if n.cfg.DeadServerGrace <= 0 {
+		return
+	}
+	for _, s := range conf.Servers {
+		id := string(s.ID)
+		if id == n.cfg.ID {
+			continue
+		}
+		m, ok := n.gossip.member(id)
+		if !ok || m.Alive || m.DownSince.IsZero() || time.Since(m.DownSince) < n.cfg.DeadServerGrace {
+			continue
+		}
+		if s.Suffrage == raft.Voter && voters-1 < n.cfg.MinVoters {
+			n.warnOnce("minquorum:"+id, "dead server kept: removing it would leave fewer voters than --min-voters",
+				"id", id, "voters", voters, "min_voters", n.cfg.MinVoters, "down_for", time.Since(m.DownSince).Round(time.Second))
+			continue
+		}
+		n.log.Warn("removing dead server", "id", id, "down_for", time.Since(m.DownSince).Round(time.Second))
+		if err := n.raft.RemoveServer(s.ID, confIndex, applyTimeout).Error(); err != nil {
+			n.log.Warn("removing dead server failed", "id", id, "err", err)
+		}
+		return // never more than one at a time
+	}
+}
+
+// RemoveServer removes a server from the raft configuration. It must run on
+// the leader. Removing the leader itself is allowed: it steps down once the
+// change commits. Removing the last voter is refused.
+func (n *Node) RemoveServer(ctx context.Context, id string) error {
+	if !n.IsLeader() {
+		return ErrNotLeader
+	}
+	cf := n.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return err
+	}
+	var target *raft.Server
+	voters := 0
+	for _, s := range cf.Configuration().Servers {
+		if s.Suffrage == raft.Voter {
+			voters++
+		}
+		if string(s.ID) == id {
+			target = &s
+		}
+	}
+	if target == nil {
+		return fmt.Errorf("%w: %q", ErrUnknownServer, id)
+	}
+	if target.Suffrage == raft.Voter && voters == 1 {
+		return ErrLastVoter
+	}
+	if id == n.cfg.ID {
+		// Drop the lease first, as on any step-down.
+		n.alloc.Revoke()
+		n.stepDownLead()
+	}
+	f := n.raft.RemoveServer(target.ID, cf.Index(), applyTimeout)
+	errc := make(chan error, 1)
+	go func() { errc <- f.Error() }()
+	select {
+	case err := <-errc:
+		if err != nil {
+			return fmt.Errorf("removing %s: %w", id, err)
+		}
+		n.log.Info("removed server from the raft configuration", "id", id)
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// warnOnce logs a warning once per key per minute.
+func (n *Node) warnOnce(key, msg string, args ...any) {
+	n.memMu.Lock()
+	last, ok := n.warned[key]
+	if ok && time.Since(last) < time.Minute {
+		n.memMu.Unlock()
+		return
+	}
+	n.warned[key] = time.Now()
+	n.memMu.Unlock()
+	n.log.Warn(msg, args...)
+}
