@@ -81,18 +81,11 @@ func (p pinned) current(ctx context.Context, space string, keys []uint64) ([]uin
 	return r.Msg.GetValues(), nil
 }
 
-// StartWorkload starts smartClients clients over all addrs and one pinned
-// client per address. It runs until Stop.
+// StartWorkload starts smartClients clients over all addrs and two pinned
+// clients per address. It runs until Stop.
 func StartWorkload(t testing.TB, space string, keys uint64, addrs []string, smartClients int) *Workload {
 	t.Helper()
-	w := &Workload{Space: space, Keys: keys, rec: history.NewRecorder(), stop: make(chan struct{})}
-	for i := range smartClients {
-		c, err := client.New(addrs, client.Options{RetryFor: 3 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.run(fmt.Sprintf("smart%d", i), smart{c}, uint64(i))
-	}
+	w := startSmart(t, space, keys, addrs, smartClients, 3*time.Second)
 	// Pinned clients give up after a second, so that during a pause of
 	// their node they keep sending new calls, which the node answers when it
 	// resumes: the case the leader lease exists for.
@@ -103,6 +96,28 @@ func StartWorkload(t testing.TB, space string, keys uint64, addrs []string, smar
 		}
 	}
 	t.Cleanup(w.Stop)
+	return w
+}
+
+// StartSmartWorkload starts only clients of package client, over all addrs,
+// with the client's default retry budget: what an application sees.
+func StartSmartWorkload(t testing.TB, space string, keys uint64, addrs []string, clients int) *Workload {
+	t.Helper()
+	w := startSmart(t, space, keys, addrs, clients, 0)
+	t.Cleanup(w.Stop)
+	return w
+}
+
+func startSmart(t testing.TB, space string, keys uint64, addrs []string, n int, retryFor time.Duration) *Workload {
+	t.Helper()
+	w := &Workload{Space: space, Keys: keys, rec: history.NewRecorder(), stop: make(chan struct{})}
+	for i := range n {
+		c, err := client.New(addrs, client.Options{RetryFor: retryFor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.run(fmt.Sprintf("smart%d", i), smart{c}, uint64(i))
+	}
 	return w
 }
 
@@ -123,7 +138,7 @@ func (w *Workload) run(name string, c caller, seed uint64) {
 }
 
 func (w *Workload) one(name string, c caller, rng *rand.Rand) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	k := rng.Uint64N(w.Keys)
 	start := w.rec.Now()

@@ -1,0 +1,174 @@
+package cluster_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/seqd/seqd/client"
+	"github.com/seqd/seqd/internal/testcluster"
+)
+
+// config returns the leader's configuration as id → voter.
+func config(t *testing.T, c *testcluster.Cluster) map[string]bool {
+	t.Helper()
+	l := c.WaitServingLeader(failoverWait)
+	conf, err := l.Node().Configuration()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, s := range conf {
+		out[s.ID] = s.Voter
+	}
+	return out
+}
+
+// TestGrowThreeToFiveAndShrinkUnderLoad adds two servers to a 3-node cluster
+// under load (they join as non-voters and are promoted once caught up), then
+// removes two, and checks every value for C1-C3.
+func TestGrowThreeToFiveAndShrinkUnderLoad(t *testing.T) {
+	c := testcluster.Start(t, 3, testcluster.Options{})
+	c.WaitServingLeader(failoverWait)
+	cl, err := client.New(c.APIAddrs(), client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.CreateSpace(context.Background(), "grow", 20, 4); err != nil {
+		t.Fatal(err)
+	}
+	w := testcluster.StartWorkload(t, "grow", 12, c.APIAddrs(), 3)
+	w.WaitOK(t, 200, failoverWait)
+
+	c.Join()
+	c.Join()
+	c.WaitVoters(5, failoverWait)
+	w.WaitOK(t, 200, failoverWait)
+
+	// Shrink: remove the two newest (through any node's API), one of which
+	// may be the leader by now.
+	for _, m := range c.Nodes[3:] {
+		if err := cl.RemoveNode(context.Background(), m.ID); err != nil {
+			t.Fatalf("removing %s: %v", m.ID, err)
+		}
+		m.Kill()
+		w.WaitOK(t, 100, failoverWait)
+	}
+	c.WaitVoters(3, failoverWait)
+	conf := config(t, c)
+	if len(conf) != 3 || !conf["n1"] || !conf["n2"] || !conf["n3"] {
+		t.Fatalf("configuration after shrink: %v", conf)
+	}
+	w.WaitOK(t, 100, failoverWait)
+	w.Stop()
+	w.Check(t)
+}
+
+// TestRemovedNodeComingBackIsRefused removes a server while it is down; when
+// it comes back with its old data it is not added again, and it does not
+// disturb the leader (no new term, the leader keeps serving).
+func TestRemovedNodeComingBackIsRefused(t *testing.T) {
+	c := testcluster.Start(t, 3, testcluster.Options{})
+	leader := c.WaitServingLeader(failoverWait)
+	var gone *testcluster.Member
+	for _, m := range c.Nodes {
+		if m != leader {
+			gone = m
+			break
+		}
+	}
+	gone.Kill()
+	cl, err := client.New([]string{leader.APIAddr}, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := cl.RemoveNode(ctx, gone.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.RemoveNode(ctx, gone.ID); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Fatalf("removing it twice: %v, want not_found", err)
+	}
+	term := leader.Node().Status().Term
+	gone.Restart()
+	// Watch for a while: a bounded observation of a property that must hold
+	// throughout, not a wait for a condition.
+	until := time.Now().Add(4 * time.Second)
+	for time.Now().Before(until) {
+		if st := leader.Node().Status(); st.Term != term || !st.Serving {
+			t.Fatalf("the removed node disturbed the leader: term %d → %d, serving %v", term, st.Term, st.Serving)
+		}
+		if _, in := config(t, c)[gone.ID]; in {
+			t.Fatalf("the removed node %s was added back", gone.ID)
+		}
+		if _, err := cl.Next(ctx, "default", 1); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestDeadServerCleanupRespectsMinVoters runs five servers with a short
+// dead-server grace and min voters 3: killing two servers removes both (one at
+// a time); killing a third removes nothing, as that would leave two voters.
+func TestDeadServerCleanupRespectsMinVoters(t *testing.T) {
+	c := testcluster.Start(t, 3, testcluster.Options{MinVoters: 3, DeadServerGrace: time.Second})
+	c.WaitServingLeader(failoverWait)
+	c.Join()
+	c.Join()
+	c.WaitVoters(5, failoverWait)
+
+	leader := c.WaitServingLeader(failoverWait)
+	var victims []*testcluster.Member
+	for _, m := range c.Nodes {
+		if m != leader && len(victims) < 3 {
+			victims = append(victims, m)
+		}
+	}
+	victims[0].Kill()
+	victims[1].Kill()
+	c.WaitVoters(3, failoverWait)
+
+	victims[2].Kill()
+	// The cleanup would now take voters below 3: it must keep the dead
+	// server. Observe for several grace periods.
+	until := time.Now().Add(4 * time.Second)
+	for time.Now().Before(until) {
+		if conf := config(t, c); len(conf) != 3 {
+			t.Fatalf("configuration dropped below min voters: %v", conf)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// The two survivors still form a quorum and serve.
+	cl, _ := client.New(c.APIAddrs(), client.Options{})
+	if _, err := cl.Next(context.Background(), "default", 1); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRollingRestartWithoutClientFailures restarts every node of a 3-node
+// cluster gracefully, one after another, under load: clients using package
+// client see no failed call (their retries cover the handovers), and every
+// value is checked for C1-C3.
+func TestRollingRestartWithoutClientFailures(t *testing.T) {
+	c := testcluster.Start(t, 3, testcluster.Options{})
+	c.WaitServingLeader(failoverWait)
+	w := testcluster.StartSmartWorkload(t, "default", 8, c.APIAddrs(), 4)
+	w.WaitOK(t, 200, failoverWait)
+	for _, m := range c.Nodes {
+		if err := m.Shutdown(); err != nil {
+			t.Fatalf("shutdown %s: %v", m.ID, err)
+		}
+		w.WaitOK(t, 100, failoverWait)
+		m.Restart()
+		c.WaitVoters(3, failoverWait)
+		w.WaitOK(t, 100, failoverWait)
+	}
+	w.Stop()
+	if f := w.Failed(); f != 0 {
+		t.Errorf("%d client calls failed during the rolling restart", f)
+	}
+	w.Check(t)
+}
