@@ -204,3 +204,49 @@ func PeerProgress(h *http.Client) cluster.PeerProgress {
 		return n.GetTerm(), n.GetAppliedIndex(), nil
 	}
 }
+
+// Backup implements AdminService.Backup. It is answered only by the serving
+// leader (streams are not forwarded): others answer unavailable with the
+// leader's address.
+func (s *Server) Backup(ctx context.Context, req *connect.Request[seqv1.BackupRequest], stream *connect.ServerStream[seqv1.BackupResponse]) error {
+	w := &chunkWriter{stream: stream, buf: make([]byte, 0, backupChunk)}
+	_, err := s.node.Backup(w)
+	if err == nil {
+		err = w.flush()
+	}
+	err = s.toConnect(err)
+	s.logCall(seqv1connect.AdminServiceBackupProcedure, err)
+	return err
+}
+
+const backupChunk = 256 << 10
+
+// chunkWriter sends what is written to it as BackupResponse messages.
+type chunkWriter struct {
+	stream *connect.ServerStream[seqv1.BackupResponse]
+	buf    []byte
+}
+
+func (w *chunkWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		k := min(len(p), backupChunk-len(w.buf))
+		w.buf = append(w.buf, p[:k]...)
+		p = p[k:]
+		if len(w.buf) == backupChunk {
+			if err := w.flush(); err != nil {
+				return n - len(p), err
+			}
+		}
+	}
+	return n, nil
+}
+
+func (w *chunkWriter) flush() error {
+	if len(w.buf) == 0 {
+		return nil
+	}
+	err := w.stream.Send(&seqv1.BackupResponse{Data: w.buf})
+	w.buf = w.buf[:0]
+	return err
+}

@@ -36,7 +36,11 @@ var (
 	bucketSpaces = []byte("spaces")
 	bucketMarks  = []byte("marks")
 	bucketMeta   = []byte("meta")
-	keyApplied   = []byte("applied")
+	// bucketBases (optional) holds a floor per space: every section's
+	// high-water mark is at least its space's base. Only a restore from a
+	// backup sets it (see PrepareRestore).
+	bucketBases = []byte("bases")
+	keyApplied  = []byte("applied")
 )
 
 var errClosed = errors.New("fsm: closed")
@@ -64,12 +68,14 @@ type FSM struct {
 	mu     sync.RWMutex // guards the in-memory mirror below
 	spaces map[string]Space
 	marks  map[string]map[uint64]uint64
+	bases  map[string]uint64
 }
 
 // state is a loaded (and validated) copy of the database contents.
 type state struct {
 	spaces  map[string]Space
 	marks   map[string]map[uint64]uint64
+	bases   map[string]uint64
 	applied uint64
 }
 
@@ -115,7 +121,7 @@ func (f *FSM) Close() error {
 // install replaces the in-memory mirror with st.
 func (f *FSM) install(st *state) {
 	f.mu.Lock()
-	f.spaces, f.marks = st.spaces, st.marks
+	f.spaces, f.marks, f.bases = st.spaces, st.marks, st.bases
 	f.applied.Store(st.applied)
 	f.mu.Unlock()
 }
@@ -140,13 +146,14 @@ func (f *FSM) Spaces() []Space {
 	return out
 }
 
-// Max returns the high-water mark of the given section, or 0 if it was never
-// raised or the space does not exist. The value returned is always durable: the
+// Max returns the high-water mark of the given section: the largest value
+// raised for it, or its space's base if that is larger (a restored backup's
+// floor), or 0 if neither exists. The value returned is always durable: the
 // mirror is updated only after the bbolt transaction has committed.
 func (f *FSM) Max(space string, section uint64) uint64 {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return f.marks[space][section]
+	return max(f.marks[space][section], f.bases[space])
 }
 
 // AppliedIndex returns the index of the last raft log entry applied, or 0 if
@@ -586,10 +593,11 @@ func loadState(tx *bolt.Tx) (*state, error) {
 	st := &state{
 		spaces: make(map[string]Space),
 		marks:  make(map[string]map[uint64]uint64),
+		bases:  make(map[string]uint64),
 	}
 	if err := tx.ForEach(func(name []byte, b *bolt.Bucket) error {
 		switch string(name) {
-		case string(bucketSpaces), string(bucketMarks), string(bucketMeta):
+		case string(bucketSpaces), string(bucketMarks), string(bucketMeta), string(bucketBases):
 			if b == nil {
 				return fmt.Errorf("top-level key %q is not a bucket", name)
 			}
@@ -659,6 +667,21 @@ func loadState(tx *bolt.Tx) (*state, error) {
 	for name := range st.spaces {
 		if _, ok := st.marks[name]; !ok {
 			return nil, fmt.Errorf("marks: bucket of space %q is missing", name)
+		}
+	}
+
+	if bases := tx.Bucket(bucketBases); bases != nil {
+		if err := bases.ForEach(func(k, v []byte) error {
+			if _, ok := st.spaces[string(k)]; !ok {
+				return fmt.Errorf("bases: %q has no space", k)
+			}
+			if v == nil || len(v) != 8 {
+				return fmt.Errorf("bases: %q: want an 8-byte value", k)
+			}
+			st.bases[string(k)] = binary.BigEndian.Uint64(v)
+			return nil
+		}); err != nil {
+			return nil, err
 		}
 	}
 

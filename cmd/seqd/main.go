@@ -30,7 +30,10 @@ Usage:
   seqd space create NAME [--step N] [--section-size N]
   seqd space list
   seqd status                                show nodes, leader, term and lease
+  seqd bench [flags]                         load a cluster and report throughput and latency
   seqd node remove ID                        remove a server from the raft configuration
+  seqd backup FILE                           save the cluster's high-water marks to FILE
+  seqd restore --margin N [flags] FILE       build a new cluster's first node from a backup
 
 Run "seqd COMMAND -h" for a command's flags. Client commands take --addr
 (comma-separated node API addresses, default 127.0.0.1:7700, or SEQD_ADDR).
@@ -59,8 +62,14 @@ func run(args []string) int {
 		err = cmdSpace(rest)
 	case "status":
 		err = cmdStatus(rest)
+	case "bench":
+		err = cmdBench(rest)
 	case "node":
 		err = cmdNode(rest)
+	case "backup":
+		err = cmdBackup(rest)
+	case "restore":
+		err = cmdRestore(rest)
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return 0

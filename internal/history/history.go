@@ -42,6 +42,10 @@ type Op struct {
 	First, Last uint64 // for Read, First == Last == the value read
 	Start, End  time.Duration
 	Client      string
+	// Ref is the caller's own reference to the operation (for example an
+	// index into a richer history); Check ignores it and copies it into
+	// the Ops of the anomalies it reports.
+	Ref int64
 }
 
 func (o Op) String() string {
@@ -115,6 +119,35 @@ func Check(ops []Op, limit int) []Anomaly {
 		checkKey(byKey[k], add)
 	}
 	return out
+}
+
+// CheckCounts is Check that also returns how many anomalies of each rule
+// ("C1", "C2", "C3") there are in total, including those beyond limit.
+func CheckCounts(ops []Op, limit int) ([]Anomaly, map[string]int) {
+	if limit <= 0 {
+		limit = 10
+	}
+	byKey := map[uint64][]Op{}
+	for _, o := range ops {
+		byKey[o.Key] = append(byKey[o.Key], o)
+	}
+	keys := make([]uint64, 0, len(byKey))
+	for k := range byKey {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var out []Anomaly
+	count := map[string]int{}
+	add := func(a Anomaly) {
+		if count[a.Rule] < limit {
+			out = append(out, a)
+		}
+		count[a.Rule]++
+	}
+	for _, k := range keys {
+		checkKey(byKey[k], add)
+	}
+	return out, count
 }
 
 func checkKey(ops []Op, add func(Anomaly)) {

@@ -62,3 +62,25 @@ func TestCheckLimit(t *testing.T) {
 		t.Fatalf("got %d anomalies, want 6", n)
 	}
 }
+
+func TestCheckCounts(t *testing.T) {
+	var ops []Op
+	for i := range 50 {
+		ops = append(ops, take(1, 7, 7, i*2, i*2+1))
+	}
+	as, counts := CheckCounts(ops, 3)
+	if len(as) != 6 || counts["C1"] != 49 || counts["C2"] != 49 {
+		t.Fatalf("got %d anomalies and counts %v, want 6 and 49 C1, 49 C2", len(as), counts)
+	}
+	ops[3].Ref = 42
+	as, _ = CheckCounts(ops[2:5], 0)
+	found := false
+	for _, a := range as {
+		for _, o := range a.Ops {
+			found = found || o.Ref == 42
+		}
+	}
+	if !found {
+		t.Fatalf("Ref not carried into anomalies: %v", as)
+	}
+}

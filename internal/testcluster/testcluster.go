@@ -70,13 +70,7 @@ type Member struct {
 // Start starts n nodes that bootstrap one cluster together (bootstrap-expect n).
 func Start(t testing.TB, n int, opts Options) *Cluster {
 	t.Helper()
-	if opts.Lease == 0 {
-		opts.Lease = 400 * time.Millisecond
-	}
-	if opts.Heartbeat == 0 {
-		opts.Heartbeat = 300 * time.Millisecond
-	}
-	c := &Cluster{t: t, opts: opts, log: testLogger()}
+	c := &Cluster{t: t, opts: withDefaults(opts), log: testLogger()}
 	for i := range n {
 		m := &Member{c: c, ID: fmt.Sprintf("n%d", i+1), Dir: filepath.Join(t.TempDir(), fmt.Sprintf("n%d", i+1))}
 		c.Nodes = append(c.Nodes, m)
@@ -93,6 +87,39 @@ func testLogger() *slog.Logger {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// StartRestored starts a one-node cluster from a backup file, prepared as
+// `seqd restore` does with the given margin. Grow it with Join.
+func StartRestored(t testing.TB, backup string, margin uint64, opts Options) *Cluster {
+	t.Helper()
+	c := &Cluster{t: t, opts: withDefaults(opts), log: testLogger()}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	m := &Member{c: c, ID: "r1", Dir: filepath.Join(t.TempDir(), "r1"), RaftAddr: addr}
+	if _, err := cluster.PrepareRestore(cluster.RestoreConfig{Backup: backup, Margin: margin, ID: m.ID, DataDir: m.Dir, RaftAdvertise: addr}); err != nil {
+		t.Fatal(err)
+	}
+	c.Nodes = append(c.Nodes, m)
+	if err := m.start(1); err != nil {
+		t.Fatalf("starting restored node: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func withDefaults(opts Options) Options {
+	if opts.Lease == 0 {
+		opts.Lease = 400 * time.Millisecond
+	}
+	if opts.Heartbeat == 0 {
+		opts.Heartbeat = 300 * time.Millisecond
+	}
+	return opts
 }
 
 // Join starts one more node that joins the running cluster through gossip
@@ -115,10 +142,13 @@ func (m *Member) start(expect int) error {
 			joins = append(joins, o.GossipAddr)
 		}
 	}
-	raftBind, gossipBind, apiBind := "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
-	if m.RaftAddr != "" {
-		raftBind, gossipBind, apiBind = m.RaftAddr, m.GossipAddr, m.APIAddr
+	bind := func(addr string) string {
+		if addr == "" {
+			return "127.0.0.1:0"
+		}
+		return addr
 	}
+	raftBind, gossipBind, apiBind := bind(m.RaftAddr), bind(m.GossipAddr), bind(m.APIAddr)
 	layer, err := listenFaulty(raftBind)
 	if err != nil {
 		return err

@@ -332,6 +332,86 @@ func (x *CurrentResponse) GetValues() []uint64 {
 	return nil
 }
 
+type BackupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupRequest) Reset() {
+	*x = BackupRequest{}
+	mi := &file_seq_v1_seq_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupRequest) ProtoMessage() {}
+
+func (x *BackupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_seq_v1_seq_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
+func (*BackupRequest) Descriptor() ([]byte, []int) {
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{6}
+}
+
+type BackupResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupResponse) Reset() {
+	*x = BackupResponse{}
+	mi := &file_seq_v1_seq_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupResponse) ProtoMessage() {}
+
+func (x *BackupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_seq_v1_seq_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
+func (*BackupResponse) Descriptor() ([]byte, []int) {
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *BackupResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 type RemoveNodeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -341,7 +421,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_seq_v1_seq_proto_msgTypes[6]
+	mi := &file_seq_v1_seq_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -353,7 +433,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[6]
+	mi := &file_seq_v1_seq_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -366,7 +446,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{6}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RemoveNodeRequest) GetId() string {
@@ -384,7 +464,7 @@ type RemoveNodeResponse struct {
 
 func (x *RemoveNodeResponse) Reset() {
 	*x = RemoveNodeResponse{}
-	mi := &file_seq_v1_seq_proto_msgTypes[7]
+	mi := &file_seq_v1_seq_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -396,7 +476,7 @@ func (x *RemoveNodeResponse) String() string {
 func (*RemoveNodeResponse) ProtoMessage() {}
 
 func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[7]
+	mi := &file_seq_v1_seq_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -409,7 +489,7 @@ func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{7}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{9}
 }
 
 type Space struct {
@@ -425,7 +505,7 @@ type Space struct {
 
 func (x *Space) Reset() {
 	*x = Space{}
-	mi := &file_seq_v1_seq_proto_msgTypes[8]
+	mi := &file_seq_v1_seq_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -437,7 +517,7 @@ func (x *Space) String() string {
 func (*Space) ProtoMessage() {}
 
 func (x *Space) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[8]
+	mi := &file_seq_v1_seq_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -450,7 +530,7 @@ func (x *Space) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Space.ProtoReflect.Descriptor instead.
 func (*Space) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{8}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Space) GetName() string {
@@ -487,7 +567,7 @@ type CreateSpaceRequest struct {
 
 func (x *CreateSpaceRequest) Reset() {
 	*x = CreateSpaceRequest{}
-	mi := &file_seq_v1_seq_proto_msgTypes[9]
+	mi := &file_seq_v1_seq_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -499,7 +579,7 @@ func (x *CreateSpaceRequest) String() string {
 func (*CreateSpaceRequest) ProtoMessage() {}
 
 func (x *CreateSpaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[9]
+	mi := &file_seq_v1_seq_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -512,7 +592,7 @@ func (x *CreateSpaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSpaceRequest.ProtoReflect.Descriptor instead.
 func (*CreateSpaceRequest) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{9}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CreateSpaceRequest) GetName() string {
@@ -546,7 +626,7 @@ type CreateSpaceResponse struct {
 
 func (x *CreateSpaceResponse) Reset() {
 	*x = CreateSpaceResponse{}
-	mi := &file_seq_v1_seq_proto_msgTypes[10]
+	mi := &file_seq_v1_seq_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -558,7 +638,7 @@ func (x *CreateSpaceResponse) String() string {
 func (*CreateSpaceResponse) ProtoMessage() {}
 
 func (x *CreateSpaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[10]
+	mi := &file_seq_v1_seq_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -571,7 +651,7 @@ func (x *CreateSpaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSpaceResponse.ProtoReflect.Descriptor instead.
 func (*CreateSpaceResponse) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{10}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CreateSpaceResponse) GetSpace() *Space {
@@ -596,7 +676,7 @@ type ListSpacesRequest struct {
 
 func (x *ListSpacesRequest) Reset() {
 	*x = ListSpacesRequest{}
-	mi := &file_seq_v1_seq_proto_msgTypes[11]
+	mi := &file_seq_v1_seq_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -608,7 +688,7 @@ func (x *ListSpacesRequest) String() string {
 func (*ListSpacesRequest) ProtoMessage() {}
 
 func (x *ListSpacesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[11]
+	mi := &file_seq_v1_seq_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -621,7 +701,7 @@ func (x *ListSpacesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSpacesRequest.ProtoReflect.Descriptor instead.
 func (*ListSpacesRequest) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{11}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{13}
 }
 
 type ListSpacesResponse struct {
@@ -633,7 +713,7 @@ type ListSpacesResponse struct {
 
 func (x *ListSpacesResponse) Reset() {
 	*x = ListSpacesResponse{}
-	mi := &file_seq_v1_seq_proto_msgTypes[12]
+	mi := &file_seq_v1_seq_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -645,7 +725,7 @@ func (x *ListSpacesResponse) String() string {
 func (*ListSpacesResponse) ProtoMessage() {}
 
 func (x *ListSpacesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[12]
+	mi := &file_seq_v1_seq_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -658,7 +738,7 @@ func (x *ListSpacesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSpacesResponse.ProtoReflect.Descriptor instead.
 func (*ListSpacesResponse) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{12}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListSpacesResponse) GetSpaces() []*Space {
@@ -676,7 +756,7 @@ type ClusterStatusRequest struct {
 
 func (x *ClusterStatusRequest) Reset() {
 	*x = ClusterStatusRequest{}
-	mi := &file_seq_v1_seq_proto_msgTypes[13]
+	mi := &file_seq_v1_seq_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -688,7 +768,7 @@ func (x *ClusterStatusRequest) String() string {
 func (*ClusterStatusRequest) ProtoMessage() {}
 
 func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[13]
+	mi := &file_seq_v1_seq_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -701,7 +781,7 @@ func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*ClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{13}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{15}
 }
 
 type Node struct {
@@ -729,7 +809,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_seq_v1_seq_proto_msgTypes[14]
+	mi := &file_seq_v1_seq_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -741,7 +821,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[14]
+	mi := &file_seq_v1_seq_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -754,7 +834,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{14}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Node) GetId() string {
@@ -853,7 +933,7 @@ type ClusterStatusResponse struct {
 
 func (x *ClusterStatusResponse) Reset() {
 	*x = ClusterStatusResponse{}
-	mi := &file_seq_v1_seq_proto_msgTypes[15]
+	mi := &file_seq_v1_seq_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -865,7 +945,7 @@ func (x *ClusterStatusResponse) String() string {
 func (*ClusterStatusResponse) ProtoMessage() {}
 
 func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[15]
+	mi := &file_seq_v1_seq_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -878,7 +958,7 @@ func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{15}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ClusterStatusResponse) GetLeaderId() string {
@@ -944,7 +1024,10 @@ const file_seq_v1_seq_proto_rawDesc = "" +
 	"\x05space\x18\x01 \x01(\tR\x05space\x12\x12\n" +
 	"\x04keys\x18\x02 \x03(\x04R\x04keys\")\n" +
 	"\x0fCurrentResponse\x12\x16\n" +
-	"\x06values\x18\x01 \x03(\x04R\x06values\"#\n" +
+	"\x06values\x18\x01 \x03(\x04R\x06values\"\x0f\n" +
+	"\rBackupRequest\"$\n" +
+	"\x0eBackupResponse\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"#\n" +
 	"\x11RemoveNodeRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x14\n" +
 	"\x12RemoveNodeResponse\"R\n" +
@@ -988,14 +1071,15 @@ const file_seq_v1_seq_proto_rawDesc = "" +
 	"\x0fSequenceService\x121\n" +
 	"\x04Next\x12\x13.seq.v1.NextRequest\x1a\x14.seq.v1.NextResponse\x12:\n" +
 	"\aReserve\x12\x16.seq.v1.ReserveRequest\x1a\x17.seq.v1.ReserveResponse\x12?\n" +
-	"\aCurrent\x12\x16.seq.v1.CurrentRequest\x1a\x17.seq.v1.CurrentResponse\"\x03\x90\x02\x012\xb8\x02\n" +
+	"\aCurrent\x12\x16.seq.v1.CurrentRequest\x1a\x17.seq.v1.CurrentResponse\"\x03\x90\x02\x012\xf3\x02\n" +
 	"\fAdminService\x12F\n" +
 	"\vCreateSpace\x12\x1a.seq.v1.CreateSpaceRequest\x1a\x1b.seq.v1.CreateSpaceResponse\x12H\n" +
 	"\n" +
 	"ListSpaces\x12\x19.seq.v1.ListSpacesRequest\x1a\x1a.seq.v1.ListSpacesResponse\"\x03\x90\x02\x01\x12Q\n" +
 	"\rClusterStatus\x12\x1c.seq.v1.ClusterStatusRequest\x1a\x1d.seq.v1.ClusterStatusResponse\"\x03\x90\x02\x01\x12C\n" +
 	"\n" +
-	"RemoveNode\x12\x19.seq.v1.RemoveNodeRequest\x1a\x1a.seq.v1.RemoveNodeResponseB+Z)github.com/seqd/seqd/api/gen/seq/v1;seqv1b\x06proto3"
+	"RemoveNode\x12\x19.seq.v1.RemoveNodeRequest\x1a\x1a.seq.v1.RemoveNodeResponse\x129\n" +
+	"\x06Backup\x12\x15.seq.v1.BackupRequest\x1a\x16.seq.v1.BackupResponse0\x01B+Z)github.com/seqd/seqd/api/gen/seq/v1;seqv1b\x06proto3"
 
 var (
 	file_seq_v1_seq_proto_rawDescOnce sync.Once
@@ -1009,7 +1093,7 @@ func file_seq_v1_seq_proto_rawDescGZIP() []byte {
 	return file_seq_v1_seq_proto_rawDescData
 }
 
-var file_seq_v1_seq_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_seq_v1_seq_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_seq_v1_seq_proto_goTypes = []any{
 	(*NextRequest)(nil),           // 0: seq.v1.NextRequest
 	(*NextResponse)(nil),          // 1: seq.v1.NextResponse
@@ -1017,39 +1101,43 @@ var file_seq_v1_seq_proto_goTypes = []any{
 	(*ReserveResponse)(nil),       // 3: seq.v1.ReserveResponse
 	(*CurrentRequest)(nil),        // 4: seq.v1.CurrentRequest
 	(*CurrentResponse)(nil),       // 5: seq.v1.CurrentResponse
-	(*RemoveNodeRequest)(nil),     // 6: seq.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil),    // 7: seq.v1.RemoveNodeResponse
-	(*Space)(nil),                 // 8: seq.v1.Space
-	(*CreateSpaceRequest)(nil),    // 9: seq.v1.CreateSpaceRequest
-	(*CreateSpaceResponse)(nil),   // 10: seq.v1.CreateSpaceResponse
-	(*ListSpacesRequest)(nil),     // 11: seq.v1.ListSpacesRequest
-	(*ListSpacesResponse)(nil),    // 12: seq.v1.ListSpacesResponse
-	(*ClusterStatusRequest)(nil),  // 13: seq.v1.ClusterStatusRequest
-	(*Node)(nil),                  // 14: seq.v1.Node
-	(*ClusterStatusResponse)(nil), // 15: seq.v1.ClusterStatusResponse
-	(*durationpb.Duration)(nil),   // 16: google.protobuf.Duration
+	(*BackupRequest)(nil),         // 6: seq.v1.BackupRequest
+	(*BackupResponse)(nil),        // 7: seq.v1.BackupResponse
+	(*RemoveNodeRequest)(nil),     // 8: seq.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),    // 9: seq.v1.RemoveNodeResponse
+	(*Space)(nil),                 // 10: seq.v1.Space
+	(*CreateSpaceRequest)(nil),    // 11: seq.v1.CreateSpaceRequest
+	(*CreateSpaceResponse)(nil),   // 12: seq.v1.CreateSpaceResponse
+	(*ListSpacesRequest)(nil),     // 13: seq.v1.ListSpacesRequest
+	(*ListSpacesResponse)(nil),    // 14: seq.v1.ListSpacesResponse
+	(*ClusterStatusRequest)(nil),  // 15: seq.v1.ClusterStatusRequest
+	(*Node)(nil),                  // 16: seq.v1.Node
+	(*ClusterStatusResponse)(nil), // 17: seq.v1.ClusterStatusResponse
+	(*durationpb.Duration)(nil),   // 18: google.protobuf.Duration
 }
 var file_seq_v1_seq_proto_depIdxs = []int32{
-	8,  // 0: seq.v1.CreateSpaceResponse.space:type_name -> seq.v1.Space
-	8,  // 1: seq.v1.ListSpacesResponse.spaces:type_name -> seq.v1.Space
-	16, // 2: seq.v1.Node.last_contact:type_name -> google.protobuf.Duration
-	14, // 3: seq.v1.ClusterStatusResponse.nodes:type_name -> seq.v1.Node
+	10, // 0: seq.v1.CreateSpaceResponse.space:type_name -> seq.v1.Space
+	10, // 1: seq.v1.ListSpacesResponse.spaces:type_name -> seq.v1.Space
+	18, // 2: seq.v1.Node.last_contact:type_name -> google.protobuf.Duration
+	16, // 3: seq.v1.ClusterStatusResponse.nodes:type_name -> seq.v1.Node
 	0,  // 4: seq.v1.SequenceService.Next:input_type -> seq.v1.NextRequest
 	2,  // 5: seq.v1.SequenceService.Reserve:input_type -> seq.v1.ReserveRequest
 	4,  // 6: seq.v1.SequenceService.Current:input_type -> seq.v1.CurrentRequest
-	9,  // 7: seq.v1.AdminService.CreateSpace:input_type -> seq.v1.CreateSpaceRequest
-	11, // 8: seq.v1.AdminService.ListSpaces:input_type -> seq.v1.ListSpacesRequest
-	13, // 9: seq.v1.AdminService.ClusterStatus:input_type -> seq.v1.ClusterStatusRequest
-	6,  // 10: seq.v1.AdminService.RemoveNode:input_type -> seq.v1.RemoveNodeRequest
-	1,  // 11: seq.v1.SequenceService.Next:output_type -> seq.v1.NextResponse
-	3,  // 12: seq.v1.SequenceService.Reserve:output_type -> seq.v1.ReserveResponse
-	5,  // 13: seq.v1.SequenceService.Current:output_type -> seq.v1.CurrentResponse
-	10, // 14: seq.v1.AdminService.CreateSpace:output_type -> seq.v1.CreateSpaceResponse
-	12, // 15: seq.v1.AdminService.ListSpaces:output_type -> seq.v1.ListSpacesResponse
-	15, // 16: seq.v1.AdminService.ClusterStatus:output_type -> seq.v1.ClusterStatusResponse
-	7,  // 17: seq.v1.AdminService.RemoveNode:output_type -> seq.v1.RemoveNodeResponse
-	11, // [11:18] is the sub-list for method output_type
-	4,  // [4:11] is the sub-list for method input_type
+	11, // 7: seq.v1.AdminService.CreateSpace:input_type -> seq.v1.CreateSpaceRequest
+	13, // 8: seq.v1.AdminService.ListSpaces:input_type -> seq.v1.ListSpacesRequest
+	15, // 9: seq.v1.AdminService.ClusterStatus:input_type -> seq.v1.ClusterStatusRequest
+	8,  // 10: seq.v1.AdminService.RemoveNode:input_type -> seq.v1.RemoveNodeRequest
+	6,  // 11: seq.v1.AdminService.Backup:input_type -> seq.v1.BackupRequest
+	1,  // 12: seq.v1.SequenceService.Next:output_type -> seq.v1.NextResponse
+	3,  // 13: seq.v1.SequenceService.Reserve:output_type -> seq.v1.ReserveResponse
+	5,  // 14: seq.v1.SequenceService.Current:output_type -> seq.v1.CurrentResponse
+	12, // 15: seq.v1.AdminService.CreateSpace:output_type -> seq.v1.CreateSpaceResponse
+	14, // 16: seq.v1.AdminService.ListSpaces:output_type -> seq.v1.ListSpacesResponse
+	17, // 17: seq.v1.AdminService.ClusterStatus:output_type -> seq.v1.ClusterStatusResponse
+	9,  // 18: seq.v1.AdminService.RemoveNode:output_type -> seq.v1.RemoveNodeResponse
+	7,  // 19: seq.v1.AdminService.Backup:output_type -> seq.v1.BackupResponse
+	12, // [12:20] is the sub-list for method output_type
+	4,  // [4:12] is the sub-list for method input_type
 	4,  // [4:4] is the sub-list for extension type_name
 	4,  // [4:4] is the sub-list for extension extendee
 	0,  // [0:4] is the sub-list for field type_name
@@ -1066,7 +1154,7 @@ func file_seq_v1_seq_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_seq_v1_seq_proto_rawDesc), len(file_seq_v1_seq_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -56,6 +56,8 @@ const (
 	AdminServiceClusterStatusProcedure = "/seq.v1.AdminService/ClusterStatus"
 	// AdminServiceRemoveNodeProcedure is the fully-qualified name of the AdminService's RemoveNode RPC.
 	AdminServiceRemoveNodeProcedure = "/seq.v1.AdminService/RemoveNode"
+	// AdminServiceBackupProcedure is the fully-qualified name of the AdminService's Backup RPC.
+	AdminServiceBackupProcedure = "/seq.v1.AdminService/Backup"
 )
 
 // SequenceServiceClient is a client for the seq.v1.SequenceService service.
@@ -204,6 +206,11 @@ type AdminServiceClient interface {
 	// and is never added back unless its data directory is wiped). Unknown id:
 	// not_found; removing the last voter: failed_precondition.
 	RemoveNode(context.Context, *connect.Request[v1.RemoveNodeRequest]) (*connect.Response[v1.RemoveNodeResponse], error)
+	// Backup streams a consistent copy of the replicated state (every space
+	// and high-water mark) from the leader. `seqd restore` builds a new cluster
+	// from it, raising every mark by a margin. A node that is not the serving
+	// leader answers unavailable with the leader's address.
+	Backup(context.Context, *connect.Request[v1.BackupRequest]) (*connect.ServerStreamForClient[v1.BackupResponse], error)
 }
 
 // NewAdminServiceClient constructs a client for the seq.v1.AdminService service. By default, it
@@ -243,6 +250,12 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(adminServiceMethods.ByName("RemoveNode")),
 			connect.WithClientOptions(opts...),
 		),
+		backup: connect.NewClient[v1.BackupRequest, v1.BackupResponse](
+			httpClient,
+			baseURL+AdminServiceBackupProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("Backup")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -252,6 +265,7 @@ type adminServiceClient struct {
 	listSpaces    *connect.Client[v1.ListSpacesRequest, v1.ListSpacesResponse]
 	clusterStatus *connect.Client[v1.ClusterStatusRequest, v1.ClusterStatusResponse]
 	removeNode    *connect.Client[v1.RemoveNodeRequest, v1.RemoveNodeResponse]
+	backup        *connect.Client[v1.BackupRequest, v1.BackupResponse]
 }
 
 // CreateSpace calls seq.v1.AdminService.CreateSpace.
@@ -274,6 +288,11 @@ func (c *adminServiceClient) RemoveNode(ctx context.Context, req *connect.Reques
 	return c.removeNode.CallUnary(ctx, req)
 }
 
+// Backup calls seq.v1.AdminService.Backup.
+func (c *adminServiceClient) Backup(ctx context.Context, req *connect.Request[v1.BackupRequest]) (*connect.ServerStreamForClient[v1.BackupResponse], error) {
+	return c.backup.CallServerStream(ctx, req)
+}
+
 // AdminServiceHandler is an implementation of the seq.v1.AdminService service.
 type AdminServiceHandler interface {
 	// CreateSpace creates a space. Creating a space that exists with the same
@@ -286,6 +305,11 @@ type AdminServiceHandler interface {
 	// and is never added back unless its data directory is wiped). Unknown id:
 	// not_found; removing the last voter: failed_precondition.
 	RemoveNode(context.Context, *connect.Request[v1.RemoveNodeRequest]) (*connect.Response[v1.RemoveNodeResponse], error)
+	// Backup streams a consistent copy of the replicated state (every space
+	// and high-water mark) from the leader. `seqd restore` builds a new cluster
+	// from it, raising every mark by a margin. A node that is not the serving
+	// leader answers unavailable with the leader's address.
+	Backup(context.Context, *connect.Request[v1.BackupRequest], *connect.ServerStream[v1.BackupResponse]) error
 }
 
 // NewAdminServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -321,6 +345,12 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(adminServiceMethods.ByName("RemoveNode")),
 		connect.WithHandlerOptions(opts...),
 	)
+	adminServiceBackupHandler := connect.NewServerStreamHandler(
+		AdminServiceBackupProcedure,
+		svc.Backup,
+		connect.WithSchema(adminServiceMethods.ByName("Backup")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/seq.v1.AdminService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AdminServiceCreateSpaceProcedure:
@@ -331,6 +361,8 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 			adminServiceClusterStatusHandler.ServeHTTP(w, r)
 		case AdminServiceRemoveNodeProcedure:
 			adminServiceRemoveNodeHandler.ServeHTTP(w, r)
+		case AdminServiceBackupProcedure:
+			adminServiceBackupHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -354,4 +386,8 @@ func (UnimplementedAdminServiceHandler) ClusterStatus(context.Context, *connect.
 
 func (UnimplementedAdminServiceHandler) RemoveNode(context.Context, *connect.Request[v1.RemoveNodeRequest]) (*connect.Response[v1.RemoveNodeResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("seq.v1.AdminService.RemoveNode is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) Backup(context.Context, *connect.Request[v1.BackupRequest], *connect.ServerStream[v1.BackupResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("seq.v1.AdminService.Backup is not implemented"))
 }
