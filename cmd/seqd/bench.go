@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -106,6 +107,7 @@ func cmdBench(args []string) error {
 		timeline    = fs.Duration("timeline", 0, "sample throughput every interval into the JSON timeline (e.g. 100ms)")
 		leaderFirst = fs.Bool("leader-first", true, "ask the cluster for the leader and send to it first")
 		noRaft      = fs.Bool("no-raft-stats", false, "do not ask the cluster for raft statistics (for servers without AdminService)")
+		cpuProfile  = fs.String("cpuprofile", "", "write a CPU profile of the bench process (the load generator and client) to this file")
 	)
 	ops, err := parseFlags(fs, args)
 	if err != nil {
@@ -203,6 +205,18 @@ func cmdBench(args []string) error {
 	}
 	if *progress > 0 {
 		cfg.Progress, cfg.ProgressEvery = os.Stderr, *progress
+	}
+
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 
 	rep := &benchReport{Target: strings.Join(addrs, ","), Protocol: *protocol, Coalesce: *coalesce, Mix: *mix, StartedAt: time.Now()}

@@ -13,8 +13,15 @@ import (
 var errUsage = errors.New("usage")
 
 func usageErr(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, args...))
+	return usageError(fmt.Sprintf(format, args...))
 }
+
+// usageError is a command-line error: its text is the message alone, and
+// errors.Is(err, errUsage) holds.
+type usageError string
+
+func (e usageError) Error() string        { return string(e) }
+func (e usageError) Is(target error) bool { return target == errUsage }
 
 // envName returns the environment variable that sets flag name.
 func envName(name string) string {
