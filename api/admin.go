@@ -154,6 +154,9 @@ func (s *Server) ClusterStatus(ctx context.Context, req *connect.Request[seqv1.C
 		}()
 	}
 	wg.Wait()
+	for _, n := range nodes {
+		n.SeenWithState = s.node.ServerSeen(n.GetId())
+	}
 	return connect.NewResponse(&seqv1.ClusterStatusResponse{
 		LeaderId: local.LeaderID, Term: local.Term, LeaderApiAddr: local.LeaderAPIAddr,
 		NodeId: local.ID, Nodes: nodes, Version: local.RoutingVersion,
@@ -183,6 +186,34 @@ func nodeMsg(st cluster.LocalStatus) *seqv1.Node {
 		RaftState: strings.ToLower(st.State), Voter: st.Voter, LastContact: durationpb.New(st.LastContact),
 		Term: st.Term, AppliedIndex: st.AppliedIndex, Serving: st.Serving,
 		InConfiguration: st.InConfiguration,
+	}
+}
+
+// PeerListing asks the cluster, through the node at apiAddr (and then
+// through the leader it names), whether server id is a voter in the raft
+// configuration and whether it was seen holding raft state. It implements
+// cluster.PeerListing.
+func PeerListing(h *http.Client) cluster.PeerListing {
+	return func(ctx context.Context, apiAddr, id string) (listed, seen bool, err error) {
+		for hop := 0; hop < 2; hop++ {
+			c := seqv1connect.NewAdminServiceClient(h, "http://"+apiAddr)
+			resp, err := c.ClusterStatus(ctx, connect.NewRequest(&seqv1.ClusterStatusRequest{}))
+			if err != nil {
+				return false, false, err
+			}
+			st := resp.Msg
+			if la := st.GetLeaderApiAddr(); hop == 0 && la != "" && la != apiAddr && st.GetLeaderId() != st.GetNodeId() {
+				apiAddr = la // ask the leader: its configuration is the newest
+				continue
+			}
+			for _, n := range st.GetNodes() {
+				if n.GetId() == id {
+					return n.GetVoter(), n.GetSeenWithState(), nil
+				}
+			}
+			return false, false, nil
+		}
+		return false, false, errors.New("no answer from the leader")
 	}
 }
 

@@ -62,6 +62,11 @@ type Config struct {
 	// leader needs it to promote non-voters (without it, joiners stay
 	// non-voters).
 	PeerProgress PeerProgress
+	// PeerListing asks the cluster whether a server is a voter in the raft
+	// configuration and was seen with state. A server without raft state
+	// uses it to find out whether its data directory was wiped; without it,
+	// such a server trusts that it is new.
+	PeerListing PeerListing
 
 	// Lease is the leader lease L (default 2s); LeaseMargin (default L/10,
 	// at least 50ms) is added to a new leader's wait for clock-rate drift.

@@ -209,7 +209,8 @@ func (g *gossip) loop() {
 				g.n.log.Debug("gossip join failed; will retry", "err", err)
 			}
 		}
-		if joined {
+		g.checkGate(joined)
+		if joined && g.n.gate.open.Load() {
 			g.maybeBootstrap()
 		}
 		g.reconcile()

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/seqd/seqd/fsm"
 )
 
 // Membership follows DESIGN.md §6 (Consul's pattern). Gossip finds servers;
@@ -39,6 +41,11 @@ var (
 	ErrLastVoter = errors.New("refusing to remove the last voter")
 )
 
+// PeerListing reports whether server id is a voter in the cluster's raft
+// configuration (a non-voter's vote never counts) and whether the cluster recorded it holding raft state, as
+// the server at apiAddr (or the leader it names) answers.
+type PeerListing func(ctx context.Context, apiAddr, id string) (voter, seen bool, err error)
+
 // PeerProgress reports a server's raft term and applied index, as the
 // server itself answers (over its API). The leader uses it to decide when a
 // non-voter has caught up.
@@ -55,6 +62,16 @@ func (n *Node) membership(conf raft.Configuration, confIndex uint64) {
 		}
 	}
 	members := n.Members()
+	// Record the servers that hold raft state (once each), so that one that
+	// comes back without state is known to have been wiped.
+	for _, m := range members {
+		if _, ok := in[m.ID]; ok && m.Alive && m.HasState && !n.fsm.ServerSeen(m.ID) {
+			if err := n.apply(context.Background(), fsm.EncodeServerSeen(m.ID)); err != nil {
+				n.log.Warn("recording server with state failed", "id", m.ID, "err", err)
+			}
+			return
+		}
+	}
 	for _, m := range members {
 		if !m.Alive || m.ID == n.cfg.ID {
 			continue
@@ -213,4 +230,50 @@ func (n *Node) warnOnce(key, msg string, args ...any) {
 	n.warned[key] = time.Now()
 	n.memMu.Unlock()
 	n.log.Warn(msg, args...)
+}
+
+// checkGate opens the raft gate of a server that started without raft state
+// once it is safe: no cluster is seen (a new cluster bootstraps), or the
+// cluster does not list this server as a voter it saw holding state. A
+// voter that was seen with state had its data directory wiped: it lost its
+// vote record, so it keeps refusing raft traffic, and says what to do.
+func (g *gossip) checkGate(joined bool) {
+	n := g.n
+	if n.gate.open.Load() {
+		return
+	}
+	var withState []Member
+	for _, m := range n.Members() {
+		if m.Alive && m.ID != n.cfg.ID && m.HasState && m.APIAddr != "" {
+			withState = append(withState, m)
+		}
+	}
+	if len(withState) == 0 {
+		if joined {
+			n.gate.open.Store(true)
+		}
+		return
+	}
+	if n.cfg.PeerListing == nil {
+		n.gate.open.Store(true)
+		return
+	}
+	for _, m := range withState {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		voter, seen, err := n.cfg.PeerListing(ctx, m.APIAddr, n.cfg.ID)
+		cancel()
+		if err != nil {
+			continue
+		}
+		if voter && seen {
+			n.warnOnce("wiped", "this server is in the cluster's raft configuration and held raft state before, "+
+				"but its data directory has none (wiped or replaced): it refuses to vote or serve. "+
+				"To re-add it, run `seqd node remove "+n.cfg.ID+"` against the cluster; it then joins as a new server by itself",
+				"id", n.cfg.ID)
+			return
+		}
+		n.log.Info("joining as a new server", "listed_as_voter", voter)
+		n.gate.open.Store(true)
+		return
+	}
 }

@@ -172,3 +172,59 @@ func TestRollingRestartWithoutClientFailures(t *testing.T) {
 	}
 	w.Check(t)
 }
+
+// TestWipedNodeRefusesUntilRemovedAndReadded wipes a voter's data directory
+// and restarts it with the same ID: it refuses raft traffic (no vote, no
+// entries) and does not disturb the leader; once an operator removes it, it
+// joins as a new server and is promoted to voter again.
+func TestWipedNodeRefusesUntilRemovedAndReadded(t *testing.T) {
+	c := testcluster.Start(t, 3, testcluster.Options{})
+	leader := c.WaitServingLeader(failoverWait)
+	// Wait until the leader has recorded every server holding state.
+	deadline := time.Now().Add(failoverWait)
+	for _, m := range c.Nodes {
+		for !leader.Node().ServerSeen(m.ID) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s never recorded as holding state", m.ID)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	var victim *testcluster.Member
+	for _, m := range c.Nodes {
+		if m != leader {
+			victim = m
+			break
+		}
+	}
+	victim.Kill()
+	victim.Wipe()
+	victim.Restart()
+	term := leader.Node().Status().Term
+	cl, err := client.New(c.APIAddrs(), client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	until := time.Now().Add(4 * time.Second)
+	for time.Now().Before(until) {
+		st := victim.Node().Status()
+		if st.RaftOpen || st.AppliedIndex != 0 || st.InConfiguration {
+			t.Fatalf("wiped node took part in raft: %+v", st)
+		}
+		if lt := leader.Node().Status().Term; lt != term {
+			t.Fatalf("leader term changed %d → %d", term, lt)
+		}
+		if _, err := cl.Next(ctx, "default", 3); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := cl.RemoveNode(ctx, victim.ID); err != nil {
+		t.Fatal(err)
+	}
+	c.WaitVoters(3, failoverWait)
+	if !victim.Node().Status().Voter {
+		t.Fatalf("%s not a voter again", victim.ID)
+	}
+}

@@ -36,6 +36,7 @@ type Node struct {
 	logStore  *raftboltdb.BoltStore
 	snaps     *raft.FileSnapshotStore
 	transport *raft.NetworkTransport
+	gate      *gatedLayer
 	alloc     *sections.Allocator
 
 	ml         *memberlist.Memberlist
@@ -116,9 +117,8 @@ func (n *Node) open() error {
 	}
 	n.snaps = snaps
 
-	if cfg.StreamLayer != nil {
-		n.transport = raft.NewNetworkTransport(cfg.StreamLayer, 3, 10*time.Second, raftOut)
-	} else {
+	layer := cfg.StreamLayer
+	if layer == nil {
 		adv, err := net.ResolveTCPAddr("tcp", cfg.RaftAdvertise)
 		if err != nil {
 			return fmt.Errorf("%w: raft advertise address %q: %v", ErrInvalidConfig, cfg.RaftAdvertise, err)
@@ -126,18 +126,26 @@ func (n *Node) open() error {
 		if adv.IP == nil || adv.IP.IsUnspecified() {
 			return fmt.Errorf("%w: raft advertise address %q must be a routable IP", ErrInvalidConfig, cfg.RaftAdvertise)
 		}
-		t, err := raft.NewTCPTransport(cfg.RaftAddr, adv, 3, 10*time.Second, raftOut)
+		t, err := newTCPLayer(cfg.RaftAddr, adv)
 		if err != nil {
 			return fmt.Errorf("raft transport on %s: %w", cfg.RaftAddr, err)
 		}
-		n.transport = t
+		layer = t
 	}
+	n.gate = &gatedLayer{StreamLayer: layer}
+	n.transport = raft.NewNetworkTransport(n.gate, 3, 10*time.Second, raftOut)
 
 	has, err := raft.HasExistingState(ls, ls, snaps)
 	if err != nil {
 		return fmt.Errorf("reading raft state: %w", err)
 	}
 	n.hasState.Store(has)
+	// A server with state is in (or was in) a configuration: it keeps its
+	// vote record and may talk raft at once. One without state waits until
+	// gossip shows it is not listed in an existing cluster's configuration.
+	if has {
+		n.gate.open.Store(true)
+	}
 
 	rc, err := cfg.raftConfig(n.notify, raftOut)
 	if err != nil {
@@ -195,6 +203,9 @@ func (n *Node) Leader() (id, apiAddr string) {
 
 // Space returns a committed space from this node's FSM.
 func (n *Node) Space(name string) (fsm.Space, bool) { return n.fsm.Space(name) }
+
+// ServerSeen reports whether the cluster recorded server id holding raft state.
+func (n *Node) ServerSeen(id string) bool { return n.fsm.ServerSeen(id) }
 
 // Max returns the high-water mark of a section in this node's FSM.
 func (n *Node) Max(space string, section uint64) uint64 { return n.fsm.Max(space, section) }

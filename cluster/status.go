@@ -29,6 +29,9 @@ type LocalStatus struct {
 	LastFailover time.Duration
 	// LeaderChanges counts leadership gains and losses seen by this node.
 	LeaderChanges int64
+	// RaftOpen is false while this server refuses raft traffic (it started
+	// without state and the cluster lists it as wiped).
+	RaftOpen bool
 	// RoutingVersion is the routing-table version (see Node.RoutingVersion).
 	RoutingVersion uint64
 	// KeysHeld and SectionsHeld describe the allocator's memory.
@@ -55,6 +58,7 @@ func (n *Node) Status() LocalStatus {
 		LeaderChanges:  n.stats.leaderChanges.Load(),
 		KeysHeld:       n.alloc.KeysHeld(),
 		SectionsHeld:   n.alloc.SectionsHeld(),
+		RaftOpen:       n.gate.open.Load(),
 	}
 	if n.gossipAddr != "" {
 		st.GossipAddr = n.gossipAddr

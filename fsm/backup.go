@@ -99,6 +99,12 @@ func PrepareRestore(path string, margin uint64) (RestoreSummary, error) {
 				sum.HighestAfter = max(sum.HighestAfter, nm)
 			}
 		}
+		// The servers of the old cluster are not this one's.
+		if tx.Bucket(bucketServers) != nil {
+			if err := tx.DeleteBucket(bucketServers); err != nil {
+				return err
+			}
+		}
 		return tx.Bucket(bucketMeta).Delete(keyApplied)
 	})
 	if err != nil {

@@ -126,3 +126,31 @@ func TestPrepareRestoreRefusesBadInput(t *testing.T) {
 		t.Fatalf("margin past 2^63-1: %v", err)
 	}
 }
+
+func TestServerSeen(t *testing.T) {
+	dir := t.TempDir()
+	f, err := Open(filepath.Join(dir, "fsm.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.ServerSeen("n1") {
+		t.Fatal("n1 seen before any entry")
+	}
+	for i := uint64(1); i <= 2; i++ { // the replay is harmless
+		if err, ok := f.Apply(&raft.Log{Index: i, Type: raft.LogCommand, Data: EncodeServerSeen("n1")}).(error); ok {
+			t.Fatal(err)
+		}
+	}
+	if err, ok := f.Apply(&raft.Log{Index: 3, Type: raft.LogCommand, Data: EncodeServerSeen("")}).(error); !ok || err == nil {
+		t.Fatal("an empty server id was accepted")
+	}
+	f.Close()
+	f, err = Open(filepath.Join(dir, "fsm.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if !f.ServerSeen("n1") || f.ServerSeen("n2") {
+		t.Fatal("servers seen not persisted")
+	}
+}

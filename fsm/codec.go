@@ -83,14 +83,27 @@ const (
 	KindCreateSpace Kind = 1
 	KindRaise       Kind = 2
 	KindNoop        Kind = 3
+	KindServerSeen  Kind = 4
 )
 
 // Command is the decoded form of a raft log entry. Space is set for
-// KindCreateSpace and Marks for KindRaise; the other field is zero.
+// KindCreateSpace, Marks for KindRaise and Server for KindServerSeen; the
+// other fields are zero.
 type Command struct {
-	Kind  Kind
-	Space Space
-	Marks []Mark
+	Kind   Kind
+	Space  Space
+	Marks  []Mark
+	Server string
+}
+
+// EncodeServerSeen encodes a command recording that server id has held raft
+// state (so it has voted or taken entries). A server in the configuration
+// that later shows up without state was wiped, and must not vote until it is
+// removed and added again.
+//
+// Layout: 0x04, uvarint len(id), id.
+func EncodeServerSeen(id string) []byte {
+	return appendString([]byte{byte(KindServerSeen)}, id)
 }
 
 // EncodeCreateSpace encodes a command that creates space s. It does not
@@ -181,6 +194,9 @@ func Decode(b []byte) (Command, error) {
 		}
 	case KindNoop:
 		c.Kind = k
+	case KindServerSeen:
+		c.Kind = k
+		c.Server = d.string("server id")
 	default:
 		return Command{}, fmt.Errorf("fsm: decode: unknown command type 0x%02x", b[0])
 	}

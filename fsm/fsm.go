@@ -40,7 +40,9 @@ var (
 	// high-water mark is at least its space's base. Only a restore from a
 	// backup sets it (see PrepareRestore).
 	bucketBases = []byte("bases")
-	keyApplied  = []byte("applied")
+	// bucketServers (optional) lists the servers seen holding raft state.
+	bucketServers = []byte("servers")
+	keyApplied    = []byte("applied")
 )
 
 var errClosed = errors.New("fsm: closed")
@@ -69,6 +71,7 @@ type FSM struct {
 	spaces map[string]Space
 	marks  map[string]map[uint64]uint64
 	bases  map[string]uint64
+	seen   map[string]bool
 }
 
 // state is a loaded (and validated) copy of the database contents.
@@ -76,6 +79,7 @@ type state struct {
 	spaces  map[string]Space
 	marks   map[string]map[uint64]uint64
 	bases   map[string]uint64
+	seen    map[string]bool
 	applied uint64
 }
 
@@ -121,7 +125,7 @@ func (f *FSM) Close() error {
 // install replaces the in-memory mirror with st.
 func (f *FSM) install(st *state) {
 	f.mu.Lock()
-	f.spaces, f.marks, f.bases = st.spaces, st.marks, st.bases
+	f.spaces, f.marks, f.bases, f.seen = st.spaces, st.marks, st.bases, st.seen
 	f.applied.Store(st.applied)
 	f.mu.Unlock()
 }
@@ -193,6 +197,8 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 	case KindRaise:
 		resp = f.applyRaise(l, cmd.Marks)
 	case KindNoop:
+	case KindServerSeen:
+		resp = f.applyServerSeen(l, cmd.Server)
 	}
 	f.applied.Store(l.Index)
 	if resp != nil {
@@ -229,6 +235,36 @@ func (f *FSM) applyCreate(l *raft.Log, s Space) error {
 	f.marks[s.Name] = make(map[uint64]uint64)
 	f.mu.Unlock()
 	return nil
+}
+
+func (f *FSM) applyServerSeen(l *raft.Log, id string) error {
+	if id == "" {
+		return errors.New("fsm: empty server id")
+	}
+	f.mu.RLock()
+	seen := f.seen[id]
+	f.mu.RUnlock()
+	if seen {
+		return nil
+	}
+	f.write(l, func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(bucketServers)
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte(id), []byte{1})
+	})
+	f.mu.Lock()
+	f.seen[id] = true
+	f.mu.Unlock()
+	return nil
+}
+
+// ServerSeen reports whether server id was recorded holding raft state.
+func (f *FSM) ServerSeen(id string) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.seen[id]
 }
 
 type sectionKey struct {
@@ -594,10 +630,11 @@ func loadState(tx *bolt.Tx) (*state, error) {
 		spaces: make(map[string]Space),
 		marks:  make(map[string]map[uint64]uint64),
 		bases:  make(map[string]uint64),
+		seen:   make(map[string]bool),
 	}
 	if err := tx.ForEach(func(name []byte, b *bolt.Bucket) error {
 		switch string(name) {
-		case string(bucketSpaces), string(bucketMarks), string(bucketMeta), string(bucketBases):
+		case string(bucketSpaces), string(bucketMarks), string(bucketMeta), string(bucketBases), string(bucketServers):
 			if b == nil {
 				return fmt.Errorf("top-level key %q is not a bucket", name)
 			}
@@ -670,6 +707,17 @@ func loadState(tx *bolt.Tx) (*state, error) {
 		}
 	}
 
+	if servers := tx.Bucket(bucketServers); servers != nil {
+		if err := servers.ForEach(func(k, v []byte) error {
+			if v == nil || len(k) == 0 {
+				return fmt.Errorf("servers: bad entry %q", k)
+			}
+			st.seen[string(k)] = true
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+	}
 	if bases := tx.Bucket(bucketBases); bases != nil {
 		if err := bases.ForEach(func(k, v []byte) error {
 			if _, ok := st.spaces[string(k)]; !ok {

@@ -201,7 +201,7 @@ func cmdBench(args []string) error {
 	cfg := loadgen.Config{
 		Concurrency: *conc, Duration: *duration, Count: *count, Warmup: *warmup, Rate: *rate,
 		Keys: *keys, KeyOffset: *keyOffset, Dist: *dist, ZipfS: *zipfS, Mix: m, Batch: *batch,
-		CallTimeout: *callTimeout, Timeline: *timeline, Classify: classifyErr,
+		Timeline: *timeline, Classify: classifyErr,
 	}
 	if *progress > 0 {
 		cfg.Progress, cfg.ProgressEvery = os.Stderr, *progress

@@ -114,8 +114,8 @@ func serve(args []string) error {
 		SnapshotThreshold: *snapThreshold, SnapshotInterval: *snapInterval,
 		MaxKeysPerSection: *maxKeys, UnsafeDisableLease: *unsafeNoLease,
 		MaxVoters: *maxVoters, MinVoters: *minVoters, DeadServerGrace: *deadGrace,
-		PeerProgress: api.PeerProgress(api.NewH2CClient()),
-		Logger:       logger, RaftLogLevel: rlvl,
+		PeerProgress: api.PeerProgress(api.NewH2CClient()), PeerListing: api.PeerListing(api.NewH2CClient()),
+		Logger: logger, RaftLogLevel: rlvl,
 	})
 	if err != nil {
 		ln.Close()

@@ -150,7 +150,8 @@ type Config struct {
 	Mix []MixEntry
 	// Batch is the keys per Next or Current call and the count per Reserve (default 1).
 	Batch int
-	// CallTimeout bounds one call (default 30s).
+	// CallTimeout, when positive, bounds one call with a context deadline
+	// (0: no per-call deadline; the Target bounds its calls).
 	CallTimeout time.Duration
 	// Progress, when set, receives a line every ProgressEvery (default 1s).
 	Progress      io.Writer
@@ -341,9 +342,14 @@ func Run(ctx context.Context, t Target, cfg Config) (*Result, error) {
 						op.Keys = append(op.Keys, key())
 					}
 				}
-				cctx, ccancel := context.WithTimeout(runCtx, cfg.CallTimeout)
-				err := t.Do(cctx, op)
-				ccancel()
+				var err error
+				if cfg.CallTimeout > 0 {
+					cctx, ccancel := context.WithTimeout(runCtx, cfg.CallTimeout)
+					err = t.Do(cctx, op)
+					ccancel()
+				} else {
+					err = t.Do(runCtx, op)
+				}
 				end := time.Now()
 				if err != nil && runCtx.Err() != nil {
 					return // cut short by the end of the run: not a failure
@@ -513,9 +519,6 @@ func (cfg *Config) defaults() error {
 	}
 	if cfg.Rate < 0 {
 		return fmt.Errorf("rate %v must not be negative", cfg.Rate)
-	}
-	if cfg.CallTimeout <= 0 {
-		cfg.CallTimeout = 30 * time.Second
 	}
 	if cfg.ProgressEvery <= 0 {
 		cfg.ProgressEvery = time.Second

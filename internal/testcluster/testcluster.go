@@ -172,6 +172,7 @@ func (m *Member) start(expect int) error {
 		SnapshotInterval: snapshotInterval(m.c.opts.SnapshotThreshold),
 		Logger:           m.c.log.With("node", m.ID),
 		PeerProgress:     api.PeerProgress(api.NewH2CClient()),
+		PeerListing:      api.PeerListing(api.NewH2CClient()),
 		MinVoters:        m.c.opts.MinVoters, DeadServerGrace: m.c.opts.DeadServerGrace,
 	})
 	if err != nil {
@@ -239,6 +240,16 @@ func (m *Member) Shutdown() error {
 	err := n.Shutdown(ctx)
 	srv.Shutdown(ctx)
 	return err
+}
+
+// Wipe deletes a stopped node's data directory (a disk replaced or wiped).
+func (m *Member) Wipe() {
+	if m.Node() != nil {
+		m.c.t.Fatalf("wipe %s: still running", m.ID)
+	}
+	if err := os.RemoveAll(m.Dir); err != nil {
+		m.c.t.Fatal(err)
+	}
 }
 
 // Restart starts a stopped node again on the same addresses and data.

@@ -803,8 +803,13 @@ type Node struct {
 	// in_configuration is true when the node is in the raft configuration (as
 	// a voter or a non-voter); a node seen only through gossip is not.
 	InConfiguration bool `protobuf:"varint,11,opt,name=in_configuration,json=inConfiguration,proto3" json:"in_configuration,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// seen_with_state is true once the cluster has recorded the node holding
+	// raft state. A node in the configuration that was seen with state but
+	// now has none had its data directory wiped: it refuses raft traffic until
+	// an operator removes it (seqd node remove), then joins as a new server.
+	SeenWithState bool `protobuf:"varint,12,opt,name=seen_with_state,json=seenWithState,proto3" json:"seen_with_state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Node) Reset() {
@@ -910,6 +915,13 @@ func (x *Node) GetServing() bool {
 func (x *Node) GetInConfiguration() bool {
 	if x != nil {
 		return x.InConfiguration
+	}
+	return false
+}
+
+func (x *Node) GetSeenWithState() bool {
+	if x != nil {
+		return x.SeenWithState
 	}
 	return false
 }
@@ -1045,7 +1057,7 @@ const file_seq_v1_seq_proto_rawDesc = "" +
 	"\x11ListSpacesRequest\";\n" +
 	"\x12ListSpacesResponse\x12%\n" +
 	"\x06spaces\x18\x01 \x03(\v2\r.seq.v1.SpaceR\x06spaces\"\x16\n" +
-	"\x14ClusterStatusRequest\"\xe0\x02\n" +
+	"\x14ClusterStatusRequest\"\x88\x03\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\x12\x1b\n" +
@@ -1060,7 +1072,8 @@ const file_seq_v1_seq_proto_rawDesc = "" +
 	"\rapplied_index\x18\t \x01(\x04R\fappliedIndex\x12\x18\n" +
 	"\aserving\x18\n" +
 	" \x01(\bR\aserving\x12)\n" +
-	"\x10in_configuration\x18\v \x01(\bR\x0finConfiguration\"\xc7\x01\n" +
+	"\x10in_configuration\x18\v \x01(\bR\x0finConfiguration\x12&\n" +
+	"\x0fseen_with_state\x18\f \x01(\bR\rseenWithState\"\xc7\x01\n" +
 	"\x15ClusterStatusResponse\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\tR\bleaderId\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12\"\n" +
