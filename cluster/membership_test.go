@@ -228,3 +228,43 @@ func TestWipedNodeRefusesUntilRemovedAndReadded(t *testing.T) {
 		t.Fatalf("%s not a voter again", victim.ID)
 	}
 }
+
+// TestReplaceDeadNodeWithNewIDOnSameAddress: a dead server's machine is
+// replaced by one with a new ID on the same addresses. After the operator
+// removes the old ID, the new server joins and becomes a voter.
+func TestReplaceDeadNodeWithNewIDOnSameAddress(t *testing.T) {
+	c := testcluster.Start(t, 3, testcluster.Options{})
+	leader := c.WaitServingLeader(failoverWait)
+	var dead *testcluster.Member
+	for _, m := range c.Nodes {
+		if m != leader {
+			dead = m
+			break
+		}
+	}
+	dead.Kill()
+	cl, err := client.New([]string{leader.APIAddr}, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	before, err := cl.Next(ctx, "default", 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.RemoveNode(ctx, dead.ID); err != nil {
+		t.Fatal(err)
+	}
+	c.Replace(dead, "n9")
+	c.WaitVoters(3, failoverWait)
+	if conf := config(t, c); !conf["n9"] || len(conf) != 3 {
+		t.Fatalf("configuration after replacement: %v", conf)
+	}
+	after, err := cl.Next(ctx, "default", 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after[0] <= before[0] {
+		t.Fatalf("%d after %d", after[0], before[0])
+	}
+}

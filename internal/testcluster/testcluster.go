@@ -242,6 +242,22 @@ func (m *Member) Shutdown() error {
 	return err
 }
 
+// Replace starts a new server with a new ID and an empty data directory on
+// the addresses of the stopped member m (a machine replaced, keeping its
+// address), and returns it.
+func (c *Cluster) Replace(m *Member, id string) *Member {
+	c.t.Helper()
+	if m.Node() != nil {
+		c.t.Fatalf("replace %s: still running", m.ID)
+	}
+	r := &Member{c: c, ID: id, Dir: filepath.Join(c.t.TempDir(), id), RaftAddr: m.RaftAddr, GossipAddr: m.GossipAddr, APIAddr: m.APIAddr}
+	c.Nodes = append(c.Nodes, r)
+	if err := r.start(len(c.Nodes)); err != nil {
+		c.t.Fatalf("starting %s: %v", id, err)
+	}
+	return r
+}
+
 // Wipe deletes a stopped node's data directory (a disk replaced or wiped).
 func (m *Member) Wipe() {
 	if m.Node() != nil {
