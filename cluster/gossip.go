@@ -274,11 +274,11 @@ func (g *gossip) reconcile() {
 		return
 	}
 	conf := cf.Configuration()
-	n.routingVersion.Store(routingVersion(n.raft.CurrentTerm(), cf.Index()))
+	n.routingVersion.Store(routingVersion(n.raft.CurrentTerm(), conf))
 	if len(conf.Servers) > 0 && !n.hasState.Load() {
 		g.setHasState()
 	}
 	if n.IsLeader() {
-		n.membership(conf, cf.Index())
+		n.membership(conf)
 	}
 }

@@ -52,7 +52,11 @@ type PeerListing func(ctx context.Context, apiAddr, id string) (voter, seen bool
 type PeerProgress func(ctx context.Context, apiAddr string) (term, applied uint64, err error)
 
 // membership runs on the leader each reconcile pass.
-func (n *Node) membership(conf raft.Configuration, confIndex uint64) {
+//
+// Changes pass prevIndex 0: hashicorp/raft does not expose the index of the
+// configuration it returns, and every change is re-checked on the next pass.
+func (n *Node) membership(conf raft.Configuration) {
+	const confIndex = 0
 	in := make(map[string]raft.Server, len(conf.Servers))
 	voters := 0
 	for _, s := range conf.Servers {
@@ -204,7 +208,7 @@ func (n *Node) RemoveServer(ctx context.Context, id string) error {
 		n.alloc.Revoke()
 		n.stepDownLead()
 	}
-	f := n.raft.RemoveServer(target.ID, cf.Index(), applyTimeout)
+	f := n.raft.RemoveServer(target.ID, 0, applyTimeout)
 	errc := make(chan error, 1)
 	go func() { errc <- f.Error() }()
 	select {

@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"fmt"
+	"hash/crc32"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -69,7 +71,7 @@ func (n *Node) Status() LocalStatus {
 		}
 	}
 	if cf := n.raft.GetConfiguration(); cf.Error() == nil {
-		st.RoutingVersion = routingVersion(st.Term, cf.Index())
+		st.RoutingVersion = routingVersion(st.Term, cf.Configuration())
 		for _, s := range cf.Configuration().Servers {
 			if string(s.ID) == n.cfg.ID {
 				st.Voter = s.Suffrage == raft.Voter
@@ -99,11 +101,18 @@ func (n *Node) Configuration() ([]ConfigServer, error) {
 	return out, nil
 }
 
-// routingVersion orders routing tables: it grows with the raft term (every
-// leader change) and, within a term, with the configuration's index (every
-// membership change).
-func routingVersion(term, confIndex uint64) uint64 {
-	return term<<32 | confIndex&0xffffffff
+// routingVersion identifies a routing table: the raft term (it changes with
+// every leader) in the high 32 bits, and a checksum of the configuration
+// (every server's ID, address and vote) in the low 32. hashicorp/raft does
+// not expose the configuration's log index, hence the checksum: versions
+// change on every leader or membership change, but are not ordered within
+// a term.
+func routingVersion(term uint64, conf raft.Configuration) uint64 {
+	h := crc32.NewIEEE()
+	for _, s := range conf.Servers {
+		fmt.Fprintf(h, "%s\x00%s\x00%d\x00", s.ID, s.Address, s.Suffrage)
+	}
+	return term<<32 | uint64(h.Sum32())
 }
 
 // RoutingVersion returns this node's routing-table version as of its last

@@ -934,8 +934,9 @@ type ClusterStatusResponse struct {
 	LeaderApiAddr string                 `protobuf:"bytes,4,opt,name=leader_api_addr,json=leaderApiAddr,proto3" json:"leader_api_addr,omitempty"`
 	// node_id is the node that answered.
 	NodeId string `protobuf:"bytes,5,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	// version changes on every leader change and every membership change
-	// (it grows with the raft term and the configuration's index). Responses of
+	// version changes on every leader change and every membership change: the
+	// raft term in the high 32 bits, a checksum of the configuration in the
+	// low 32 (so versions are not ordered within a term). Responses of
 	// SequenceService carry the answering leader's version in the
 	// Seqd-Routing-Version header, so clients know when to refresh.
 	Version       uint64 `protobuf:"varint,6,opt,name=version,proto3" json:"version,omitempty"`
