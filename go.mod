@@ -14,6 +14,7 @@ require (
 )
 
 require (
+	connectrpc.com/grpcreflect v1.3.1 // indirect
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0 // indirect
 	github.com/anishathalye/porcupine v1.3.1 // indirect
 	github.com/armon/go-metrics v0.4.1 // indirect

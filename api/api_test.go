@@ -15,6 +15,8 @@ import (
 	"connectrpc.com/connect"
 	"github.com/hashicorp/raft"
 
+	healthv1 "github.com/seqd/seqd/api/gen/grpc/health/v1"
+	"github.com/seqd/seqd/api/gen/grpc/health/v1/healthv1connect"
 	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
 	"github.com/seqd/seqd/api/gen/seq/v1/seqv1connect"
 	"github.com/seqd/seqd/client"
@@ -280,3 +282,58 @@ func TestUnavailableCarriesLeaderHint(t *testing.T) {
 }
 
 func errorsAs(err error, target **connect.Error) bool { return errors.As(err, target) }
+
+// TestHealthFollowsLeadership: every node of a healthy cluster reports
+// SERVING (followers forward); a node that has lost its quorum and knows no
+// leader reports NOT_SERVING; unknown services are not_found.
+func TestHealthFollowsLeadership(t *testing.T) {
+	c := testcluster.Start(t, 3, testcluster.Options{})
+	leader := c.WaitServingLeader(20 * time.Second)
+	check := func(m *testcluster.Member, service string) (healthv1.HealthCheckResponse_ServingStatus, error) {
+		hc := healthv1connect.NewHealthClient(http.DefaultClient, "http://"+m.APIAddr, connect.WithGRPC())
+		r, err := hc.Check(context.Background(), connect.NewRequest(&healthv1.HealthCheckRequest{Service: service}))
+		if err != nil {
+			return 0, err
+		}
+		return r.Msg.GetStatus(), nil
+	}
+	for _, m := range c.Nodes {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			st, err := check(m, "seq.v1.SequenceService")
+			if err == nil && st == healthv1.HealthCheckResponse_SERVING {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %v %v, want SERVING", m.ID, st, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if _, err := check(leader, "no.such.Service"); codeOf(err) != connect.CodeNotFound {
+		t.Fatalf("unknown service: %v", err)
+	}
+	var survivor *testcluster.Member
+	for _, m := range c.Nodes {
+		if m == leader {
+			continue
+		}
+		if survivor == nil {
+			survivor = m
+		} else {
+			m.Kill()
+		}
+	}
+	leader.Kill()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st, err := check(survivor, "")
+		if err == nil && st == healthv1.HealthCheckResponse_NOT_SERVING {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("survivor without quorum: %v %v, want NOT_SERVING", st, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -18,7 +18,9 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"connectrpc.com/grpcreflect"
 
+	"github.com/seqd/seqd/api/gen/grpc/health/v1/healthv1connect"
 	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
 	"github.com/seqd/seqd/api/gen/seq/v1/seqv1connect"
 	"github.com/seqd/seqd/cluster"
@@ -89,6 +91,11 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(seqv1connect.NewSequenceServiceHandler(s, opts...))
 	mux.Handle(seqv1connect.NewAdminServiceHandler(s, opts...))
+	mux.Handle(healthv1connect.NewHealthHandler(health{s}, opts...))
+	// Reflection (v1 and v1alpha), so grpcurl and buf curl need no proto files.
+	reflector := grpcreflect.NewStaticReflector(seqv1connect.SequenceServiceName, seqv1connect.AdminServiceName, healthv1connect.HealthName)
+	mux.Handle(grpcreflect.NewHandlerV1(reflector))
+	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
 	return mux
 }
 
