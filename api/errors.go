@@ -20,6 +20,9 @@ const (
 	// RoutingVersionKey is the response header with the answering leader's
 	// routing-table version (ClusterStatusResponse.version).
 	RoutingVersionKey = "Seqd-Routing-Version"
+	// ServedByKey is the response header naming the node that computed the
+	// answer (set by the leader; not copied when a follower forwards).
+	ServedByKey = "Seqd-Served-By"
 )
 
 var (

@@ -81,13 +81,15 @@ func NewH2CClient() *http.Client {
 	}}
 }
 
-// Handler returns the HTTP handler for both services.
-func (s *Server) Handler() http.Handler {
+// Handler returns the HTTP handler for every service (sequence, admin,
+// health, reflection). extra options (interceptors, say) apply to all.
+func (s *Server) Handler(extra ...connect.HandlerOption) http.Handler {
 	opts := []connect.HandlerOption{
 		connect.WithReadMaxBytes(maxMessageBytes),
 		// Responses are a few bytes: compressing them costs more than it saves.
 		connect.WithCompressMinBytes(1024),
 	}
+	opts = append(opts, extra...)
 	mux := http.NewServeMux()
 	mux.Handle(seqv1connect.NewSequenceServiceHandler(s, opts...))
 	mux.Handle(seqv1connect.NewAdminServiceHandler(s, opts...))
@@ -151,6 +153,7 @@ func routeInner[Req, Resp any](
 		}
 		resp := connect.NewResponse(msg)
 		resp.Header().Set(RoutingVersionKey, strconv.FormatUint(s.node.RoutingVersion(), 10))
+		resp.Header().Set(ServedByKey, s.node.ID())
 		return resp, nil
 	}
 	id, addr := s.node.Leader()

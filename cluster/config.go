@@ -92,6 +92,9 @@ type Config struct {
 	// order guarantees (C2, C3) when an old leader is paused or cut off.
 	UnsafeDisableLease bool
 
+	// OnRaise, when set, is called after every raise entry (for metrics).
+	OnRaise func(marks int, took time.Duration, err error)
+
 	// MaxKeysPerSection bounds the allocator's memory (0: unbounded).
 	MaxKeysPerSection int
 

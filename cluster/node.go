@@ -164,6 +164,7 @@ func (n *Node) open() error {
 	n.alloc = sections.New(store{n}, sections.Options{
 		MaxKeysPerSection: cfg.MaxKeysPerSection,
 		Logger:            n.log,
+		OnRaise:           cfg.OnRaise,
 	})
 	return nil
 }

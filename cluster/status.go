@@ -31,6 +31,9 @@ type LocalStatus struct {
 	LastFailover time.Duration
 	// LeaderChanges counts leadership gains and losses seen by this node.
 	LeaderChanges int64
+	// Renewals and RenewalErrors count lease renewals (committed no-op
+	// entries) and failed attempts.
+	Renewals, RenewalErrors int64
 	// RaftOpen is false while this server refuses raft traffic (it started
 	// without state and the cluster lists it as wiped).
 	RaftOpen bool
@@ -58,6 +61,8 @@ func (n *Node) Status() LocalStatus {
 		LeaseRemaining: n.alloc.LeaseRemaining(),
 		LastFailover:   time.Duration(n.stats.lastFailoverNs.Load()),
 		LeaderChanges:  n.stats.leaderChanges.Load(),
+		Renewals:       n.stats.renewals.Load(),
+		RenewalErrors:  n.stats.renewalErrors.Load(),
 		KeysHeld:       n.alloc.KeysHeld(),
 		SectionsHeld:   n.alloc.SectionsHeld(),
 		RaftOpen:       n.gate.open.Load(),

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -50,14 +51,17 @@ RPC ceiling of the machine.`
 
 // benchReport is the JSON output of seqd bench.
 type benchReport struct {
-	Target    string            `json:"target"`
-	Protocol  string            `json:"protocol"`
-	Coalesce  bool              `json:"coalesce"`
-	Mix       string            `json:"mix"`
-	Runs      []*loadgen.Result `json:"runs"`
-	Median    *loadgen.Result   `json:"median"`
-	Raft      *raftReport       `json:"raft,omitempty"`
-	StartedAt time.Time         `json:"started_at"`
+	Target   string            `json:"target"`
+	Protocol string            `json:"protocol"`
+	Coalesce bool              `json:"coalesce"`
+	Mix      string            `json:"mix"`
+	Runs     []*loadgen.Result `json:"runs"`
+	Median   *loadgen.Result   `json:"median"`
+	Raft     *raftReport       `json:"raft,omitempty"`
+	// Coalescing counts the client's coalesced calls and requests (warmup
+	// and every run included).
+	Coalescing *client.BatchStats `json:"coalescing,omitempty"`
+	StartedAt  time.Time          `json:"started_at"`
 }
 
 type raftReport struct {
@@ -107,6 +111,7 @@ func cmdBench(args []string) error {
 		timeline    = fs.Duration("timeline", 0, "sample throughput every interval into the JSON timeline (e.g. 100ms)")
 		leaderFirst = fs.Bool("leader-first", true, "ask the cluster for the leader and send to it first")
 		noRaft      = fs.Bool("no-raft-stats", false, "do not ask the cluster for raft statistics (for servers without AdminService)")
+		http1       = fs.Bool("http1", false, "use HTTP/1.1 (one connection per request in flight) instead of h2c; Connect and gRPC-Web only")
 		cpuProfile  = fs.String("cpuprofile", "", "write a CPU profile of the bench process (the load generator and client) to this file")
 	)
 	ops, err := parseFlags(fs, args)
@@ -176,7 +181,11 @@ func cmdBench(args []string) error {
 	}
 	cls := make([]*client.Client, *clients)
 	for i := range cls {
-		if cls[i], err = client.New(addrs, opts); err != nil {
+		o := opts
+		if *http1 {
+			o.HTTPClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute}}
+		}
+		if cls[i], err = client.New(addrs, o); err != nil {
 			return usageErr("%v", err)
 		}
 	}
@@ -287,6 +296,18 @@ func cmdBench(args []string) error {
 				fmt.Fprintf(out, "raft        the leader changed during the run (%s → %s)\n", before.GetId(), after.GetId())
 			}
 		}
+	}
+	var st client.BatchStats
+	for _, c := range cls {
+		s := c.BatchStats()
+		st.Calls += s.Calls
+		st.Requests += s.Requests
+		st.Keys += s.Keys
+	}
+	if st.Requests > 0 {
+		rep.Coalescing = &st
+		fmt.Fprintf(out, "coalescing  %d calls in %d requests (%.1f calls, %.1f keys per request; warmup included)\n",
+			st.Calls, st.Requests, float64(st.Calls)/float64(st.Requests), float64(st.Keys)/float64(st.Requests))
 	}
 	if *runs > 1 {
 		r := rep.Median

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -400,4 +402,54 @@ func TestProcessBootstrapAtDifferentTimesAndGracefulHandover(t *testing.T) {
 	// The old leader rejoins with the same flags.
 	leader.start(t)
 	waitHealthy(t, ps, 30*time.Second)
+}
+
+// TestMetricsEndpoint scrapes /metrics of a real process after some calls.
+func TestMetricsEndpoint(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real process")
+	}
+	ps := startProcs(t, 1)
+	waitLeader(t, ps, nil, 30*time.Second)
+	cl, err := client.New([]string{ps[0].api}, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := cl.Next(ctx, "default", 1, 2, 3); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Reserve(ctx, "default", 9, 100); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Next(ctx, "nope", 1); err == nil {
+		t.Fatal("unknown space accepted")
+	}
+	resp, err := http.Get("http://" + ps[0].api + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	text := string(body)
+	for _, want := range []string{
+		`seqd_values_issued_total{call="next"} 3`,
+		`seqd_values_issued_total{call="reserve"} 100`,
+		`seqd_rpc_requests_total{code="ok",procedure="/seq.v1.SequenceService/Next"} 1`,
+		`seqd_rpc_requests_total{code="not_found",procedure="/seq.v1.SequenceService/Next"} 1`,
+		`seqd_rpc_duration_seconds_bucket{procedure="/seq.v1.SequenceService/Reserve"`,
+		`seqd_raises_total{result="ok"}`,
+		`seqd_raise_duration_seconds_count`,
+		"seqd_serving 1",
+		"seqd_lease_renewals_total",
+		"seqd_leader_changes_total 1",
+		"seqd_last_failover_seconds",
+		"seqd_keys_held 4",
+		"seqd_raft_commitTime",
+		"go_goroutines",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
 }

@@ -13,10 +13,12 @@ import (
 	"syscall"
 	"time"
 
+	"connectrpc.com/connect"
 	sockaddr "github.com/hashicorp/go-sockaddr"
 
 	"github.com/seqd/seqd/api"
 	"github.com/seqd/seqd/cluster"
+	"github.com/seqd/seqd/metrics"
 )
 
 func serve(args []string) error {
@@ -99,6 +101,7 @@ func serve(args []string) error {
 		}
 	}
 
+	met := metrics.New()
 	ln, err := net.Listen("tcp", *apiAddr)
 	if err != nil {
 		return fmt.Errorf("API listener: %w", err)
@@ -115,7 +118,8 @@ func serve(args []string) error {
 		MaxKeysPerSection: *maxKeys, UnsafeDisableLease: *unsafeNoLease,
 		MaxVoters: *maxVoters, MinVoters: *minVoters, DeadServerGrace: *deadGrace,
 		PeerProgress: api.PeerProgress(api.NewH2CClient()), PeerListing: api.PeerListing(api.NewH2CClient()),
-		Logger: logger, RaftLogLevel: rlvl,
+		OnRaise: met.ObserveRaise,
+		Logger:  logger, RaftLogLevel: rlvl,
 	})
 	if err != nil {
 		ln.Close()
@@ -127,7 +131,11 @@ func serve(args []string) error {
 	if *unsafeNoLease {
 		logger.Warn("--unsafe-disable-lease is set: this node may return values out of order; never use it outside tests")
 	}
-	srv := api.NewHTTPServer(api.New(node, logger).Handler())
+	met.SetNode(node)
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", met.Handler())
+	mux.Handle("/", api.New(node, logger).Handler(connect.WithInterceptors(met.Interceptor())))
+	srv := api.NewHTTPServer(mux)
 	srvErr := make(chan error, 1)
 	go func() { srvErr <- srv.Serve(ln) }()
 	logger.Info("seqd serving", "id", *id, "api", ln.Addr().String(), "raft", node.RaftAddr(),

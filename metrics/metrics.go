@@ -1,0 +1,223 @@
+// Package metrics exposes seqd's Prometheus metrics at /metrics: RPCs by
+// procedure and code with latency histograms, values issued, raises of the
+// high-water marks (raft entries) and their latency, lease state and
+// renewals, leader changes, failover time, keys held in memory, and raft's
+// own metrics (through hashicorp/go-metrics).
+//
+// Names start with seqd_; raft's keep go-metrics' names under seqd_raft_...
+package metrics
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	gometrics "github.com/hashicorp/go-metrics"
+	gmprom "github.com/hashicorp/go-metrics/prometheus"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/seqd/seqd/api"
+	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
+	"github.com/seqd/seqd/cluster"
+)
+
+// ServedByHeader marks a response computed on this node (as opposed to
+// forwarded to the leader), so that values are counted once, where issued.
+const ServedByHeader = api.ServedByKey
+
+// Metrics holds seqd's collectors and their registry.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	rpcs      *prometheus.CounterVec
+	rpcTime   *prometheus.HistogramVec
+	issued    *prometheus.CounterVec
+	raises    *prometheus.CounterVec
+	marks     prometheus.Counter
+	raiseTime prometheus.Histogram
+
+	mu   sync.Mutex
+	node *cluster.Node
+}
+
+var raftSinkOnce sync.Once
+
+// New returns metrics registered in a fresh registry (plus Go runtime and
+// process collectors, and raft's metrics, which hashicorp/raft reports
+// through the process-wide go-metrics sink installed on the first call).
+func New() *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry()}
+	m.rpcs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "seqd_rpc_requests_total", Help: "RPCs handled, by procedure and Connect code (ok for success).",
+	}, []string{"procedure", "code"})
+	m.rpcTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "seqd_rpc_duration_seconds", Help: "RPC latency as seen by the server, by procedure.",
+		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+	}, []string{"procedure"})
+	m.issued = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "seqd_values_issued_total", Help: "Sequence values issued by this node as leader, by call kind.",
+	}, []string{"call"})
+	m.raises = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "seqd_raises_total", Help: "Raft entries raising high-water marks, by result.",
+	}, []string{"result"})
+	m.marks = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "seqd_raise_marks_total", Help: "Section high-water marks raised (several may share one entry).",
+	})
+	m.raiseTime = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "seqd_raise_duration_seconds", Help: "Time to commit one raise entry through raft.",
+		Buckets: prometheus.ExponentialBuckets(0.0002, 2, 16),
+	})
+	m.reg.MustRegister(m.rpcs, m.rpcTime, m.issued, m.raises, m.marks, m.raiseTime,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		nodeCollector{m})
+	raftSinkOnce.Do(func() {
+		sink, err := gmprom.NewPrometheusSinkFrom(gmprom.PrometheusOpts{Expiration: time.Minute, Registerer: prometheus.NewRegistry()})
+		if err == nil {
+			raftSink = sink
+			conf := gometrics.DefaultConfig("seqd")
+			conf.EnableHostname = false
+			conf.EnableRuntimeMetrics = false
+			_, _ = gometrics.NewGlobal(conf, sink)
+		}
+	})
+	if raftSink != nil {
+		m.reg.MustRegister(raftSink)
+	}
+	return m
+}
+
+var raftSink *gmprom.PrometheusSink
+
+// SetNode points the node collector at n (set once the node has started).
+func (m *Metrics) SetNode(n *cluster.Node) {
+	m.mu.Lock()
+	m.node = n
+	m.mu.Unlock()
+}
+
+// Handler serves the metrics in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// ObserveRaise records one raise entry; it fits sections.Options.OnRaise.
+func (m *Metrics) ObserveRaise(marks int, took time.Duration, err error) {
+	if err != nil {
+		m.raises.WithLabelValues("error").Inc()
+		return
+	}
+	m.raises.WithLabelValues("ok").Inc()
+	m.marks.Add(float64(marks))
+	m.raiseTime.Observe(took.Seconds())
+}
+
+// Interceptor counts and times every RPC, and counts the values issued by
+// Next and Reserve calls served on this node.
+func (m *Metrics) Interceptor() connect.Interceptor { return interceptor{m} }
+
+type interceptor struct{ m *Metrics }
+
+func (i interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		start := time.Now()
+		resp, err := next(ctx, req)
+		i.observe(req.Spec().Procedure, start, err)
+		if err == nil && resp != nil && resp.Header().Get(ServedByHeader) != "" {
+			switch r := resp.Any().(type) {
+			case *seqv1.NextResponse:
+				i.m.issued.WithLabelValues("next").Add(float64(len(r.GetValues())))
+			case *seqv1.ReserveResponse:
+				i.m.issued.WithLabelValues("reserve").Add(float64(r.GetCount()))
+			}
+		}
+		return resp, err
+	}
+}
+
+func (i interceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (i interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		start := time.Now()
+		err := next(ctx, conn)
+		i.observe(conn.Spec().Procedure, start, err)
+		return err
+	}
+}
+
+func (i interceptor) observe(procedure string, start time.Time, err error) {
+	code := "ok"
+	if err != nil {
+		code = connect.CodeOf(err).String()
+		var ce *connect.Error
+		if !errors.As(err, &ce) {
+			code = connect.CodeUnknown.String()
+		}
+	}
+	i.m.rpcs.WithLabelValues(procedure, code).Inc()
+	i.m.rpcTime.WithLabelValues(procedure).Observe(time.Since(start).Seconds())
+}
+
+// nodeCollector reads the node's state at scrape time.
+type nodeCollector struct{ m *Metrics }
+
+var (
+	descServing       = prometheus.NewDesc("seqd_serving", "1 while this node is the leader and holds the lease.", nil, nil)
+	descLeader        = prometheus.NewDesc("seqd_is_leader", "1 while raft considers this node the leader.", nil, nil)
+	descLease         = prometheus.NewDesc("seqd_lease_remaining_seconds", "How long the leader lease still runs.", nil, nil)
+	descRenewals      = prometheus.NewDesc("seqd_lease_renewals_total", "Lease renewals committed.", nil, nil)
+	descRenewalErrors = prometheus.NewDesc("seqd_lease_renewal_errors_total", "Lease renewals that failed.", nil, nil)
+	descLeaderChanges = prometheus.NewDesc("seqd_leader_changes_total", "Leadership gains and losses seen by this node.", nil, nil)
+	descFailover      = prometheus.NewDesc("seqd_last_failover_seconds", "Last time this node became leader: from winning the election to serving.", nil, nil)
+	descKeys          = prometheus.NewDesc("seqd_keys_held", "Keys held in the allocator's memory.", nil, nil)
+	descSections      = prometheus.NewDesc("seqd_sections_held", "Sections loaded in the allocator's memory.", nil, nil)
+	descTerm          = prometheus.NewDesc("seqd_raft_term", "Current raft term.", nil, nil)
+	descApplied       = prometheus.NewDesc("seqd_raft_applied_index", "Last raft index applied to the FSM.", nil, nil)
+	descVoter         = prometheus.NewDesc("seqd_voter", "1 while this node votes in the raft configuration.", nil, nil)
+)
+
+func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descServing, descLeader, descLease, descRenewals, descRenewalErrors,
+		descLeaderChanges, descFailover, descKeys, descSections, descTerm, descApplied, descVoter} {
+		ch <- d
+	}
+}
+
+func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
+	c.m.mu.Lock()
+	n := c.m.node
+	c.m.mu.Unlock()
+	if n == nil {
+		return
+	}
+	st := n.Status()
+	b := func(v bool) float64 {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	gauge := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v) }
+	counter := func(d *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v)
+	}
+	gauge(descServing, b(st.Serving))
+	gauge(descLeader, b(st.State == "Leader"))
+	gauge(descLease, st.LeaseRemaining.Seconds())
+	counter(descRenewals, float64(st.Renewals))
+	counter(descRenewalErrors, float64(st.RenewalErrors))
+	counter(descLeaderChanges, float64(st.LeaderChanges))
+	gauge(descFailover, st.LastFailover.Seconds())
+	gauge(descKeys, float64(st.KeysHeld))
+	gauge(descSections, float64(st.SectionsHeld))
+	gauge(descTerm, float64(st.Term))
+	gauge(descApplied, float64(st.AppliedIndex))
+	gauge(descVoter, b(st.Voter))
+}
