@@ -50,24 +50,6 @@ type Options struct {
 	// MinBackoff and MaxBackoff bound the wait between retries (defaults
 	// 10ms and 500ms, with jitter).
 	MinBackoff, MaxBackoff time.Duration
-
-	// DisableCoalescing sends every Next and Current call as its own
-	// request. By default, concurrent calls for the same space share
-	// requests: a call is sent at once when no request of its kind is in
-	// flight, and calls that arrive while MaxInFlight requests are in flight
-	// go together in the next one (see coalesce.go). Per-key order and
-	// per-caller results are kept either way.
-	DisableCoalescing bool
-	// MaxBatchKeys bounds the keys of one coalesced request (default 1000,
-	// at most 10000); a call with more keys is sent on its own.
-	MaxBatchKeys int
-	// MaxInFlight bounds the coalesced requests in flight per space and kind
-	// of call (default 1).
-	MaxInFlight int
-	// MaxBatchWait bounds how long a call waits for a free slot: a queued
-	// request is sent after this long even if MaxInFlight requests are still
-	// in flight (default 5ms; negative: wait for a slot).
-	MaxBatchWait time.Duration
 }
 
 // Client calls a seqd cluster. It is safe for concurrent use.
@@ -78,8 +60,6 @@ type Client struct {
 	mu     sync.Mutex
 	nodes  []*node // known nodes, in the order given, then learned ones
 	leader int     // index into nodes of the node believed to lead
-
-	batchers sync.Map // batcherKey → *batcher
 }
 
 type node struct {
@@ -112,16 +92,6 @@ func New(addrs []string, opts Options) (*Client, error) {
 	}
 	if opts.MaxBackoff < opts.MinBackoff {
 		opts.MaxBackoff = max(500*time.Millisecond, opts.MinBackoff)
-	}
-	if opts.MaxBatchKeys <= 0 {
-		opts.MaxBatchKeys = DefaultMaxBatchKeys
-	}
-	opts.MaxBatchKeys = min(opts.MaxBatchKeys, maxServerKeys)
-	if opts.MaxInFlight <= 0 {
-		opts.MaxInFlight = DefaultMaxInFlight
-	}
-	if opts.MaxBatchWait == 0 {
-		opts.MaxBatchWait = DefaultMaxBatchWait
 	}
 	c := &Client{opts: opts, http: opts.HTTPClient}
 	if c.http == nil {
@@ -184,43 +154,17 @@ func (c *Client) Leader() string {
 
 // Next returns one new value per key (values[i] is for keys[i]).
 func (c *Client) Next(ctx context.Context, space string, keys ...uint64) ([]uint64, error) {
-	if c.coalesce(keys) {
-		return c.batcher(kindNext, space).do(ctx, keys)
+	resp, err := call(c, ctx, func(ctx context.Context, n *node) (*seqv1.NextResponse, error) {
+		r, err := n.seq.Next(ctx, connect.NewRequest(&seqv1.NextRequest{Space: space, Keys: keys}))
+		return msg(r, err)
+	})
+	if err != nil {
+		return nil, err
 	}
-	return c.multi(ctx, kindNext, space, keys)
-}
-
-// coalesce reports whether a call for keys goes through a batcher.
-func (c *Client) coalesce(keys []uint64) bool {
-	return !c.opts.DisableCoalescing && len(keys) > 0 && len(keys) <= c.opts.MaxBatchKeys
-}
-
-// multi sends one Next or Current request (with retries).
-func (c *Client) multi(ctx context.Context, kind batchKind, space string, keys []uint64) ([]uint64, error) {
-	var vals []uint64
-	if kind == kindNext {
-		resp, err := call(c, ctx, func(ctx context.Context, n *node) (*seqv1.NextResponse, error) {
-			r, err := n.seq.Next(ctx, connect.NewRequest(&seqv1.NextRequest{Space: space, Keys: keys}))
-			return msg(r, err)
-		})
-		if err != nil {
-			return nil, err
-		}
-		vals = resp.GetValues()
-	} else {
-		resp, err := call(c, ctx, func(ctx context.Context, n *node) (*seqv1.CurrentResponse, error) {
-			r, err := n.seq.Current(ctx, connect.NewRequest(&seqv1.CurrentRequest{Space: space, Keys: keys}))
-			return msg(r, err)
-		})
-		if err != nil {
-			return nil, err
-		}
-		vals = resp.GetValues()
+	if len(resp.GetValues()) != len(keys) {
+		return nil, fmt.Errorf("client: server returned %d values for %d keys", len(resp.GetValues()), len(keys))
 	}
-	if len(vals) != len(keys) {
-		return nil, fmt.Errorf("client: server returned %d values for %d keys", len(vals), len(keys))
-	}
-	return vals, nil
+	return resp.GetValues(), nil
 }
 
 // Reserve returns the first of count consecutive new values for key.
@@ -237,10 +181,17 @@ func (c *Client) Reserve(ctx context.Context, space string, key uint64, count ui
 
 // Current returns, per key, the last value issued (or a larger one after a failover).
 func (c *Client) Current(ctx context.Context, space string, keys ...uint64) ([]uint64, error) {
-	if c.coalesce(keys) {
-		return c.batcher(kindCurrent, space).do(ctx, keys)
+	resp, err := call(c, ctx, func(ctx context.Context, n *node) (*seqv1.CurrentResponse, error) {
+		r, err := n.seq.Current(ctx, connect.NewRequest(&seqv1.CurrentRequest{Space: space, Keys: keys}))
+		return msg(r, err)
+	})
+	if err != nil {
+		return nil, err
 	}
-	return c.multi(ctx, kindCurrent, space, keys)
+	if len(resp.GetValues()) != len(keys) {
+		return nil, fmt.Errorf("client: server returned %d values for %d keys", len(resp.GetValues()), len(keys))
+	}
+	return resp.GetValues(), nil
 }
 
 // CreateSpace creates a space (step and sectionSize 0 take the server's defaults).
