@@ -12,6 +12,9 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/seqd/seqd/api"
+	healthv1 "github.com/seqd/seqd/api/gen/grpc/health/v1"
+	"github.com/seqd/seqd/api/gen/grpc/health/v1/healthv1connect"
 	"github.com/seqd/seqd/client"
 )
 
@@ -267,5 +270,34 @@ func cmdNode(args []string) error {
 		return callErr(err)
 	}
 	fmt.Printf("removed %s\n", ops[0])
+	return nil
+}
+
+func cmdHealth(args []string) error {
+	fs := newFlagSet("health", "seqd health [--addr A] [--service S]",
+		"Asks one node for its standard gRPC health status. Exits 0 when SERVING, 1 otherwise\n"+
+			"(for container health checks and scripts).")
+	service := fs.String("service", "seq.v1.SequenceService", "service to ask about (\"\" for the server)")
+	addr := fs.String("addr", "127.0.0.1:7700", "API address of the node")
+	timeout := fs.Duration("timeout", 3*time.Second, "how long the check may take")
+	ops, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(ops) != 0 {
+		return usageErr("health takes no arguments")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	hc := healthv1connect.NewHealthClient(api.NewH2CClient(), "http://"+*addr, connect.WithGRPC())
+	resp, err := hc.Check(ctx, connect.NewRequest(&healthv1.HealthCheckRequest{Service: *service}))
+	if err != nil {
+		return callErr(err)
+	}
+	st := resp.Msg.GetStatus()
+	fmt.Println(st)
+	if st != healthv1.HealthCheckResponse_SERVING {
+		return fmt.Errorf("%s is %s", *addr, st)
+	}
 	return nil
 }

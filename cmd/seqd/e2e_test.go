@@ -453,3 +453,20 @@ func TestMetricsEndpoint(t *testing.T) {
 		}
 	}
 }
+
+// TestHealthCommand: `seqd health` exits 0 against a serving node and 1
+// against an address where nothing answers (the container health check).
+func TestHealthCommand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real process")
+	}
+	ps := startProcs(t, 1)
+	waitLeader(t, ps, nil, 30*time.Second)
+	if out, _, code := runCLI(t, nil, "health", "--addr", ps[0].api); code != 0 || !strings.Contains(out, "SERVING") {
+		t.Fatalf("health of a serving node: exit %d, %q", code, out)
+	}
+	dead := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	if _, _, code := runCLI(t, nil, "health", "--addr", dead, "--timeout", "500ms"); code != 1 {
+		t.Fatalf("health of nothing: exit %d, want 1", code)
+	}
+}

@@ -33,6 +33,7 @@ Usage:
   seqd node remove ID                        remove a server from the raft configuration
   seqd backup FILE                           save the cluster's high-water marks to FILE
   seqd restore --margin N [flags] FILE       build a new cluster's first node from a backup
+  seqd health [--addr A]                     exit 0 if the node is SERVING (gRPC health)
 
 Run "seqd COMMAND -h" for a command's flags. Client commands take --addr
 (comma-separated node API addresses, default 127.0.0.1:7700, or SEQD_ADDR).
@@ -63,6 +64,8 @@ func run(args []string) int {
 		err = cmdStatus(rest)
 	case "node":
 		err = cmdNode(rest)
+	case "health":
+		err = cmdHealth(rest)
 	case "backup":
 		err = cmdBackup(rest)
 	case "restore":
