@@ -224,8 +224,13 @@ func TestWipedNodeRefusesUntilRemovedAndReadded(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.WaitVoters(3, failoverWait)
-	if !victim.Node().Status().Voter {
-		t.Fatalf("%s not a voter again", victim.ID)
+	// The victim learns of its promotion through replication.
+	deadline = time.Now().Add(failoverWait)
+	for !victim.Node().Status().Voter {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not a voter again", victim.ID)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
