@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 
@@ -189,14 +188,15 @@ func nodeMsg(st cluster.LocalStatus) *seqv1.Node {
 	}
 }
 
-// PeerListing asks the cluster, through the node at apiAddr (and then
+// Listing asks the cluster, through the node at apiAddr (and then
 // through the leader it names), whether server id is a voter in the raft
 // configuration and whether it was seen holding raft state. It implements
 // cluster.PeerListing.
-func PeerListing(h *http.Client) cluster.PeerListing {
+func (p Peers) Listing() cluster.PeerListing {
+	h := p.client()
 	return func(ctx context.Context, apiAddr, id string) (listed, seen bool, err error) {
 		for hop := 0; hop < 2; hop++ {
-			c := seqv1connect.NewAdminServiceClient(h, "http://"+apiAddr)
+			c := seqv1connect.NewAdminServiceClient(h, p.scheme()+apiAddr, p.options()...)
 			resp, err := c.ClusterStatus(ctx, connect.NewRequest(&seqv1.ClusterStatusRequest{}))
 			if err != nil {
 				return false, false, err
@@ -217,11 +217,12 @@ func PeerListing(h *http.Client) cluster.PeerListing {
 	}
 }
 
-// PeerProgress asks the node at apiAddr for its own raft term and applied
+// Progress asks the node at apiAddr for its own raft term and applied
 // index (ClusterStatus answered locally). It implements cluster.PeerProgress.
-func PeerProgress(h *http.Client) cluster.PeerProgress {
+func (p Peers) Progress() cluster.PeerProgress {
+	h := p.client()
 	return func(ctx context.Context, apiAddr string) (uint64, uint64, error) {
-		c := seqv1connect.NewAdminServiceClient(h, "http://"+apiAddr)
+		c := seqv1connect.NewAdminServiceClient(h, p.scheme()+apiAddr, p.options()...)
 		r := connect.NewRequest(&seqv1.ClusterStatusRequest{})
 		r.Header().Set(localOnlyHeader, "1")
 		resp, err := c.ClusterStatus(ctx, r)

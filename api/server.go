@@ -45,9 +45,28 @@ type Server struct {
 	node *cluster.Node
 	log  *slog.Logger
 
+	peerCfg  Peers
 	peerHTTP *http.Client
 	peersMu  sync.Mutex
 	peers    map[string]*peer
+
+	// token guards AdminService (and SequenceService too when
+	// guardSequence is set); empty means no authentication.
+	token         string
+	guardSequence bool
+}
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithPeers sets how the server calls other nodes (TLS, token).
+func WithPeers(p Peers) Option { return func(s *Server) { s.peerCfg = p } }
+
+// WithToken requires "Authorization: Bearer <token>" on AdminService calls,
+// and on SequenceService calls too when guardSequence is set. Health and
+// reflection stay open (probes carry no token).
+func WithToken(token string, guardSequence bool) Option {
+	return func(s *Server) { s.token, s.guardSequence = token, guardSequence }
 }
 
 type peer struct {
@@ -56,16 +75,20 @@ type peer struct {
 }
 
 // New returns a server for node. logger may be nil.
-func New(node *cluster.Node, logger *slog.Logger) *Server {
+func New(node *cluster.Node, logger *slog.Logger, opts ...Option) *Server {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &Server{
-		node:     node,
-		log:      logger.With("component", "api"),
-		peerHTTP: NewH2CClient(),
-		peers:    make(map[string]*peer),
+	s := &Server{
+		node:  node,
+		log:   logger.With("component", "api"),
+		peers: make(map[string]*peer),
 	}
+	for _, o := range opts {
+		o(s)
+	}
+	s.peerHTTP = s.peerCfg.client()
+	return s
 }
 
 // NewH2CClient returns an HTTP client that speaks HTTP/2 without TLS (h2c,
@@ -88,6 +111,9 @@ func (s *Server) Handler(extra ...connect.HandlerOption) http.Handler {
 		connect.WithReadMaxBytes(maxMessageBytes),
 		// Responses are a few bytes: compressing them costs more than it saves.
 		connect.WithCompressMinBytes(1024),
+	}
+	if s.token != "" {
+		opts = append(opts, connect.WithInterceptors(authInterceptor{s}))
 	}
 	opts = append(opts, extra...)
 	mux := http.NewServeMux()
@@ -119,10 +145,10 @@ func (s *Server) peer(addr string) *peer {
 	defer s.peersMu.Unlock()
 	p := s.peers[addr]
 	if p == nil {
-		base := "http://" + addr
+		base := s.peerCfg.scheme() + addr
 		p = &peer{
 			seq:   seqv1connect.NewSequenceServiceClient(s.peerHTTP, base),
-			admin: seqv1connect.NewAdminServiceClient(s.peerHTTP, base),
+			admin: seqv1connect.NewAdminServiceClient(s.peerHTTP, base, s.peerCfg.options()...),
 		}
 		s.peers[addr] = p
 	}
@@ -171,6 +197,9 @@ func routeInner[Req, Resp any](
 	}
 	freq := connect.NewRequest(req.Msg)
 	freq.Header().Set(forwardedHeader, s.node.ID())
+	if a := req.Header().Get("Authorization"); a != "" {
+		freq.Header().Set("Authorization", a) // the caller's token, already checked here
+	}
 	resp, err := remote(fctx, s.peer(addr), freq)
 	if err != nil {
 		if connect.IsWireError(err) {

@@ -103,6 +103,12 @@ type Config struct {
 	Logger       *slog.Logger
 	RaftLogLevel slog.Level
 
+	// RaftTLS, when set, runs raft over mutual TLS.
+	RaftTLS RaftTLS
+	// GossipKey, when set (16, 24 or 32 bytes), encrypts and authenticates
+	// gossip: servers without the same key cannot join.
+	GossipKey []byte
+
 	// StreamLayer, when set, carries raft traffic instead of a TCP transport
 	// bound to RaftAddr (tests use it to cut a node off the network).
 	StreamLayer raft.StreamLayer
@@ -146,6 +152,11 @@ func (c *Config) setDefaults() error {
 	}
 	if c.BootstrapExpect < 0 {
 		return fmt.Errorf("%w: bootstrap-expect must be 0 or more, got %d", ErrInvalidConfig, c.BootstrapExpect)
+	}
+	switch len(c.GossipKey) {
+	case 0, 16, 24, 32:
+	default:
+		return fmt.Errorf("%w: the gossip key must be 16, 24 or 32 bytes, got %d", ErrInvalidConfig, len(c.GossipKey))
 	}
 	if c.MaxVoters == 0 {
 		c.MaxVoters = 5

@@ -65,6 +65,10 @@ func (n *Node) startGossip() error {
 	}
 	mc.AdvertiseAddr = ahost
 	mc.AdvertisePort = aport
+	if len(n.cfg.GossipKey) > 0 {
+		mc.SecretKey = n.cfg.GossipKey
+		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
+	}
 	mc.Delegate = g
 	mc.Events = g
 	mc.LogOutput = newLogWriter(n.log, "memberlist", n.cfg.RaftLogLevel)

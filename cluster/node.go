@@ -132,6 +132,13 @@ func (n *Node) open() error {
 		}
 		layer = t
 	}
+	if cfg.RaftTLS.enabled() {
+		srv, cli, err := cfg.RaftTLS.configs()
+		if err != nil {
+			return err
+		}
+		layer = &tlsLayer{StreamLayer: layer, server: srv, client: cli}
+	}
 	n.gate = &gatedLayer{StreamLayer: layer}
 	n.transport = raft.NewNetworkTransport(n.gate, 3, 10*time.Second, raftOut)
 

@@ -1,8 +1,12 @@
 package cluster
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"fmt"
 	"net"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -60,4 +64,69 @@ func (g *gatedLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.C
 		return nil, errGated
 	}
 	return g.StreamLayer.Dial(addr, timeout)
+}
+
+// tlsLayer runs raft over mutual TLS: both sides present a certificate
+// signed by the configured CA, or the connection is refused.
+type tlsLayer struct {
+	raft.StreamLayer
+	server, client *tls.Config
+}
+
+// Accept implements net.Listener; the handshake runs on first use.
+func (t *tlsLayer) Accept() (net.Conn, error) {
+	c, err := t.StreamLayer.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return tls.Server(c, t.server), nil
+}
+
+// Dial implements raft.StreamLayer.
+func (t *tlsLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	c, err := t.StreamLayer.Dial(addr, timeout)
+	if err != nil {
+		return nil, err
+	}
+	cfg := t.client.Clone()
+	if host, _, err := net.SplitHostPort(string(addr)); err == nil {
+		cfg.ServerName = host
+	}
+	tc := tls.Client(c, cfg)
+	_ = tc.SetDeadline(time.Now().Add(timeout))
+	if err := tc.Handshake(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	_ = tc.SetDeadline(time.Time{})
+	return tc, nil
+}
+
+// RaftTLS holds the files for mutual TLS between servers.
+type RaftTLS struct {
+	CertFile, KeyFile, CAFile string
+}
+
+func (r RaftTLS) enabled() bool { return r.CertFile != "" || r.KeyFile != "" || r.CAFile != "" }
+
+func (r RaftTLS) configs() (server, client *tls.Config, err error) {
+	if r.CertFile == "" || r.KeyFile == "" || r.CAFile == "" {
+		return nil, nil, fmt.Errorf("%w: raft TLS needs a certificate, a key and a CA", ErrInvalidConfig)
+	}
+	cert, err := tls.LoadX509KeyPair(r.CertFile, r.KeyFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: raft TLS key pair: %v", ErrInvalidConfig, err)
+	}
+	pem, err := os.ReadFile(r.CAFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: raft TLS CA: %v", ErrInvalidConfig, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, nil, fmt.Errorf("%w: raft TLS CA %s holds no PEM certificate", ErrInvalidConfig, r.CAFile)
+	}
+	server = &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert},
+		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool}
+	client = &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}, RootCAs: pool}
+	return server, client, nil
 }

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -23,6 +25,8 @@ type clientFlags struct {
 	addr     *string
 	timeout  *time.Duration
 	protocol *string
+	tlsCA    *string
+	token    *string
 }
 
 func addClientFlags(fs *flag.FlagSet) clientFlags {
@@ -30,11 +34,58 @@ func addClientFlags(fs *flag.FlagSet) clientFlags {
 		addr:     fs.String("addr", "127.0.0.1:7700", "comma-separated API addresses of cluster nodes"),
 		timeout:  fs.Duration("timeout", 10*time.Second, "how long the call may take, retries included"),
 		protocol: fs.String("protocol", "connect", "wire protocol: connect, grpc or grpcweb"),
+		tlsCA:    fs.String("tls-ca", "", "CA bundle (PEM) of a cluster that serves TLS (implies https)"),
+		token:    fs.String("token", "", "bearer token of a cluster that requires one (prefer SEQD_TOKEN)"),
 	}
 }
 
+// httpClient returns the HTTP client and the base addresses for the flags:
+// h2c by default, HTTPS with --tls-ca, and a bearer token on every request
+// with --token.
+func (f clientFlags) httpClient() (*http.Client, []string, error) {
+	addrs := strings.Split(*f.addr, ",")
+	var h *http.Client
+	if *f.tlsCA != "" {
+		pool, err := loadCA(*f.tlsCA)
+		if err != nil {
+			return nil, nil, err
+		}
+		var p http.Protocols
+		p.SetHTTP1(true)
+		p.SetHTTP2(true)
+		h = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, Protocols: &p}}
+		for i, a := range addrs {
+			if !strings.Contains(a, "://") {
+				addrs[i] = "https://" + strings.TrimSpace(a)
+			}
+		}
+	} else {
+		h = api.NewH2CClient()
+	}
+	if *f.token != "" {
+		h.Transport = tokenTransport{base: h.Transport, value: "Bearer " + *f.token}
+	}
+	return h, addrs, nil
+}
+
+// tokenTransport adds an Authorization header to every request.
+type tokenTransport struct {
+	base  http.RoundTripper
+	value string
+}
+
+func (t tokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", t.value)
+	return t.base.RoundTrip(r)
+}
+
 func (f clientFlags) dial() (*client.Client, context.Context, context.CancelFunc, error) {
-	c, err := client.New(strings.Split(*f.addr, ","), client.Options{Protocol: client.Protocol(*f.protocol), RetryFor: *f.timeout})
+	h, addrs, err := f.httpClient()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	c, err := client.New(addrs, client.Options{Protocol: client.Protocol(*f.protocol), RetryFor: *f.timeout, HTTPClient: h})
 	if err != nil {
 		return nil, nil, nil, usageErr("%v", err)
 	}
@@ -278,8 +329,8 @@ func cmdHealth(args []string) error {
 		"Asks one node for its standard gRPC health status. Exits 0 when SERVING, 1 otherwise\n"+
 			"(for container health checks and scripts).")
 	service := fs.String("service", "seq.v1.SequenceService", "service to ask about (\"\" for the server)")
-	addr := fs.String("addr", "127.0.0.1:7700", "API address of the node")
-	timeout := fs.Duration("timeout", 3*time.Second, "how long the check may take")
+	cf := addClientFlags(fs)
+	*cf.timeout = 3 * time.Second
 	ops, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -287,9 +338,17 @@ func cmdHealth(args []string) error {
 	if len(ops) != 0 {
 		return usageErr("health takes no arguments")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	h, addrs, err := cf.httpClient()
+	if err != nil {
+		return err
+	}
+	base := addrs[0]
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *cf.timeout)
 	defer cancel()
-	hc := healthv1connect.NewHealthClient(api.NewH2CClient(), "http://"+*addr, connect.WithGRPC())
+	hc := healthv1connect.NewHealthClient(h, base, connect.WithGRPC())
 	resp, err := hc.Check(ctx, connect.NewRequest(&healthv1.HealthCheckRequest{Service: *service}))
 	if err != nil {
 		return callErr(err)
@@ -297,7 +356,7 @@ func cmdHealth(args []string) error {
 	st := resp.Msg.GetStatus()
 	fmt.Println(st)
 	if st != healthv1.HealthCheckResponse_SERVING {
-		return fmt.Errorf("%s is %s", *addr, st)
+		return fmt.Errorf("%s is %s", addrs[0], st)
 	}
 	return nil
 }

@@ -125,6 +125,7 @@ type proc struct {
 	api, raft, gossip string
 	dir               string
 	args              []string
+	env               []string // extra environment
 	mu                sync.Mutex
 	cmd               *exec.Cmd
 	log               *bytes.Buffer
@@ -136,6 +137,7 @@ func (p *proc) start(t testing.TB) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	cmd := exec.Command(seqdBinary(t), p.args...)
+	cmd.Env = append(os.Environ(), p.env...)
 	p.log = &bytes.Buffer{}
 	cmd.Stdout, cmd.Stderr = p.log, p.log
 	if err := cmd.Start(); err != nil {

@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -52,6 +55,15 @@ func serve(args []string) error {
 		logLevel      = fs.String("log-level", "info", "log level: debug, info, warn, error")
 		logFormat     = fs.String("log-format", "text", "log format: text or json")
 		raftLogLevel  = fs.String("raft-log-level", "warn", "level of raft's and memberlist's own logs")
+		tlsCert       = fs.String("tls-cert", "", "API TLS certificate (PEM); with --tls-key the API speaks HTTPS only")
+		tlsKey        = fs.String("tls-key", "", "API TLS private key (PEM)")
+		tlsCA         = fs.String("tls-ca", "", "CA bundle (PEM) to verify other nodes' API certificates (default: system roots)")
+		raftCert      = fs.String("raft-tls-cert", "", "certificate for mutual TLS between servers' raft (PEM)")
+		raftKey       = fs.String("raft-tls-key", "", "key for raft mutual TLS (PEM)")
+		raftCA        = fs.String("raft-tls-ca", "", "CA that signs every server's raft certificate (PEM)")
+		gossipKey     = fs.String("gossip-key", "", "base64 key (16, 24 or 32 bytes) that encrypts gossip; the same on every server")
+		token         = fs.String("token", "", "bearer token required on AdminService calls (prefer SEQD_TOKEN to keep it out of ps)")
+		tokenSeq      = fs.Bool("token-sequence", false, "require the token on SequenceService calls too")
 		unsafeNoLease = fs.Bool("unsafe-disable-lease", false, "TESTING ONLY: serve without the leader lease; breaks per-key order under partitions and pauses")
 		shutdownWait  = fs.Duration("shutdown-timeout", 10*time.Second, "how long a graceful shutdown may take")
 	)
@@ -101,6 +113,36 @@ func serve(args []string) error {
 		}
 	}
 
+	var gkey []byte
+	if *gossipKey != "" {
+		if gkey, err = base64.StdEncoding.DecodeString(*gossipKey); err != nil {
+			return usageErr("--gossip-key is not base64: %v", err)
+		}
+	}
+	if *tokenSeq && *token == "" {
+		return usageErr("--token-sequence needs --token")
+	}
+	if (*tlsCert == "") != (*tlsKey == "") {
+		return usageErr("--tls-cert and --tls-key go together")
+	}
+	var serverTLS, peerTLS *tls.Config
+	if *tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(*tlsCert, *tlsKey)
+		if err != nil {
+			return usageErr("API TLS key pair: %v", err)
+		}
+		serverTLS = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+		peerTLS = &tls.Config{MinVersion: tls.VersionTLS12}
+		if *tlsCA != "" {
+			pool, err := loadCA(*tlsCA)
+			if err != nil {
+				return err
+			}
+			peerTLS.RootCAs = pool
+		}
+	}
+	peers := api.Peers{TLS: peerTLS, Token: *token}
+
 	met := metrics.New()
 	ln, err := net.Listen("tcp", *apiAddr)
 	if err != nil {
@@ -117,7 +159,8 @@ func serve(args []string) error {
 		SnapshotThreshold: *snapThreshold, SnapshotInterval: *snapInterval,
 		MaxKeysPerSection: *maxKeys, UnsafeDisableLease: *unsafeNoLease,
 		MaxVoters: *maxVoters, MinVoters: *minVoters, DeadServerGrace: *deadGrace,
-		PeerProgress: api.PeerProgress(api.NewH2CClient()), PeerListing: api.PeerListing(api.NewH2CClient()),
+		PeerProgress: peers.Progress(), PeerListing: peers.Listing(),
+		RaftTLS: cluster.RaftTLS{CertFile: *raftCert, KeyFile: *raftKey, CAFile: *raftCA}, GossipKey: gkey,
 		OnRaise: met.ObserveRaise,
 		Logger:  logger, RaftLogLevel: rlvl,
 	})
@@ -134,10 +177,20 @@ func serve(args []string) error {
 	met.SetNode(node)
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", met.Handler())
-	mux.Handle("/", api.New(node, logger).Handler(connect.WithInterceptors(met.Interceptor())))
+	apiSrv := api.New(node, logger, api.WithPeers(peers), api.WithToken(*token, *tokenSeq))
+	mux.Handle("/", apiSrv.Handler(connect.WithInterceptors(met.Interceptor())))
 	srv := api.NewHTTPServer(mux)
 	srvErr := make(chan error, 1)
-	go func() { srvErr <- srv.Serve(ln) }()
+	if serverTLS != nil {
+		var p http.Protocols
+		p.SetHTTP1(true)
+		p.SetHTTP2(true)
+		srv.Protocols = &p
+		srv.TLSConfig = serverTLS
+		go func() { srvErr <- srv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { srvErr <- srv.Serve(ln) }()
+	}
 	logger.Info("seqd serving", "id", *id, "api", ln.Addr().String(), "raft", node.RaftAddr(),
 		"gossip", *gossipAddr, "data_dir", *dataDir, "bootstrap_expect", *expect, "join", joins)
 
@@ -162,6 +215,18 @@ func serve(args []string) error {
 	}
 	logger.Info("stopped")
 	return runErr
+}
+
+func loadCA(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, usageErr("CA bundle: %v", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, usageErr("CA bundle %s holds no PEM certificate", path)
+	}
+	return pool, nil
 }
 
 func parseLevel(s string) (slog.Level, error) {

@@ -171,8 +171,8 @@ func (m *Member) start(expect int) error {
 		SnapshotThreshold: m.c.opts.SnapshotThreshold, TrailingLogs: m.c.opts.TrailingLogs,
 		SnapshotInterval: snapshotInterval(m.c.opts.SnapshotThreshold),
 		Logger:           m.c.log.With("node", m.ID),
-		PeerProgress:     api.PeerProgress(api.NewH2CClient()),
-		PeerListing:      api.PeerListing(api.NewH2CClient()),
+		PeerProgress:     api.Peers{}.Progress(),
+		PeerListing:      api.Peers{}.Listing(),
 		MinVoters:        m.c.opts.MinVoters, DeadServerGrace: m.c.opts.DeadServerGrace,
 	})
 	if err != nil {
