@@ -128,7 +128,7 @@ type proc struct {
 	env               []string // extra environment
 	mu                sync.Mutex
 	cmd               *exec.Cmd
-	log               *bytes.Buffer
+	log               *syncBuffer
 	done              chan struct{} // closed when the process has exited
 }
 
@@ -138,7 +138,7 @@ func (p *proc) start(t testing.TB) {
 	defer p.mu.Unlock()
 	cmd := exec.Command(seqdBinary(t), p.args...)
 	cmd.Env = append(os.Environ(), p.env...)
-	p.log = &bytes.Buffer{}
+	p.log = &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = p.log, p.log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -147,6 +147,31 @@ func (p *proc) start(t testing.TB) {
 	done := make(chan struct{})
 	p.done = done
 	go func() { cmd.Wait(); close(done) }()
+}
+
+// logText returns what the process has logged so far.
+func (p *proc) logText() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.log.String()
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and readers at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func (p *proc) signal(sig syscall.Signal) {
