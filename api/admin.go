@@ -154,7 +154,7 @@ func (s *Server) ClusterStatus(ctx context.Context, req *connect.Request[seqv1.C
 	}
 	wg.Wait()
 	for _, n := range nodes {
-		n.SeenWithState = s.node.ServerSeen(n.GetId())
+		n.SeenWithState, n.RecordedIndex = s.node.ServerSeen(n.GetId())
 	}
 	return connect.NewResponse(&seqv1.ClusterStatusResponse{
 		LeaderId: local.LeaderID, Term: local.Term, LeaderApiAddr: local.LeaderAPIAddr,
@@ -194,26 +194,28 @@ func nodeMsg(st cluster.LocalStatus) *seqv1.Node {
 // cluster.PeerListing.
 func (p Peers) Listing() cluster.PeerListing {
 	h := p.client()
-	return func(ctx context.Context, apiAddr, id string) (listed, seen bool, err error) {
+	return func(ctx context.Context, apiAddr, id string) (listed, seen bool, index uint64, err error) {
 		for hop := 0; hop < 2; hop++ {
 			c := seqv1connect.NewAdminServiceClient(h, p.scheme()+apiAddr, p.options()...)
 			resp, err := c.ClusterStatus(ctx, connect.NewRequest(&seqv1.ClusterStatusRequest{}))
 			if err != nil {
-				return false, false, err
+				return false, false, 0, err
 			}
 			st := resp.Msg
-			if la := st.GetLeaderApiAddr(); hop == 0 && la != "" && la != apiAddr && st.GetLeaderId() != st.GetNodeId() {
+			// Ask the leader, unless it is the server asking (whose own
+			// answer would vouch for itself).
+			if la := st.GetLeaderApiAddr(); hop == 0 && la != "" && la != apiAddr && st.GetLeaderId() != st.GetNodeId() && st.GetLeaderId() != id {
 				apiAddr = la // ask the leader: its configuration is the newest
 				continue
 			}
 			for _, n := range st.GetNodes() {
 				if n.GetId() == id {
-					return n.GetVoter(), n.GetSeenWithState(), nil
+					return n.GetVoter(), n.GetSeenWithState(), n.GetRecordedIndex(), nil
 				}
 			}
-			return false, false, nil
+			return false, false, 0, nil
 		}
-		return false, false, errors.New("no answer from the leader")
+		return false, false, 0, errors.New("no answer from the leader")
 	}
 }
 

@@ -44,7 +44,7 @@ var (
 // PeerListing reports whether server id is a voter in the cluster's raft
 // configuration (a non-voter's vote never counts) and whether the cluster recorded it holding raft state, as
 // the server at apiAddr (or the leader it names) answers.
-type PeerListing func(ctx context.Context, apiAddr, id string) (voter, seen bool, err error)
+type PeerListing func(ctx context.Context, apiAddr, id string) (voter, seen bool, index uint64, err error)
 
 // PeerProgress reports a server's raft term and applied index, as the
 // server itself answers (over its API). The leader uses it to decide when a
@@ -66,15 +66,8 @@ func (n *Node) membership(conf raft.Configuration) {
 		}
 	}
 	members := n.Members()
-	// Record the servers that hold raft state (once each), so that one that
-	// comes back without state is known to have been wiped.
-	for _, m := range members {
-		if _, ok := in[m.ID]; ok && m.Alive && m.HasState && !n.fsm.ServerSeen(m.ID) {
-			if err := n.apply(context.Background(), fsm.EncodeServerSeen(m.ID)); err != nil {
-				n.log.Warn("recording server with state failed", "id", m.ID, "err", err)
-			}
-			return
-		}
+	if n.recordProgress(in, members) {
+		return
 	}
 	for _, m := range members {
 		if !m.Alive || m.ID == n.cfg.ID {
@@ -115,6 +108,51 @@ func (n *Node) membership(conf raft.Configuration) {
 		}
 	}
 	n.cleanupDead(conf, confIndex, voters)
+}
+
+// recordInterval is how often the leader records each server's raft index.
+const recordInterval = 5 * time.Second
+
+// recordProgress records, at most every recordInterval per server, that a
+// server holds raft state and how far its log reaches (its applied index, a
+// lower bound of its last log index). A server that later shows up without
+// state was wiped; one whose log ends below the record runs on an older
+// copy of its data. It reports whether it submitted an entry.
+func (n *Node) recordProgress(in map[string]raft.Server, members []Member) bool {
+	for _, m := range members {
+		if _, ok := in[m.ID]; !ok || !m.Alive || !m.HasState {
+			continue
+		}
+		n.memMu.Lock()
+		due := time.Since(n.recordedAt[m.ID]) >= recordInterval
+		if due {
+			n.recordedAt[m.ID] = time.Now()
+		}
+		n.memMu.Unlock()
+		if !due {
+			continue
+		}
+		var applied uint64
+		if m.ID == n.cfg.ID {
+			applied = n.raft.AppliedIndex()
+		} else if n.cfg.PeerProgress != nil && m.APIAddr != "" {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_, a, err := n.cfg.PeerProgress(ctx, m.APIAddr)
+			cancel()
+			if err == nil {
+				applied = a
+			}
+		}
+		seen, rec := n.fsm.ServerSeen(m.ID)
+		if seen && applied <= rec {
+			continue
+		}
+		if err := n.apply(context.Background(), fsm.EncodeServerSeen(m.ID, max(applied, rec))); err != nil {
+			n.log.Warn("recording server progress failed", "id", m.ID, "err", err)
+		}
+		return true
+	}
+	return false
 }
 
 // caughtUp reports whether a non-voter has kept up with the leader for
@@ -236,16 +274,26 @@ func (n *Node) warnOnce(key, msg string, args ...any) {
 	n.log.Warn(msg, args...)
 }
 
-// checkGate opens the raft gate of a server that started without raft state
-// once it is safe: no cluster is seen (a new cluster bootstraps), or the
-// cluster does not list this server as a voter it saw holding state. A
-// voter that was seen with state had its data directory wiped: it lost its
-// vote record, so it keeps refusing raft traffic, and says what to do.
+// checkGate opens the raft gate once it is safe for this server to take
+// part in raft:
+//
+//   - without raft state: when no cluster is seen (a new cluster
+//     bootstraps), or the cluster does not list this server as a voter it
+//     saw holding state. A voter seen with state that comes back without
+//     any had its data directory wiped: it lost its vote record.
+//   - with raft state: when the cluster's record of this server's log
+//     (the highest index recorded for it) does not exceed this server's
+//     last log index. A log ending below the record means the data
+//     directory was replaced by an older copy: the server may have voted,
+//     or acknowledged entries, that it no longer remembers.
+//
+// A server that is not safe keeps refusing raft traffic and says what to do.
 func (g *gossip) checkGate(joined bool) {
 	n := g.n
 	if n.gate.open.Load() {
 		return
 	}
+	has := n.hasState.Load()
 	var withState []Member
 	for _, m := range n.Members() {
 		if m.Alive && m.ID != n.cfg.ID && m.HasState && m.APIAddr != "" {
@@ -253,31 +301,51 @@ func (g *gossip) checkGate(joined bool) {
 		}
 	}
 	if len(withState) == 0 {
-		if joined {
-			n.gate.open.Store(true)
+		if joined && !has {
+			n.gate.open.Store(true) // a new cluster
 		}
-		return
+		return // a server with state waits for a peer that can vouch for it
 	}
 	if n.cfg.PeerListing == nil {
 		n.gate.open.Store(true)
 		return
 	}
+	// Ask every server with state and keep the most damning answer: one
+	// whose FSM lags could know less than the others.
+	var voter, seen bool
+	var recorded uint64
+	answers := 0
 	for _, m := range withState {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		voter, seen, err := n.cfg.PeerListing(ctx, m.APIAddr, n.cfg.ID)
+		v, s, r, err := n.cfg.PeerListing(ctx, m.APIAddr, n.cfg.ID)
 		cancel()
 		if err != nil {
 			continue
 		}
-		if voter && seen {
-			n.warnOnce("wiped", "this server is in the cluster's raft configuration and held raft state before, "+
-				"but its data directory has none (wiped or replaced): it refuses to vote or serve. "+
-				"To re-add it, run `seqd node remove "+n.cfg.ID+"` against the cluster; it then joins as a new server by itself",
-				"id", n.cfg.ID)
-			return
-		}
-		n.log.Info("joining as a new server", "listed_as_voter", voter)
-		n.gate.open.Store(true)
+		answers++
+		voter, seen, recorded = voter || v, seen || s, max(recorded, r)
+	}
+	if answers == 0 {
 		return
 	}
+	switch last := n.raft.LastIndex(); {
+	case !has && voter && seen:
+		n.warnOnce("wiped", "this server is in the cluster's raft configuration and held raft state before, "+
+			"but its data directory has none (wiped or replaced): it refuses to vote or serve. "+
+			"To re-add it, run `seqd node remove "+n.cfg.ID+"` against the cluster; it then joins as a new server by itself",
+			"id", n.cfg.ID)
+		return
+	case has && seen && recorded > last:
+		n.warnOnce("stale", "this server's raft log ends at index "+fmt.Sprint(last)+", below the "+fmt.Sprint(recorded)+
+			" the cluster recorded for it: its data directory is an older copy, so it refuses to vote or serve. "+
+			"To re-add it: run `seqd node remove "+n.cfg.ID+"` against the cluster, stop this server, delete its data directory, and start it again",
+			"id", n.cfg.ID, "last_index", last, "recorded_index", recorded)
+		return
+	}
+	if !has {
+		n.log.Info("joining as a new server", "listed_as_voter", voter)
+	} else {
+		n.log.Debug("raft gate open: the cluster vouches for this server's log", "last_index", n.raft.LastIndex(), "recorded_index", recorded, "answers", answers)
+	}
+	n.gate.open.Store(true)
 }

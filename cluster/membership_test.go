@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -183,7 +184,7 @@ func TestWipedNodeRefusesUntilRemovedAndReadded(t *testing.T) {
 	// Wait until the leader has recorded every server holding state.
 	deadline := time.Now().Add(failoverWait)
 	for _, m := range c.Nodes {
-		for !leader.Node().ServerSeen(m.ID) {
+		for seen, _ := leader.Node().ServerSeen(m.ID); !seen; seen, _ = leader.Node().ServerSeen(m.ID) {
 			if time.Now().After(deadline) {
 				t.Fatalf("%s never recorded as holding state", m.ID)
 			}
@@ -272,4 +273,75 @@ func TestReplaceDeadNodeWithNewIDOnSameAddress(t *testing.T) {
 	if after[0] <= before[0] {
 		t.Fatalf("%d after %d", after[0], before[0])
 	}
+}
+
+// TestOlderCopyOfDataRefused restarts a server on an older copy of its own
+// data directory: its log ends below what the cluster recorded for it, so it
+// refuses raft traffic (it may have voted or acknowledged entries it no
+// longer has) until it is removed, wiped and started again.
+func TestOlderCopyOfDataRefused(t *testing.T) {
+	c := testcluster.Start(t, 3, testcluster.Options{})
+	leader := c.WaitServingLeader(failoverWait)
+	var victim *testcluster.Member
+	for _, m := range c.Nodes {
+		if m != leader {
+			victim = m
+			break
+		}
+	}
+	cl, err := client.New(c.APIAddrs(), client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := cl.CreateSpace(ctx, "old", 2, 1); err != nil {
+		t.Fatal(err)
+	}
+	take := func(n int) {
+		t.Helper()
+		for i := range n {
+			if _, err := cl.Next(ctx, "old", uint64(i%50)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	take(100)
+	victim.Kill()
+	copyDir := filepath.Join(t.TempDir(), "copy")
+	victim.CopyData(copyDir)
+	victim.Restart()
+	// Step 2, one key per section: every few values is a raft entry, so the
+	// victim's log grows well past the copy; wait until the cluster has
+	// recorded it beyond the copy's end.
+	copyEnd := leader.Node().Status().AppliedIndex
+	deadline := time.Now().Add(3 * failoverWait)
+	for {
+		take(50)
+		if _, rec := c.WaitServingLeader(failoverWait).Node().ServerSeen(victim.ID); rec > copyEnd+10 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the cluster never recorded the victim's progress")
+		}
+	}
+	victim.Kill()
+	victim.RestoreData(copyDir)
+	victim.Restart()
+	until := time.Now().Add(4 * time.Second)
+	for time.Now().Before(until) {
+		if st := victim.Node().Status(); st.RaftOpen {
+			t.Fatalf("a server on an older copy of its data took part in raft: %+v", st)
+		}
+		take(5)
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The documented way back: remove, wipe, start.
+	if err := cl.RemoveNode(ctx, victim.ID); err != nil {
+		t.Fatal(err)
+	}
+	victim.Kill()
+	victim.Wipe()
+	victim.Restart()
+	c.WaitVoters(3, failoverWait)
+	take(20)
 }

@@ -57,6 +57,7 @@ type Node struct {
 
 	memMu       sync.Mutex
 	caughtSince map[string]time.Time // non-voters seen caught up, since when
+	recordedAt  map[string]time.Time // when each server's raft index was last recorded
 	warned      map[string]time.Time // warnOnce
 
 	closeOnce sync.Once
@@ -80,7 +81,7 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), notify: make(chan bool, 16), stop: make(chan struct{}),
-		caughtSince: map[string]time.Time{}, warned: map[string]time.Time{}}
+		caughtSince: map[string]time.Time{}, warned: map[string]time.Time{}, recordedAt: map[string]time.Time{}}
 	if err := n.open(); err != nil {
 		n.closeStores()
 		return nil, err
@@ -147,10 +148,9 @@ func (n *Node) open() error {
 		return fmt.Errorf("reading raft state: %w", err)
 	}
 	n.hasState.Store(has)
-	// A server with state is in (or was in) a configuration: it keeps its
-	// vote record and may talk raft at once. One without state waits until
-	// gossip shows it is not listed in an existing cluster's configuration.
-	if has {
+	// The raft gate starts shut: see gossip.checkGate. A server alone (no
+	// other server to ask) with state opens it at once.
+	if has && len(cfg.Join) == 0 {
 		n.gate.open.Store(true)
 	}
 
@@ -212,8 +212,9 @@ func (n *Node) Leader() (id, apiAddr string) {
 // Space returns a committed space from this node's FSM.
 func (n *Node) Space(name string) (fsm.Space, bool) { return n.fsm.Space(name) }
 
-// ServerSeen reports whether the cluster recorded server id holding raft state.
-func (n *Node) ServerSeen(id string) bool { return n.fsm.ServerSeen(id) }
+// ServerSeen reports whether the cluster recorded server id holding raft
+// state, and the highest raft index recorded for its log.
+func (n *Node) ServerSeen(id string) (bool, uint64) { return n.fsm.ServerSeen(id) }
 
 // Max returns the high-water mark of a section in this node's FSM.
 func (n *Node) Max(space string, section uint64) uint64 { return n.fsm.Max(space, section) }

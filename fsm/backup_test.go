@@ -133,15 +133,15 @@ func TestServerSeen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.ServerSeen("n1") {
+	if seen, _ := f.ServerSeen("n1"); seen {
 		t.Fatal("n1 seen before any entry")
 	}
-	for i := uint64(1); i <= 2; i++ { // the replay is harmless
-		if err, ok := f.Apply(&raft.Log{Index: i, Type: raft.LogCommand, Data: EncodeServerSeen("n1")}).(error); ok {
+	for i, idx := range []uint64{10, 30, 20, 30} { // kept as a maximum; replays are harmless
+		if err, ok := f.Apply(&raft.Log{Index: uint64(i + 1), Type: raft.LogCommand, Data: EncodeServerSeen("n1", idx)}).(error); ok {
 			t.Fatal(err)
 		}
 	}
-	if err, ok := f.Apply(&raft.Log{Index: 3, Type: raft.LogCommand, Data: EncodeServerSeen("")}).(error); !ok || err == nil {
+	if err, ok := f.Apply(&raft.Log{Index: 9, Type: raft.LogCommand, Data: EncodeServerSeen("", 1)}).(error); !ok || err == nil {
 		t.Fatal("an empty server id was accepted")
 	}
 	f.Close()
@@ -150,7 +150,10 @@ func TestServerSeen(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if !f.ServerSeen("n1") || f.ServerSeen("n2") {
-		t.Fatal("servers seen not persisted")
+	if seen, idx := f.ServerSeen("n1"); !seen || idx != 30 {
+		t.Fatalf("n1: seen %v index %d, want true 30", seen, idx)
+	}
+	if seen, _ := f.ServerSeen("n2"); seen {
+		t.Fatal("n2 seen")
 	}
 }

@@ -94,16 +94,20 @@ type Command struct {
 	Space  Space
 	Marks  []Mark
 	Server string
+	Index  uint64 // KindServerSeen: the server's raft index
 }
 
 // EncodeServerSeen encodes a command recording that server id has held raft
-// state (so it has voted or taken entries). A server in the configuration
-// that later shows up without state was wiped, and must not vote until it is
-// removed and added again.
+// state (so it has voted or taken entries), with its raft log reaching at
+// least index. A server in the configuration that later shows up without
+// state was wiped, and one whose log ends below the recorded index runs on
+// an older copy of its data; neither may vote until it is removed and added
+// again.
 //
-// Layout: 0x04, uvarint len(id), id.
-func EncodeServerSeen(id string) []byte {
-	return appendString([]byte{byte(KindServerSeen)}, id)
+// Layout: 0x04, uvarint len(id), id, uvarint index.
+func EncodeServerSeen(id string, index uint64) []byte {
+	b := appendString([]byte{byte(KindServerSeen)}, id)
+	return binary.AppendUvarint(b, index)
 }
 
 // EncodeCreateSpace encodes a command that creates space s. It does not
@@ -197,6 +201,7 @@ func Decode(b []byte) (Command, error) {
 	case KindServerSeen:
 		c.Kind = k
 		c.Server = d.string("server id")
+		c.Index = d.uvarint("server index")
 	default:
 		return Command{}, fmt.Errorf("fsm: decode: unknown command type 0x%02x", b[0])
 	}

@@ -40,7 +40,8 @@ var (
 	// high-water mark is at least its space's base. Only a restore from a
 	// backup sets it (see PrepareRestore).
 	bucketBases = []byte("bases")
-	// bucketServers (optional) lists the servers seen holding raft state.
+	// bucketServers (optional) lists the servers seen holding raft state,
+	// each with the highest raft index recorded for it.
 	bucketServers = []byte("servers")
 	keyApplied    = []byte("applied")
 )
@@ -71,7 +72,7 @@ type FSM struct {
 	spaces map[string]Space
 	marks  map[string]map[uint64]uint64
 	bases  map[string]uint64
-	seen   map[string]bool
+	seen   map[string]uint64
 }
 
 // state is a loaded (and validated) copy of the database contents.
@@ -79,7 +80,7 @@ type state struct {
 	spaces  map[string]Space
 	marks   map[string]map[uint64]uint64
 	bases   map[string]uint64
-	seen    map[string]bool
+	seen    map[string]uint64
 	applied uint64
 }
 
@@ -198,7 +199,7 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 		resp = f.applyRaise(l, cmd.Marks)
 	case KindNoop:
 	case KindServerSeen:
-		resp = f.applyServerSeen(l, cmd.Server)
+		resp = f.applyServerSeen(l, cmd.Server, cmd.Index)
 	}
 	f.applied.Store(l.Index)
 	if resp != nil {
@@ -237,14 +238,14 @@ func (f *FSM) applyCreate(l *raft.Log, s Space) error {
 	return nil
 }
 
-func (f *FSM) applyServerSeen(l *raft.Log, id string) error {
+func (f *FSM) applyServerSeen(l *raft.Log, id string, index uint64) error {
 	if id == "" {
 		return errors.New("fsm: empty server id")
 	}
 	f.mu.RLock()
-	seen := f.seen[id]
+	old, seen := f.seen[id]
 	f.mu.RUnlock()
-	if seen {
+	if seen && old >= index {
 		return nil
 	}
 	f.write(l, func(tx *bolt.Tx) error {
@@ -252,19 +253,21 @@ func (f *FSM) applyServerSeen(l *raft.Log, id string) error {
 		if err != nil {
 			return err
 		}
-		return b.Put([]byte(id), []byte{1})
+		return b.Put([]byte(id), u64(index))
 	})
 	f.mu.Lock()
-	f.seen[id] = true
+	f.seen[id] = index
 	f.mu.Unlock()
 	return nil
 }
 
-// ServerSeen reports whether server id was recorded holding raft state.
-func (f *FSM) ServerSeen(id string) bool {
+// ServerSeen reports whether server id was recorded holding raft state, and
+// the highest raft index recorded for it.
+func (f *FSM) ServerSeen(id string) (seen bool, index uint64) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return f.seen[id]
+	index, seen = f.seen[id]
+	return seen, index
 }
 
 type sectionKey struct {
@@ -630,7 +633,7 @@ func loadState(tx *bolt.Tx) (*state, error) {
 		spaces: make(map[string]Space),
 		marks:  make(map[string]map[uint64]uint64),
 		bases:  make(map[string]uint64),
-		seen:   make(map[string]bool),
+		seen:   make(map[string]uint64),
 	}
 	if err := tx.ForEach(func(name []byte, b *bolt.Bucket) error {
 		switch string(name) {
@@ -709,10 +712,10 @@ func loadState(tx *bolt.Tx) (*state, error) {
 
 	if servers := tx.Bucket(bucketServers); servers != nil {
 		if err := servers.ForEach(func(k, v []byte) error {
-			if v == nil || len(k) == 0 {
+			if v == nil || len(k) == 0 || len(v) != 8 {
 				return fmt.Errorf("servers: bad entry %q", k)
 			}
-			st.seen[string(k)] = true
+			st.seen[string(k)] = binary.BigEndian.Uint64(v)
 			return nil
 		}); err != nil {
 			return nil, err

@@ -129,7 +129,7 @@ func encode(c Command) []byte {
 	case KindNoop:
 		return EncodeNoop()
 	case KindServerSeen:
-		return EncodeServerSeen(c.Server)
+		return EncodeServerSeen(c.Server, c.Index)
 	}
 	panic(fmt.Sprintf("unknown kind %d", c.Kind))
 }
@@ -206,7 +206,7 @@ func TestDecodeErrors(t *testing.T) {
 
 func FuzzDecode(f *testing.F) {
 	f.Add(EncodeNoop())
-	f.Add(EncodeServerSeen("n1"))
+	f.Add(EncodeServerSeen("n1", 42))
 	f.Add(EncodeCreateSpace(Space{"users", 10000, 100000}))
 	f.Add(EncodeRaise([]Mark{{"a", 1, 2}, {"b", 1 << 40, 1<<64 - 1}}))
 	f.Add([]byte{byte(KindRaise), 0xff, 0xff, 0x03})

@@ -258,6 +258,25 @@ func (c *Cluster) Replace(m *Member, id string) *Member {
 	return r
 }
 
+// CopyData copies a stopped node's data directory to dst (a file-level
+// backup of one server, as an operator might take).
+func (m *Member) CopyData(dst string) {
+	if m.Node() != nil {
+		m.c.t.Fatalf("copy %s: still running", m.ID)
+	}
+	if err := os.CopyFS(dst, os.DirFS(m.Dir)); err != nil {
+		m.c.t.Fatal(err)
+	}
+}
+
+// RestoreData replaces a stopped node's data directory with src.
+func (m *Member) RestoreData(src string) {
+	m.Wipe()
+	if err := os.CopyFS(m.Dir, os.DirFS(src)); err != nil {
+		m.c.t.Fatal(err)
+	}
+}
+
 // Wipe deletes a stopped node's data directory (a disk replaced or wiped).
 func (m *Member) Wipe() {
 	if m.Node() != nil {

@@ -808,6 +808,11 @@ type Node struct {
 	// now has none had its data directory wiped: it refuses raft traffic until
 	// an operator removes it (seqd node remove), then joins as a new server.
 	SeenWithState bool `protobuf:"varint,12,opt,name=seen_with_state,json=seenWithState,proto3" json:"seen_with_state,omitempty"`
+	// recorded_index is the highest raft index the cluster recorded this
+	// node's log reaching. A node that restarts with a log ending below it
+	// runs on an older copy of its data directory: it refuses raft traffic
+	// until removed, wiped and added again.
+	RecordedIndex uint64 `protobuf:"varint,13,opt,name=recorded_index,json=recordedIndex,proto3" json:"recorded_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -924,6 +929,13 @@ func (x *Node) GetSeenWithState() bool {
 		return x.SeenWithState
 	}
 	return false
+}
+
+func (x *Node) GetRecordedIndex() uint64 {
+	if x != nil {
+		return x.RecordedIndex
+	}
+	return 0
 }
 
 type ClusterStatusResponse struct {
@@ -1058,7 +1070,7 @@ const file_seq_v1_seq_proto_rawDesc = "" +
 	"\x11ListSpacesRequest\";\n" +
 	"\x12ListSpacesResponse\x12%\n" +
 	"\x06spaces\x18\x01 \x03(\v2\r.seq.v1.SpaceR\x06spaces\"\x16\n" +
-	"\x14ClusterStatusRequest\"\x88\x03\n" +
+	"\x14ClusterStatusRequest\"\xaf\x03\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\x12\x1b\n" +
@@ -1074,7 +1086,8 @@ const file_seq_v1_seq_proto_rawDesc = "" +
 	"\aserving\x18\n" +
 	" \x01(\bR\aserving\x12)\n" +
 	"\x10in_configuration\x18\v \x01(\bR\x0finConfiguration\x12&\n" +
-	"\x0fseen_with_state\x18\f \x01(\bR\rseenWithState\"\xc7\x01\n" +
+	"\x0fseen_with_state\x18\f \x01(\bR\rseenWithState\x12%\n" +
+	"\x0erecorded_index\x18\r \x01(\x04R\rrecordedIndex\"\xc7\x01\n" +
 	"\x15ClusterStatusResponse\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\tR\bleaderId\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12\"\n" +
