@@ -497,3 +497,41 @@ func TestHealthCommand(t *testing.T) {
 		t.Fatalf("health of nothing: exit %d, want 1", code)
 	}
 }
+
+// TestStatusPageAndCORS: seqd serve serves the status page at /ui/, and with
+// --cors-origin answers browser preflights for that origin only.
+func TestStatusPageAndCORS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real process")
+	}
+	ps := startProcs(t, 1, "--cors-origin", "http://app.example.test")
+	waitLeader(t, ps, nil, 30*time.Second)
+	base := "http://" + ps[0].api
+	resp, err := http.Get(base + "/ui/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(strings.ToLower(string(page)), "<html") {
+		t.Fatalf("/ui/: HTTP %d %.200s", resp.StatusCode, page)
+	}
+	preflight := func(origin string) *http.Response {
+		req, _ := http.NewRequest(http.MethodOptions, base+"/seq.v1.SequenceService/Next", nil)
+		req.Header.Set("Origin", origin)
+		req.Header.Set("Access-Control-Request-Method", "POST")
+		req.Header.Set("Access-Control-Request-Headers", "content-type,connect-protocol-version")
+		r, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Body.Close()
+		return r
+	}
+	if r := preflight("http://app.example.test"); r.StatusCode/100 != 2 || r.Header.Get("Access-Control-Allow-Origin") != "http://app.example.test" {
+		t.Fatalf("preflight from the allowed origin: HTTP %d, allow-origin %q", r.StatusCode, r.Header.Get("Access-Control-Allow-Origin"))
+	}
+	if r := preflight("http://evil.example.test"); r.StatusCode != http.StatusForbidden || r.Header.Get("Access-Control-Allow-Origin") != "" {
+		t.Fatalf("preflight from another origin: HTTP %d, allow-origin %q", r.StatusCode, r.Header.Get("Access-Control-Allow-Origin"))
+	}
+}

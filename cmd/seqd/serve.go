@@ -22,6 +22,7 @@ import (
 	"github.com/seqd/seqd/api"
 	"github.com/seqd/seqd/cluster"
 	"github.com/seqd/seqd/metrics"
+	"github.com/seqd/seqd/ui"
 )
 
 func serve(args []string) error {
@@ -64,6 +65,7 @@ func serve(args []string) error {
 		gossipKey     = fs.String("gossip-key", "", "base64 key (16, 24 or 32 bytes) that encrypts gossip; the same on every server")
 		token         = fs.String("token", "", "bearer token required on AdminService calls (prefer SEQD_TOKEN to keep it out of ps)")
 		tokenSeq      = fs.Bool("token-sequence", false, "require the token on SequenceService calls too")
+		corsOrigins   = fs.String("cors-origin", "", "comma-separated browser origins allowed to call the API (CORS for Connect and gRPC-Web; * for any)")
 		unsafeNoLease = fs.Bool("unsafe-disable-lease", false, "TESTING ONLY: serve without the leader lease; breaks per-key order under partitions and pauses")
 		shutdownWait  = fs.Duration("shutdown-timeout", 10*time.Second, "how long a graceful shutdown may take")
 	)
@@ -177,9 +179,16 @@ func serve(args []string) error {
 	met.SetNode(node)
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", met.Handler())
+	mux.Handle("/ui/", ui.Handler())
 	apiSrv := api.New(node, logger, api.WithPeers(peers), api.WithToken(*token, *tokenSeq))
 	mux.Handle("/", apiSrv.Handler(connect.WithInterceptors(met.Interceptor())))
-	srv := api.NewHTTPServer(mux)
+	var origins []string
+	for _, o := range strings.Split(*corsOrigins, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			origins = append(origins, o)
+		}
+	}
+	srv := api.NewHTTPServer(ui.CORS(origins, mux))
 	srvErr := make(chan error, 1)
 	if serverTLS != nil {
 		var p http.Protocols

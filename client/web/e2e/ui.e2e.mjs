@@ -1,0 +1,246 @@
+// End-to-end test of the status page in a real browser (Debian's chromium,
+// headless, driven by playwright-core) against three real `seqd serve`
+// processes on 127.0.0.1.
+//
+// The page is served by ui/cmd/uitest, which also fronts the cluster's API
+// with ui.CORS for the page's origin, so every call the page makes is a
+// cross-origin Connect or gRPC-Web request with a CORS preflight.
+//
+// Checks: the page shows the leader and three nodes; Next and Current from the
+// page return values over Connect, then over gRPC-Web; after the leader is
+// killed (kill -9), the page shows the new leader, the dead node as
+// unreachable, and a Next from the page returns a larger value.
+//
+// Env: SEQD_BIN, UITEST_BIN (built binaries; required), CHROMIUM (default
+// /usr/bin/chromium), E2E_OUT (directory for screenshots and logs; default a
+// temporary directory, printed). Run through client/web/e2e.sh.
+
+import { spawn } from "node:child_process";
+import { mkdtempSync, mkdirSync, openSync, readFileSync, rmSync } from "node:fs";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { chromium } from "playwright-core";
+
+const SEQD = process.env.SEQD_BIN;
+const UITEST = process.env.UITEST_BIN;
+const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
+if (!SEQD || !UITEST) {
+  console.error("SEQD_BIN and UITEST_BIN must name built binaries (see client/web/e2e.sh)");
+  process.exit(2);
+}
+const work = mkdtempSync(path.join(os.tmpdir(), "seqd-ui-e2e-"));
+const out = process.env.E2E_OUT || work;
+mkdirSync(out, { recursive: true });
+
+const procs = []; // {name, child}
+const t0 = Date.now();
+const log = (...a) => console.log(`[${((Date.now() - t0) / 1000).toFixed(1)}s]`, ...a);
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.unref();
+    s.on("error", reject);
+    s.listen(0, "127.0.0.1", () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+function start(name, bin, args) {
+  const fd = openSync(path.join(out, `${name}.log`), "a");
+  const child = spawn(bin, args, { stdio: ["ignore", fd, fd] });
+  child.exitedWith = undefined;
+  child.on("exit", (code, sig) => (child.exitedWith = sig || code));
+  procs.push({ name, child });
+  return child;
+}
+
+async function rpc(addr, method, body, timeoutMs = 2000) {
+  const res = await fetch(`http://${addr}/${method}`, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify(body),
+    signal: AbortSignal.timeout(timeoutMs),
+  });
+  const json = await res.json();
+  if (!res.ok) throw new Error(`${method}: ${res.status} ${JSON.stringify(json)}`);
+  return json;
+}
+
+async function until(what, fn, timeoutMs) {
+  const deadline = Date.now() + timeoutMs;
+  let last;
+  for (;;) {
+    try {
+      const v = await fn();
+      if (v) return v;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${last.message}` : ""}`);
+    await sleep(100);
+  }
+}
+
+function assert(cond, msg) {
+  if (!cond) throw new Error(`assertion failed: ${msg}`);
+}
+
+async function main() {
+  const nodes = [];
+  for (let i = 1; i <= 3; i++) {
+    nodes.push({ id: `n${i}`, api: `127.0.0.1:${await freePort()}`, raft: `127.0.0.1:${await freePort()}`, gossip: `127.0.0.1:${await freePort()}` });
+  }
+  const join = nodes.map((n) => n.gossip).join(",");
+  for (const n of nodes) {
+    n.child = start(n.id, SEQD, [
+      "serve", "--id", n.id, "--data-dir", path.join(work, n.id),
+      "--api-addr", n.api, "--raft-addr", n.raft, "--gossip-addr", n.gossip,
+      "--join", join, "--bootstrap-expect", "3",
+      "--lease", "500ms", "--raft-heartbeat-timeout", "300ms", "--raft-election-timeout", "300ms",
+      "--raft-leader-lease-timeout", "150ms",
+    ]);
+  }
+  const leaderOf = async (addrs) => {
+    for (const a of addrs) {
+      try {
+        const st = await rpc(a, "seq.v1.AdminService/ClusterStatus", {}, 1000);
+        if (st.leaderId) return st.leaderId;
+      } catch {}
+    }
+    return undefined;
+  };
+  const first = await until("a leader", () => leaderOf(nodes.map((n) => n.api)), 30000);
+  await until("the leader to serve", () => rpc(nodes[0].api, "seq.v1.SequenceService/Next", { keys: [1] }), 15000);
+  log(`cluster up: leader ${first}`);
+
+  const uiAddr = `127.0.0.1:${await freePort()}`;
+  const apiAddr = `127.0.0.1:${await freePort()}`;
+  // The leader first: the proxy talks to it until it dies, then fails over.
+  const order = [...nodes].sort((a, b) => (a.id === first ? -1 : b.id === first ? 1 : 0));
+  start("uitest", UITEST, ["--ui-addr", uiAddr, "--api-addr", apiAddr, "--nodes", order.map((n) => n.api).join(",")]);
+  await until("uitest", async () => (await fetch(`http://${uiAddr}/ui/`)).ok, 10000);
+
+  const profile = mkdtempSync(path.join(os.tmpdir(), "seqd-ui-chromium-"));
+  const ctx = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+      "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+    viewport: { width: 1280, height: 900 },
+  });
+  try {
+    const page = ctx.pages()[0] ?? (await ctx.newPage());
+    const consoleErrors = [];
+    page.on("console", (m) => m.type() === "error" && consoleErrors.push(m.text()));
+    page.on("pageerror", (e) => consoleErrors.push(`pageerror: ${e.message}`));
+    const url = `http://${uiAddr}/ui/?api=http://${apiAddr}&transport=connect`;
+    log(`open ${url}`);
+    await page.goto(url);
+
+    const shownLeader = () => page.locator("#leader").getAttribute("data-leader");
+    await page.waitForFunction(() => document.querySelector("#leader")?.dataset.leader, null, { timeout: 15000 });
+    // The page and the cluster agree on the leader (allowing a poll's delay).
+    const agreed = (live) => until("the page to show the cluster's leader", async () => {
+      const actual = await leaderOf(live.map((n) => n.api));
+      const shown = await shownLeader();
+      return actual && shown === actual ? actual : undefined;
+    }, 15000);
+    let leader = await agreed(nodes);
+    await page.waitForFunction(() => document.querySelectorAll("#nodes tbody tr").length === 3, null, { timeout: 5000 });
+    await page.waitForFunction(() => document.querySelectorAll("#spaces tbody tr").length >= 1, null, { timeout: 5000 });
+    log(`page shows leader ${leader}, 3 nodes, conn: ${await page.locator("#conn").textContent()}`);
+
+    const call = async (btn) => {
+      await page.evaluate(() => { const r = document.querySelector("#result"); r.className = "result"; delete r.dataset.value; });
+      await page.click(btn);
+      await page.waitForSelector("#result.ok[data-value], #result.bad", { timeout: 20000 });
+      const text = await page.locator("#result").textContent();
+      const v = await page.locator("#result").getAttribute("data-value");
+      assert(v !== null, `call failed on the page: ${text}`);
+      log(`page: ${text}`);
+      return BigInt(v);
+    };
+    await page.fill("#key", "4242");
+    const v1 = await call("#next-btn");
+    assert(v1 >= 1n, "Next returned a value");
+    const c1 = await call("#current-btn");
+    assert(c1 >= v1, `Current ${c1} >= Next ${v1}`);
+
+    await page.click('label:has(input[value="grpc-web"])');
+    await page.waitForFunction(() => document.body.dataset.transport === "grpc-web" && document.querySelector("#conn").textContent.includes("grpc-web"), null, { timeout: 5000 });
+    const v2 = await call("#next-btn");
+    assert(v2 > v1, `gRPC-Web Next ${v2} > Connect Next ${v1}`);
+    // A little load from outside the page for 3 s, so issued/s has something to show
+    // (when the node behind the proxy is the leader: only leaders issue values).
+    const loadUntil = Date.now() + 3000;
+    while (Date.now() < loadUntil) {
+      await Promise.allSettled(nodes.map((n) => rpc(n.api, "seq.v1.SequenceService/Next", { keys: [7, 8, 9] })));
+      await sleep(20);
+    }
+    const rateText = await page.locator("#rate").textContent();
+    const rateSrc = await page.locator("#rate-src").textContent();
+    log(`issued/s: ${rateText} (${rateSrc})`);
+    // The page reads the leader's /metrics only when the proxy's node is the
+    // leader (the real nodes send no CORS headers); otherwise it says so.
+    assert(/^[0-9.]+k?$/.test(rateText) ? Number(rateText.replace("k", "")) > 0 : rateSrc.includes("not reachable"),
+      `issued/s shows a positive rate or why it cannot: ${rateText} (${rateSrc})`);
+    await page.screenshot({ path: path.join(out, "ui-before.png"), fullPage: true });
+
+    leader = await agreed(nodes); // leadership may have moved meanwhile (a busy machine)
+    const victim = nodes.find((n) => n.id === leader);
+    log(`kill -9 ${victim.id} (pid ${victim.child.pid})`);
+    const killedAt = Date.now();
+    process.kill(victim.child.pid, "SIGKILL");
+    await page.waitForFunction((old) => {
+      const l = document.querySelector("#leader")?.dataset.leader;
+      return l && l !== old;
+    }, leader, { timeout: 30000 });
+    log(`page shows new leader ${await shownLeader()} after ${Date.now() - killedAt} ms`);
+    const newLeader = await agreed(nodes.filter((n) => n !== victim));
+    assert(newLeader !== victim.id, `new leader ${newLeader} is not the killed ${victim.id}`);
+    await page.waitForSelector(`#nodes tr[data-node="${victim.id}"][data-state="unreachable"]`, { timeout: 15000 });
+    const v3 = await call("#next-btn");
+    assert(v3 > v2, `Next after failover ${v3} > ${v2}`);
+    const events = await page.locator("#events").textContent();
+    assert(events.includes(`→ ${newLeader}`), `events log the leader change: ${events}`);
+    await sleep(1500);
+    await page.screenshot({ path: path.join(out, "ui.png"), fullPage: true });
+    const unexpected = consoleErrors.filter((e) => !/metrics|CORS|Failed to load resource|ERR_CONNECTION_REFUSED/.test(e));
+    if (consoleErrors.length) log(`console errors (${consoleErrors.length}, expected: cross-origin /metrics of nodes without CORS):\n  ${[...new Set(consoleErrors)].slice(0, 5).join("\n  ")}`);
+    assert(unexpected.length === 0, `unexpected console errors: ${unexpected.join("; ")}`);
+    log(`PASS (screenshots in ${out})`);
+  } finally {
+    await ctx.close();
+    rmSync(profile, { recursive: true, force: true });
+  }
+}
+
+async function stopAll() {
+  for (const { child } of procs) if (child.exitedWith === undefined) child.kill("SIGTERM");
+  const deadline = Date.now() + 10000;
+  while (procs.some(({ child }) => child.exitedWith === undefined) && Date.now() < deadline) await sleep(100);
+  for (const { child } of procs) if (child.exitedWith === undefined) child.kill("SIGKILL");
+}
+
+let failed = false;
+try {
+  await main();
+} catch (e) {
+  failed = true;
+  console.error(`FAIL: ${e.stack || e}`);
+  for (const { name } of procs) {
+    try {
+      const lines = readFileSync(path.join(out, `${name}.log`), "utf8").trimEnd().split("\n");
+      console.error(`--- ${name}.log (last 15 lines)\n${lines.slice(-15).join("\n")}`);
+    } catch {}
+  }
+} finally {
+  await stopAll();
+  for (const n of ["n1", "n2", "n3"]) rmSync(path.join(work, n), { recursive: true, force: true });
+}
+process.exit(failed ? 1 : 0);

@@ -1,0 +1,321 @@
+// The status page served by seqd at /ui/ (ui/static/index.html loads this
+// bundle as app.js). It talks to the node that served it (or to ?api=URL)
+// with the browser client over Connect or gRPC-Web, polls ClusterStatus every
+// second, and lets an operator try Next and Current on a key.
+
+import {
+  createSeqdClient,
+  describeError,
+  leaderHint,
+  type ClusterStatusResponse,
+  type Node,
+  type SeqdClient,
+  type Space,
+  type TransportKind,
+} from "../index.js";
+import { IssuedRate, type RateReading } from "./metrics.js";
+
+const POLL_MS = 1000;
+
+const params = new URLSearchParams(location.search);
+// The page lives at <node>/ui/, so by default the API is the page's origin.
+const base = (params.get("api") ?? location.origin).replace(/\/+$/, "");
+
+function $(id: string): HTMLElement {
+  const el = document.getElementById(id);
+  if (!el) throw new Error(`#${id} missing from index.html`);
+  return el;
+}
+
+function el<K extends keyof HTMLElementTagNameMap>(tag: K, text?: string, cls?: string): HTMLElementTagNameMap[K] {
+  const e = document.createElement(tag);
+  if (text !== undefined) e.textContent = text;
+  if (cls) e.className = cls;
+  return e;
+}
+
+function initialTransport(): TransportKind {
+  const p = params.get("transport") ?? localStorage.getItem("seqd.transport");
+  return p === "grpc-web" ? "grpc-web" : "connect";
+}
+
+let kind: TransportKind = initialTransport();
+let token = sessionStorage.getItem("seqd.token") ?? "";
+// The poller fails fast (one attempt, short deadline) and simply tries again a
+// second later; operator calls retry through a failover like the Go client.
+let poller: SeqdClient;
+let caller: SeqdClient;
+
+function makeClients(): void {
+  poller = createSeqdClient(base, { transport: kind, token, timeoutMs: 2000, retryForMs: 0 });
+  caller = createSeqdClient(base, { transport: kind, token, timeoutMs: 3000, retryForMs: 10000 });
+  document.body.dataset.transport = kind;
+}
+
+// ---- cluster view -----------------------------------------------------------
+
+let lastLeader: string | undefined;
+let lastVersion = -1n;
+let lastOk = 0;
+let polls = 0;
+const rate = new IssuedRate();
+const rateHistory: number[] = [];
+let spaces: Space[] = [];
+
+function fmtDuration(d: Node["lastContact"]): string {
+  if (!d) return "—";
+  const ms = Number(d.seconds) * 1000 + d.nanos / 1e6;
+  if (ms === 0) return "0";
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  return `${(ms / 1000).toFixed(1)} s`;
+}
+
+function fmtRate(r: number | undefined): string {
+  if (r === undefined) return "—";
+  if (r >= 10000) return `${(r / 1000).toFixed(1)}k`;
+  if (r >= 100) return r.toFixed(0);
+  return r.toFixed(1);
+}
+
+function pill(text: string, cls: string): HTMLSpanElement {
+  return el("span", text, `pill ${cls}`);
+}
+
+function event(text: string, cls = ""): void {
+  const list = $("events");
+  const li = el("li", undefined, cls);
+  li.append(el("time", new Date().toLocaleTimeString()), document.createTextNode(" " + text));
+  list.prepend(li);
+  while (list.children.length > 30) list.lastElementChild?.remove();
+}
+
+function renderStatus(st: ClusterStatusResponse, reading?: RateReading): void {
+  const leader = st.leaderId;
+  const leaderEl = $("leader");
+  leaderEl.textContent = leader || "none";
+  leaderEl.dataset.leader = leader;
+  $("leader-card").classList.toggle("warn", !leader);
+  $("leader-addr").textContent = leader ? st.leaderApiAddr : "election in progress";
+  if (lastLeader !== undefined && leader !== lastLeader) {
+    event(
+      leader ? `leader ${lastLeader || "none"} → ${leader} (term ${st.term})` : `leader ${lastLeader} lost (term ${st.term})`,
+      leader ? "" : "bad",
+    );
+    const card = $("leader-card");
+    card.classList.remove("flash");
+    void card.offsetWidth; // restart the animation
+    card.classList.add("flash");
+  } else if (lastLeader === undefined && leader) {
+    event(`leader ${leader} (term ${st.term})`);
+  }
+  lastLeader = leader;
+
+  $("term").textContent = String(st.term);
+  $("version").textContent = `routing version ${st.version}`;
+  $("answered").textContent = st.nodeId || "—";
+
+  const tbody = $("nodes").querySelector("tbody")!;
+  const rows: HTMLTableRowElement[] = [];
+  const nodes = [...st.nodes].sort((a, b) => a.id.localeCompare(b.id));
+  for (const n of nodes) {
+    const tr = el("tr");
+    tr.dataset.node = n.id;
+    tr.dataset.state = n.raftState;
+    if (n.id === leader) tr.className = "is-leader";
+    const id = el("td");
+    id.append(el("strong", n.id));
+    if (n.id === st.nodeId) id.append(el("span", " (this node)", "muted"));
+    const state = el("td");
+    state.append(pill(n.raftState || "?", `st-${n.raftState || "unknown"}`));
+    const serving = el("td");
+    serving.append(n.serving ? pill("serving", "ok") : el("span", "no", "muted"));
+    const member = el("td", n.inConfiguration ? (n.voter ? "voter" : "non-voter") : "no (gossip only)");
+    const lease = reading?.lease.get(n.id);
+    rows.push(tr);
+    tr.append(
+      id,
+      state,
+      serving,
+      member,
+      el("td", String(n.term), "num"),
+      el("td", String(n.appliedIndex), "num"),
+      el("td", n.raftState === "unreachable" ? "—" : fmtDuration(n.lastContact), "num"),
+      el("td", lease === undefined || lease <= 0 ? "—" : `${lease.toFixed(2)} s`, "num"),
+      el("td", n.apiAddr, "mono"),
+      el("td", n.raftAddr, "mono"),
+    );
+  }
+  tbody.replaceChildren(...rows);
+  $("node-count").textContent = `${nodes.length} node${nodes.length === 1 ? "" : "s"}, ${
+    nodes.filter((n) => n.voter).length
+  } voters`;
+
+  if (reading) {
+    // Only leaders issue values: without the leader's /metrics the sum means nothing.
+    const known = !leader || reading.rated.has(leader);
+    $("rate").textContent = known ? fmtRate(reading.perSecond) : "—";
+    $("rate-src").textContent = known
+      ? `/metrics of ${reading.scraped} of ${reading.of} nodes`
+      : `leader ${leader}'s /metrics is not reachable from this page (CORS: seqd --cors-origin)`;
+    rateHistory.push(known ? (reading.perSecond ?? 0) : 0);
+    while (rateHistory.length > 60) rateHistory.shift();
+    drawSpark();
+  }
+}
+
+function drawSpark(): void {
+  const svg = $("spark");
+  const line = svg.querySelector("polyline")!;
+  const max = Math.max(1, ...rateHistory);
+  const w = 120;
+  const h = 28;
+  const step = w / 59;
+  const off = 60 - rateHistory.length;
+  line.setAttribute(
+    "points",
+    rateHistory.map((v, i) => `${((off + i) * step).toFixed(1)},${(h - 1 - (v / max) * (h - 2)).toFixed(1)}`).join(" "),
+  );
+}
+
+function renderSpaces(list: Space[]): void {
+  spaces = list;
+  const tbody = $("spaces").querySelector("tbody")!;
+  tbody.replaceChildren(
+    ...list.map((s) => {
+      const tr = el("tr");
+      tr.append(el("td", s.name, "mono"), el("td", String(s.step), "num"), el("td", String(s.sectionSize), "num"));
+      return tr;
+    }),
+  );
+  const sel = $("space") as HTMLSelectElement;
+  const keep = sel.value || "default";
+  sel.replaceChildren(...list.map((s) => el("option", s.name)));
+  if (list.some((s) => s.name === keep)) sel.value = keep;
+}
+
+function setConn(ok: boolean, text: string): void {
+  const c = $("conn");
+  c.textContent = text;
+  c.className = `conn ${ok ? "ok" : "bad"}`;
+  document.body.classList.toggle("stale", !ok);
+}
+
+function metricsTargets(st: ClusterStatusResponse): Map<string, string> {
+  const scheme = new URL(base).protocol;
+  const t = new Map<string, string>();
+  for (const n of st.nodes) {
+    if (n.id === st.nodeId) t.set(n.id, `${base}/metrics`);
+    else if (n.apiAddr && n.raftState !== "unreachable") t.set(n.id, `${scheme}//${n.apiAddr}/metrics`);
+  }
+  return t;
+}
+
+async function poll(): Promise<void> {
+  const started = performance.now();
+  const current = poller;
+  try {
+    const st = await current.clusterStatus();
+    if (current !== poller) return; // the transport changed meanwhile
+    lastOk = Date.now();
+    setConn(true, `live · ${kind} · ${Math.round(performance.now() - started)} ms`);
+    if (polls % 10 === 0 || st.version !== lastVersion) {
+      current.listSpaces().then(renderSpaces, () => {});
+    }
+    lastVersion = st.version;
+    polls++;
+    renderStatus(st);
+    const reading = await rate.scrape(metricsTargets(st), `${base}/metrics`);
+    renderStatus(st, reading);
+  } catch (err) {
+    if (current !== poller) return;
+    const hint = leaderHint(err);
+    const age = lastOk ? ` · last update ${Math.round((Date.now() - lastOk) / 1000)} s ago` : "";
+    setConn(false, `${describeError(err)}${hint ? ` (leader ${hint.id})` : ""}${age}`);
+  } finally {
+    if (current === poller) setTimeout(poll, Math.max(0, POLL_MS - (performance.now() - started)));
+  }
+}
+
+// ---- try it -----------------------------------------------------------------
+
+async function tryCall(what: "next" | "current"): Promise<void> {
+  const space = ($("space") as HTMLSelectElement).value || "default";
+  const keyText = ($("key") as HTMLInputElement).value.trim();
+  const out = $("result");
+  let key: bigint;
+  try {
+    key = BigInt(keyText);
+    if (key < 0n) throw new RangeError();
+  } catch {
+    out.className = "result bad";
+    out.textContent = `"${keyText}" is not a key (an unsigned 64-bit integer)`;
+    return;
+  }
+  out.className = "result busy";
+  out.textContent = `${what}(${space}, ${key}) …`;
+  const started = performance.now();
+  try {
+    const [v] = what === "next" ? await caller.next(space, [key]) : await caller.current(space, [key]);
+    const ms = Math.round(performance.now() - started);
+    out.className = "result ok";
+    out.dataset.value = String(v);
+    out.dataset.call = what;
+    out.replaceChildren(
+      el("span", `${what}(${space}, ${key}) = `),
+      el("strong", String(v), "value"),
+      el("span", ` · ${kind} · ${ms} ms`, "muted"),
+    );
+    const li = el("li");
+    li.append(el("time", new Date().toLocaleTimeString()), document.createTextNode(` ${what} ${space}/${key} → ${v}`));
+    $("history").prepend(li);
+    while ($("history").children.length > 8) $("history").lastElementChild?.remove();
+  } catch (err) {
+    out.className = "result bad";
+    delete out.dataset.value;
+    const hint = leaderHint(err);
+    out.textContent = `${what}(${space}, ${key}) failed: ${describeError(err)}${hint ? ` (leader ${hint.id} at ${hint.addr})` : ""}`;
+  }
+}
+
+// ---- wiring -----------------------------------------------------------------
+
+function start(): void {
+  makeClients();
+  $("endpoint").textContent = base;
+  $("via").textContent = base;
+  ($("metrics-link") as HTMLAnchorElement).href = `${base}/metrics`;
+  for (const r of document.querySelectorAll<HTMLInputElement>('input[name="transport"]')) {
+    r.checked = r.value === kind;
+    r.addEventListener("change", () => {
+      if (!r.checked) return;
+      kind = r.value === "grpc-web" ? "grpc-web" : "connect";
+      localStorage.setItem("seqd.transport", kind);
+      const u = new URL(location.href);
+      u.searchParams.set("transport", kind);
+      history.replaceState(null, "", u);
+      makeClients();
+      event(`protocol switched to ${kind}`);
+      void poll();
+    });
+  }
+  const tok = $("token") as HTMLInputElement;
+  tok.value = token;
+  tok.addEventListener("change", () => {
+    token = tok.value.trim();
+    sessionStorage.setItem("seqd.token", token);
+    makeClients();
+    void poll();
+  });
+  $("try").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const which = (e as SubmitEvent).submitter?.id === "current-btn" ? "current" : "next";
+    void tryCall(which);
+  });
+  void poll();
+}
+
+if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+else start();
+
+// For debugging from the console.
+Object.assign(globalThis, { seqd: { base, get client() { return caller; }, get spaces() { return spaces; } } });
