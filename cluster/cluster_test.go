@@ -14,7 +14,8 @@ import (
 	"github.com/seqd/seqd/sections"
 )
 
-const failoverWait = 20 * time.Second
+// failoverWait bounds every wait for a condition; generous, as the machine may be loaded.
+const failoverWait = 45 * time.Second
 
 // TestFaultsKeepUniquenessAndOrder runs clients against a 3-node cluster
 // while the leader is killed and restarted, shut down gracefully, and cut off

@@ -66,9 +66,7 @@ func (n *Node) membership(conf raft.Configuration) {
 		}
 	}
 	members := n.Members()
-	if n.recordProgress(in, members) {
-		return
-	}
+	n.recordProgress(in, members)
 	for _, m := range members {
 		if !m.Alive || m.ID == n.cfg.ID {
 			continue
@@ -117,8 +115,8 @@ const recordInterval = 5 * time.Second
 // server holds raft state and how far its log reaches (its applied index, a
 // lower bound of its last log index). A server that later shows up without
 // state was wiped; one whose log ends below the record runs on an older
-// copy of its data. It reports whether it submitted an entry.
-func (n *Node) recordProgress(in map[string]raft.Server, members []Member) bool {
+// copy of its data.
+func (n *Node) recordProgress(in map[string]raft.Server, members []Member) {
 	for _, m := range members {
 		if _, ok := in[m.ID]; !ok || !m.Alive || !m.HasState {
 			continue
@@ -150,9 +148,7 @@ func (n *Node) recordProgress(in map[string]raft.Server, members []Member) bool 
 		if err := n.apply(context.Background(), fsm.EncodeServerSeen(m.ID, max(applied, rec))); err != nil {
 			n.log.Warn("recording server progress failed", "id", m.ID, "err", err)
 		}
-		return true
 	}
-	return false
 }
 
 // caughtUp reports whether a non-voter has kept up with the leader for

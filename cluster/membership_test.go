@@ -95,11 +95,12 @@ func TestRemovedNodeComingBackIsRefused(t *testing.T) {
 	term := leader.Node().Status().Term
 	gone.Restart()
 	// Watch for a while: a bounded observation of a property that must hold
-	// throughout, not a wait for a condition.
+	// throughout, not a wait for a condition. (The lease may lapse for a
+	// moment on a loaded machine; leadership and term must not change.)
 	until := time.Now().Add(4 * time.Second)
 	for time.Now().Before(until) {
-		if st := leader.Node().Status(); st.Term != term || !st.Serving {
-			t.Fatalf("the removed node disturbed the leader: term %d → %d, serving %v", term, st.Term, st.Serving)
+		if st := leader.Node().Status(); st.Term != term || st.State != "Leader" {
+			t.Fatalf("the removed node disturbed the leader: term %d → %d, state %s", term, st.Term, st.State)
 		}
 		if _, in := config(t, c)[gone.ID]; in {
 			t.Fatalf("the removed node %s was added back", gone.ID)

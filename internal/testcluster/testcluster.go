@@ -354,7 +354,8 @@ func (c *Cluster) WaitServingLeader(timeout time.Duration, exclude ...*Member) *
 	return nil
 }
 
-// WaitVoters waits until the leader's configuration has n voters.
+// WaitVoters waits until the leader's configuration has n voters (joining
+// servers are promoted only after keeping up for a couple of seconds).
 func (c *Cluster) WaitVoters(n int, timeout time.Duration) {
 	c.t.Helper()
 	deadline := time.Now().Add(timeout)
