@@ -26,6 +26,12 @@ var DefaultSpace = fsm.Space{Name: "default", Step: 10000, SectionSize: 100000}
 // applyTimeout bounds how long a raft Apply may wait to be enqueued.
 const applyTimeout = 5 * time.Second
 
+// raftShutdownWait bounds how long Shutdown and Kill wait for raft to stop.
+const raftShutdownWait = 15 * time.Second
+
+// ErrShutdownStuck means raft did not stop within raftShutdownWait.
+var ErrShutdownStuck = errors.New("raft did not shut down in time")
+
 // Node is one running seqd server.
 type Node struct {
 	cfg Config
@@ -163,7 +169,7 @@ func (n *Node) open() error {
 	if err != nil {
 		return err
 	}
-	r, err := raft.NewRaft(rc, f, cache, ls, snaps, n.transport)
+	r, err := raft.NewRaft(rc, f, cache, ls, snaps, noPipeline{n.transport})
 	if err != nil {
 		return fmt.Errorf("starting raft: %w", err)
 	}
@@ -339,8 +345,16 @@ func (n *Node) close() error {
 			_ = n.ml.Shutdown()
 		}
 		if n.raft != nil {
-			if err := n.raft.Shutdown().Error(); err != nil {
+			errc := make(chan error, 1)
+			go func() { errc <- n.raft.Shutdown().Error() }()
+			select {
+			case err := <-errc:
 				n.closeErr = err
+			case <-time.After(raftShutdownWait):
+				// Do not close the stores under raft's running goroutines.
+				n.closeErr = ErrShutdownStuck
+				n.log.Error("raft did not shut down in time; leaving its stores open", "waited", raftShutdownWait)
+				return
 			}
 		}
 		n.wg.Wait()

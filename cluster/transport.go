@@ -130,3 +130,18 @@ func (r RaftTLS) configs() (server, client *tls.Config, err error) {
 	client = &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}, RootCAs: pool}
 	return server, client, nil
 }
+
+// noPipeline is raft's network transport with pipelined replication turned
+// off. hashicorp/raft's pipeline can deadlock when a follower's answer ends
+// the pipeline while a send waits for room (the replication goroutine then
+// never returns: the follower gets heartbeats but no entries, and
+// Raft.Shutdown hangs); we hit it in the fault tests, and others did too
+// (hashicorp/raft#612, grafana/pyroscope#5518). seqd writes few entries (one
+// raise per step values per section, a lease renewal every lease/3), so
+// replicating one batch at a time costs it nothing that matters.
+type noPipeline struct{ *raft.NetworkTransport }
+
+// AppendEntriesPipeline makes raft fall back to synchronous replication.
+func (noPipeline) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
+	return nil, raft.ErrPipelineReplicationNotSupported
+}
