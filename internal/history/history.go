@@ -95,29 +95,7 @@ func (a Anomaly) String() string { return a.Rule + ": " + a.Msg }
 // Check returns every anomaly in ops (at most limit per rule; limit <= 0
 // means 10).
 func Check(ops []Op, limit int) []Anomaly {
-	if limit <= 0 {
-		limit = 10
-	}
-	byKey := map[uint64][]Op{}
-	for _, o := range ops {
-		byKey[o.Key] = append(byKey[o.Key], o)
-	}
-	keys := make([]uint64, 0, len(byKey))
-	for k := range byKey {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	var out []Anomaly
-	count := map[string]int{}
-	add := func(a Anomaly) {
-		if count[a.Rule] < limit {
-			out = append(out, a)
-		}
-		count[a.Rule]++
-	}
-	for _, k := range keys {
-		checkKey(byKey[k], add)
-	}
+	out, _ := CheckCounts(ops, limit)
 	return out
 }
 
