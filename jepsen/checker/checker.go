@@ -1,0 +1,493 @@
+// Package checker analyses a chaos test's history:
+//
+//   - order: C1 (no value twice per key), C2 (per-key real-time order) and C3
+//     (Current bounds), via internal/history, over the successful operations;
+//   - shape: every successful call returned what it asked for: one value per
+//     key, values from 1, Reserve's count, and increasing values for a key
+//     listed twice in one Next;
+//   - restart: after every full-cluster restart (the kill-all fault), every
+//     value is above every value acknowledged before the cluster went down;
+//   - final-reads: after every fault was healed, Current of every key
+//     succeeded (a cluster that never recovers is reported as unknown);
+//   - availability: ok rate, the longest time without a successful call,
+//     and per fault the outage it caused and the time from its healing to the
+//     first successful call (informational: never invalid).
+//
+// Only successful operations constrain the safety checkers: a call that
+// failed or timed out may or may not have taken values, which only leaves
+// gaps.
+package checker
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/seqd/seqd/internal/history"
+	"github.com/seqd/seqd/jepsen/record"
+)
+
+// Validity is a verdict: true, false or unknown (JSON true, false, "unknown").
+type Validity string
+
+// Verdicts.
+const (
+	Valid   Validity = "true"
+	Invalid Validity = "false"
+	Unknown Validity = "unknown"
+)
+
+// MarshalJSON writes true, false or "unknown".
+func (v Validity) MarshalJSON() ([]byte, error) {
+	switch v {
+	case Valid:
+		return []byte("true"), nil
+	case Invalid:
+		return []byte("false"), nil
+	}
+	return []byte(`"unknown"`), nil
+}
+
+// UnmarshalJSON reads true, false or "unknown".
+func (v *Validity) UnmarshalJSON(b []byte) error {
+	switch string(b) {
+	case "true":
+		*v = Valid
+	case "false":
+		*v = Invalid
+	default:
+		*v = Unknown
+	}
+	return nil
+}
+
+// Merge combines verdicts: any false is false, else any unknown is unknown.
+func Merge(vs ...Validity) Validity {
+	out := Valid
+	for _, v := range vs {
+		switch {
+		case v == Invalid:
+			return Invalid
+		case v != Valid:
+			out = Unknown
+		}
+	}
+	return out
+}
+
+// Anomaly is one violation, with the history records involved.
+type Anomaly struct {
+	Rule string      `json:"rule"`
+	Key  uint64      `json:"key"`
+	Msg  string      `json:"msg"`
+	Ops  []record.Op `json:"ops"`
+	// HTML is the porcupine timeline of the key around the anomaly, if one
+	// was rendered (relative to the store directory).
+	HTML string `json:"html,omitempty"`
+}
+
+// Result is one checker's verdict.
+type Result struct {
+	Valid     Validity       `json:"valid"`
+	Counts    map[string]int `json:"counts,omitempty"` // anomalies by rule (all of them)
+	Anomalies []Anomaly      `json:"anomalies,omitempty"`
+	Notes     []string       `json:"notes,omitempty"`
+}
+
+// Options tunes the checkers.
+type Options struct {
+	// Limit is the number of example anomalies kept per rule (default 10).
+	Limit int
+}
+
+// Results is every checker's result.
+type Results struct {
+	Valid        Validity           `json:"valid"`
+	Ops          Counts             `json:"ops"`
+	Checkers     map[string]*Result `json:"checkers"`
+	Availability Availability       `json:"availability"`
+}
+
+// Counts counts client calls by outcome (and by operation).
+type Counts struct {
+	Total int                       `json:"total"`
+	OK    int                       `json:"ok"`
+	Fail  int                       `json:"fail"`
+	Info  int                       `json:"info"`
+	ByF   map[string]map[string]int `json:"by_f"`
+}
+
+// Check runs every checker over ops.
+func Check(ops []record.Op, opt Options) *Results {
+	if opt.Limit <= 0 {
+		opt.Limit = 10
+	}
+	end := record.End(ops)
+	windows := record.Windows(ops, end)
+	r := &Results{Checkers: map[string]*Result{}}
+	r.Ops = CountOps(ops)
+	r.Checkers["order"] = Order(ops, opt.Limit)
+	r.Checkers["shape"] = Shape(ops, opt.Limit)
+	r.Checkers["restart"] = Restart(ops, windows, opt.Limit)
+	r.Checkers["final-reads"] = FinalReads(ops)
+	r.Availability = Avail(ops, windows)
+	var vs []Validity
+	for _, c := range r.Checkers {
+		vs = append(vs, c.Valid)
+	}
+	if r.Ops.OK == 0 {
+		vs = append(vs, Unknown)
+	}
+	r.Valid = Merge(vs...)
+	return r
+}
+
+// CountOps counts client calls (not nemesis actions, not final reads).
+func CountOps(ops []record.Op) Counts {
+	c := Counts{ByF: map[string]map[string]int{}}
+	for _, o := range ops {
+		if o.IsNemesis() || isFinal(o) {
+			continue
+		}
+		c.Total++
+		switch o.Type {
+		case record.OK:
+			c.OK++
+		case record.Fail:
+			c.Fail++
+		default:
+			c.Info++
+		}
+		f := o.F
+		if o.F == record.Next && len(o.Keys) > 1 {
+			f = "next-multi"
+		}
+		if c.ByF[f] == nil {
+			c.ByF[f] = map[string]int{}
+		}
+		c.ByF[f][o.Type]++
+	}
+	return c
+}
+
+func isFinal(o record.Op) bool {
+	return len(o.Client) >= 5 && o.Client[:5] == "final"
+}
+
+// Order checks C1, C2 and C3 over every successful call.
+func Order(ops []record.Op, limit int) *Result {
+	byIndex := map[int64]record.Op{}
+	for _, o := range ops {
+		byIndex[o.Index] = o
+	}
+	as, counts := history.CheckCounts(record.ToHistory(ops), limit)
+	r := &Result{Valid: Valid, Counts: map[string]int{"C1": counts["C1"], "C2": counts["C2"], "C3": counts["C3"]}}
+	for _, a := range as {
+		x := Anomaly{Rule: a.Rule, Msg: a.Msg}
+		for _, o := range a.Ops {
+			x.Key = o.Key
+			x.Ops = append(x.Ops, byIndex[o.Ref])
+		}
+		r.Anomalies = append(r.Anomalies, x)
+	}
+	if counts["C1"]+counts["C2"]+counts["C3"] > 0 {
+		r.Valid = Invalid
+	}
+	return r
+}
+
+// Shape checks that every successful call returned what it asked for.
+func Shape(ops []record.Op, limit int) *Result {
+	r := &Result{Valid: Valid, Counts: map[string]int{"shape": 0, "repeat-order": 0}}
+	add := func(rule string, key uint64, msg string, o record.Op) {
+		if r.Counts[rule] < limit {
+			r.Anomalies = append(r.Anomalies, Anomaly{Rule: rule, Key: key, Msg: msg, Ops: []record.Op{o}})
+		}
+		r.Counts[rule]++
+		r.Valid = Invalid
+	}
+	for _, o := range ops {
+		if o.IsNemesis() || o.Type != record.OK {
+			continue
+		}
+		switch o.F {
+		case record.Next, record.Current:
+			if len(o.Values) != len(o.Keys) {
+				add("shape", 0, fmt.Sprintf("%s of %d keys returned %d values", o.F, len(o.Keys), len(o.Values)), o)
+				continue
+			}
+			if o.F == record.Current {
+				continue
+			}
+			last := map[uint64]uint64{}
+			for i, k := range o.Keys {
+				v := o.Values[i]
+				if v == 0 {
+					add("shape", k, fmt.Sprintf("key %d: next returned 0 (values start at 1)", k), o)
+				}
+				if p, seen := last[k]; seen && v <= p {
+					add("repeat-order", k, fmt.Sprintf("key %d listed twice in one call got %d then %d", k, p, v), o)
+				}
+				last[k] = v
+			}
+		case record.Reserve:
+			if len(o.Values) != 2 || len(o.Keys) != 1 {
+				add("shape", 0, "malformed reserve record", o)
+				continue
+			}
+			if o.Values[0] == 0 {
+				add("shape", o.Keys[0], fmt.Sprintf("key %d: reserve returned first value 0", o.Keys[0]), o)
+			}
+			if o.Values[1]-o.Values[0]+1 != uint64(o.Count) {
+				add("shape", o.Keys[0], fmt.Sprintf("key %d: reserve of %d returned %d..%d", o.Keys[0], o.Count, o.Values[0], o.Values[1]), o)
+			}
+		}
+	}
+	return r
+}
+
+// Restart checks, for every full-cluster restart (a kill-all fault), that
+// every value returned by a call that began after the restart is above every
+// value returned by a call that completed before the cluster was killed, for
+// the same key (and that Current is at least that).
+func Restart(ops []record.Op, windows []record.Window, limit int) *Result {
+	r := &Result{Valid: Valid, Counts: map[string]int{"R1": 0}}
+	hops := record.ToHistory(ops)
+	byIndex := map[int64]record.Op{}
+	for _, o := range ops {
+		byIndex[o.Index] = o
+	}
+	restarts := 0
+	for _, w := range windows {
+		if w.Fault != "kill-all" {
+			continue
+		}
+		restarts++
+		before := map[uint64]history.Op{}
+		for _, o := range hops {
+			if o.Kind == history.Take && o.End < w.Start {
+				if b, ok := before[o.Key]; !ok || o.Last > b.Last {
+					before[o.Key] = o
+				}
+			}
+		}
+		for _, o := range hops {
+			if o.Start <= w.End {
+				continue
+			}
+			b, ok := before[o.Key]
+			if !ok {
+				continue
+			}
+			bad := (o.Kind == history.Take && o.First <= b.Last) || (o.Kind == history.Read && o.Last < b.Last)
+			if !bad {
+				continue
+			}
+			if r.Counts["R1"] < limit {
+				what := "got"
+				if o.Kind == history.Read {
+					what = "current"
+				}
+				r.Anomalies = append(r.Anomalies, Anomaly{Rule: "R1", Key: o.Key,
+					Msg: fmt.Sprintf("key %d: %s %d after the full restart at %.3fs, but %d was returned before the cluster went down",
+						o.Key, what, o.First, w.End.Seconds(), b.Last),
+					Ops: []record.Op{byIndex[b.Ref], byIndex[o.Ref]}})
+			}
+			r.Counts["R1"]++
+			r.Valid = Invalid
+		}
+	}
+	r.Notes = append(r.Notes, fmt.Sprintf("%d full-cluster restarts checked", restarts))
+	return r
+}
+
+// FinalReads checks that the final reads (after every fault was healed)
+// succeeded. Without any, the verdict is unknown.
+func FinalReads(ops []record.Op) *Result {
+	r := &Result{Valid: Unknown}
+	attempts := 0
+	for _, o := range ops {
+		if o.Client != "final" {
+			continue
+		}
+		attempts++
+		if o.Type == record.OK {
+			r.Valid = Valid
+			r.Notes = append(r.Notes, fmt.Sprintf("Current of %d keys succeeded at %.3fs", len(o.Keys), o.Complete.Seconds()))
+		}
+	}
+	switch {
+	case r.Valid == Valid:
+	case attempts == 0:
+		r.Notes = append(r.Notes, "no final reads (the run was interrupted or stopped before them)")
+	default:
+		r.Notes = append(r.Notes, fmt.Sprintf("no successful final read in %d attempts: the cluster did not recover after every fault was healed", attempts))
+	}
+	for _, o := range ops {
+		if isFinal(o) && o.Client != "final" && o.Type != record.OK {
+			r.Notes = append(r.Notes, fmt.Sprintf("final read through %s: %s %s", o.Node, o.Type, o.Error))
+		}
+	}
+	return r
+}
+
+// Availability summarises how available the cluster was.
+type Availability struct {
+	OKRate float64 `json:"ok_rate"`
+	// LongestGap is the longest time without a successful call completing,
+	// between the first client call and the last.
+	LongestGap      Dur           `json:"longest_gap"`
+	LongestGapStart Dur           `json:"longest_gap_start"`
+	Faults          []FaultStat   `json:"faults"`
+	Outage          Stats         `json:"outage"`              // per fault
+	AfterHeal       Stats         `json:"first_ok_after_heal"` // per fault
+	PerSecond       []SecondStats `json:"per_second"`
+}
+
+// FaultStat is one fault's effect.
+type FaultStat struct {
+	record.Window
+	// Outage is the longest time without a successful call overlapping the
+	// fault (from its start to the end of its healing plus the quiet time
+	// before the next fault), counted from the fault's start at the earliest.
+	Outage Dur `json:"outage"`
+	// AfterHeal is the time from the end of healing to the completion of the
+	// first successful call invoked after it (-1: none).
+	AfterHeal Dur `json:"first_ok_after_heal"`
+}
+
+// Stats are the median and worst of some durations.
+type Stats struct {
+	N      int `json:"n"`
+	Median Dur `json:"median"`
+	Worst  Dur `json:"worst"`
+}
+
+// SecondStats counts calls completed in one second of the test.
+type SecondStats struct {
+	T    int `json:"t"`
+	OK   int `json:"ok"`
+	Fail int `json:"fail"`
+	Info int `json:"info"`
+}
+
+// Dur is a duration that marshals as seconds.
+type Dur time.Duration
+
+// MarshalJSON writes seconds.
+func (d Dur) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).Seconds())
+}
+
+// UnmarshalJSON reads seconds.
+func (d *Dur) UnmarshalJSON(b []byte) error {
+	var s float64
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	*d = Dur(s * float64(time.Second))
+	return nil
+}
+
+func (d Dur) String() string { return time.Duration(d).Round(time.Millisecond).String() }
+
+func stats(ds []time.Duration) Stats {
+	if len(ds) == 0 {
+		return Stats{}
+	}
+	slices.Sort(ds)
+	return Stats{N: len(ds), Median: Dur(ds[len(ds)/2]), Worst: Dur(ds[len(ds)-1])}
+}
+
+// Avail computes the availability figures.
+func Avail(ops []record.Op, windows []record.Window) Availability {
+	var a Availability
+	var okEnds []time.Duration
+	var first, last time.Duration = -1, 0
+	total, ok := 0, 0
+	for _, o := range ops {
+		if o.IsNemesis() || isFinal(o) {
+			continue
+		}
+		total++
+		if first < 0 || o.Invoke < first {
+			first = o.Invoke
+		}
+		last = max(last, o.Complete)
+		sec := int(o.Complete / time.Second)
+		for len(a.PerSecond) <= sec {
+			a.PerSecond = append(a.PerSecond, SecondStats{T: len(a.PerSecond)})
+		}
+		switch o.Type {
+		case record.OK:
+			ok++
+			okEnds = append(okEnds, o.Complete)
+			a.PerSecond[sec].OK++
+		case record.Fail:
+			a.PerSecond[sec].Fail++
+		default:
+			a.PerSecond[sec].Info++
+		}
+	}
+	if total == 0 {
+		return a
+	}
+	a.OKRate = float64(ok) / float64(total)
+	slices.Sort(okEnds)
+	// Gaps between successive successes, bounded by the first call and the
+	// last completion.
+	points := append([]time.Duration{first}, okEnds...)
+	points = append(points, last)
+	for i := 1; i < len(points); i++ {
+		if g := points[i] - points[i-1]; Dur(g) > a.LongestGap {
+			a.LongestGap, a.LongestGapStart = Dur(g), Dur(points[i-1])
+		}
+	}
+	var outages, heals []time.Duration
+	for i, w := range windows {
+		until := last
+		if i+1 < len(windows) {
+			until = max(w.End, windows[i+1].Start)
+		}
+		fs := FaultStat{Window: w, AfterHeal: -1}
+		for j := 1; j < len(points); j++ {
+			lo, hi := points[j-1], points[j]
+			if hi < w.Start || lo > until {
+				continue
+			}
+			if g := hi - max(lo, w.Start); Dur(g) > fs.Outage {
+				fs.Outage = Dur(g)
+			}
+		}
+		var firstOK time.Duration = -1
+		for _, o := range ops {
+			if !o.IsNemesis() && !isFinal(o) && o.Type == record.OK && o.Invoke >= w.End && (firstOK < 0 || o.Complete < firstOK) {
+				firstOK = o.Complete
+			}
+		}
+		if firstOK >= 0 {
+			fs.AfterHeal = Dur(firstOK - w.End)
+			heals = append(heals, firstOK-w.End)
+		}
+		outages = append(outages, time.Duration(fs.Outage))
+		a.Faults = append(a.Faults, fs)
+	}
+	a.Outage, a.AfterHeal = stats(outages), stats(heals)
+	return a
+}
+
+// KeysOf returns the sorted distinct keys of the anomalies.
+func KeysOf(as []Anomaly) []uint64 {
+	seen := map[uint64]bool{}
+	var out []uint64
+	for _, a := range as {
+		if !seen[a.Key] {
+			seen[a.Key] = true
+			out = append(out, a.Key)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seqd/seqd/jepsen/record"
+)
+
+func TestParseDefaults(t *testing.T) {
+	cfg, err := parse(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Nodes != 3 || cfg.durMin != 5*time.Second || cfg.durMax != 5*time.Second || cfg.Test != "kill-leader+pause-leader+partition-leader" {
+		t.Errorf("%+v", cfg)
+	}
+}
+
+func TestParse(t *testing.T) {
+	cfg, err := parse(strings.Fields("--nemesis-duration 3s..5s --nemesis partition-slow-leader --slow-node n2 --slow-factor 4 --unsafe-disable-lease --node-arg n1=--log-level=debug"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.durMin != 3*time.Second || cfg.durMax != 5*time.Second {
+		t.Errorf("range %v..%v", cfg.durMin, cfg.durMax)
+	}
+	if cfg.Test != "partition-slow-leader-unsafe" {
+		t.Errorf("test name %q", cfg.Test)
+	}
+	want := []string{"--raft-heartbeat-timeout=1.2s", "--raft-election-timeout=1.2s", "--raft-leader-lease-timeout=1.2s"}
+	if !slices.Equal(cfg.nodeArgs["n2"], want) || !slices.Equal(cfg.nodeArgs["n1"], []string{"--log-level=debug"}) {
+		t.Errorf("node args %v", cfg.nodeArgs)
+	}
+	for _, bad := range []string{
+		"--nodes 0", "--nemesis-duration 5s..3s", "--nemesis-duration x", "--mix next=0", "--net wifi",
+		"--nemesis membership", "--nemesis bogus", "--nemesis partition-slow-leader", "--slow-node n4",
+		"--node-arg n1", "--node-arg n9=--x", "--loss 0", "--keys 0", "extra",
+		"--pinned-per-node 0 --smart-clients 0",
+	} {
+		if _, err := parse(strings.Fields(bad), io.Discard); err == nil {
+			t.Errorf("parse(%q) accepted", bad)
+		}
+	}
+}
+
+func TestHelpListsEveryFlag(t *testing.T) {
+	var b strings.Builder
+	fs := newFlags(&config{}, &b)
+	fs.Usage()
+	out := b.String()
+	for _, want := range []string{"--nemesis", "-time-limit", "-unsafe-disable-lease", "partition-ring", "membership", "Exit status", "-cleanup"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("--help lacks %q", want)
+		}
+	}
+}
+
+// writeHistory stores a synthetic test directory.
+func writeHistory(t *testing.T, ops []record.Op) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "store", "synthetic", "20260101T000000")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r, err := record.NewRecorder(filepath.Join(dir, "history.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range ops {
+		r.Add(o)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+
+func synthetic(stale bool, final bool) []record.Op {
+	var ops []record.Op
+	for i := range 200 {
+		node := []string{"n1", "n2", "n3"}[i%3]
+		ops = append(ops, record.Op{Client: "s0", Node: node, F: record.Next, Keys: []uint64{uint64(i % 4)}, Type: record.OK,
+			Values: []uint64{uint64(100 + i)}, Invoke: ms(10 * i), Complete: ms(10*i + 2)})
+	}
+	ops = append(ops,
+		record.Op{Client: record.NemesisClient, F: record.FaultStart, Fault: "partition-leader", FaultID: 1, Class: "network", Targets: []string{"n1", "|n2+n3"}, Type: record.Info, Invoke: ms(500), Complete: ms(501)},
+		record.Op{Client: record.NemesisClient, F: record.FaultHeal, Fault: "partition-leader", FaultID: 1, Class: "network", Targets: []string{"n1", "|n2+n3"}, Type: record.Info, Invoke: ms(1200), Complete: ms(1201)})
+	if stale {
+		// A deposed leader answers after the new one served more.
+		ops = append(ops, record.Op{Client: "p-n1-0", Node: "n1", F: record.Next, Keys: []uint64{1}, Type: record.OK, Values: []uint64{50}, Invoke: ms(800), Complete: ms(801)})
+	}
+	if final {
+		ops = append(ops, record.Op{Client: "final", F: record.Current, Keys: []uint64{0, 1, 2, 3}, Type: record.OK, Values: []uint64{400, 400, 400, 400}, Invoke: ms(3000), Complete: ms(3001)})
+	}
+	return ops
+}
+
+func TestAnalyze(t *testing.T) {
+	cases := []struct {
+		name         string
+		stale, final bool
+		code         int
+		valid        string
+	}{
+		{"valid", false, true, exitValid, "true"},
+		{"anomaly", true, true, exitInvalid, "false"},
+		{"no final reads", false, false, exitUnknown, `"unknown"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := writeHistory(t, synthetic(c.stale, c.final))
+			stdout := os.Stdout
+			devnull, _ := os.Open(os.DevNull)
+			os.Stdout = devnull
+			code := mainExit([]string{"--analyze", dir})
+			os.Stdout = stdout
+			devnull.Close()
+			if code != c.code {
+				t.Fatalf("exit %d, want %d", code, c.code)
+			}
+			b, err := os.ReadFile(filepath.Join(dir, "results.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var res map[string]json.RawMessage
+			if err := json.Unmarshal(b, &res); err != nil {
+				t.Fatal(err)
+			}
+			if string(res["valid"]) != c.valid {
+				t.Errorf("results.json valid %s, want %s", res["valid"], c.valid)
+			}
+			for _, f := range []string{"latency.png", "rate.png"} {
+				if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+					t.Error(err)
+				}
+			}
+			htmls, _ := filepath.Glob(filepath.Join(dir, "anomaly-*-C2-key1.html"))
+			if c.stale != (len(htmls) > 0) {
+				t.Errorf("timelines %v", htmls)
+			}
+		})
+	}
+}
+
+func TestSummaryMentionsVerdict(t *testing.T) {
+	dir := writeHistory(t, synthetic(true, true))
+	r := analyzeOps(synthetic(true, true), dir, 5, &meta{Test: "synthetic", Dir: dir, Nodes: 3})
+	var b strings.Builder
+	printSummary(&b, r)
+	for _, want := range []string{"INVALID", "C2 1", "anomaly:      C2 key 1", "exit status:  1", "timeline:"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, b.String())
+		}
+	}
+}

@@ -1,0 +1,501 @@
+// Package nodes runs the seqd processes of a chaos test: start, kill -9,
+// pause, resume and restart them (with unchanged flags), inside a network
+// namespace each or on loopback, with each node's output appended to a log
+// file; and asks them who leads.
+package nodes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"connectrpc.com/connect"
+
+	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
+	"github.com/seqd/seqd/api/gen/seq/v1/seqv1connect"
+	"github.com/seqd/seqd/jepsen/netns"
+)
+
+// State is what the harness last did to a node's process.
+type State int
+
+// Process states.
+const (
+	Down    State = iota // never started, or exited
+	Running              // started (or resumed)
+	Killed               // kill -9ed, not restarted yet
+	Paused               // SIGSTOPped
+)
+
+func (s State) String() string {
+	return [...]string{"down", "running", "killed", "paused"}[s]
+}
+
+// Node is one seqd process.
+type Node struct {
+	ID      string // n1, n2, ...
+	Index   int    // 0-based
+	NS      string // network namespace, "" on loopback
+	Host    string // the node's address
+	API     string // host:port
+	Raft    string
+	Gossip  string
+	DataDir string
+	LogPath string
+
+	bin  string
+	args []string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	done   chan struct{}
+	state  State
+	starts int
+	exits  []string // how earlier processes ended
+	// unexpected lists processes that exited while the harness had not
+	// killed or stopped them (a crash).
+	unexpected []string
+}
+
+// Cluster is the set of nodes of one test.
+type Cluster struct {
+	Nodes []*Node
+	http  *http.Client
+}
+
+// Spec describes how to lay the cluster out.
+type Spec struct {
+	N       int
+	Bin     string     // seqd binary
+	DataDir string     // parent of each node's data directory
+	LogDir  string     // each node logs to LogDir/<id>.log
+	Net     *netns.Net // nil: loopback with free ports
+	Args    []string   // extra `seqd serve` flags (timing, --unsafe-disable-lease...)
+	// NodeArgs are extra flags for single nodes, by ID (after Args, so they win).
+	NodeArgs map[string][]string
+}
+
+// New lays out the nodes (it starts nothing).
+func New(s Spec) (*Cluster, error) {
+	c := &Cluster{http: &http.Client{Timeout: 2 * time.Second}}
+	for i := range s.N {
+		n := &Node{ID: fmt.Sprintf("n%d", i+1), Index: i, bin: s.Bin}
+		if s.Net != nil {
+			n.NS, n.Host = s.Net.Nodes[i].NS, s.Net.Nodes[i].IP
+			n.API, n.Raft, n.Gossip = n.Host+":7700", n.Host+":7701", n.Host+":7702"
+		} else {
+			n.Host = "127.0.0.1"
+			ports, err := freePorts(3)
+			if err != nil {
+				return nil, err
+			}
+			n.API = net.JoinHostPort(n.Host, strconv.Itoa(ports[0]))
+			n.Raft = net.JoinHostPort(n.Host, strconv.Itoa(ports[1]))
+			n.Gossip = net.JoinHostPort(n.Host, strconv.Itoa(ports[2]))
+		}
+		n.DataDir = filepath.Join(s.DataDir, n.ID)
+		n.LogPath = filepath.Join(s.LogDir, n.ID+".log")
+		c.Nodes = append(c.Nodes, n)
+	}
+	var joins []string
+	for _, n := range c.Nodes {
+		joins = append(joins, n.Gossip)
+	}
+	for _, n := range c.Nodes {
+		n.args = append([]string{"serve", "--id", n.ID, "--data-dir", n.DataDir,
+			"--api-addr", n.API, "--raft-addr", n.Raft, "--gossip-addr", n.Gossip,
+			"--join", strings.Join(joins, ","), "--bootstrap-expect", strconv.Itoa(s.N)}, s.Args...)
+		n.args = append(n.args, s.NodeArgs[n.ID]...)
+	}
+	return c, nil
+}
+
+// freePorts finds n distinct loopback ports free for both TCP and UDP
+// (memberlist binds both).
+func freePorts(n int) ([]int, error) {
+	var out []int
+	seen := map[int]bool{}
+	for tries := 0; len(out) < n && tries < 200; tries++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		p := ln.Addr().(*net.TCPAddr).Port
+		u, uerr := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", p))
+		ln.Close()
+		if uerr != nil || seen[p] {
+			continue
+		}
+		u.Close()
+		seen[p] = true
+		out = append(out, p)
+	}
+	if len(out) < n {
+		return nil, errors.New("no free loopback ports")
+	}
+	return out, nil
+}
+
+// APIs returns every node's API address.
+func (c *Cluster) APIs() []string {
+	var out []string
+	for _, n := range c.Nodes {
+		out = append(out, n.API)
+	}
+	return out
+}
+
+// ByAPI returns the node with API address addr, or nil.
+func (c *Cluster) ByAPI(addr string) *Node {
+	for _, n := range c.Nodes {
+		if n.API == addr {
+			return n
+		}
+	}
+	return nil
+}
+
+// ByID returns the node with the given ID, or nil.
+func (c *Cluster) ByID(id string) *Node {
+	for _, n := range c.Nodes {
+		if n.ID == id {
+			return n
+		}
+	}
+	return nil
+}
+
+// CommandLine returns the node's command line (for logs and the results).
+func (n *Node) CommandLine() []string {
+	argv := append([]string{n.bin}, n.args...)
+	if n.NS != "" {
+		argv = netns.Exec(n.NS, argv...)
+	}
+	return argv
+}
+
+// State returns what the harness last did to the node.
+func (n *Node) State() State {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.state
+}
+
+// Start starts the node's process (again, with the same flags). Its output
+// is appended to its log file.
+func (n *Node) Start() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.state == Running || n.state == Paused {
+		return nil
+	}
+	if err := os.MkdirAll(n.DataDir, 0o755); err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	n.starts++
+	fmt.Fprintf(logf, "=== jepsen: start #%d at %s: %s\n", n.starts, time.Now().Format(time.RFC3339Nano), strings.Join(n.CommandLine(), " "))
+	argv := n.CommandLine()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Its own process group, so that a ^C at the terminal reaches only the
+	// harness (which then stops the nodes itself); and killed if the
+	// harness dies.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", n.ID, err)
+	}
+	done := make(chan struct{})
+	n.cmd, n.done, n.state = cmd, done, Running
+	go func() {
+		err := cmd.Wait()
+		n.mu.Lock()
+		how := "exit 0"
+		if err != nil {
+			how = err.Error()
+		}
+		n.exits = append(n.exits, how)
+		if n.cmd == cmd && n.state == Running {
+			n.state = Down // it exited on its own: a crash
+			n.unexpected = append(n.unexpected, fmt.Sprintf("process #%d (pid %d) exited on its own at %s: %s",
+				n.starts, cmd.Process.Pid, time.Now().Format(time.RFC3339Nano), how))
+		}
+		n.mu.Unlock()
+		close(done)
+	}()
+	return nil
+}
+
+// Pid returns the process id of the node's current process, or 0.
+func (n *Node) Pid() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil || n.cmd.Process == nil || n.state == Down || n.state == Killed {
+		return 0
+	}
+	return n.cmd.Process.Pid
+}
+
+// Kill sends SIGKILL and waits (bounded) until the process is gone.
+func (n *Node) Kill() error {
+	n.mu.Lock()
+	cmd, done, st := n.cmd, n.done, n.state
+	if st == Running || st == Paused {
+		n.state = Killed
+	}
+	n.mu.Unlock()
+	if cmd == nil || cmd.Process == nil || (st != Running && st != Paused) {
+		return nil
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	select {
+	case <-done:
+		return nil
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("%s (pid %d) did not die within 10s of SIGKILL", n.ID, cmd.Process.Pid)
+	}
+}
+
+// Pause sends SIGSTOP.
+func (n *Node) Pause() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.state != Running {
+		return fmt.Errorf("%s is %s, not running", n.ID, n.state)
+	}
+	if err := n.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	n.state = Paused
+	return nil
+}
+
+// Resume sends SIGCONT to a paused node.
+func (n *Node) Resume() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.state != Paused {
+		return nil
+	}
+	n.state = Running
+	return n.cmd.Process.Signal(syscall.SIGCONT)
+}
+
+// Stop ends the process gracefully (SIGCONT, SIGTERM); if it has not exited
+// within timeout, it sends SIGQUIT (a Go process dumps its goroutines to its
+// log) and then SIGKILL.
+func (n *Node) Stop(timeout time.Duration) error {
+	n.mu.Lock()
+	cmd, done, st := n.cmd, n.done, n.state
+	if st == Running || st == Paused {
+		n.state = Down
+	}
+	n.mu.Unlock()
+	if cmd == nil || cmd.Process == nil || (st != Running && st != Paused) {
+		return nil
+	}
+	_ = cmd.Process.Signal(syscall.SIGCONT)
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+		return nil
+	case <-time.After(timeout):
+	}
+	// SIGQUIT makes a Go process write every goroutine's stack to its log
+	// (and exit): the evidence of where it hung.
+	_ = cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-done:
+		return fmt.Errorf("%s did not stop within %v of SIGTERM; SIGQUIT (goroutine dump in %s)", n.ID, timeout, n.LogPath)
+	case <-time.After(3 * time.Second):
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	select {
+	case <-done:
+		return fmt.Errorf("%s did not stop within %v of SIGTERM; killed", n.ID, timeout)
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("%s (pid %d) did not die", n.ID, cmd.Process.Pid)
+	}
+}
+
+// Exits describes how the node's earlier processes ended.
+func (n *Node) Exits() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]string(nil), n.exits...)
+}
+
+// Unexpected describes processes of the node that exited without the
+// harness killing or stopping them.
+func (n *Node) Unexpected() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]string(nil), n.unexpected...)
+}
+
+// Starts returns how many times the node was started.
+func (n *Node) Starts() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.starts
+}
+
+// StopAll stops every node (in parallel).
+func (c *Cluster) StopAll(timeout time.Duration) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(c.Nodes))
+	for i, n := range c.Nodes {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = n.Stop(timeout) }()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// KillAll kills every node at once.
+func (c *Cluster) KillAll() error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(c.Nodes))
+	for i, n := range c.Nodes {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = n.Kill() }()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Status is one node's view of itself, from its ClusterStatus.
+type Status struct {
+	Node     *Node
+	Err      error
+	State    string // raft state
+	Term     uint64
+	Serving  bool
+	LeaderID string
+}
+
+// Statuses asks every node for its own state, in parallel, each bounded by
+// timeout.
+func (c *Cluster) Statuses(ctx context.Context, timeout time.Duration) []Status {
+	out := make([]Status, len(c.Nodes))
+	var wg sync.WaitGroup
+	for i, n := range c.Nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i] = c.status(ctx, n, timeout)
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+func (c *Cluster) status(ctx context.Context, n *Node, timeout time.Duration) Status {
+	st := Status{Node: n}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	admin := seqv1connect.NewAdminServiceClient(c.http, "http://"+n.API)
+	r, err := admin.ClusterStatus(ctx, connect.NewRequest(&seqv1.ClusterStatusRequest{}))
+	if err != nil {
+		st.Err = err
+		return st
+	}
+	st.LeaderID = r.Msg.GetLeaderId()
+	st.Term = r.Msg.GetTerm()
+	for _, x := range r.Msg.GetNodes() {
+		if x.GetId() == n.ID {
+			st.State, st.Serving = x.GetRaftState(), x.GetServing()
+			if x.GetTerm() > 0 {
+				st.Term = x.GetTerm()
+			}
+		}
+	}
+	return st
+}
+
+// Leader returns the node that says it is the raft leader and serves, with
+// the highest term, or nil.
+func (c *Cluster) Leader(ctx context.Context) *Node {
+	var best *Status
+	sts := c.Statuses(ctx, time.Second)
+	for i := range sts {
+		s := &sts[i]
+		if s.Err == nil && s.Serving && strings.EqualFold(s.State, "leader") && (best == nil || s.Term > best.Term) {
+			best = s
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	return best.Node
+}
+
+// WaitLeader polls until a node leads and serves, or timeout.
+func (c *Cluster) WaitLeader(ctx context.Context, timeout time.Duration) *Node {
+	deadline := time.Now().Add(timeout)
+	for {
+		if l := c.Leader(ctx); l != nil {
+			return l
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// WaitHealthy polls until every node answers, all name the same leader and
+// term, and the leader serves; it returns a description of the last state
+// seen when it gives up.
+func (c *Cluster) WaitHealthy(ctx context.Context, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for {
+		sts := c.Statuses(ctx, time.Second)
+		leaders, terms := map[string]bool{}, map[uint64]bool{}
+		serving := false
+		var desc []string
+		for _, s := range sts {
+			if s.Err != nil {
+				leaders["?"] = true
+				desc = append(desc, fmt.Sprintf("%s: %v", s.Node.ID, s.Err))
+				continue
+			}
+			leaders[s.LeaderID] = true
+			terms[s.Term] = true
+			serving = serving || (s.Serving && strings.EqualFold(s.State, "leader"))
+			desc = append(desc, fmt.Sprintf("%s: %s term %d leader %q serving %v", s.Node.ID, s.State, s.Term, s.LeaderID, s.Serving))
+		}
+		sort.Strings(desc)
+		last = strings.Join(desc, "; ")
+		if len(leaders) == 1 && !leaders["?"] && !leaders[""] && len(terms) == 1 && serving {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("cluster not healthy within %v: %s", timeout, last)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,233 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/seqd/seqd/jepsen/checker"
+	"github.com/seqd/seqd/jepsen/plot"
+	"github.com/seqd/seqd/jepsen/record"
+)
+
+// results is results.json.
+type results struct {
+	Valid        checker.Validity            `json:"valid"`
+	Meta         *meta                       `json:"meta"`
+	Ops          checker.Counts              `json:"ops"`
+	Checkers     map[string]*checker.Result  `json:"checkers"`
+	Availability checker.Availability        `json:"availability"`
+	Files        map[string]string           `json:"files"`
+	Nemesis      map[string]int              `json:"faults_by_kind"`
+	Timelines    map[string]checker.Validity `json:"-"`
+}
+
+func (r *results) exitCode() int {
+	switch r.Valid {
+	case checker.Valid:
+		return exitValid
+	case checker.Invalid:
+		return exitInvalid
+	}
+	return exitUnknown
+}
+
+// maxTimelines bounds the porcupine timelines rendered per run.
+const maxTimelines = 6
+
+// analyzeOps checks a history, renders the plots and timelines into dir and
+// writes results.json.
+func analyzeOps(ops []record.Op, dir string, limit int, m *meta) *results {
+	res := checker.Check(ops, checker.Options{Limit: limit})
+	r := &results{Meta: m, Ops: res.Ops, Checkers: res.Checkers, Availability: res.Availability,
+		Files: map[string]string{}, Nemesis: map[string]int{}}
+	crash := &checker.Result{Valid: checker.Valid}
+	for _, c := range append(append([]string(nil), m.Crashes...), m.Panics...) {
+		crash.Valid = checker.Invalid
+		crash.Notes = append(crash.Notes, c)
+	}
+	r.Checkers["crashes"] = crash
+	verdicts := []checker.Validity{res.Valid, crash.Valid}
+	if len(m.Errors) > 0 || m.Interrupt != "" {
+		verdicts = append(verdicts, checker.Unknown)
+	}
+	r.Valid = checker.Merge(verdicts...)
+
+	end := record.End(ops)
+	windows := record.Windows(ops, end)
+	for _, w := range windows {
+		r.Nemesis[w.Fault]++
+	}
+	// Timelines of the anomalies that a per-key counter model can show.
+	n := 0
+	for _, name := range []string{"order", "restart"} {
+		for i := range r.Checkers[name].Anomalies {
+			a := &r.Checkers[name].Anomalies[i]
+			if n >= maxTimelines {
+				break
+			}
+			file := fmt.Sprintf("anomaly-%d-%s-key%d.html", n+1, a.Rule, a.Key)
+			if _, err := checker.Visualize(filepath.Join(dir, file), *a, ops, windows); err != nil {
+				m.Errors = append(m.Errors, "timeline: "+err.Error())
+				continue
+			}
+			a.HTML = file
+			n++
+		}
+	}
+	title := fmt.Sprintf("%s - %d nodes, seed %d", m.Test, m.Nodes, m.Seed)
+	if err := plot.Latency(filepath.Join(dir, "latency.png"), "latency: "+title, ops, windows); err != nil {
+		m.Errors = append(m.Errors, "latency plot: "+err.Error())
+	} else {
+		r.Files["latency"] = "latency.png"
+	}
+	if err := plot.Rate(filepath.Join(dir, "rate.png"), "throughput: "+title, ops, windows); err != nil {
+		m.Errors = append(m.Errors, "rate plot: "+err.Error())
+	} else {
+		r.Files["rate"] = "rate.png"
+	}
+	r.Files["history"] = "history.jsonl"
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "results.json"), append(b, '\n'), 0o644)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "jepsen: writing results.json: %v\n", err)
+	}
+	r.Files["results"] = "results.json"
+	return r
+}
+
+// analyze re-checks a stored test directory.
+func analyze(cfg *config) int {
+	dir := cfg.Analyze
+	ops, err := record.Load(filepath.Join(dir, "history.jsonl"))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "jepsen: --analyze: %v\n", err)
+		return exitHarness
+	}
+	m := &meta{Test: filepath.Base(filepath.Dir(dir)), Dir: dir}
+	if b, err := os.ReadFile(filepath.Join(dir, "results.json")); err == nil {
+		var old results
+		if json.Unmarshal(b, &old) == nil && old.Meta != nil {
+			m = old.Meta
+			m.Errors = nil
+		}
+	}
+	r := analyzeOps(ops, dir, cfg.Limit, m)
+	printSummary(os.Stdout, r)
+	return r.exitCode()
+}
+
+func mark(v checker.Validity) string {
+	switch v {
+	case checker.Valid:
+		return "ok"
+	case checker.Invalid:
+		return "FAIL"
+	}
+	return "unknown"
+}
+
+func pct(a, b int) string {
+	if b == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", 100*float64(a)/float64(b))
+}
+
+// printSummary prints a one-screen summary.
+func printSummary(w io.Writer, r *results) {
+	m := r.Meta
+	fmt.Fprintf(w, "\n=== seqd chaos test %s: %d nodes, %s, seed %d", m.Test, m.Nodes, m.Net, m.Seed)
+	if m.Unsafe {
+		fmt.Fprint(w, ", --unsafe-disable-lease")
+	}
+	fmt.Fprintln(w, " ===")
+	fmt.Fprintf(w, "store:        %s\n", m.Dir)
+	if m.NetNote != "" {
+		fmt.Fprintf(w, "note:         %s\n", m.NetNote)
+	}
+	var kinds []string
+	for k, n := range r.Nemesis {
+		kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
+	}
+	sort.Strings(kinds)
+	fmt.Fprintf(w, "faults:       %d injected (%s); %s\n", m.Injected, strings.Join(kinds, ", "), m.Schedule)
+	if len(m.Skipped) > 0 {
+		fmt.Fprintf(w, "skipped:      %s\n", strings.Join(m.Skipped, ", "))
+	}
+	o := r.Ops
+	fmt.Fprintf(w, "calls:        %d in %.0fs: ok %d (%s), fail %d, info %d\n", o.Total, m.Elapsed, o.OK, pct(o.OK, o.Total), o.Fail, o.Info)
+	var fs []string
+	for f, byType := range o.ByF {
+		fs = append(fs, fmt.Sprintf("%s %d/%d", f, byType["ok"], byType["ok"]+byType["fail"]+byType["info"]))
+	}
+	sort.Strings(fs)
+	fmt.Fprintf(w, "              ok/total by call: %s\n", strings.Join(fs, ", "))
+	c := r.Checkers
+	fmt.Fprintf(w, "checkers:     order %s (C1 %d, C2 %d, C3 %d) · shape %s (%d) · restart %s (%s) · final-reads %s · crashes %s\n",
+		mark(c["order"].Valid), c["order"].Counts["C1"], c["order"].Counts["C2"], c["order"].Counts["C3"],
+		mark(c["shape"].Valid), c["shape"].Counts["shape"]+c["shape"].Counts["repeat-order"],
+		mark(c["restart"].Valid), strings.Join(append([]string{fmt.Sprintf("R1 %d", c["restart"].Counts["R1"])}, c["restart"].Notes...), ", "),
+		mark(c["final-reads"].Valid), mark(c["crashes"].Valid))
+	a := r.Availability
+	fmt.Fprintf(w, "availability: ok rate %.1f%%; longest gap without an ok call %v (from %.1fs)\n", 100*a.OKRate, a.LongestGap, time.Duration(a.LongestGapStart).Seconds())
+	if a.Outage.N > 0 {
+		fmt.Fprintf(w, "              outage per fault: median %v, worst %v; first ok after healing: median %v, worst %v (%d faults)\n",
+			a.Outage.Median, a.Outage.Worst, a.AfterHeal.Median, a.AfterHeal.Worst, a.Outage.N)
+	}
+	var notes []string
+	for _, name := range []string{"final-reads", "crashes"} {
+		if c[name].Valid != checker.Valid {
+			notes = append(notes, c[name].Notes...)
+		}
+	}
+	notes = append(notes, m.Errors...)
+	if m.Interrupt != "" {
+		notes = append(notes, "interrupted by "+m.Interrupt)
+	}
+	for _, wn := range m.Warnings {
+		fmt.Fprintf(w, "warning:      %s\n", wn)
+	}
+	for i, n := range notes {
+		if i == 6 {
+			fmt.Fprintf(w, "              ... (%d more in results.json)\n", len(notes)-i)
+			break
+		}
+		fmt.Fprintf(w, "problem:      %s\n", n)
+	}
+	shown := 0
+	for _, name := range []string{"order", "restart", "shape"} {
+		for _, an := range c[name].Anomalies {
+			if shown == 3 {
+				break
+			}
+			shown++
+			fmt.Fprintf(w, "anomaly:      %s %s\n", an.Rule, an.Msg)
+			for _, op := range an.Ops {
+				fmt.Fprintf(w, "                #%d %-9s on %-3s %s %v → %v  [%.4fs .. %.4fs]\n", op.Index, op.Client, op.Node, op.F, op.Keys, op.Values,
+					op.Invoke.Seconds(), op.Complete.Seconds())
+			}
+			if an.HTML != "" {
+				fmt.Fprintf(w, "                timeline: %s\n", filepath.Join(m.Dir, an.HTML))
+			}
+		}
+	}
+	fmt.Fprintf(w, "files:        history.jsonl results.json latency.png rate.png jepsen.log n*.log\n")
+	switch r.Valid {
+	case checker.Valid:
+		fmt.Fprintln(w, "verdict:      VALID — everything looks good! ヽ(‘ー`)ノ")
+	case checker.Invalid:
+		fmt.Fprintln(w, "verdict:      INVALID — analysis found anomalies (ﾉಥ益ಥ）ﾉ ┻━┻")
+	default:
+		fmt.Fprintln(w, "verdict:      UNKNOWN — no anomaly found, but the run was incomplete (see problems) ಠ~ಠ")
+	}
+	// `go run` turns every non-zero status into 1: say which it is.
+	fmt.Fprintf(w, "exit status:  %d\n", r.exitCode())
+}

@@ -1,0 +1,332 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/seqd/seqd/client"
+	"github.com/seqd/seqd/jepsen/nemesis"
+	"github.com/seqd/seqd/jepsen/nodes"
+	"github.com/seqd/seqd/jepsen/record"
+	"github.com/seqd/seqd/jepsen/workload"
+)
+
+// meta describes a test run in results.json.
+type meta struct {
+	Test       string              `json:"test"`
+	Start      time.Time           `json:"start"`
+	Dir        string              `json:"dir"`
+	Command    []string            `json:"command"`
+	Seed       uint64              `json:"seed"`
+	Nodes      int                 `json:"nodes"`
+	Net        string              `json:"net"`
+	NetNote    string              `json:"net_note,omitempty"`
+	Unsafe     bool                `json:"unsafe_disable_lease"`
+	SeqdArgs   []string            `json:"seqd_args"`
+	NodeArgs   map[string][]string `json:"node_args,omitempty"`
+	NodeCmds   []string            `json:"node_commands"`
+	Faults     []string            `json:"faults"`
+	Skipped    []string            `json:"faults_skipped,omitempty"`
+	Injected   int                 `json:"faults_injected"`
+	Schedule   string              `json:"schedule"`
+	Workload   string              `json:"workload"`
+	TimeLimit  float64             `json:"time_limit_s"`
+	Elapsed    float64             `json:"elapsed_s"`
+	Errors     []string            `json:"harness_errors,omitempty"`
+	Warnings   []string            `json:"warnings,omitempty"`
+	Crashes    []string            `json:"node_crashes,omitempty"`
+	Panics     []string            `json:"node_panics,omitempty"`
+	Interrupt  string              `json:"interrupted,omitempty"`
+	FinalReads string              `json:"final_reads,omitempty"`
+}
+
+// logger prints progress to the terminal (unless quiet) and to jepsen.log.
+type logger struct {
+	mu    sync.Mutex
+	start time.Time
+	file  io.Writer
+	quiet bool
+}
+
+func (l *logger) Printf(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	line := fmt.Sprintf("[%7.2fs] %s\n", time.Since(l.start).Seconds(), fmt.Sprintf(format, args...))
+	if l.file != nil {
+		io.WriteString(l.file, line)
+	}
+	if !l.quiet {
+		io.WriteString(os.Stderr, line)
+	}
+}
+
+// run runs the test with a network plan made by launch, and returns the exit
+// status.
+func run(cfg *config, p plan) int {
+	startWall := time.Now()
+	dir := filepath.Join(cfg.Store, cfg.Test, startWall.Format("20060102T150405"))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		fmt.Fprintf(os.Stderr, "jepsen: %v\n", err)
+		return exitHarness
+	}
+	for _, link := range []string{filepath.Join(cfg.Store, "latest"), filepath.Join(cfg.Store, cfg.Test, "latest")} {
+		target, _ := filepath.Rel(filepath.Dir(link), dir)
+		_ = os.Remove(link)
+		_ = os.Symlink(target, link)
+	}
+	logf, err := os.Create(filepath.Join(dir, "jepsen.log"))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "jepsen: %v\n", err)
+		return exitHarness
+	}
+	defer logf.Close()
+	log := &logger{start: startWall, file: logf, quiet: cfg.Quiet}
+
+	m := &meta{Test: cfg.Test, Start: startWall, Dir: dir, Command: os.Args, Seed: p.Seed, Nodes: cfg.Nodes,
+		Net: "loopback", NetNote: p.NetNote, Unsafe: cfg.Unsafe, TimeLimit: cfg.TimeLimit.Seconds()}
+	if p.Net != nil {
+		m.Net = fmt.Sprintf("netns %s.0/24 (namespaces %s-*)", p.Net.Subnet, p.Net.Prefix)
+	}
+	faults, skipped, err := nemesis.Parse(cfg.Nemesis, cfg.Nodes, p.Net != nil)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "jepsen: --nemesis: %v\n", err)
+		return exitUsage
+	}
+	for _, f := range faults {
+		m.Faults = append(m.Faults, f.Name)
+	}
+	m.Skipped = skipped
+	if len(skipped) > 0 {
+		log.Printf("NOTE: skipping faults that cannot run here: %s", strings.Join(skipped, ", "))
+	}
+	m.Schedule = fmt.Sprintf("interval %v, duration %s, max faults %d, overlap %v", cfg.Interval, cfg.Duration, cfg.MaxFaults, cfg.Overlap)
+	m.Workload = fmt.Sprintf("rate %g/s, %d smart + %d pinned per node, %d keys, mix %s, op timeout %v (smart %v, attempt %v), space %s step %d section %d",
+		cfg.Rate, cfg.Smart, cfg.PinnedPerNode, cfg.Keys, cfg.mix, cfg.OpTimeout, cfg.SmartTimeout, cfg.AttemptTimeout, cfg.Space, cfg.Step, cfg.SectionSize)
+
+	// Interrupts stop the test early, but it is still healed, checked and
+	// cleaned up.
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	var interrupted atomic.Value
+	go func() {
+		s, ok := <-sigs
+		if !ok {
+			return
+		}
+		interrupted.Store(s.String())
+		log.Printf("%v: stopping the test early (it is still healed, checked and cleaned up)", s)
+		stop()
+	}()
+
+	// The nodes.
+	seqdArgs := []string{"--lease", cfg.Lease.String(), "--raft-heartbeat-timeout", cfg.Heartbeat.String(),
+		"--raft-election-timeout", cfg.Election.String(), "--raft-leader-lease-timeout", cfg.LeaderLease.String()}
+	if cfg.Unsafe {
+		seqdArgs = append(seqdArgs, "--unsafe-disable-lease")
+	}
+	seqdArgs = append(seqdArgs, cfg.SeqdArgs...)
+	m.SeqdArgs, m.NodeArgs = seqdArgs, cfg.nodeArgs
+	dataDir := filepath.Join(dir, "data")
+	cl, err := nodes.New(nodes.Spec{N: cfg.Nodes, Bin: p.Bin, DataDir: dataDir, LogDir: dir, Net: p.Net, Args: seqdArgs, NodeArgs: cfg.nodeArgs})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "jepsen: %v\n", err)
+		return exitHarness
+	}
+	for _, n := range cl.Nodes {
+		m.NodeCmds = append(m.NodeCmds, strings.Join(n.CommandLine(), " "))
+	}
+	defer func() {
+		_ = cl.StopAll(10 * time.Second)
+		if !cfg.KeepData {
+			_ = os.RemoveAll(dataDir)
+		}
+	}()
+	rec, err := record.NewRecorder(filepath.Join(dir, "history.jsonl"))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "jepsen: %v\n", err)
+		return exitHarness
+	}
+	defer rec.Close()
+
+	log.Printf("test %s: %d nodes, %s, seed %d, store %s", cfg.Test, cfg.Nodes, m.Net, p.Seed, dir)
+	if p.NetNote != "" {
+		log.Printf("NOTE: %s", p.NetNote)
+	}
+	for _, n := range cl.Nodes {
+		if err := n.Start(); err != nil {
+			fmt.Fprintf(os.Stderr, "jepsen: %v\n", err)
+			return exitHarness
+		}
+	}
+	if err := cl.WaitHealthy(ctx, cfg.StartupTimeout); err != nil {
+		fmt.Fprintf(os.Stderr, "jepsen: %v\n", err)
+		for _, n := range cl.Nodes {
+			fmt.Fprintf(os.Stderr, "--- %s (%s), last lines:\n%s", n.ID, n.LogPath, tail(n.LogPath, 15))
+		}
+		return exitHarness
+	}
+	leader := cl.Leader(ctx)
+	log.Printf("cluster up; leader %s", nodeID(leader))
+
+	var targets []workload.Target
+	for _, n := range cl.Nodes {
+		targets = append(targets, workload.Target{ID: n.ID, API: n.API})
+	}
+	admin, err := client.New(cl.APIs(), client.Options{RetryFor: 30 * time.Second})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "jepsen: %v\n", err)
+		return exitHarness
+	}
+	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
+	_, err = admin.CreateSpace(sctx, cfg.Space, cfg.Step, cfg.SectionSize)
+	scancel()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "jepsen: creating space %q: %v\n", cfg.Space, err)
+		return exitHarness
+	}
+
+	wl, err := workload.Start(ctx, workload.Config{
+		Space: cfg.Space, Keys: cfg.Keys, Rate: cfg.Rate, PinnedPerNode: cfg.PinnedPerNode, Smart: cfg.Smart,
+		OpTimeout: cfg.OpTimeout, SmartTimeout: cfg.SmartTimeout, AttemptTimeout: cfg.AttemptTimeout, Mix: cfg.mix, MaxReserve: uint32(cfg.MaxReserve), Seed: p.Seed,
+	}, targets, rec)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "jepsen: %v\n", err)
+		return exitHarness
+	}
+	log.Printf("workload: %s", m.Workload)
+	if len(faults) > 0 {
+		log.Printf("nemesis: %s; %s", strings.Join(m.Faults, ", "), m.Schedule)
+	} else {
+		log.Printf("nemesis: none")
+	}
+
+	// The nemesis, until the time limit or its fault count.
+	env := &nemesis.Env{Cluster: cl, Net: p.Net, Rec: rec, Loss: cfg.Loss, Logf: log.Printf}
+	if cfg.SlowNode != "" {
+		env.Slow, env.SlowTimeout = cl.ByID(cfg.SlowNode), scale(cfg.Heartbeat, cfg.SlowFactor)
+	}
+	nctx, ncancel := context.WithTimeout(ctx, cfg.TimeLimit)
+	defer ncancel()
+	nemDone := make(chan int, 1)
+	go func() {
+		nemDone <- nemesis.Run(nctx, env, nemesis.Schedule{Faults: faults, Interval: cfg.Interval,
+			DurMin: cfg.durMin, DurMax: cfg.durMax, Seed: p.Seed, MaxFaults: cfg.MaxFaults, Overlap: cfg.Overlap})
+	}()
+	progress := time.NewTicker(10 * time.Second)
+	defer progress.Stop()
+	injected := -1
+wait:
+	for {
+		select {
+		case injected = <-nemDone:
+			if len(faults) == 0 {
+				<-nctx.Done() // no faults: run for the time limit
+			}
+			break wait
+		case <-progress.C:
+			ok, fail, info := wl.Counts()
+			log.Printf("progress: ok %d, fail %d, info %d", ok, fail, info)
+		}
+	}
+	ncancel()
+	m.Injected = max(injected, 0)
+
+	// Heal everything, let the cluster recover under load, then read every key.
+	if err := nemesis.HealAll(env); err != nil {
+		m.Errors = append(m.Errors, "heal-all: "+err.Error())
+		log.Printf("heal-all: %v", err)
+	}
+	log.Printf("healed every fault; recovery period %v", cfg.Recovery)
+	rctx, rcancel := context.WithTimeout(ctx, cfg.Recovery)
+	<-rctx.Done()
+	rcancel()
+	wl.Stop()
+	ok, fail, info := wl.Counts()
+	log.Printf("workload stopped: ok %d, fail %d, info %d", ok, fail, info)
+	if ctx.Err() == nil {
+		if _, err := workload.FinalReads(ctx, cfg.Space, cfg.Keys, targets, rec, cfg.FinalTimeout); err != nil {
+			m.FinalReads = err.Error()
+			log.Printf("final reads: %v", err)
+		} else {
+			log.Printf("final reads: ok")
+		}
+	}
+
+	// Stop the nodes gracefully (a leader hands over), and look for crashes.
+	// A node that does not stop gracefully is worth knowing (it gets
+	// SIGQUIT, so its log has a goroutine dump) but breaks no guarantee.
+	if err := cl.StopAll(cfg.StopTimeout); err != nil {
+		for _, e := range strings.Split(err.Error(), "\n") {
+			m.Warnings = append(m.Warnings, "graceful stop: "+e)
+		}
+	}
+	for _, n := range cl.Nodes {
+		m.Crashes = append(m.Crashes, prefixAll(n.ID+": ", n.Unexpected())...)
+		m.Panics = append(m.Panics, prefixAll(n.ID+": ", grepPanics(n.LogPath))...)
+	}
+	m.Elapsed = time.Since(startWall).Seconds()
+	if s, ok := interrupted.Load().(string); ok {
+		m.Interrupt = s
+	}
+	if err := rec.Close(); err != nil {
+		m.Errors = append(m.Errors, "writing history: "+err.Error())
+	}
+	rep := analyzeOps(rec.Ops(), dir, cfg.Limit, m)
+	printSummary(os.Stdout, rep)
+	return rep.exitCode()
+}
+
+func nodeID(n *nodes.Node) string {
+	if n == nil {
+		return "(none)"
+	}
+	return n.ID
+}
+
+func prefixAll(p string, ss []string) []string {
+	var out []string
+	for _, s := range ss {
+		out = append(out, p+s)
+	}
+	return out
+}
+
+// tail returns the last n lines of a file.
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error() + "\n"
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
+
+// grepPanics finds Go panics and fatal errors in a node log.
+func grepPanics(path string) []string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "panic: ") || strings.HasPrefix(line, "fatal error: ") {
+			out = append(out, line)
+		}
+	}
+	return out
+}
