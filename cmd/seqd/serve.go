@@ -66,7 +66,7 @@ func serve(args []string) error {
 		token         = fs.String("token", "", "bearer token required on AdminService calls (prefer SEQD_TOKEN to keep it out of ps)")
 		tokenSeq      = fs.Bool("token-sequence", false, "require the token on SequenceService calls too")
 		corsOrigins   = fs.String("cors-origin", "", "comma-separated browser origins allowed to call the API (CORS for Connect and gRPC-Web; * for any)")
-		unsafeNoLease = fs.Bool("unsafe-disable-lease", false, "TESTING ONLY: serve without the leader lease; breaks per-key order under partitions and pauses")
+		unsafeNoLease = fs.Bool("unsafe-disable-lease", false, "TESTING ONLY: serve without the leader lease; breaks per-key order when an old leader keeps serving after a new one is elected")
 		shutdownWait  = fs.Duration("shutdown-timeout", 10*time.Second, "how long a graceful shutdown may take")
 	)
 	operands, err := parseFlags(fs, args)
