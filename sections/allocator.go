@@ -89,6 +89,9 @@ type Allocator struct {
 	raises chan raiseReq
 	stop   chan struct{}
 	done   chan struct{}
+
+	raiseCalls  atomic.Uint64 // Store.Raise calls (one raft entry each)
+	marksRaised atomic.Uint64 // marks carried by them
 }
 
 // lease is immutable once published.
@@ -236,6 +239,16 @@ func (a *Allocator) RaisesQueued() int { return len(a.raises) }
 
 // KeysHeld returns how many keys are held in memory across all sections.
 func (a *Allocator) KeysHeld() int64 { return a.keysHeld.Load() }
+
+// Raises returns how many Store.Raise calls (each one raft entry) this
+// allocator has made since New, successful or not. Every raise moves a
+// section's mark one step (or more) ahead, so over a steady load it grows by
+// at most ids/step per section per second.
+func (a *Allocator) Raises() uint64 { return a.raiseCalls.Load() }
+
+// MarksRaised returns how many section marks those Store.Raise calls carried
+// (several sections' raises share one entry).
+func (a *Allocator) MarksRaised() uint64 { return a.marksRaised.Load() }
 
 // checkLocked reports whether sec may serve now. Call with sec.mu held.
 func (a *Allocator) checkLocked(sec *section) error {
@@ -498,6 +511,8 @@ func (a *Allocator) raiser() {
 			case <-ctx.Done():
 			}
 		}()
+		a.raiseCalls.Add(1)
+		a.marksRaised.Add(uint64(len(marks)))
 		start := time.Now()
 		err := a.store.Raise(ctx, marks)
 		took := time.Since(start)
