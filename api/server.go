@@ -11,9 +11,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
-	"strconv"
+	"slices"
 	"sync"
 	"time"
 
@@ -54,6 +55,8 @@ type Server struct {
 	// guardSequence is set); empty means no authentication.
 	token         string
 	guardSequence bool
+
+	answerHdrs answerHeaders // see headers.go
 }
 
 // Option configures a Server.
@@ -88,6 +91,7 @@ func New(node *cluster.Node, logger *slog.Logger, opts ...Option) *Server {
 		o(s)
 	}
 	s.peerHTTP = s.peerCfg.client()
+	s.answerHdrs.servedBy = []string{node.ID()}
 	return s
 }
 
@@ -115,9 +119,14 @@ func (s *Server) Handler(extra ...connect.HandlerOption) http.Handler {
 	if s.token != "" {
 		opts = append(opts, connect.WithInterceptors(authInterceptor{s}))
 	}
+	// SequenceService never compresses: its responses are varint-packed
+	// numbers that gzip shrinks by about a tenth, at a cost of ~0.2ms to
+	// compress and ~0.1ms to decompress a 1000-value response, more than the
+	// rest of the call.
+	seqOpts := append(append(slices.Clone(opts), connect.WithCompressMinBytes(math.MaxInt32)), extra...)
 	opts = append(opts, extra...)
 	mux := http.NewServeMux()
-	mux.Handle(seqv1connect.NewSequenceServiceHandler(s, opts...))
+	mux.Handle(seqv1connect.NewSequenceServiceHandler(s, seqOpts...))
 	mux.Handle(seqv1connect.NewAdminServiceHandler(s, opts...))
 	mux.Handle(healthv1connect.NewHealthHandler(health{s}, opts...))
 	// Reflection (v1 and v1alpha), so grpcurl and buf curl need no proto files.
@@ -178,8 +187,7 @@ func routeInner[Req, Resp any](
 			return nil, err
 		}
 		resp := connect.NewResponse(msg)
-		resp.Header().Set(RoutingVersionKey, strconv.FormatUint(s.node.RoutingVersion(), 10))
-		resp.Header().Set(ServedByKey, s.node.ID())
+		s.setAnswerHeaders(resp.Header())
 		return resp, nil
 	}
 	id, addr := s.node.Leader()
@@ -215,6 +223,9 @@ func routeInner[Req, Resp any](
 	if v := resp.Header().Get(RoutingVersionKey); v != "" {
 		out.Header().Set(RoutingVersionKey, v)
 	}
+	// Tell the caller where the leader is, so that a smart client stops
+	// paying for this extra hop.
+	out.Header().Set(LeaderAddrKey, addr)
 	return out, nil
 }
 

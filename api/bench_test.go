@@ -1,0 +1,204 @@
+package api_test
+
+import (
+	"context"
+	"math"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/seqd/seqd/api"
+	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
+	"github.com/seqd/seqd/api/gen/seq/v1/seqv1connect"
+	"github.com/seqd/seqd/client"
+	"github.com/seqd/seqd/internal/testcluster"
+)
+
+// The handler benchmarks run against a real one-node cluster (raft, bbolt,
+// lease) in this process. Run them with -cpuprofile to see where a call's
+// time goes; compare runs with benchstat.
+//
+//	go test -run '^$' -bench . -benchtime 2s -count 6 ./api | tee new.txt
+
+func benchLeader(b *testing.B) *testcluster.Member {
+	b.Helper()
+	c := testcluster.Start(b, 1, testcluster.Options{})
+	return c.WaitServingLeader(20 * time.Second)
+}
+
+// BenchmarkHandlerNextDirect calls the Next handler as a Go function: the
+// server's own cost per call (validation, routing, allocator, lease check),
+// without HTTP.
+func BenchmarkHandlerNextDirect(b *testing.B) {
+	s := api.New(benchLeader(b).Node(), nil)
+	ctx := context.Background()
+	var k uint64
+	for b.Loop() {
+		k++
+		if _, err := s.Next(ctx, connect.NewRequest(&seqv1.NextRequest{Keys: []uint64{k % 1000000}})); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkHandlerNextDirect64Keys is a coalesced request of 64 keys, per key.
+func BenchmarkHandlerNextDirect64Keys(b *testing.B) {
+	s := api.New(benchLeader(b).Node(), nil)
+	ctx := context.Background()
+	keys := make([]uint64, 64)
+	var k uint64
+	for b.Loop() {
+		for i := range keys {
+			k += 7919
+			keys[i] = k % 1000000
+		}
+		if _, err := s.Next(ctx, connect.NewRequest(&seqv1.NextRequest{Keys: keys})); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(keys)), "ns/id")
+}
+
+func benchHTTPNext(b *testing.B, addr string, opts ...connect.ClientOption) {
+	c := seqv1connect.NewSequenceServiceClient(api.NewH2CClient(), "http://"+addr, opts...)
+	ctx := context.Background()
+	var n atomic.Uint64
+	b.SetParallelism(8)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			k := n.Add(7919) % 1000000
+			if _, err := c.Next(ctx, connect.NewRequest(&seqv1.NextRequest{Keys: []uint64{k}})); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkHTTPNext1000Keys is one Next of 1000 random keys per call over h2c
+// (Connect protocol), 2 callers per CPU; ns/id is per key. The response
+// (about 3 KB) is above connect-go's default compression threshold.
+func BenchmarkHTTPNext1000Keys(b *testing.B) {
+	addr := benchLeader(b).APIAddr
+	c := seqv1connect.NewSequenceServiceClient(api.NewH2CClient(), "http://"+addr)
+	ctx := context.Background()
+	var n atomic.Uint64
+	b.SetParallelism(2)
+	b.RunParallel(func(pb *testing.PB) {
+		keys := make([]uint64, 1000)
+		for pb.Next() {
+			for i := range keys {
+				keys[i] = n.Add(7919) % 1000000
+			}
+			if _, err := c.Next(ctx, connect.NewRequest(&seqv1.NextRequest{Keys: keys})); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*1000), "ns/id")
+}
+
+// BenchmarkHTTPNext1000LargeValues is one Next of the same 1000 keys per
+// call over h2c, whose values are above 100000 (3-byte varints: a ~3 KB
+// response, as for keys in use for a while).
+func BenchmarkHTTPNext1000LargeValues(b *testing.B) {
+	leader := benchLeader(b)
+	ctx := context.Background()
+	keys := make([]uint64, 1000)
+	for i := range keys {
+		keys[i] = uint64(i)
+		if _, err := leader.Node().Allocator().Reserve(ctx, "default", keys[i], 100000); err != nil {
+			b.Fatal(err)
+		}
+	}
+	c := seqv1connect.NewSequenceServiceClient(api.NewH2CClient(), "http://"+leader.APIAddr)
+	for b.Loop() {
+		if _, err := c.Next(ctx, connect.NewRequest(&seqv1.NextRequest{Keys: keys})); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*1000), "ns/id")
+}
+
+// BenchmarkHTTPNextUnary is one Next of one key per call over h2c (Connect
+// protocol), 8 callers per CPU: client and server in this process.
+func BenchmarkHTTPNextUnary(b *testing.B) {
+	benchHTTPNext(b, benchLeader(b).APIAddr)
+}
+
+// BenchmarkHTTPNextUnaryGRPC is the same over gRPC.
+func BenchmarkHTTPNextUnaryGRPC(b *testing.B) {
+	benchHTTPNext(b, benchLeader(b).APIAddr, connect.WithGRPC())
+}
+
+// BenchmarkHTTPBaselineUnary is the same against a bare connect-go handler
+// that increments a counter: the ceiling for BenchmarkHTTPNextUnary.
+func BenchmarkHTTPBaselineUnary(b *testing.B) {
+	mux := http.NewServeMux()
+	mux.Handle(seqv1connect.NewSequenceServiceHandler(&counter{},
+		connect.WithReadMaxBytes(4<<20), connect.WithCompressMinBytes(math.MaxInt32)))
+	ln := listen(b)
+	srv := api.NewHTTPServer(mux)
+	go srv.Serve(ln)
+	b.Cleanup(func() { srv.Close() })
+	benchHTTPNext(b, ln.Addr().String())
+}
+
+// BenchmarkClientNextCoalesced is Next of one key per caller through package
+// client with coalescing, 32 callers per CPU; ns/op is per id.
+func BenchmarkClientNextCoalesced(b *testing.B) {
+	benchClient(b, client.Options{})
+}
+
+// BenchmarkClientNextUnary is the same without coalescing.
+func BenchmarkClientNextUnary(b *testing.B) {
+	benchClient(b, client.Options{DisableCoalescing: true})
+}
+
+// benchClient reports, next to ns/op, the raft entries the allocator wrote
+// per million ids (raises; lease renewals are not counted).
+func benchClient(b *testing.B, opts client.Options) {
+	leader := benchLeader(b)
+	c, err := client.New([]string{leader.APIAddr}, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	var n atomic.Uint64
+	alloc := leader.Node().Allocator()
+	raises := alloc.Raises()
+	b.SetParallelism(32)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := c.Next(ctx, "default", n.Add(7919)%1000000); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.ReportMetric(float64(alloc.Raises()-raises)*1e6/float64(b.N), "entries/Mid")
+}
+
+type counter struct {
+	seqv1connect.UnimplementedSequenceServiceHandler
+	n atomic.Uint64
+}
+
+func (c *counter) Next(_ context.Context, req *connect.Request[seqv1.NextRequest]) (*connect.Response[seqv1.NextResponse], error) {
+	vals := make([]uint64, len(req.Msg.GetKeys()))
+	for i := range vals {
+		vals[i] = c.n.Add(1)
+	}
+	return connect.NewResponse(&seqv1.NextResponse{Values: vals}), nil
+}
+
+func listen(b *testing.B) net.Listener {
+	b.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return ln
+}

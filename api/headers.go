@@ -1,0 +1,37 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+	"sync/atomic"
+)
+
+// answerHeaders caches the values of the headers a leader puts on every
+// SequenceService answer, so that an answer costs no allocation for them
+// (net/http never modifies a header's value slice, so one slice is shared).
+type answerHeaders struct {
+	servedBy []string
+	routing  atomic.Pointer[routingHeader]
+}
+
+type routingHeader struct {
+	version uint64
+	value   []string
+}
+
+// setAnswerHeaders adds Seqd-Served-By and Seqd-Routing-Version to h.
+func (s *Server) setAnswerHeaders(h http.Header) {
+	a := &s.answerHdrs
+	if a.servedBy == nil {
+		h[ServedByKey] = []string{s.node.ID()}
+	} else {
+		h[ServedByKey] = a.servedBy
+	}
+	v := s.node.RoutingVersion()
+	r := a.routing.Load()
+	if r == nil || r.version != v {
+		r = &routingHeader{version: v, value: []string{strconv.FormatUint(v, 10)}}
+		a.routing.Store(r)
+	}
+	h[RoutingVersionKey] = r.value
+}
