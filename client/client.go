@@ -6,6 +6,15 @@
 // nodes with exponential backoff, following the leader hint that nodes send.
 // Retrying Next or Reserve after an unavailable error is safe: a value is
 // returned at most once, so a retry can only leave a gap, never a repeat.
+//
+// Concurrent Next calls (and Current calls) for the same space are
+// coalesced into multi-key requests unless Options.DisableCoalescing is set:
+// a call is sent at once when no request of its kind is in flight (no added
+// latency when idle), and calls that arrive while requests are in flight go
+// together in the next one. Each call still gets exactly the values for its
+// own keys, and a call that completed before another began gets the smaller
+// value for the same key. See coalesce.go for the rules and BatchStats for
+// counters.
 package client
 
 import (
@@ -13,9 +22,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -38,8 +49,15 @@ const (
 type Options struct {
 	// Protocol defaults to Connect.
 	Protocol Protocol
-	// HTTPClient defaults to an h2c (HTTP/2 without TLS) client.
+	// HTTPClient defaults to HTTP/1.1 with keep-alive for the Connect and
+	// gRPC-Web protocols (one connection per request in flight; on a seqd
+	// node an HTTP/1.1 call costs less CPU than an h2c one, see
+	// BENCHMARKS.md) and to h2c (HTTP/2 without TLS) for gRPC, which needs
+	// HTTP/2, or when HTTP2 is set.
 	HTTPClient *http.Client
+	// HTTP2 makes the default HTTPClient use h2c for every protocol: one
+	// multiplexed connection per node instead of one per request in flight.
+	HTTP2 bool
 	// RetryFor bounds how long one call keeps retrying unavailable errors
 	// (default 15s; the call's context deadline also applies).
 	RetryFor time.Duration
@@ -50,6 +68,26 @@ type Options struct {
 	// MinBackoff and MaxBackoff bound the wait between retries (defaults
 	// 10ms and 500ms, with jitter).
 	MinBackoff, MaxBackoff time.Duration
+
+	// DisableCoalescing sends every Next and Current call as its own
+	// request. By default, concurrent calls for the same space share
+	// requests: a call is sent at once when no request of its kind is in
+	// flight, and calls that arrive while MaxInFlight requests are in flight
+	// go together in the next one (see coalesce.go). Per-key order and
+	// per-caller results are kept either way.
+	DisableCoalescing bool
+	// MaxBatchKeys bounds the keys of one coalesced request (default 1000,
+	// at most 10000); a call with more keys is sent on its own.
+	MaxBatchKeys int
+	// MaxInFlight bounds the coalesced requests in flight per space and kind
+	// of call (default 1). Above 1, requests leave at least a round trip /
+	// MaxInFlight apart (round trips measured as a moving average), so
+	// that the requests in flight share the waiting calls evenly.
+	MaxInFlight int
+	// MaxBatchWait bounds how long a call waits for a free slot: a queued
+	// request is sent after this long even if MaxInFlight requests are still
+	// in flight (default 5ms; negative: wait for a slot).
+	MaxBatchWait time.Duration
 }
 
 // Client calls a seqd cluster. It is safe for concurrent use.
@@ -60,6 +98,9 @@ type Client struct {
 	mu     sync.Mutex
 	nodes  []*node // known nodes, in the order given, then learned ones
 	leader int     // index into nodes of the node believed to lead
+
+	batchers                 sync.Map // batcherKey → *batcher
+	bCalls, bRequests, bKeys atomic.Uint64
 }
 
 type node struct {
@@ -93,9 +134,23 @@ func New(addrs []string, opts Options) (*Client, error) {
 	if opts.MaxBackoff < opts.MinBackoff {
 		opts.MaxBackoff = max(500*time.Millisecond, opts.MinBackoff)
 	}
+	if opts.MaxBatchKeys <= 0 {
+		opts.MaxBatchKeys = DefaultMaxBatchKeys
+	}
+	opts.MaxBatchKeys = min(opts.MaxBatchKeys, maxServerKeys)
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = DefaultMaxInFlight
+	}
+	if opts.MaxBatchWait == 0 {
+		opts.MaxBatchWait = DefaultMaxBatchWait
+	}
 	c := &Client{opts: opts, http: opts.HTTPClient}
 	if c.http == nil {
-		c.http = newH2C()
+		if opts.Protocol == GRPC || opts.HTTP2 {
+			c.http = newH2C()
+		} else {
+			c.http = newHTTP1()
+		}
 	}
 	for _, a := range addrs {
 		if a = strings.TrimSpace(a); a != "" {
@@ -112,6 +167,19 @@ func newH2C() *http.Client {
 	var p http.Protocols
 	p.SetUnencryptedHTTP2(true)
 	return &http.Client{Transport: &http.Transport{Protocols: &p, MaxIdleConnsPerHost: 64}}
+}
+
+// newHTTP1 keeps up to 256 idle connections per node, so that even many
+// concurrent uncoalesced callers reuse their connections.
+func newHTTP1() *http.Client {
+	var p http.Protocols
+	p.SetHTTP1(true)
+	return &http.Client{Transport: &http.Transport{
+		Protocols:           &p,
+		DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: 256,
+		IdleConnTimeout:     90 * time.Second,
+	}}
 }
 
 func baseURL(addr string) string {
@@ -154,24 +222,50 @@ func (c *Client) Leader() string {
 
 // Next returns one new value per key (values[i] is for keys[i]).
 func (c *Client) Next(ctx context.Context, space string, keys ...uint64) ([]uint64, error) {
-	resp, err := call(c, ctx, func(ctx context.Context, n *node) (*seqv1.NextResponse, error) {
-		r, err := n.seq.Next(ctx, connect.NewRequest(&seqv1.NextRequest{Space: space, Keys: keys}))
-		return msg(r, err)
-	})
-	if err != nil {
-		return nil, err
+	if c.coalesce(keys) {
+		return c.batcher(kindNext, space).do(ctx, keys)
 	}
-	if len(resp.GetValues()) != len(keys) {
-		return nil, fmt.Errorf("client: server returned %d values for %d keys", len(resp.GetValues()), len(keys))
+	return c.multi(ctx, kindNext, space, keys, nil)
+}
+
+// coalesce reports whether a call for keys goes through a batcher.
+func (c *Client) coalesce(keys []uint64) bool {
+	return !c.opts.DisableCoalescing && len(keys) > 0 && len(keys) <= c.opts.MaxBatchKeys
+}
+
+// multi sends one Next or Current request (with retries, until gone).
+func (c *Client) multi(ctx context.Context, kind batchKind, space string, keys []uint64, gone func() bool) ([]uint64, error) {
+	var vals []uint64
+	if kind == kindNext {
+		resp, err := callUntil(c, ctx, gone, func(ctx context.Context, n *node) (*seqv1.NextResponse, error) {
+			r, err := n.seq.Next(ctx, connect.NewRequest(&seqv1.NextRequest{Space: space, Keys: keys}))
+			return msgFrom(c, n, r, err)
+		})
+		if err != nil {
+			return nil, err
+		}
+		vals = resp.GetValues()
+	} else {
+		resp, err := callUntil(c, ctx, gone, func(ctx context.Context, n *node) (*seqv1.CurrentResponse, error) {
+			r, err := n.seq.Current(ctx, connect.NewRequest(&seqv1.CurrentRequest{Space: space, Keys: keys}))
+			return msgFrom(c, n, r, err)
+		})
+		if err != nil {
+			return nil, err
+		}
+		vals = resp.GetValues()
 	}
-	return resp.GetValues(), nil
+	if len(vals) != len(keys) {
+		return nil, fmt.Errorf("client: server returned %d values for %d keys", len(vals), len(keys))
+	}
+	return vals, nil
 }
 
 // Reserve returns the first of count consecutive new values for key.
 func (c *Client) Reserve(ctx context.Context, space string, key uint64, count uint32) (uint64, error) {
 	resp, err := call(c, ctx, func(ctx context.Context, n *node) (*seqv1.ReserveResponse, error) {
 		r, err := n.seq.Reserve(ctx, connect.NewRequest(&seqv1.ReserveRequest{Space: space, Key: key, Count: count}))
-		return msg(r, err)
+		return msgFrom(c, n, r, err)
 	})
 	if err != nil {
 		return 0, err
@@ -181,17 +275,10 @@ func (c *Client) Reserve(ctx context.Context, space string, key uint64, count ui
 
 // Current returns, per key, the last value issued (or a larger one after a failover).
 func (c *Client) Current(ctx context.Context, space string, keys ...uint64) ([]uint64, error) {
-	resp, err := call(c, ctx, func(ctx context.Context, n *node) (*seqv1.CurrentResponse, error) {
-		r, err := n.seq.Current(ctx, connect.NewRequest(&seqv1.CurrentRequest{Space: space, Keys: keys}))
-		return msg(r, err)
-	})
-	if err != nil {
-		return nil, err
+	if c.coalesce(keys) {
+		return c.batcher(kindCurrent, space).do(ctx, keys)
 	}
-	if len(resp.GetValues()) != len(keys) {
-		return nil, fmt.Errorf("client: server returned %d values for %d keys", len(resp.GetValues()), len(keys))
-	}
-	return resp.GetValues(), nil
+	return c.multi(ctx, kindCurrent, space, keys, nil)
 }
 
 // CreateSpace creates a space (step and sectionSize 0 take the server's defaults).
@@ -222,6 +309,30 @@ func (c *Client) ClusterStatus(ctx context.Context) (*seqv1.ClusterStatusRespons
 	})
 }
 
+// msgFrom is msg for SequenceService answers: a node that forwarded the
+// call to the leader names the leader in the Seqd-Leader header, and if the
+// client knows that address (it was given, or learned from an error hint) it
+// sends its next calls there directly, saving the extra hop. A client given
+// only other addresses (a proxy, say) keeps using them.
+func msgFrom[T any](c *Client, n *node, r *connect.Response[T], err error) (*T, error) {
+	if err != nil {
+		return nil, err
+	}
+	if h := r.Header().Get("Seqd-Leader"); h != "" && h != n.addr {
+		c.mu.Lock()
+		if c.nodes[c.leader] == n {
+			for i, m := range c.nodes {
+				if m.addr == h {
+					c.leader = i
+					break
+				}
+			}
+		}
+		c.mu.Unlock()
+	}
+	return r.Msg, nil
+}
+
 func msg[T any](r *connect.Response[T], err error) (*T, error) {
 	if err != nil {
 		return nil, err
@@ -233,6 +344,12 @@ func msg[T any](r *connect.Response[T], err error) (*T, error) {
 // transport failures and attempts that time out on the hinted leader or the
 // next node, with backoff, for up to RetryFor.
 func call[T any](c *Client, ctx context.Context, f func(context.Context, *node) (*T, error)) (*T, error) {
+	return callUntil(c, ctx, nil, f)
+}
+
+// callUntil is call that also stops retrying once gone (if not nil) reports
+// true: a coalesced request whose callers all gave up.
+func callUntil[T any](c *Client, ctx context.Context, gone func() bool, f func(context.Context, *node) (*T, error)) (*T, error) {
 	deadline := time.Now().Add(c.opts.RetryFor)
 	backoff := c.opts.MinBackoff
 	for attempt := 0; ; attempt++ {
@@ -252,7 +369,7 @@ func call[T any](c *Client, ctx context.Context, f func(context.Context, *node) 
 		// transport failures (an error that did not come from a server,
 		// such as a connection reset by a node that died mid-call).
 		retry := timedOut || connect.CodeOf(err) == connect.CodeUnavailable || !connect.IsWireError(err)
-		if ctx.Err() != nil || !retry {
+		if ctx.Err() != nil || !retry || (gone != nil && gone()) {
 			return nil, err
 		}
 		// Follow the leader hint, or try the next node.

@@ -1,0 +1,374 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
+	"github.com/seqd/seqd/api/gen/seq/v1/seqv1connect"
+	"github.com/seqd/seqd/client"
+)
+
+// fake is a SequenceService that keeps one counter per key, like the real
+// allocator, records every Next request, and can hold requests.
+type fake struct {
+	seqv1connect.UnimplementedSequenceServiceHandler
+	mu       sync.Mutex
+	cur      map[uint64]uint64
+	requests [][]uint64
+	hold     chan struct{} // when non-nil, each Next waits for a receive
+	arrived  chan struct{} // when non-nil, signalled as each Next arrives
+	exhaust  uint64        // Next of this key fails with resource_exhausted (0: none)
+}
+
+func (f *fake) Next(ctx context.Context, req *connect.Request[seqv1.NextRequest]) (*connect.Response[seqv1.NextResponse], error) {
+	keys := req.Msg.GetKeys()
+	f.mu.Lock()
+	f.requests = append(f.requests, slices.Clone(keys))
+	hold, arrived := f.hold, f.arrived
+	f.mu.Unlock()
+	if arrived != nil {
+		arrived <- struct{}{}
+	}
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.exhaust != 0 && slices.Contains(keys, f.exhaust) {
+		return nil, connect.NewError(connect.CodeResourceExhausted, errors.New("exhausted"))
+	}
+	vals := make([]uint64, len(keys))
+	for i, k := range keys {
+		f.cur[k]++
+		vals[i] = f.cur[k]
+	}
+	return connect.NewResponse(&seqv1.NextResponse{Values: vals}), nil
+}
+
+func (f *fake) Current(_ context.Context, req *connect.Request[seqv1.CurrentRequest]) (*connect.Response[seqv1.CurrentResponse], error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	vals := make([]uint64, len(req.Msg.GetKeys()))
+	for i, k := range req.Msg.GetKeys() {
+		vals[i] = f.cur[k]
+	}
+	return connect.NewResponse(&seqv1.CurrentResponse{Values: vals}), nil
+}
+
+func (f *fake) reqs() [][]uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.requests)
+}
+
+func startFake(t *testing.T, f *fake) string {
+	t.Helper()
+	f.cur = map[uint64]uint64{}
+	mux := http.NewServeMux()
+	mux.Handle(seqv1connect.NewSequenceServiceHandler(f))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Handler: mux, Protocols: &p}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().String()
+}
+
+func newClient(t *testing.T, addr string, opts client.Options) *client.Client {
+	t.Helper()
+	opts.RetryFor = 2 * time.Second
+	c, err := client.New([]string{addr}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestIdleCallsAreSentAtOnceAndAlone(t *testing.T) {
+	f := &fake{}
+	c := newClient(t, startFake(t, f), client.Options{MaxBatchWait: time.Hour})
+	ctx := context.Background()
+	for i := range 5 {
+		vals, err := c.Next(ctx, "s", 7, 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []uint64{uint64(i + 1), uint64(i + 1)}; !slices.Equal(vals, want) {
+			t.Fatalf("call %d: %v, want %v", i, vals, want)
+		}
+	}
+	if n := len(f.reqs()); n != 5 {
+		t.Fatalf("%d requests for 5 sequential calls, want 5", n)
+	}
+}
+
+// TestConcurrentCallsShareOneRequestInArrivalOrder holds the first request
+// in flight, lets more calls queue, and checks that they go in one request,
+// keys in the order the calls arrived, each call getting its own values.
+func TestConcurrentCallsShareOneRequestInArrivalOrder(t *testing.T) {
+	f := &fake{hold: make(chan struct{}), arrived: make(chan struct{}, 16)}
+	c := newClient(t, startFake(t, f), client.Options{MaxBatchWait: time.Hour})
+	ctx := context.Background()
+
+	first := make(chan []uint64, 1)
+	go func() {
+		v, err := c.Next(ctx, "s", 1)
+		if err != nil {
+			t.Error(err)
+		}
+		first <- v
+	}()
+	<-f.arrived // the first request is in flight and held
+
+	// Calls that arrive one after another while it is held.
+	type result struct {
+		keys, vals []uint64
+	}
+	results := make(chan result, 4)
+	callKeys := [][]uint64{{1}, {2, 1}, {3}, {1}}
+	for _, keys := range callKeys {
+		go func() {
+			v, err := c.Next(ctx, "s", keys...)
+			if err != nil {
+				t.Error(err)
+			}
+			results <- result{keys, v}
+		}()
+		// Wait until the call is queued: a queued call never reaches the
+		// server, so give it time to enter the batcher.
+		time.Sleep(20 * time.Millisecond)
+	}
+	f.hold <- struct{}{} // release the first request
+	if v := <-first; !slices.Equal(v, []uint64{1}) {
+		t.Fatalf("first call got %v, want [1]", v)
+	}
+	<-f.arrived
+	f.hold <- struct{}{} // release the coalesced one
+	got := map[string][]uint64{}
+	for range callKeys {
+		r := <-results
+		got[keyString(r.keys)] = r.vals
+	}
+	reqs := f.reqs()
+	if len(reqs) != 2 {
+		t.Fatalf("requests %v, want 2", reqs)
+	}
+	if want := []uint64{1, 2, 1, 3, 1}; !slices.Equal(reqs[1], want) {
+		t.Fatalf("coalesced request %v, want keys in arrival order %v", reqs[1], want)
+	}
+	// Key 1 got 2, 3 and 4 in arrival order (after the first call's 1).
+	if !slices.Equal(got["1"], []uint64{2}) && !slices.Equal(got["1"], []uint64{4}) {
+		t.Fatalf("calls for key 1 got %v", got)
+	}
+	if !slices.Equal(got["2,1"], []uint64{1, 3}) || !slices.Equal(got["3"], []uint64{1}) {
+		t.Fatalf("results %v", got)
+	}
+}
+
+func keyString(keys []uint64) string {
+	s := ""
+	for i, k := range keys {
+		if i > 0 {
+			s += ","
+		}
+		s += string(rune('0' + k))
+	}
+	return s
+}
+
+// TestSequentialCallsSeeIncreasingValues: many goroutines call for the same
+// few keys; a call that completed before another began always got a smaller
+// value (checked per goroutine, whose calls are sequential) and no value
+// repeats.
+func TestSequentialCallsSeeIncreasingValues(t *testing.T) {
+	f := &fake{}
+	c := newClient(t, startFake(t, f), client.Options{MaxBatchKeys: 7})
+	ctx := context.Background()
+	var mu sync.Mutex
+	seen := map[[2]uint64]bool{}
+	var wg sync.WaitGroup
+	for g := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			last := map[uint64]uint64{}
+			for i := range 200 {
+				k := uint64((g + i) % 3)
+				var vals []uint64
+				var err error
+				if i%5 == 0 {
+					vals, err = c.Next(ctx, "s", k, k)
+				} else {
+					vals, err = c.Next(ctx, "s", k)
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for j, v := range vals {
+					if v <= last[k] {
+						t.Errorf("key %d: %d after %d", k, v, last[k])
+					}
+					if j > 0 && v <= vals[j-1] {
+						t.Errorf("key %d listed twice got %v", k, vals)
+					}
+					last[k] = v
+					mu.Lock()
+					if seen[[2]uint64{k, v}] {
+						t.Errorf("key %d: value %d returned twice", k, v)
+					}
+					seen[[2]uint64{k, v}] = true
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	reqs := f.reqs()
+	keys := 0
+	for _, r := range reqs {
+		keys += len(r)
+		if len(r) > 7 {
+			t.Fatalf("request of %d keys, MaxBatchKeys is 7", len(r))
+		}
+	}
+	t.Logf("%d keys in %d requests", keys, len(reqs))
+}
+
+func TestCanceledWaiterReturnsWhileRequestHangs(t *testing.T) {
+	f := &fake{hold: make(chan struct{}), arrived: make(chan struct{}, 16)}
+	c := newClient(t, startFake(t, f), client.Options{MaxBatchWait: time.Hour, AttemptTimeout: time.Minute})
+	go func() { _, _ = c.Next(context.Background(), "s", 1) }()
+	<-f.arrived
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := c.Next(ctx, "s", 2)
+	if connect.CodeOf(err) != connect.CodeDeadlineExceeded {
+		t.Fatalf("err %v, want deadline_exceeded", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("returned after %v", d)
+	}
+	f.hold <- struct{}{}
+	// The queued request of the caller that gave up is not sent.
+	time.Sleep(100 * time.Millisecond)
+	if n := len(f.reqs()); n != 1 {
+		t.Fatalf("%d requests, want 1 (the abandoned call is dropped)", n)
+	}
+}
+
+func TestMaxBatchWaitSendsPastASlowRequest(t *testing.T) {
+	f := &fake{hold: make(chan struct{}), arrived: make(chan struct{}, 16)}
+	c := newClient(t, startFake(t, f), client.Options{MaxBatchWait: 20 * time.Millisecond, AttemptTimeout: time.Minute})
+	go func() { _, _ = c.Next(context.Background(), "s", 1) }()
+	<-f.arrived
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Next(context.Background(), "s", 2)
+		done <- err
+	}()
+	select {
+	case <-f.arrived: // sent while the first is still held
+	case <-time.After(5 * time.Second):
+		t.Fatal("the queued call was not sent after MaxBatchWait")
+	}
+	f.hold <- struct{}{}
+	f.hold <- struct{}{}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestResourceExhaustedReachesOnlyItsCaller(t *testing.T) {
+	f := &fake{hold: make(chan struct{}), arrived: make(chan struct{}, 16), exhaust: 9}
+	c := newClient(t, startFake(t, f), client.Options{MaxBatchWait: time.Hour})
+	go func() { _, _ = c.Next(context.Background(), "s", 1) }()
+	<-f.arrived
+	errs := make(chan error, 2)
+	var vals atomic.Uint64
+	go func() {
+		_, err := c.Next(context.Background(), "s", 9)
+		errs <- err
+	}()
+	go func() {
+		v, err := c.Next(context.Background(), "s", 3)
+		if err == nil {
+			vals.Store(v[0])
+		}
+		errs <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	close(f.hold) // release everything from now on
+	var codes []connect.Code
+	for range 2 {
+		if err := <-errs; err != nil {
+			codes = append(codes, connect.CodeOf(err))
+		}
+	}
+	if len(codes) != 1 || codes[0] != connect.CodeResourceExhausted || vals.Load() != 1 {
+		t.Fatalf("codes %v, value for key 3: %d; want one resource_exhausted and key 3 served", codes, vals.Load())
+	}
+}
+
+func TestCurrentIsCoalescedToo(t *testing.T) {
+	f := &fake{}
+	c := newClient(t, startFake(t, f), client.Options{})
+	ctx := context.Background()
+	if _, err := c.Next(ctx, "s", 5); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v, err := c.Current(ctx, "s", 5)
+			if err != nil || v[0] != 1 {
+				t.Errorf("Current: %v %v", v, err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func TestDisableCoalescing(t *testing.T) {
+	f := &fake{}
+	c := newClient(t, startFake(t, f), client.Options{DisableCoalescing: true})
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := c.Next(ctx, "s", 1); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, r := range f.reqs() {
+		if len(r) != 1 {
+			t.Fatalf("request %v with coalescing disabled", r)
+		}
+	}
+}
