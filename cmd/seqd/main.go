@@ -30,6 +30,7 @@ Usage:
   seqd space create NAME [--step N] [--section-size N]
   seqd space list
   seqd status                                show nodes, leader, term and lease
+  seqd bench [flags]                         load a cluster and report throughput and latency
   seqd node remove ID                        remove a server from the raft configuration
   seqd backup FILE                           save the cluster's high-water marks to FILE
   seqd restore --margin N [flags] FILE       build a new cluster's first node from a backup
@@ -62,6 +63,8 @@ func run(args []string) int {
 		err = cmdSpace(rest)
 	case "status":
 		err = cmdStatus(rest)
+	case "bench":
+		err = cmdBench(rest)
 	case "node":
 		err = cmdNode(rest)
 	case "health":
