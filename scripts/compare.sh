@@ -1,0 +1,263 @@
+#!/usr/bin/env bash
+# Runs one workload against Redis, PostgreSQL, etcd (3 members), a bare
+# connect-go handler and a 3-node seqd cluster, all on loopback on this
+# machine, and writes a markdown table (medians of $RUNS runs).
+#
+#   scripts/compare.sh                 everything, defaults below
+#   DURATION=5s RUNS=1 scripts/compare.sh     a quick pass
+#
+# Environment:
+#   OUT        result directory (default bench-results/<date>); one JSON per run
+#              set, table.md, machine.txt, and the servers' logs
+#   DURATION   measured time per run (default 10s), after WARMUP (default 2s)
+#   RUNS       rounds: each measurement runs once per round, in turns with the
+#              others; the median of the rounds is reported (default 3)
+#   CONCS      concurrencies (default "1 16 64")
+#   KEYS       distinct keys, uniform (default 1000000)
+#   ONLY       space-separated subset of: redis redis-bench postgres etcd
+#              baseline seqd seqd-unary seqd-h2c seqd-batch seqd-half memory
+#              (default all)
+#   MAX_LOAD   wait (polling every 30s, at most 20 minutes) until the 1-minute
+#              load average is below this before starting (default 0.5; 0: don't wait)
+#   INSTALL    1 (default): apt-get install the servers if missing
+#   PORT_BASE  first port used (default 19000); ports PORT_BASE..PORT_BASE+60
+#
+# Every server is started by this script as its own process in a temporary
+# directory, listening on 127.0.0.1 only, and stopped (by PID) at the end.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+export PATH="/usr/local/go/bin:$PATH"
+
+DURATION=${DURATION:-10s}
+WARMUP=${WARMUP:-2s}
+RUNS=${RUNS:-3}
+CONCS=${CONCS:-"1 16 64"}
+KEYS=${KEYS:-1000000}
+ONLY=${ONLY:-"redis redis-bench postgres etcd baseline seqd seqd-unary seqd-h2c seqd-batch seqd-half memory"}
+MAX_LOAD=${MAX_LOAD:-0.5}
+INSTALL=${INSTALL:-1}
+P=${PORT_BASE:-19000}
+OUT=${OUT:-bench-results/$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+
+want() { [[ " $ONLY " == *" $1 "* ]]; }
+log() { echo "== $(date +%H:%M:%S) $*" >&2; }
+
+# ---- the servers ----------------------------------------------------------
+if [ "$INSTALL" = 1 ]; then
+  missing=()
+  command -v redis-server >/dev/null || missing+=(redis-server)
+  command -v redis-benchmark >/dev/null || missing+=(redis-tools)
+  [ -x /usr/lib/postgresql/15/bin/postgres ] || command -v pg_ctl >/dev/null || missing+=(postgresql)
+  command -v etcd >/dev/null || missing+=(etcd-server)
+  if [ ${#missing[@]} -gt 0 ]; then
+    log "installing ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+fi
+pgbin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
+
+work=$(mktemp -d /tmp/seqd-compare.XXXXXX)
+chmod 755 "$work"
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do
+    for _ in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$p" 2>/dev/null || true
+  done
+  cp "$work"/*.log "$OUT"/ 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+log "building seqd and seqd-compare"
+go build -o "$work/seqd" ./cmd/seqd
+(cd bench && go build -o "$work/seqd-compare" .)
+seqd=$work/seqd
+cmp=$work/seqd-compare
+
+{
+  echo "date: $(date -u +%FT%TZ)"
+  echo "commit: $(git rev-parse --short HEAD 2>/dev/null) $(git status --porcelain 2>/dev/null | grep -q . && echo '(with local changes)')"
+  echo "go: $(go version)"
+  echo "nproc: $(nproc)"
+  lscpu | head -20
+  free -g
+  redis-server --version
+  "$pgbin/postgres" --version
+  etcd --version | head -1
+} >"$OUT/machine.txt" 2>&1
+
+if [ "$MAX_LOAD" != 0 ]; then
+  for i in $(seq 1 40); do
+    l=$(cut -d' ' -f1 /proc/loadavg)
+    if awk -v l="$l" -v m="$MAX_LOAD" 'BEGIN { exit !(l < m) }'; then break; fi
+    [ "$i" = 40 ] && { log "load still $l after 20 minutes; going on"; break; }
+    log "1-minute load $l >= $MAX_LOAD: waiting 30s"
+    sleep 30
+  done
+fi
+echo "load before start: $(cat /proc/loadavg)" >>"$OUT/machine.txt"
+
+redis_port=$P
+pg_port=$((P + 1))
+etcd_c=($((P + 10)) $((P + 12)) $((P + 14)))
+etcd_p=($((P + 11)) $((P + 13)) $((P + 15)))
+seqd_api=($((P + 20)) $((P + 30)) $((P + 40)))
+base_port=$((P + 50))
+seqd_addrs=127.0.0.1:${seqd_api[0]},127.0.0.1:${seqd_api[1]},127.0.0.1:${seqd_api[2]}
+etcd_addrs=127.0.0.1:${etcd_c[0]},127.0.0.1:${etcd_c[1]},127.0.0.1:${etcd_c[2]}
+
+if want redis || want redis-bench; then
+  log "starting redis on :$redis_port (in memory: no RDB, no AOF)"
+  mkdir -p "$work/redis"
+  redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no --dir "$work/redis" \
+    --daemonize no --protected-mode no >"$work/redis.log" 2>&1 &
+  pids+=($!)
+fi
+if want postgres; then
+  log "starting postgresql on :$pg_port (defaults: fsync on, synchronous_commit on)"
+  mkdir -p "$work/pg" "$work/pgsock"
+  chown postgres: "$work/pg" "$work/pgsock"
+  setpriv --reuid=postgres --regid=postgres --init-groups "$pgbin/initdb" -D "$work/pg" -A trust -U postgres >"$work/initdb.log" 2>&1
+  setpriv --reuid=postgres --regid=postgres --init-groups "$pgbin/postgres" -D "$work/pg" -p "$pg_port" \
+    -k "$work/pgsock" -c listen_addresses=127.0.0.1 -c max_connections=300 >"$work/postgres.log" 2>&1 &
+  pids+=($!)
+fi
+if want etcd; then
+  log "starting etcd, 3 members"
+  cluster=e1=http://127.0.0.1:${etcd_p[0]},e2=http://127.0.0.1:${etcd_p[1]},e3=http://127.0.0.1:${etcd_p[2]}
+  for i in 0 1 2; do
+    etcd --name "e$((i + 1))" --data-dir "$work/etcd$i" \
+      --listen-client-urls "http://127.0.0.1:${etcd_c[$i]}" --advertise-client-urls "http://127.0.0.1:${etcd_c[$i]}" \
+      --listen-peer-urls "http://127.0.0.1:${etcd_p[$i]}" --initial-advertise-peer-urls "http://127.0.0.1:${etcd_p[$i]}" \
+      --initial-cluster "$cluster" --initial-cluster-state new --initial-cluster-token seqd-compare \
+      >"$work/etcd$i.log" 2>&1 &
+    pids+=($!)
+  done
+fi
+if want baseline; then
+  log "starting the bare connect-go baseline on :$base_port"
+  "$seqd" bench baseline-server --listen "127.0.0.1:$base_port" >"$work/baseline.log" 2>&1 &
+  pids+=($!)
+fi
+declare -A seqd_pid
+if want seqd || want seqd-unary || want seqd-h2c || want seqd-batch || want seqd-half || want memory; then
+  log "starting seqd, 3 nodes"
+  join=127.0.0.1:$((seqd_api[0] + 2)),127.0.0.1:$((seqd_api[1] + 2)),127.0.0.1:$((seqd_api[2] + 2))
+  for i in 0 1 2; do
+    a=${seqd_api[$i]}
+    "$seqd" serve --id "n$((i + 1))" --data-dir "$work/seqd$i" --api-addr "127.0.0.1:$a" \
+      --raft-addr "127.0.0.1:$((a + 1))" --gossip-addr "127.0.0.1:$((a + 2))" \
+      --join "$join" --bootstrap-expect 3 >"$work/seqd$i.log" 2>&1 &
+    pids+=($!)
+    seqd_pid[n$((i + 1))]=$!
+  done
+fi
+
+ready() { # what, command...
+  local what=$1; shift
+  for _ in $(seq 1 150); do
+    if "$@" >/dev/null 2>&1; then return 0; fi
+    sleep 0.2
+  done
+  echo "$what did not come up; logs in $work" >&2
+  exit 1
+}
+if want redis || want redis-bench; then ready redis redis-cli -p "$redis_port" ping; fi
+if want postgres; then ready postgres "$pgbin/pg_isready" -h 127.0.0.1 -p "$pg_port"; fi
+if want etcd; then ready etcd etcdctl --endpoints "$etcd_addrs" endpoint health; fi
+if [ ${#seqd_pid[@]} -gt 0 ]; then
+  ready seqd sh -c "'$seqd' status --addr '$seqd_addrs' --timeout 1s | grep -Eq ' leader +true'"
+  "$seqd" status --addr "$seqd_addrs" >>"$OUT/machine.txt"
+fi
+
+# ---- the runs ----------------------------------------------------------
+# Rounds: every target runs once per round, in turns, so that the machine's
+# changing load (other jobs) falls on all of them alike; after $RUNS rounds
+# each target's median run is reported. Every run records the 1-minute load
+# average before and after it.
+mkdir -p "$OUT/runs"
+common=(--duration "$DURATION" --warmup "$WARMUP" --keys "$KEYS" --json)
+sq() { # name, seqd bench flags...
+  local name=$1; shift
+  log "round $r: $name (load $(cut -d' ' -f1 /proc/loadavg))"
+  "$seqd" bench --progress 0 "${common[@]}" "$@" >"$OUT/runs/$name.r$r.json"
+}
+cp_() { # name, seqd-compare flags...
+  local name=$1; shift
+  log "round $r: $name (load $(cut -d' ' -f1 /proc/loadavg))"
+  "$cmp" "${common[@]}" --label "$name" "$@" >"$OUT/runs/$name.r$r.json" 2>>"$OUT/runs/$name.log"
+}
+redis_bench() { # concurrency: redis-benchmark's own pipelined INCR, 16 deep
+  local c=$1 name=redis-benchmark-incr-P16-c$1 l0 rate
+  log "round $r: $name (load $(cut -d' ' -f1 /proc/loadavg))"
+  l0=$(cut -d' ' -f1 /proc/loadavg)
+  rate=$(redis-benchmark -p "$redis_port" -t incr -P 16 -c "$c" -n $((c < 16 ? 1000000 : 4000000)) -q 2>/dev/null |
+    tr '\r' '\n' | grep -Eo 'INCR: [0-9.]+' | tail -1 | awk '{print $2}')
+  printf '{"target":"redis-benchmark","label":"%s","median":{"concurrency":%s,"batch":16,"calls_per_s":%s,"ids_per_s":%s,"latency":{}},"load_1m":[%s,%s]}\n' \
+    "$name" "$c" "${rate:-0}" "${rate:-0}" "$l0" "$(cut -d' ' -f1 /proc/loadavg)" >"$OUT/runs/$name.r$r.json"
+}
+median_ids() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['median']['ids_per_s'])" "$1"; }
+
+for r in $(seq 1 "$RUNS"); do
+  for c in $CONCS; do
+    want redis && cp_ "redis-incr-c$c" --target redis --addr "127.0.0.1:$redis_port" --concurrency "$c"
+    want redis-bench && redis_bench "$c"
+    want postgres && cp_ "postgres-nextval-c$c" --target postgres --concurrency "$c" \
+      --addr "host=127.0.0.1 port=$pg_port user=postgres dbname=postgres sslmode=disable"
+    want etcd && cp_ "etcd-cas-c$c" --target etcd --addr "$etcd_addrs" --concurrency "$c"
+    # The bare handler and seqd's unary Next back to back, for their ratio.
+    want baseline && sq "baseline-connect-unary-c$c" --addr "127.0.0.1:$base_port" --no-raft-stats --coalesce=false --concurrency "$c"
+    want seqd-unary && sq "seqd-next-unary-c$c" --addr "$seqd_addrs" --coalesce=false --concurrency "$c"
+    want seqd && sq "seqd-next-coalesced-c$c" --addr "$seqd_addrs" --concurrency "$c"
+  done
+  if want seqd-h2c; then
+    # 64 callers over h2c (the Go client's default for Connect is HTTP/1.1).
+    want baseline && sq "baseline-connect-unary-h2c-c64" --addr "127.0.0.1:$base_port" --no-raft-stats --coalesce=false --concurrency 64 --http2
+    sq "seqd-next-unary-h2c-c64" --addr "$seqd_addrs" --coalesce=false --concurrency 64 --http2
+    sq "seqd-next-coalesced-h2c-c64" --addr "$seqd_addrs" --concurrency 64 --http2
+  fi
+  if want seqd-half && [ -f "$OUT/runs/seqd-next-coalesced-c64.r$r.json" ]; then
+    # Open loop at half of this round's peak of 64 coalesced callers.
+    half=$(python3 -c "print(int($(median_ids "$OUT/runs/seqd-next-coalesced-c64.r$r.json")/2))")
+    sq "seqd-next-coalesced-c64-half-peak" --addr "$seqd_addrs" --concurrency 64 --rate "$half"
+  fi
+  if want seqd-batch; then
+    sq "seqd-reserve1000-c16" --addr "$seqd_addrs" --concurrency 16 --mix reserve=1 --batch 1000
+    sq "seqd-next1000keys-c16" --addr "$seqd_addrs" --concurrency 16 --batch 1000 --coalesce=false
+    # One hot key: every value from one section, so raises (raft entries)
+    # come at ids/step per second.
+    sq "seqd-next-hotkey-c64" --addr "$seqd_addrs" --concurrency 64 --keys 1 --key-offset 5000000
+  fi
+done
+
+for f in "$OUT"/runs/*.r1.json; do
+  name=$(basename "$f" .r1.json)
+  "$cmp" merge "$OUT/$name.json" "$OUT"/runs/"$name".r*.json
+done
+
+if want memory; then
+  # 10 million distinct keys through Next (1000 keys per call), then the
+  # leader's resident memory.
+  leader=$("$seqd" status --addr "$seqd_addrs" | awk '/^leader:/ {print $2}')
+  lpid=${seqd_pid[$leader]}
+  rss0=$(awk '/VmRSS/ {print $2}' "/proc/$lpid/status")
+  log "memory: 10M keys on $leader (pid $lpid, RSS ${rss0} kB before)"
+  "$seqd" bench --progress 0 --addr "$seqd_addrs" --concurrency 8 --batch 1000 --dist sequential \
+    --keys 10000000 --key-offset 100000000 --count 10000 --warmup 0 --json >"$OUT/runs/memory-10M-keys.json"
+  sleep 2
+  rss1=$(awk '/VmRSS/ {print $2}' "/proc/$lpid/status")
+  echo "{\"leader\":\"$leader\",\"keys\":10000000,\"rss_before_kb\":$rss0,\"rss_after_kb\":$rss1,\"bytes_per_key\":$(( (rss1 - rss0) * 1024 / 10000000 ))}" \
+    >"$OUT/memory.json"
+  cat "$OUT/memory.json" >&2
+fi
+
+echo "load after: $(cat /proc/loadavg)" >>"$OUT/machine.txt"
+"$cmp" table "$OUT"/*.json >"$OUT/table.md"
+cat "$OUT/table.md"
+log "results in $OUT"
