@@ -15,6 +15,11 @@
 // own keys, and a call that completed before another began gets the smaller
 // value for the same key. See coalesce.go for the rules and BatchStats for
 // counters.
+//
+// The client caches the cluster's routing table (the members' API addresses
+// and the leader's), refreshes it in the background when an answer carries a
+// new routing version or a node hints at another leader, and sends calls
+// straight to the leader; see routing.go and Options.DisableRouting.
 package client
 
 import (
@@ -88,6 +93,14 @@ type Options struct {
 	// request is sent after this long even if MaxInFlight requests are still
 	// in flight (default 5ms; negative: wait for a slot).
 	MaxBatchWait time.Duration
+
+	// DisableRouting keeps the client on the addresses given to New and the
+	// leader hints nodes send. By default the client also reads the
+	// cluster's routing table (ClusterStatus) when it changes and sends
+	// calls straight to the leader's advertised API address (see
+	// routing.go). Set it when those addresses are not reachable from the
+	// client (behind a proxy or a NAT).
+	DisableRouting bool
 }
 
 // Client calls a seqd cluster. It is safe for concurrent use.
@@ -98,6 +111,14 @@ type Client struct {
 	mu     sync.Mutex
 	nodes  []*node // known nodes, in the order given, then learned ones
 	leader int     // index into nodes of the node believed to lead
+	seeds  int     // nodes[:seeds] are the addresses given to New
+
+	// The routing table (routing.go): the version of the last refresh
+	// (under mu), the same as a header value, and whether a refresh runs.
+	routeVer    uint64
+	routeVerHdr atomic.Pointer[string]
+	refreshing  atomic.Bool
+	refreshes   atomic.Uint64
 
 	batchers                 sync.Map // batcherKey → *batcher
 	bCalls, bRequests, bKeys atomic.Uint64
@@ -160,6 +181,7 @@ func New(addrs []string, opts Options) (*Client, error) {
 	if len(c.nodes) == 0 {
 		return nil, ErrNoAddrs
 	}
+	c.seeds = len(c.nodes)
 	return c, nil
 }
 
@@ -197,6 +219,12 @@ func (c *Client) addNodeLocked(addr string) int {
 			return i
 		}
 	}
+	c.nodes = append(c.nodes, c.newNode(addr))
+	return len(c.nodes) - 1
+}
+
+// newNode returns the RPC clients for the node at addr.
+func (c *Client) newNode(addr string) *node {
 	var opts []connect.ClientOption
 	switch c.opts.Protocol {
 	case GRPC:
@@ -205,12 +233,11 @@ func (c *Client) addNodeLocked(addr string) int {
 		opts = append(opts, connect.WithGRPCWeb())
 	}
 	u := baseURL(addr)
-	c.nodes = append(c.nodes, &node{
+	return &node{
 		addr:  addr,
 		seq:   seqv1connect.NewSequenceServiceClient(c.http, u, opts...),
 		admin: seqv1connect.NewAdminServiceClient(c.http, u, opts...),
-	})
-	return len(c.nodes) - 1
+	}
 }
 
 // Leader returns the address of the node the client currently sends calls to.
@@ -312,12 +339,13 @@ func (c *Client) ClusterStatus(ctx context.Context) (*seqv1.ClusterStatusRespons
 // msgFrom is msg for SequenceService answers: a node that forwarded the
 // call to the leader names the leader in the Seqd-Leader header, and if the
 // client knows that address (it was given, or learned from an error hint) it
-// sends its next calls there directly, saving the extra hop. A client given
-// only other addresses (a proxy, say) keeps using them.
+// sends its next calls there directly, saving the extra hop. It also notes
+// the answer's routing version (routing.go).
 func msgFrom[T any](c *Client, n *node, r *connect.Response[T], err error) (*T, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.noteRouting(r.Header())
 	if h := r.Header().Get("Seqd-Leader"); h != "" && h != n.addr {
 		c.mu.Lock()
 		if c.nodes[c.leader] == n {
@@ -381,6 +409,7 @@ func callUntil[T any](c *Client, ctx context.Context, gone func() bool, f func(c
 				c.leader = c.addNodeLocked(h)
 				c.mu.Unlock()
 				hinted = true
+				c.refreshRouting()
 			}
 		}
 		if !hinted {

@@ -85,7 +85,9 @@ func (f clientFlags) dial() (*client.Client, context.Context, context.CancelFunc
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	c, err := client.New(addrs, client.Options{Protocol: client.Protocol(*f.protocol), RetryFor: *f.timeout, HTTPClient: h})
+	// One command makes one or two calls: following the nodes' leader hints
+	// is enough, a routing table refresh would only add a ClusterStatus.
+	c, err := client.New(addrs, client.Options{Protocol: client.Protocol(*f.protocol), RetryFor: *f.timeout, HTTPClient: h, DisableRouting: true})
 	if err != nil {
 		return nil, nil, nil, usageErr("%v", err)
 	}
