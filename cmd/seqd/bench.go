@@ -22,6 +22,12 @@ import (
 	"github.com/seqd/seqd/internal/loadgen"
 )
 
+// The server's limits on one call (see the README's API section).
+const (
+	maxKeysPerCall  = 10000
+	maxReserveCount = 1000000
+)
+
 const benchSynopsis = "seqd bench [flags]\n       seqd bench baseline-server [--listen ADDR]"
 
 const benchDescription = `Drives a load against a running cluster through the Go client and reports
@@ -198,6 +204,18 @@ func cmdBench(args []string) error {
 			return usageErr("%v", err)
 		}
 	}
+	for _, mx := range m {
+		switch {
+		case mx.Kind == loadgen.Reserve && *batch > maxReserveCount:
+			return usageErr("--batch %d: Reserve takes at most %d values per call", *batch, maxReserveCount)
+		case mx.Kind != loadgen.Reserve && *batch > maxKeysPerCall:
+			return usageErr("--batch %d: Next and Current take at most %d keys per call", *batch, maxKeysPerCall)
+		}
+	}
+	// A call the cluster refuses for what it is (unknown space, malformed,
+	// not allowed) would fail the same way every time: stop at the first.
+	runCtx, abort := context.WithCancelCause(ctx)
+	defer abort(nil)
 	var next atomic.Uint64
 	target := loadgen.TargetFunc(func(ctx context.Context, op *loadgen.Op) error {
 		// Callers are spread over the clients round-robin per call.
@@ -213,6 +231,11 @@ func cmdBench(args []string) error {
 			_, err = c.Current(ctx, *space, op.Keys...)
 		case loadgen.Reserve:
 			_, err = c.Reserve(ctx, *space, op.Keys[0], op.Count)
+		}
+		switch connect.CodeOf(err) {
+		case connect.CodeInvalidArgument, connect.CodeNotFound, connect.CodeUnauthenticated,
+			connect.CodePermissionDenied, connect.CodeUnimplemented:
+			abort(err)
 		}
 		return err
 	})
@@ -255,9 +278,12 @@ func cmdBench(args []string) error {
 		if *runs > 1 {
 			fmt.Fprintf(out, "run %d of %d\n", i+1, *runs)
 		}
-		res, err := loadgen.Run(ctx, target, cfg)
+		res, err := loadgen.Run(runCtx, target, cfg)
 		if err != nil {
 			return usageErr("%v", err)
+		}
+		if cause := context.Cause(runCtx); cause != nil && ctx.Err() == nil {
+			return fmt.Errorf("stopped: the cluster refuses the calls: %w", callErr(cause))
 		}
 		rep.Runs = append(rep.Runs, res)
 		fmt.Fprint(out, res.Summary())
@@ -267,6 +293,10 @@ func cmdBench(args []string) error {
 	}
 	if len(rep.Runs) == 0 {
 		return errors.New("interrupted before the first run")
+	}
+	var okCalls int64
+	for _, r := range rep.Runs {
+		okCalls += r.Calls - r.Errors
 	}
 	sorted := slices.Clone(rep.Runs)
 	slices.SortFunc(sorted, func(a, b *loadgen.Result) int {
@@ -328,7 +358,12 @@ func cmdBench(args []string) error {
 	if *jsonOut {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	}
+	if okCalls == 0 {
+		return errors.New("no call succeeded (is the cluster up at --addr?)")
 	}
 	return nil
 }

@@ -375,6 +375,11 @@ func Run(ctx context.Context, t Target, cfg Config) (*Result, error) {
 				if begin.Before(measureFrom) {
 					continue
 				}
+				m := measured.Add(1)
+				if cfg.Count > 0 && m > cfg.Count {
+					cancel() // others finished the count while this call ran
+					return
+				}
 				us := max(end.Sub(begin).Microseconds(), 1)
 				sh.mu.Lock()
 				if interval > 0 {
@@ -397,7 +402,7 @@ func Run(ctx context.Context, t Target, cfg Config) (*Result, error) {
 					_ = sh.kinds[op.Kind].RecordValue(us)
 				}
 				sh.mu.Unlock()
-				if m := measured.Add(1); cfg.Count > 0 && m >= cfg.Count {
+				if cfg.Count > 0 && m == cfg.Count {
 					cancel()
 					return
 				}
