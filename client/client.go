@@ -196,12 +196,12 @@ func newH2C() *http.Client {
 func newHTTP1() *http.Client {
 	var p http.Protocols
 	p.SetHTTP1(true)
-	return &http.Client{Transport: &http.Transport{
+	return &http.Client{Transport: oneWrite{&http.Transport{
 		Protocols:           &p,
 		DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConnsPerHost: 256,
 		IdleConnTimeout:     90 * time.Second,
-	}}
+	}}}
 }
 
 func baseURL(addr string) string {
