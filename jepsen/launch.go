@@ -43,13 +43,13 @@ func launch(cfg *config, args []string) int {
 				fmt.Fprintf(os.Stderr, "jepsen: --net netns: %v\n", err)
 				return exitHarness
 			}
-			p.NetNote = "network namespaces unavailable: " + err.Error() + "; running on loopback with process faults only (kill, pause)"
+			p.NetNote = "network namespaces unavailable: " + err.Error() + "; running on loopback with process and membership faults only (kill, pause, member-*)"
 			fmt.Fprintf(os.Stderr, "jepsen: NOTE: %s\n", p.NetNote)
 		} else {
 			useNetns = true
 		}
 	case "loopback":
-		p.NetNote = "--net loopback: process faults only (kill, pause)"
+		p.NetNote = "--net loopback: process and membership faults only (kill, pause, member-*)"
 	}
 
 	// Build seqd.

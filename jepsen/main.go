@@ -4,7 +4,7 @@
 // (each in its own network namespace on a private bridge when run as root
 // with ip and iptables; on loopback otherwise), runs concurrent clients
 // against them while a nemesis kills, pauses, partitions and degrades the
-// nodes, heals everything, reads every key one last time, and checks the
+// nodes and changes the cluster's membership, heals everything, reads every key one last time, and checks the
 // whole history for the contract's guarantees (C1-C3 of DESIGN.md §2, a
 // full-cluster restart never going backwards) and for availability. Results
 // go to store/<test>/<time>/: history.jsonl, results.json, latency.png,
@@ -122,7 +122,7 @@ on a bridge in a private "switch" namespace (10.77.X.0/24), and the clients
 run in their own namespace (the harness re-executes itself there), so links
 can be cut with iptables; nothing gets an address outside those namespaces.
 Otherwise (or with --net loopback) the nodes run on 127.0.0.1 and only
-process faults (kill, pause) are possible. Missing tools:
+process faults (kill, pause) and membership faults are possible. Missing tools:
 apt-get install -y iproute2 iptables.
 
 Clients: --smart-clients use the Go client (leader tracking, retries over all
@@ -139,8 +139,8 @@ n*.log (node logs).
 Exit status: 0 valid, 1 anomalies found, 2 bad command line, 3 unknown
 (e.g. the cluster never recovered, or interrupted), 4 harness error.
 
-Faults (--nemesis, comma-separated; groups kill, pause, partition, loss, all;
-"none" for no faults):
+Faults (--nemesis, comma-separated; groups kill, pause, partition, loss, all
+(these four), membership (member-*); "none" for no faults):
 `
 
 const usageTail = `
@@ -156,6 +156,8 @@ Examples:
   # whose raft timeouts are 5x the others' cut off; the same without the flag must pass
   go run ./jepsen --unsafe-disable-lease --nemesis partition-slow-leader --slow-node n1 --slow-factor 5 \
       --nemesis-interval 5s --nemesis-duration 4s --op-timeout 300ms --time-limit 3m
+  # membership changes by seqd's own operator procedures (seqd node remove, wipe, rejoin)
+  go run ./jepsen --nemesis membership --nemesis-interval 4s --nemesis-duration 2s..4s --time-limit 90s
   # remove namespaces and processes left by a killed harness
   go run ./jepsen --cleanup
 `

@@ -40,7 +40,7 @@ func TestParse(t *testing.T) {
 	}
 	for _, bad := range []string{
 		"--nodes 0", "--nemesis-duration 5s..3s", "--nemesis-duration x", "--mix next=0", "--net wifi",
-		"--nemesis membership", "--nemesis bogus", "--nemesis partition-slow-leader", "--slow-node n4",
+		"--nemesis member-remove --nodes 2", "--nemesis bogus", "--nemesis partition-slow-leader", "--slow-node n4",
 		"--node-arg n1", "--node-arg n9=--x", "--loss 0", "--keys 0", "extra",
 		"--pinned-per-node 0 --smart-clients 0",
 	} {
@@ -50,12 +50,25 @@ func TestParse(t *testing.T) {
 	}
 }
 
+func TestParseMembership(t *testing.T) {
+	cfg, err := parse(strings.Fields("--nemesis membership --nodes 5"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Test != "membership" {
+		t.Errorf("test name %q", cfg.Test)
+	}
+	if _, err := parse(strings.Fields("--nemesis kill-leader,member-wipe"), io.Discard); err != nil {
+		t.Error(err)
+	}
+}
+
 func TestHelpListsEveryFlag(t *testing.T) {
 	var b strings.Builder
 	fs := newFlags(&config{}, &b)
 	fs.Usage()
 	out := b.String()
-	for _, want := range []string{"--nemesis", "-time-limit", "-unsafe-disable-lease", "partition-ring", "membership", "Exit status", "-cleanup"} {
+	for _, want := range []string{"--nemesis", "-time-limit", "-unsafe-disable-lease", "partition-ring", "membership", "member-remove", "member-return", "member-wipe", "Exit status", "-cleanup"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("--help lacks %q", want)
 		}

@@ -1,13 +1,16 @@
 // Package nemesis injects faults into a running seqd cluster on a schedule:
 // kill -9, SIGSTOP/SIGCONT, network partitions (isolate the leader, random
-// halves, majorities ring, bridge) and packet loss, each healed after its
+// halves, majorities ring, bridge), packet loss and membership changes
+// (remove a voter and add it back, a removed server returning with its
+// data, a server whose data directory was wiped), each healed after its
 // duration; and heals everything at the end.
 //
 // A schedule repeats: wait Interval, pick a fault at random (seeded), inject
 // it, wait a duration drawn from [DurMin, DurMax], heal it. With Overlap,
-// process faults (kill, pause) and network faults (partition, loss) run on
-// two independent lanes, so a partition can coincide with a kill or a pause;
-// without it, one fault at a time.
+// process and membership faults (kill, pause, member-*) and network faults
+// (partition, loss) run on two independent lanes, so a partition can
+// coincide with a kill, a pause or a membership change; without it, one
+// fault at a time.
 package nemesis
 
 import (
@@ -47,6 +50,9 @@ type Env struct {
 	SlowTimeout time.Duration
 
 	nextID atomic.Int64
+
+	mu    sync.Mutex
+	dirty map[string]bool // nodes whose membership change is not complete
 }
 
 func (e *Env) logf(format string, args ...any) {
@@ -84,11 +90,11 @@ var All = []Fault{
 	{Name: "partition-slow-leader", Class: Network, MinNodes: 3, Help: "make the --slow-node leader (pause the other followers so their logs fall behind, cut the leader off, resume them), then cut it off from every other node", inject: partitionSlowLeader},
 	{Name: "loss-leader", Class: Network, MinNodes: 1, Help: "drop a random share (--loss) of the leader's packets, both ways", inject: lossLeader},
 	{Name: "loss-random", Class: Network, MinNodes: 1, Help: "drop a random share (--loss) of a random node's packets, both ways", inject: lossRandom},
-	// TODO(membership, a later issue): add a voter, remove a voter, replace
-	// a node (wipe its data and rejoin), and remove-then-return with a higher
-	// term (hashicorp/raft#524). The hook is here so the list shows the plan;
-	// it is refused until implemented for real.
-	{Name: "membership", Class: Membership, MinNodes: 3, Help: "NOT IMPLEMENTED YET (a later issue): add, remove and replace voters"},
+	// Membership changes, by the operator procedures of README's Operations
+	// section (see membership.go).
+	{Name: "member-remove", Class: Membership, MinNodes: 3, Help: "shrink: `seqd node remove` a voter (on 5+ nodes a minority that leaves 3; 1 in 4 times the leader), stop it, wipe its data; heal: grow back: start it empty with the same ID, wait until it is promoted to voter", inject: memberRemove},
+	{Name: "member-return", Class: Membership, MinNodes: 3, Help: "kill -9 a voter, `seqd node remove` it while down, restart it with its old data (a removed server that missed its removal comes back, hashicorp/raft#524: it must stay out and not disturb the leader); heal: stop, wipe, start, wait until it is a voter", inject: memberReturn},
+	{Name: "member-wipe", Class: Membership, MinNodes: 3, Help: "kill -9 a voter, wipe its data, start it (it must refuse to vote or serve); heal: `seqd node remove` it as its log says, wait until it rejoins as a voter", inject: memberWipe},
 }
 
 // Groups name sets of faults.
@@ -97,7 +103,9 @@ var Groups = map[string][]string{
 	"pause":     {"pause-leader", "pause-minority"},
 	"partition": {"partition-leader", "partition-halves", "partition-ring", "partition-bridge"},
 	"loss":      {"loss-leader", "loss-random"},
-	"all":       {"kill-leader", "kill-random", "kill-minority", "pause-leader", "pause-minority", "partition-leader", "partition-halves", "partition-ring", "partition-bridge", "loss-leader", "loss-random"},
+	// membership is not part of all (whose runs are recorded in RESULTS.md).
+	"membership": {"member-remove", "member-return", "member-wipe"},
+	"all":        {"kill-leader", "kill-random", "kill-minority", "pause-leader", "pause-minority", "partition-leader", "partition-halves", "partition-ring", "partition-bridge", "loss-leader", "loss-random"},
 }
 
 func byName(name string) (Fault, bool) {
@@ -134,7 +142,7 @@ func Parse(spec string, n int, network bool) (faults []Fault, skipped []string, 
 				return nil, nil, fmt.Errorf("unknown fault %q (see --help for the list)", name)
 			}
 			if !f.Implemented() {
-				return nil, nil, fmt.Errorf("fault %q is not implemented yet (membership changes are a later issue)", name)
+				return nil, nil, fmt.Errorf("fault %q is not implemented yet", name)
 			}
 			if seen[name] {
 				continue
@@ -280,8 +288,9 @@ func errSuffix(err error) string {
 }
 
 // HealAll ends every fault: resumes paused nodes, restarts nodes that are
-// not running and removes every iptables rule. It is recorded as a nemesis
-// action (fault "heal-all").
+// not running, removes every iptables rule, and brings back as voters the
+// nodes whose membership change did not complete (remove, stop, wipe,
+// start). It is recorded as a nemesis action (fault "heal-all").
 func HealAll(e *Env) error {
 	t0 := e.Rec.Now()
 	var errs []error
@@ -298,6 +307,10 @@ func HealAll(e *Env) error {
 			touched = append(touched, n.ID)
 			errs = append(errs, n.Start())
 		}
+	}
+	for _, n := range e.dirtyNodes() {
+		touched = append(touched, n.ID+" (membership)")
+		errs = append(errs, e.restore(n))
 	}
 	err := errors.Join(errs...)
 	rec := record.Op{Client: record.NemesisClient, F: record.FaultHeal, Fault: "heal-all", Targets: touched,

@@ -35,10 +35,26 @@ func TestParse(t *testing.T) {
 	if fs, _, err := Parse("none", 3, true); err != nil || len(fs) != 0 {
 		t.Errorf("none: %v %v", fs, err)
 	}
-	for _, bad := range []string{"frobnicate", "membership", "kill-leader,membership"} {
+	// Membership faults: a group, implemented, and possible on loopback.
+	fs, skipped, err = Parse("membership,kill-leader", 3, false)
+	if want := []string{"member-remove", "member-return", "member-wipe", "kill-leader"}; err != nil || !slices.Equal(names(fs), want) || len(skipped) != 0 {
+		t.Errorf("membership: %v %v %v, want %v", names(fs), skipped, err, want)
+	}
+	for _, f := range fs {
+		if !f.Implemented() {
+			t.Errorf("%s not implemented", f.Name)
+		}
+	}
+	if _, skipped, err := Parse("membership", 2, true); err != nil || len(skipped) != 3 {
+		t.Errorf("membership on 2 nodes: skipped %v, %v", skipped, err)
+	}
+	for _, bad := range []string{"frobnicate", "kill-leader,frobnicate", "member-remove,bogus"} {
 		if _, _, err := Parse(bad, 3, true); err == nil {
 			t.Errorf("Parse(%q) accepted", bad)
 		}
+	}
+	if _, _, err := Parse("member-wipe", 2, true); err == nil {
+		t.Error("member-wipe named explicitly on 2 nodes accepted")
 	}
 	if _, _, err := Parse("partition-ring", 3, true); err == nil {
 		t.Error("partition-ring named explicitly on 3 nodes accepted")

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -498,4 +499,129 @@ func (c *Cluster) WaitHealthy(ctx context.Context, timeout time.Duration) error 
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// Wipe deletes the node's data directory (the node must not be running):
+// the node then starts as a new server with the same ID and addresses.
+func (n *Node) Wipe() error {
+	n.mu.Lock()
+	st := n.state
+	n.mu.Unlock()
+	if st == Running || st == Paused {
+		return fmt.Errorf("wipe %s: it is %s", n.ID, st)
+	}
+	return os.RemoveAll(n.DataDir)
+}
+
+// LogSize returns the current size of the node's log file (an offset for
+// LogSince).
+func (n *Node) LogSize() int64 {
+	fi, err := os.Stat(n.LogPath)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// LogContains reports whether the node's log, from offset on, contains s.
+func (n *Node) LogContains(offset int64, s string) bool {
+	f, err := os.Open(n.LogPath)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if _, err := f.Seek(offset, 0); err != nil {
+		return false
+	}
+	b, err := io.ReadAll(f)
+	return err == nil && strings.Contains(string(b), s)
+}
+
+// Member is one server as the cluster's raft configuration lists it.
+type Member struct {
+	ID            string
+	Voter         bool // a voter (else a non-voter, or not in the configuration)
+	InConfig      bool // in the raft configuration, as a voter or a non-voter
+	SeenWithState bool // the cluster recorded it holding raft state
+	RaftState     string
+	Serving       bool
+}
+
+// View is the cluster's membership as one node answered it.
+type View struct {
+	Leader  string // "" if the answering node does not lead
+	Term    uint64
+	Members map[string]Member
+}
+
+// Members asks the running nodes for the raft configuration, preferring the
+// answer of a node that says it leads (its configuration is the newest).
+func (c *Cluster) Members(ctx context.Context, timeout time.Duration) (View, error) {
+	type answer struct {
+		r   *seqv1.ClusterStatusResponse
+		err error
+	}
+	answers := make([]answer, len(c.Nodes))
+	var wg sync.WaitGroup
+	for i, n := range c.Nodes {
+		if st := n.State(); st != Running {
+			answers[i].err = fmt.Errorf("%s is %s", n.ID, st)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			admin := seqv1connect.NewAdminServiceClient(c.http, "http://"+n.API)
+			r, err := admin.ClusterStatus(cctx, connect.NewRequest(&seqv1.ClusterStatusRequest{}))
+			if err != nil {
+				answers[i].err = err
+				return
+			}
+			answers[i].r = r.Msg
+		}()
+	}
+	wg.Wait()
+	var best *seqv1.ClusterStatusResponse
+	var errs []error
+	for _, a := range answers {
+		switch {
+		case a.err != nil:
+			errs = append(errs, a.err)
+		case a.r.GetLeaderId() != "" && a.r.GetNodeId() == a.r.GetLeaderId():
+			if best == nil || a.r.GetTerm() > best.GetTerm() || best.GetNodeId() != best.GetLeaderId() {
+				best = a.r
+			}
+		case best == nil:
+			best = a.r
+		}
+	}
+	if best == nil {
+		return View{}, fmt.Errorf("no node answered: %w", errors.Join(errs...))
+	}
+	out := map[string]Member{}
+	for _, x := range best.GetNodes() {
+		out[x.GetId()] = Member{ID: x.GetId(), Voter: x.GetVoter(), InConfig: x.GetInConfiguration() || x.GetVoter(),
+			SeenWithState: x.GetSeenWithState(), RaftState: x.GetRaftState(), Serving: x.GetServing()}
+	}
+	v := View{Term: best.GetTerm(), Members: out}
+	if best.GetNodeId() == best.GetLeaderId() {
+		v.Leader = best.GetLeaderId()
+	}
+	return v, nil
+}
+
+// Seqd runs the seqd binary as an operator would (e.g. `seqd node remove
+// --addr A ID`), bounded by timeout, and returns its combined output. It
+// runs where the harness runs (the client namespace under netns), which
+// reaches every node's API.
+func (c *Cluster) Seqd(ctx context.Context, timeout time.Duration, args ...string) (string, error) {
+	if len(c.Nodes) == 0 {
+		return "", errors.New("no nodes")
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, c.Nodes[0].bin, args...).CombinedOutput()
+	return strings.TrimSpace(string(out)), err
 }

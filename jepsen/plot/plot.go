@@ -50,6 +50,12 @@ func faultColor(fault string) color.RGBA {
 		return color.RGBA{206, 228, 255, 255}
 	case strings.HasPrefix(fault, "loss"):
 		return color.RGBA{232, 214, 255, 255}
+	case fault == "member-remove":
+		return color.RGBA{190, 236, 228, 255}
+	case fault == "member-return":
+		return color.RGBA{214, 238, 190, 255}
+	case strings.HasPrefix(fault, "member"):
+		return color.RGBA{236, 226, 200, 255}
 	}
 	return color.RGBA{220, 240, 220, 255}
 }

@@ -210,7 +210,8 @@ func ToHistory(ops []Op) []history.Op {
 }
 
 // Window is one fault, from the moment it was in place (its injection
-// completed) to the end of its healing.
+// completed; for a membership fault, whose injection takes seconds and acts
+// from its first step, when its injection began) to the end of its healing.
 type Window struct {
 	ID      int           `json:"id"`
 	Fault   string        `json:"fault"`
@@ -240,6 +241,9 @@ func Windows(ops []Op, end time.Duration) []Window {
 		switch o.F {
 		case FaultStart:
 			w.Start, w.Targets = o.Complete, o.Targets
+			if o.Class == "membership" {
+				w.Start = o.Invoke
+			}
 		case FaultHeal:
 			w.Healing, w.End = o.Invoke, o.Complete
 		}

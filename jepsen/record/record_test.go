@@ -66,6 +66,17 @@ func TestWindowNeverHealed(t *testing.T) {
 	}
 }
 
+func TestMembershipWindowStartsAtInvoke(t *testing.T) {
+	ops := []Op{
+		{Client: NemesisClient, F: FaultStart, Fault: "member-remove", Class: "membership", FaultID: 1, Invoke: time.Second, Complete: 3 * time.Second},
+		{Client: NemesisClient, F: FaultHeal, Fault: "member-remove", Class: "membership", FaultID: 1, Invoke: 5 * time.Second, Complete: 9 * time.Second},
+	}
+	ws := Windows(ops, 10*time.Second)
+	if len(ws) != 1 || ws[0].Start != time.Second || ws[0].Healing != 5*time.Second || ws[0].End != 9*time.Second {
+		t.Errorf("%+v", ws)
+	}
+}
+
 func TestReadRejectsGarbage(t *testing.T) {
 	if _, err := Read(bytes.NewBufferString("{\"index\":0}\nnot json\n")); err == nil {
 		t.Error("garbage accepted")
