@@ -85,7 +85,7 @@ type Options struct {
 	// at most 10000); a call with more keys is sent on its own.
 	MaxBatchKeys int
 	// MaxInFlight bounds the coalesced requests in flight per space and kind
-	// of call (default 1). Above 1, requests leave at least a round trip /
+	// of call (default 4). Above 1, requests leave at least a round trip /
 	// MaxInFlight apart (round trips measured as a moving average), so
 	// that the requests in flight share the waiting calls evenly.
 	MaxInFlight int

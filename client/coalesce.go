@@ -31,7 +31,7 @@ import (
 // Coalescing defaults.
 const (
 	DefaultMaxBatchKeys = 1000
-	DefaultMaxInFlight  = 1
+	DefaultMaxInFlight  = 4
 	DefaultMaxBatchWait = 5 * time.Millisecond
 	// maxOverLimit bounds the requests sent over MaxInFlight by the
 	// MaxBatchWait rule, so that a stalled cluster does not collect an
@@ -155,7 +155,6 @@ func (b *batcher) do(ctx context.Context, keys []uint64) ([]uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, ctxError(err)
 	}
-	b.c.bCalls.Add(1)
 	w := waiterPool.Get().(*waiter)
 	now := time.Now()
 	b.mu.Lock()
@@ -170,6 +169,7 @@ func (b *batcher) do(ctx context.Context, keys []uint64) ([]uint64, error) {
 	bt.keys = append(bt.keys, keys...)
 	bt.waiters = append(bt.waiters, w)
 	bt.live.Add(1)
+	b.c.bCalls.Add(1) // counted once queued (tests wait on it)
 	if b.inFlight == 0 && len(b.queue) == 1 && len(bt.waiters) == 1 {
 		// Idle: this call is the whole batch. Send it now, from here, under
 		// the caller's own context.

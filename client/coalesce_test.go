@@ -105,7 +105,7 @@ func newClient(t *testing.T, addr string, opts client.Options) *client.Client {
 
 func TestIdleCallsAreSentAtOnceAndAlone(t *testing.T) {
 	f := &fake{}
-	c := newClient(t, startFake(t, f), client.Options{MaxBatchWait: time.Hour})
+	c := newClient(t, startFake(t, f), client.Options{MaxInFlight: 1, MaxBatchWait: time.Hour})
 	ctx := context.Background()
 	for i := range 5 {
 		vals, err := c.Next(ctx, "s", 7, 8)
@@ -126,7 +126,7 @@ func TestIdleCallsAreSentAtOnceAndAlone(t *testing.T) {
 // keys in the order the calls arrived, each call getting its own values.
 func TestConcurrentCallsShareOneRequestInArrivalOrder(t *testing.T) {
 	f := &fake{hold: make(chan struct{}), arrived: make(chan struct{}, 16)}
-	c := newClient(t, startFake(t, f), client.Options{MaxBatchWait: time.Hour})
+	c := newClient(t, startFake(t, f), client.Options{MaxInFlight: 1, MaxBatchWait: time.Hour})
 	ctx := context.Background()
 
 	first := make(chan []uint64, 1)
@@ -145,7 +145,7 @@ func TestConcurrentCallsShareOneRequestInArrivalOrder(t *testing.T) {
 	}
 	results := make(chan result, 4)
 	callKeys := [][]uint64{{1}, {2, 1}, {3}, {1}}
-	for _, keys := range callKeys {
+	for i, keys := range callKeys {
 		go func() {
 			v, err := c.Next(ctx, "s", keys...)
 			if err != nil {
@@ -153,9 +153,7 @@ func TestConcurrentCallsShareOneRequestInArrivalOrder(t *testing.T) {
 			}
 			results <- result{keys, v}
 		}()
-		// Wait until the call is queued: a queued call never reaches the
-		// server, so give it time to enter the batcher.
-		time.Sleep(20 * time.Millisecond)
+		waitCalls(t, c, uint64(i+2)) // queued (the first call and i+1 more)
 	}
 	f.hold <- struct{}{} // release the first request
 	if v := <-first; !slices.Equal(v, []uint64{1}) {
@@ -181,6 +179,64 @@ func TestConcurrentCallsShareOneRequestInArrivalOrder(t *testing.T) {
 	}
 	if !slices.Equal(got["2,1"], []uint64{1, 3}) || !slices.Equal(got["3"], []uint64{1}) {
 		t.Fatalf("results %v", got)
+	}
+}
+
+// waitCalls waits until n calls have entered c's batchers (sent or queued).
+func waitCalls(t *testing.T, c *client.Client, n uint64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.BatchStats().Calls < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d calls entered the batcher, want %d", c.BatchStats().Calls, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestMaxInFlightBoundsRequests: with MaxInFlight 3 and every request held,
+// exactly 3 requests are in flight; the other calls wait and then go
+// together in one request; every call gets its own value.
+func TestMaxInFlightBoundsRequests(t *testing.T) {
+	f := &fake{hold: make(chan struct{}), arrived: make(chan struct{}, 64)}
+	c := newClient(t, startFake(t, f), client.Options{MaxInFlight: 3, MaxBatchWait: time.Hour, AttemptTimeout: time.Minute})
+	ctx := context.Background()
+	const calls = 10
+	vals := make(chan uint64, calls)
+	for i := range calls {
+		go func() {
+			v, err := c.Next(ctx, "s", 5)
+			if err != nil {
+				t.Error(err)
+				vals <- 0
+				return
+			}
+			vals <- v[0]
+		}()
+		waitCalls(t, c, uint64(i+1))
+		if i < 3 {
+			<-f.arrived // the first three are sent, one each
+		}
+	}
+	if st := c.BatchStats(); st.Requests != 3 {
+		t.Fatalf("%d requests with 3 allowed in flight and all held, want 3", st.Requests)
+	}
+	for range 3 {
+		f.hold <- struct{}{}
+	}
+	<-f.arrived // the 7 queued calls, together
+	f.hold <- struct{}{}
+	seen := map[uint64]bool{}
+	for range calls {
+		v := <-vals
+		if v == 0 || seen[v] {
+			t.Fatalf("value %d twice or a failed call", v)
+		}
+		seen[v] = true
+	}
+	reqs := f.reqs()
+	if len(reqs) != 4 || len(reqs[3]) != calls-3 {
+		t.Fatalf("requests %v, want 3 single calls and one of the other %d", reqs, calls-3)
 	}
 }
 
@@ -256,8 +312,12 @@ func TestSequentialCallsSeeIncreasingValues(t *testing.T) {
 
 func TestCanceledWaiterReturnsWhileRequestHangs(t *testing.T) {
 	f := &fake{hold: make(chan struct{}), arrived: make(chan struct{}, 16)}
-	c := newClient(t, startFake(t, f), client.Options{MaxBatchWait: time.Hour, AttemptTimeout: time.Minute})
-	go func() { _, _ = c.Next(context.Background(), "s", 1) }()
+	c := newClient(t, startFake(t, f), client.Options{MaxInFlight: 1, MaxBatchWait: time.Hour, AttemptTimeout: time.Minute})
+	first := make(chan struct{})
+	go func() {
+		_, _ = c.Next(context.Background(), "s", 1)
+		close(first)
+	}()
 	<-f.arrived
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
@@ -269,17 +329,21 @@ func TestCanceledWaiterReturnsWhileRequestHangs(t *testing.T) {
 	if d := time.Since(start); d > time.Second {
 		t.Fatalf("returned after %v", d)
 	}
-	f.hold <- struct{}{}
-	// The queued request of the caller that gave up is not sent.
-	time.Sleep(100 * time.Millisecond)
-	if n := len(f.reqs()); n != 1 {
-		t.Fatalf("%d requests, want 1 (the abandoned call is dropped)", n)
+	close(f.hold) // release everything from now on
+	<-first
+	// The queued request of the caller that gave up is not sent: a later
+	// call's request follows the first one directly.
+	if _, err := c.Next(context.Background(), "s", 3); err != nil {
+		t.Fatal(err)
+	}
+	if reqs := f.reqs(); len(reqs) != 2 || !slices.Equal(reqs[1], []uint64{3}) {
+		t.Fatalf("requests %v, want [[1] [3]] (the abandoned call is dropped)", reqs)
 	}
 }
 
 func TestMaxBatchWaitSendsPastASlowRequest(t *testing.T) {
 	f := &fake{hold: make(chan struct{}), arrived: make(chan struct{}, 16)}
-	c := newClient(t, startFake(t, f), client.Options{MaxBatchWait: 20 * time.Millisecond, AttemptTimeout: time.Minute})
+	c := newClient(t, startFake(t, f), client.Options{MaxInFlight: 1, MaxBatchWait: 20 * time.Millisecond, AttemptTimeout: time.Minute})
 	go func() { _, _ = c.Next(context.Background(), "s", 1) }()
 	<-f.arrived
 	done := make(chan error, 1)
@@ -301,7 +365,7 @@ func TestMaxBatchWaitSendsPastASlowRequest(t *testing.T) {
 
 func TestResourceExhaustedReachesOnlyItsCaller(t *testing.T) {
 	f := &fake{hold: make(chan struct{}), arrived: make(chan struct{}, 16), exhaust: 9}
-	c := newClient(t, startFake(t, f), client.Options{MaxBatchWait: time.Hour})
+	c := newClient(t, startFake(t, f), client.Options{MaxInFlight: 1, MaxBatchWait: time.Hour})
 	go func() { _, _ = c.Next(context.Background(), "s", 1) }()
 	<-f.arrived
 	errs := make(chan error, 2)
@@ -317,8 +381,8 @@ func TestResourceExhaustedReachesOnlyItsCaller(t *testing.T) {
 		}
 		errs <- err
 	}()
-	time.Sleep(50 * time.Millisecond)
-	close(f.hold) // release everything from now on
+	waitCalls(t, c, 3) // both queued behind the held first request
+	close(f.hold)      // release everything from now on
 	var codes []connect.Code
 	for range 2 {
 		if err := <-errs; err != nil {

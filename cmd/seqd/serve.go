@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strings"
@@ -68,6 +69,7 @@ func serve(args []string) error {
 		corsOrigins   = fs.String("cors-origin", "", "comma-separated browser origins allowed to call the API (CORS for Connect and gRPC-Web; * for any)")
 		unsafeNoLease = fs.Bool("unsafe-disable-lease", false, "TESTING ONLY: serve without the leader lease; breaks per-key order when an old leader keeps serving after a new one is elected")
 		shutdownWait  = fs.Duration("shutdown-timeout", 10*time.Second, "how long a graceful shutdown may take")
+		pprofAddr     = fs.String("pprof-addr", "", "serve Go's profiler (net/http/pprof) on this address, e.g. 127.0.0.1:7790 (off by default; keep it private)")
 	)
 	operands, err := parseFlags(fs, args)
 	if err != nil {
@@ -200,6 +202,15 @@ func serve(args []string) error {
 	} else {
 		go func() { srvErr <- srv.Serve(ln) }()
 	}
+	if *pprofAddr != "" {
+		pln, err := net.Listen("tcp", *pprofAddr)
+		if err != nil {
+			return fmt.Errorf("--pprof-addr: %w", err)
+		}
+		defer pln.Close()
+		go func() { _ = http.Serve(pln, pprofMux()) }()
+		logger.Info("profiler serving", "addr", pln.Addr().String())
+	}
 	logger.Info("seqd serving", "id", *id, "api", ln.Addr().String(), "raft", node.RaftAddr(),
 		"gossip", *gossipAddr, "data_dir", *dataDir, "bootstrap_expect", *expect, "join", joins)
 
@@ -224,6 +235,17 @@ func serve(args []string) error {
 	}
 	logger.Info("stopped")
 	return runErr
+}
+
+// pprofMux serves net/http/pprof's handlers under /debug/pprof/.
+func pprofMux() *http.ServeMux {
+	m := http.NewServeMux()
+	m.HandleFunc("/debug/pprof/", pprof.Index)
+	m.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	m.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	m.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	m.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return m
 }
 
 func loadCA(path string) (*x509.CertPool, error) {
