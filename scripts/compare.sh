@@ -183,15 +183,30 @@ fi
 # average before and after it.
 mkdir -p "$OUT/runs"
 common=(--duration "$DURATION" --warmup "$WARMUP" --keys "$KEYS" --json)
+# cpu_mark/cpu_note: the machine's CPU split over one run (from /proc/stat),
+# appended to runs/cpu.tsv: on a VM, steal is time the hypervisor gave to
+# someone else, and it moves throughput and tails more than anything here.
+cpu_mark() { cpu0=($(head -1 /proc/stat)); }
+cpu_note() { # name
+  local c=($(head -1 /proc/stat)) i d=() t=0
+  for i in 1 2 3 4 5 6 7 8; do d[$i]=$((c[i] - cpu0[i])); t=$((t + d[i])); done
+  [ "$t" -gt 0 ] || t=1
+  printf '%s\t%s\tuser %d%%\tsys %d%%\tidle %d%%\tsoftirq %d%%\tsteal %d%%\n' "$1" "$r" \
+    $((100 * d[1] / t)) $((100 * d[3] / t)) $((100 * d[4] / t)) $((100 * d[7] / t)) $((100 * d[8] / t)) >>"$OUT/runs/cpu.tsv"
+}
 sq() { # name, seqd bench flags...
   local name=$1; shift
   log "round $r: $name (load $(cut -d' ' -f1 /proc/loadavg))"
+  cpu_mark
   "$seqd" bench --progress 0 "${common[@]}" "$@" >"$OUT/runs/$name.r$r.json"
+  cpu_note "$name"
 }
 cp_() { # name, seqd-compare flags...
   local name=$1; shift
   log "round $r: $name (load $(cut -d' ' -f1 /proc/loadavg))"
+  cpu_mark
   "$cmp" "${common[@]}" --label "$name" "$@" >"$OUT/runs/$name.r$r.json" 2>>"$OUT/runs/$name.log"
+  cpu_note "$name"
 }
 redis_bench() { # concurrency: redis-benchmark's own pipelined INCR, 16 deep
   local c=$1 name=redis-benchmark-incr-P16-c$1 l0 rate

@@ -28,7 +28,7 @@ const (
 	maxReserveCount = 1000000
 )
 
-const benchSynopsis = "seqd bench [flags]\n       seqd bench baseline-server [--listen ADDR]"
+const benchSynopsis = "seqd bench [flags]\n       seqd bench baseline-server [--listen ADDR] [--compress]"
 
 const benchDescription = `Drives a load against a running cluster through the Go client and reports
 throughput (calls/s and ids/s) and latency percentiles (HdrHistogram: p50, p90,
@@ -419,10 +419,11 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 // benchBaselineServer serves SequenceService from a handler that only
 // increments a counter, on seqd's HTTP server settings.
 func benchBaselineServer(args []string) error {
-	fs := newFlagSet("bench baseline-server", "seqd bench baseline-server [--listen ADDR]",
+	fs := newFlagSet("bench baseline-server", "seqd bench baseline-server [--listen ADDR] [--compress]",
 		"Serves seq.v1.SequenceService from a bare connect-go handler (an atomic counter per call,\n"+
 			"no raft, no allocator) with seqd's HTTP server and handler options, until interrupted.")
 	listen := fs.String("listen", "127.0.0.1:7790", "listen address")
+	compress := fs.Bool("compress", false, "gzip responses as connect-go does by default (seqd does not compress SequenceService answers)")
 	ops, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -434,7 +435,7 @@ func benchBaselineServer(args []string) error {
 	if err != nil {
 		return err
 	}
-	srv := newBaselineServer()
+	srv := newBaselineServer(*compress)
 	go func() { _ = srv.Serve(ln) }()
 	fmt.Fprintf(os.Stderr, "baseline SequenceService on %s\n", ln.Addr())
 	sig := make(chan os.Signal, 1)

@@ -46,10 +46,15 @@ func (b *baseline) Current(_ context.Context, req *connect.Request[seqv1.Current
 }
 
 // newBaselineServer returns an http.Server (seqd's settings: HTTP/1.1 and
-// h2c) for the baseline handler, with seqd's handler options.
-func newBaselineServer() *http.Server {
+// h2c) for the baseline handler, with seqd's handler options; with compress,
+// with connect-go's default instead (gzip every response of a client that
+// accepts gzip, as connect-go's clients do).
+func newBaselineServer(compress bool) *http.Server {
+	opts := []connect.HandlerOption{connect.WithReadMaxBytes(4 << 20)}
+	if !compress {
+		opts = append(opts, connect.WithCompressMinBytes(math.MaxInt32))
+	}
 	mux := http.NewServeMux()
-	mux.Handle(seqv1connect.NewSequenceServiceHandler(&baseline{},
-		connect.WithReadMaxBytes(4<<20), connect.WithCompressMinBytes(math.MaxInt32)))
+	mux.Handle(seqv1connect.NewSequenceServiceHandler(&baseline{}, opts...))
 	return api.NewHTTPServer(mux)
 }
