@@ -44,7 +44,16 @@ var (
 	// each with the highest raft index recorded for it.
 	bucketServers = []byte("servers")
 	keyApplied    = []byte("applied")
+	// keyFormat (in meta) is the data format version, written when a file
+	// is created. A file without it is format 1 (written before the key
+	// existed). A file of a later format than formatVersion is refused, so
+	// that an older binary never misreads what a newer one wrote (nor a
+	// snapshot a newer leader sent).
+	keyFormat = []byte("format")
 )
+
+// formatVersion is the data format this package writes and reads.
+const formatVersion = 1
 
 var errClosed = errors.New("fsm: closed")
 
@@ -623,7 +632,7 @@ func initBuckets(db *bolt.DB) error {
 				return err
 			}
 		}
-		return nil
+		return tx.Bucket(bucketMeta).Put(keyFormat, u64(formatVersion))
 	})
 }
 
@@ -737,11 +746,20 @@ func loadState(tx *bolt.Tx) (*state, error) {
 	}
 
 	if err := meta.ForEach(func(k, v []byte) error {
-		if string(k) != string(keyApplied) {
+		if string(k) != string(keyApplied) && string(k) != string(keyFormat) {
 			return fmt.Errorf("meta: unexpected key %q", k)
 		}
 		if len(v) != 8 {
-			return fmt.Errorf("meta: applied has %d bytes, want 8", len(v))
+			return fmt.Errorf("meta: %s has %d bytes, want 8", k, len(v))
+		}
+		if string(k) == string(keyFormat) {
+			switch f := binary.BigEndian.Uint64(v); {
+			case f == 0:
+				return errors.New("meta: data format 0 is not valid")
+			case f > formatVersion:
+				return fmt.Errorf("data format %d was written by a newer seqd; this one reads format %d or older: run the newer version", f, formatVersion)
+			}
+			return nil
 		}
 		st.applied = binary.BigEndian.Uint64(v)
 		return nil
