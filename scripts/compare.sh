@@ -52,6 +52,8 @@ if [ "$INSTALL" = 1 ]; then
   command -v redis-benchmark >/dev/null || missing+=(redis-tools)
   [ -x /usr/lib/postgresql/15/bin/postgres ] || command -v pg_ctl >/dev/null || missing+=(postgresql)
   command -v etcd >/dev/null || missing+=(etcd-server)
+  command -v etcdctl >/dev/null || missing+=(etcd-client)
+  command -v python3 >/dev/null || missing+=(python3)
   if [ ${#missing[@]} -gt 0 ]; then
     log "installing ${missing[*]}"
     apt-get update -qq
@@ -85,11 +87,11 @@ cmp=$work/seqd-compare
   echo "commit: $(git rev-parse --short HEAD 2>/dev/null) $(git status --porcelain 2>/dev/null | grep -q . && echo '(with local changes)')"
   echo "go: $(go version)"
   echo "nproc: $(nproc)"
-  lscpu | head -20
-  free -g
-  redis-server --version
-  "$pgbin/postgres" --version
-  etcd --version | head -1
+  lscpu | head -20 || true
+  free -g || true
+  redis-server --version || true
+  "$pgbin/postgres" --version || true
+  etcd --version | head -1 || true
 } >"$OUT/machine.txt" 2>&1
 
 if [ "$MAX_LOAD" != 0 ]; then
