@@ -243,6 +243,10 @@ for r in $(seq 1 "$RUNS"); do
     # Open loop at half of this round's peak of 64 coalesced callers.
     half=$(python3 -c "print(int($(median_ids "$OUT/runs/seqd-next-coalesced-c64.r$r.json")/2))")
     sq "seqd-next-coalesced-c64-half-peak" --addr "$seqd_addrs" --concurrency 64 --rate "$half"
+    # The bare handler behind the same client at the same rate: the tail
+    # that the HTTP stack and the machine add without seqd.
+    want baseline && sq "baseline-coalesced-c64-seqd-half-peak" --addr "127.0.0.1:$base_port" --no-raft-stats \
+      --concurrency 64 --rate "$half"
   fi
   if want seqd-batch; then
     sq "seqd-reserve1000-c16" --addr "$seqd_addrs" --concurrency 16 --mix reserve=1 --batch 1000
