@@ -46,16 +46,6 @@ type report struct {
 	Load [2]float64 `json:"load_1m"`
 }
 
-func loadAvg() float64 {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return 0
-	}
-	var l float64
-	fmt.Sscan(string(b), &l)
-	return l
-}
-
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "merge" {
 		if err := merge(os.Args[2:]); err != nil {
@@ -120,7 +110,7 @@ func run(args []string) error {
 	cfg := loadgen.Config{Concurrency: *conc, Duration: *duration, Warmup: *warmup, Rate: *rate,
 		Keys: *keys, Dist: *dist, Batch: *batch, Progress: os.Stderr}
 	rep := &report{Target: *target, Label: *label}
-	rep.Load[0] = loadAvg()
+	rep.Load[0] = loadgen.LoadAvg()
 	if rep.Label == "" {
 		rep.Label = *target
 	}
@@ -141,18 +131,8 @@ func run(args []string) error {
 	if len(rep.Runs) == 0 {
 		return errors.New("no run finished")
 	}
-	sorted := slices.Clone(rep.Runs)
-	slices.SortFunc(sorted, func(a, b *loadgen.Result) int {
-		switch {
-		case a.IDsPerSec < b.IDsPerSec:
-			return -1
-		case a.IDsPerSec > b.IDsPerSec:
-			return 1
-		}
-		return 0
-	})
-	rep.Median = sorted[len(sorted)/2]
-	rep.Load[1] = loadAvg()
+	rep.Median = loadgen.MedianByIDs(rep.Runs)
+	rep.Load[1] = loadgen.LoadAvg()
 	if *jsonOut {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")

@@ -71,17 +71,6 @@ type benchReport struct {
 	Load [2]float64 `json:"load_1m"`
 }
 
-// loadAvg returns the 1-minute load average, or 0 where /proc/loadavg is missing.
-func loadAvg() float64 {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return 0
-	}
-	var l float64
-	fmt.Sscan(string(b), &l)
-	return l
-}
-
 type raftReport struct {
 	Leader string `json:"leader"`
 	// Entries is the growth of the leader's raft applied index over all runs
@@ -261,7 +250,7 @@ func cmdBench(args []string) error {
 	}
 
 	rep := &benchReport{Target: strings.Join(addrs, ","), Protocol: *protocol, Coalesce: *coalesce, Mix: *mix, StartedAt: time.Now()}
-	rep.Load[0] = loadAvg()
+	rep.Load[0] = loadgen.LoadAvg()
 	var before *seqv1.Node
 	var beforeAt time.Time
 	if !*noRaft {
@@ -298,18 +287,8 @@ func cmdBench(args []string) error {
 	for _, r := range rep.Runs {
 		okCalls += r.Calls - r.Errors
 	}
-	sorted := slices.Clone(rep.Runs)
-	slices.SortFunc(sorted, func(a, b *loadgen.Result) int {
-		switch {
-		case a.IDsPerSec < b.IDsPerSec:
-			return -1
-		case a.IDsPerSec > b.IDsPerSec:
-			return 1
-		}
-		return 0
-	})
-	rep.Median = sorted[len(sorted)/2]
-	rep.Load[1] = loadAvg()
+	rep.Median = loadgen.MedianByIDs(rep.Runs)
+	rep.Load[1] = loadgen.LoadAvg()
 	if before != nil {
 		after, afterAt := leaderNode(context.Background(), admin)
 		if after != nil {

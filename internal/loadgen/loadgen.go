@@ -11,12 +11,15 @@
 package loadgen
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	mrand "math/rand"
 	"math/rand/v2"
+	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -615,4 +618,27 @@ func (r *Result) Summary() string {
 		}
 	}
 	return b.String()
+}
+
+// MedianByIDs returns the run with the median ids/s (the upper middle one of
+// an even number), or nil for none. runs is not reordered.
+func MedianByIDs(runs []*Result) *Result {
+	if len(runs) == 0 {
+		return nil
+	}
+	sorted := slices.Clone(runs)
+	slices.SortStableFunc(sorted, func(a, b *Result) int { return cmp.Compare(a.IDsPerSec, b.IDsPerSec) })
+	return sorted[len(sorted)/2]
+}
+
+// LoadAvg returns the machine's 1-minute load average, or 0 where
+// /proc/loadavg is missing (not Linux).
+func LoadAvg() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	var l float64
+	fmt.Sscan(string(b), &l)
+	return l
 }

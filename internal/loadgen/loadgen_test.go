@@ -96,3 +96,17 @@ func BenchmarkRunOverhead(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*10000), "ns/call")
 }
+
+func TestMedianByIDs(t *testing.T) {
+	if MedianByIDs(nil) != nil {
+		t.Fatal("median of no runs")
+	}
+	a, b, c := &Result{IDsPerSec: 3}, &Result{IDsPerSec: 1}, &Result{IDsPerSec: 2}
+	runs := []*Result{a, b, c}
+	if m := MedianByIDs(runs); m != c {
+		t.Fatalf("median %v, want the run with 2 ids/s", m.IDsPerSec)
+	}
+	if runs[0] != a || runs[1] != b {
+		t.Fatal("runs reordered")
+	}
+}
