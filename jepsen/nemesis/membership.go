@@ -275,6 +275,21 @@ func memberRemove(ctx context.Context, e *Env, rng *rand.Rand) ([]string, func()
 	return targets, heal, errors.Join(errs...)
 }
 
+// pickOne picks one running voter for a fault (see pickVoters) and marks it
+// as being changed; note is " (leader)" when it leads.
+func (e *Env) pickOne(ctx context.Context, rng *rand.Rand) (n *nodes.Node, note string, v nodes.View, err error) {
+	picked, v, err := e.pickVoters(ctx, rng, 1)
+	if err != nil {
+		return nil, "", v, err
+	}
+	n = picked[0]
+	e.markDirty(n, true)
+	if n.ID == v.Leader {
+		note = " (leader)"
+	}
+	return n, note, v, nil
+}
+
 // memberReturn kills a voter (kill -9), removes it with `seqd node remove`
 // while it is down, and restarts it with its data: a removed server coming
 // back that never saw its removal, so its log still lists it as a voter and
@@ -282,15 +297,9 @@ func memberRemove(ctx context.Context, e *Env, rng *rand.Rand) ([]string, func()
 // added back nor disturb the leader. Healing is README's procedure: stop
 // it, delete its data directory, start it.
 func memberReturn(ctx context.Context, e *Env, rng *rand.Rand) ([]string, func() error, error) {
-	picked, v, err := e.pickVoters(ctx, rng, 1)
+	n, note, v, err := e.pickOne(ctx, rng)
 	if err != nil {
 		return nil, nil, err
-	}
-	n := picked[0]
-	e.markDirty(n, true)
-	note := ""
-	if n.ID == v.Leader {
-		note = " (leader)"
 	}
 	if err := n.Kill(); err != nil {
 		return []string{n.ID + note + " (kill failed)"}, func() error { return e.restore(n) }, err
@@ -320,15 +329,9 @@ func memberReturn(ctx context.Context, e *Env, rng *rand.Rand) ([]string, func()
 // must refuse to vote or serve. Healing is what its log and README say:
 // `seqd node remove` it; it then joins by itself as a new server.
 func memberWipe(ctx context.Context, e *Env, rng *rand.Rand) ([]string, func() error, error) {
-	picked, v, err := e.pickVoters(ctx, rng, 1)
+	n, note, _, err := e.pickOne(ctx, rng)
 	if err != nil {
 		return nil, nil, err
-	}
-	n := picked[0]
-	e.markDirty(n, true)
-	note := ""
-	if n.ID == v.Leader {
-		note = " (leader)"
 	}
 	offset := n.LogSize()
 	err = errors.Join(n.Kill(), n.Wipe(), n.Start())
