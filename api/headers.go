@@ -22,11 +22,7 @@ type routingHeader struct {
 // setAnswerHeaders adds Seqd-Served-By and Seqd-Routing-Version to h.
 func (s *Server) setAnswerHeaders(h http.Header) {
 	a := &s.answerHdrs
-	if a.servedBy == nil {
-		h[ServedByKey] = []string{s.node.ID()}
-	} else {
-		h[ServedByKey] = a.servedBy
-	}
+	h[ServedByKey] = a.servedBy // set by New
 	v := s.node.RoutingVersion()
 	r := a.routing.Load()
 	if r == nil || r.version != v {

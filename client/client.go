@@ -29,6 +29,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -114,11 +115,10 @@ type Client struct {
 	seeds  int     // nodes[:seeds] are the addresses given to New
 
 	// The routing table (routing.go): the version of the last refresh
-	// (under mu), the same as a header value, and whether a refresh runs.
-	routeVer    uint64
-	routeVerHdr atomic.Pointer[string]
-	refreshing  atomic.Bool
-	refreshes   atomic.Uint64
+	// (written under mu), and whether a refresh runs.
+	routeVer   atomic.Uint64
+	refreshing atomic.Bool
+	refreshes  atomic.Uint64
 
 	batchers                 sync.Map // batcherKey → *batcher
 	bCalls, bRequests, bKeys atomic.Uint64
@@ -214,13 +214,16 @@ func baseURL(addr string) string {
 // addNodeLocked adds addr if new and returns its index. Call with c.mu held
 // (or before c is shared).
 func (c *Client) addNodeLocked(addr string) int {
-	for i, n := range c.nodes {
-		if n.addr == addr {
-			return i
-		}
+	if i := indexOf(c.nodes, addr); i >= 0 {
+		return i
 	}
 	c.nodes = append(c.nodes, c.newNode(addr))
 	return len(c.nodes) - 1
+}
+
+// indexOf returns the index of the node at addr in nodes, or -1.
+func indexOf(nodes []*node, addr string) int {
+	return slices.IndexFunc(nodes, func(n *node) bool { return n.addr == addr })
 }
 
 // newNode returns the RPC clients for the node at addr.
@@ -348,13 +351,8 @@ func msgFrom[T any](c *Client, n *node, r *connect.Response[T], err error) (*T, 
 	c.noteRouting(r.Header())
 	if h := r.Header().Get("Seqd-Leader"); h != "" && h != n.addr {
 		c.mu.Lock()
-		if c.nodes[c.leader] == n {
-			for i, m := range c.nodes {
-				if m.addr == h {
-					c.leader = i
-					break
-				}
-			}
+		if i := indexOf(c.nodes, h); i >= 0 && c.nodes[c.leader] == n {
+			c.leader = i
 		}
 		c.mu.Unlock()
 	}

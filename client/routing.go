@@ -58,7 +58,7 @@ type Routing struct {
 func (c *Client) Routing() Routing {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	r := Routing{Version: c.routeVer, Leader: c.nodes[c.leader].addr, Refreshes: c.refreshes.Load()}
+	r := Routing{Version: c.routeVer.Load(), Leader: c.nodes[c.leader].addr, Refreshes: c.refreshes.Load()}
 	for _, n := range c.nodes {
 		r.Nodes = append(r.Nodes, n.addr)
 	}
@@ -71,12 +71,9 @@ func (c *Client) noteRouting(h http.Header) {
 	if c.opts.DisableRouting {
 		return
 	}
-	v := h.Get(routingHeader)
-	if v == "" {
-		return
-	}
-	if p := c.routeVerHdr.Load(); p != nil && *p == v {
-		return
+	v, err := strconv.ParseUint(h.Get(routingHeader), 10, 64)
+	if err != nil || v == c.routeVer.Load() {
+		return // no (or a malformed) header, or the table's version
 	}
 	c.refreshRouting()
 }
@@ -127,33 +124,30 @@ func (c *Client) readStatus(ctx context.Context) *seqv1.ClusterStatusResponse {
 func (c *Client) applyRouting(st *seqv1.ClusterStatusResponse) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if st.GetVersion()>>32 < c.routeVer>>32 {
+	if st.GetVersion()>>32 < c.routeVer.Load()>>32 {
 		return // an answer from before a leader change the client has seen
 	}
-	known := func(a string) *node { // keeps a known node's connections
-		if i := slices.IndexFunc(c.nodes, func(n *node) bool { return n.addr == a }); i >= 0 {
-			return c.nodes[i]
-		}
-		return c.newNode(a)
-	}
+	// The given addresses, then the members; a node already known keeps
+	// its connections.
 	nodes := slices.Clone(c.nodes[:c.seeds])
-	for _, m := range st.GetNodes() {
-		if a := m.GetApiAddr(); a != "" && m.GetInConfiguration() && !hasAddr(nodes, a) {
-			nodes = append(nodes, known(a))
+	add := func(a string) {
+		if a == "" || indexOf(nodes, a) >= 0 {
+			return
+		}
+		if i := indexOf(c.nodes, a); i >= 0 {
+			nodes = append(nodes, c.nodes[i])
+		} else {
+			nodes = append(nodes, c.newNode(a))
 		}
 	}
-	leader := st.GetLeaderApiAddr()
-	if !hasAddr(nodes, leader) {
-		nodes = append(nodes, known(leader))
+	for _, m := range st.GetNodes() {
+		if m.GetInConfiguration() {
+			add(m.GetApiAddr())
+		}
 	}
+	add(st.GetLeaderApiAddr())
 	c.nodes = nodes
-	c.leader = slices.IndexFunc(nodes, func(n *node) bool { return n.addr == leader })
-	c.routeVer = st.GetVersion()
-	v := strconv.FormatUint(st.GetVersion(), 10)
-	c.routeVerHdr.Store(&v)
+	c.leader = indexOf(nodes, st.GetLeaderApiAddr())
+	c.routeVer.Store(st.GetVersion())
 	c.refreshes.Add(1)
-}
-
-func hasAddr(nodes []*node, addr string) bool {
-	return slices.ContainsFunc(nodes, func(n *node) bool { return n.addr == addr })
 }

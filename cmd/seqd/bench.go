@@ -17,15 +17,10 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/seqd/seqd/api"
 	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
 	"github.com/seqd/seqd/client"
 	"github.com/seqd/seqd/internal/loadgen"
-)
-
-// The server's limits on one call (see the README's API section).
-const (
-	maxKeysPerCall  = 10000
-	maxReserveCount = 1000000
 )
 
 const benchSynopsis = "seqd bench [flags]\n       seqd bench baseline-server [--listen ADDR] [--compress]"
@@ -195,10 +190,10 @@ func cmdBench(args []string) error {
 	}
 	for _, mx := range m {
 		switch {
-		case mx.Kind == loadgen.Reserve && *batch > maxReserveCount:
-			return usageErr("--batch %d: Reserve takes at most %d values per call", *batch, maxReserveCount)
-		case mx.Kind != loadgen.Reserve && *batch > maxKeysPerCall:
-			return usageErr("--batch %d: Next and Current take at most %d keys per call", *batch, maxKeysPerCall)
+		case mx.Kind == loadgen.Reserve && *batch > api.MaxReserveCount:
+			return usageErr("--batch %d: Reserve takes at most %d values per call", *batch, api.MaxReserveCount)
+		case mx.Kind != loadgen.Reserve && *batch > api.MaxKeys:
+			return usageErr("--batch %d: Next and Current take at most %d keys per call", *batch, api.MaxKeys)
 		}
 	}
 	// A call the cluster refuses for what it is (unknown space, malformed,
