@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,7 +87,8 @@ type Allocator struct {
 	spaces   map[string]*spaceState
 	keysHeld atomic.Int64
 
-	raises chan raiseReq
+	raises chan []raiseReq // each slice is handed over whole, to share one entry
+	queued atomic.Int64    // requests handed to raises and not yet received
 	stop   chan struct{}
 	done   chan struct{}
 
@@ -143,7 +145,7 @@ func New(store Store, opts Options) *Allocator {
 		log:    opts.Logger,
 		base:   time.Now(),
 		spaces: make(map[string]*spaceState),
-		raises: make(chan raiseReq, 1024),
+		raises: make(chan []raiseReq, 1024),
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
 	}
@@ -235,7 +237,7 @@ func (a *Allocator) SectionsHeld() int {
 }
 
 // RaisesQueued returns how many section raises wait for the next entry.
-func (a *Allocator) RaisesQueued() int { return len(a.raises) }
+func (a *Allocator) RaisesQueued() int { return int(a.queued.Load()) }
 
 // KeysHeld returns how many keys are held in memory across all sections.
 func (a *Allocator) KeysHeld() int64 { return a.keysHeld.Load() }
@@ -305,15 +307,37 @@ func (a *Allocator) section(name string, key uint64) (*section, error) {
 // Next returns one new value per key, in order; a key listed twice gets two
 // increasing values. On error no value of this call is returned (values
 // already taken for earlier keys are skipped: a gap, never a repeat).
+//
+// Values are taken key by key. At the first key whose section's max does not
+// cover it, before waiting, Next starts the raises of every section that the
+// rest of the call needs (see raiseForCall), so that a call over many cold
+// sections waits for one Store.Raise (one raft entry), not one per section.
 func (a *Allocator) Next(ctx context.Context, space string, keys []uint64) ([]uint64, error) {
 	if len(keys) == 0 {
 		return nil, fmt.Errorf("%w: no keys", ErrInvalidArgument)
 	}
 	out := make([]uint64, len(keys))
+	raised := len(keys) == 1 // take alone raises for a single key
 	for i, k := range keys {
 		sec, err := a.section(space, k)
 		if err != nil {
 			return nil, err
+		}
+		if !raised {
+			sec.mu.Lock()
+			v, _, ok, err := a.takeLocked(sec, k, 1)
+			sec.mu.Unlock()
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				out[i] = v
+				continue
+			}
+			raised = true
+			if err := a.raiseForCall(space, keys[i:]); err != nil {
+				return nil, err
+			}
 		}
 		v, err := a.take(ctx, sec, k, 1)
 		if err != nil {
@@ -322,6 +346,57 @@ func (a *Allocator) Next(ctx context.Context, space string, keys []uint64) ([]ui
 		out[i] = v
 	}
 	return out, nil
+}
+
+// raiseForCall starts, as one unit handed to the raiser (so in one
+// Store.Raise), the raises that taking one value per listed key needs. Per
+// section, the call needs the highest of cur(key) + (times key is listed)
+// over its keys; every section whose max is below that and that has no raise
+// in flight is raised to that plus one step. A section with a raise already
+// in flight is left to it: if that raise falls short, take raises the section
+// again on its own. Keys whose values would pass MaxValue are left to take,
+// which reports ErrExhausted.
+func (a *Allocator) raiseForCall(space string, keys []uint64) error {
+	sorted := slices.Clone(keys)
+	slices.Sort(sorted)
+	var reqs []raiseReq
+	defer func() { a.queueRaises(reqs) }()
+	for i := 0; i < len(sorted); {
+		sec, err := a.section(space, sorted[i])
+		if err != nil {
+			return err
+		}
+		size := sec.space.SectionSize
+		j := i + 1
+		for j < len(sorted) && sorted[j]/size == sec.id {
+			j++
+		}
+		sec.mu.Lock()
+		if err := a.checkLocked(sec); err != nil {
+			sec.mu.Unlock()
+			return err
+		}
+		var need uint64
+		for p := i; p < j; {
+			q := p + 1
+			for q < j && sorted[q] == sorted[p] {
+				q++
+			}
+			cur, n := sec.get(sorted[p]), uint64(q-p)
+			if n <= MaxValue-cur && cur+n > need {
+				need = cur + n
+			}
+			p = q
+		}
+		if need > sec.max && !sec.raising {
+			sec.raising = true
+			sec.raiseDone = make(chan struct{})
+			reqs = append(reqs, raiseReq{sec: sec, target: addCap(need, sec.space.Step)})
+		}
+		sec.mu.Unlock()
+		i = j
+	}
+	return nil
 }
 
 // Reserve returns the first of count consecutive new values for key: the
@@ -363,33 +438,15 @@ func (a *Allocator) Current(ctx context.Context, space string, keys []uint64) ([
 // take returns the first of count new values for key, raising max first if
 // the values are not yet covered.
 func (a *Allocator) take(ctx context.Context, sec *section, key, count uint64) (uint64, error) {
-	step := sec.space.Step
 	for {
 		sec.mu.Lock()
-		if err := a.checkLocked(sec); err != nil {
+		first, last, ok, err := a.takeLocked(sec, key, count)
+		if err != nil || ok {
 			sec.mu.Unlock()
-			return 0, err
-		}
-		cur := sec.get(key)
-		if count > MaxValue-cur {
-			sec.mu.Unlock()
-			return 0, fmt.Errorf("%w (space %q, key %d)", ErrExhausted, sec.space.Name, key)
-		}
-		last := cur + count
-		if last <= sec.max {
-			a.set(sec, key, last)
-			if last > sec.hi {
-				sec.hi = last
-			}
-			// Raise ahead of need once less than half a step is left.
-			if !sec.raising && sec.max < MaxValue && sec.max-sec.hi < step/2+1 {
-				a.startRaiseLocked(sec, addCap(sec.max, step))
-			}
-			sec.mu.Unlock()
-			return cur + 1, nil
+			return first, err
 		}
 		if !sec.raising {
-			a.startRaiseLocked(sec, addCap(last, step))
+			a.startRaiseLocked(sec, addCap(last, sec.space.Step))
 		}
 		wait := sec.raiseDone
 		sec.mu.Unlock()
@@ -400,13 +457,39 @@ func (a *Allocator) take(ctx context.Context, sec *section, key, count uint64) (
 			return 0, ctx.Err()
 		}
 		sec.mu.Lock()
-		err := sec.raiseErr
+		err = sec.raiseErr
 		covered := last <= sec.max
 		sec.mu.Unlock()
 		if err != nil && !covered {
 			return 0, err
 		}
 	}
+}
+
+// takeLocked takes count new values for key if sec's max covers them: it
+// returns the first and ok. If they are not covered it takes nothing and
+// returns the last value needed, last. Call with sec.mu held.
+func (a *Allocator) takeLocked(sec *section, key, count uint64) (first, last uint64, ok bool, err error) {
+	if err := a.checkLocked(sec); err != nil {
+		return 0, 0, false, err
+	}
+	cur := sec.get(key)
+	if count > MaxValue-cur {
+		return 0, 0, false, fmt.Errorf("%w (space %q, key %d)", ErrExhausted, sec.space.Name, key)
+	}
+	last = cur + count
+	if last > sec.max {
+		return 0, last, false, nil
+	}
+	a.set(sec, key, last)
+	if last > sec.hi {
+		sec.hi = last
+	}
+	// Raise ahead of need once less than half a step is left.
+	if step := sec.space.Step; !sec.raising && sec.max < MaxValue && sec.max-sec.hi < step/2+1 {
+		a.startRaiseLocked(sec, addCap(sec.max, step))
+	}
+	return cur + 1, last, true, nil
 }
 
 // addCap returns a+b, or MaxValue if that is larger.
@@ -461,31 +544,54 @@ func (a *Allocator) set(s *section, key, v uint64) {
 func (a *Allocator) startRaiseLocked(sec *section, target uint64) {
 	sec.raising = true
 	sec.raiseDone = make(chan struct{})
+	reqs := []raiseReq{{sec: sec, target: target}}
+	a.queued.Add(1)
 	select {
-	case a.raises <- raiseReq{sec: sec, target: target}:
+	case a.raises <- reqs:
 	default:
 		// The queue is full: raise from a goroutine so the caller never blocks
 		// while holding sec.mu.
-		go func() {
-			select {
-			case a.raises <- raiseReq{sec: sec, target: target}:
-			case <-a.stop:
-				a.finishRaise(raiseReq{sec: sec, target: target}, ErrNotServing)
-			}
-		}()
+		go a.sendRaises(reqs)
+	}
+}
+
+// queueRaises hands reqs (sections already marked raising) to the raiser as
+// one unit, so that they go to the Store in the same Store.Raise. It may
+// block, so call it with no section lock held.
+func (a *Allocator) queueRaises(reqs []raiseReq) {
+	if len(reqs) == 0 {
+		return
+	}
+	a.queued.Add(int64(len(reqs)))
+	a.sendRaises(reqs)
+}
+
+// sendRaises sends reqs (already counted in queued) to the raiser, or fails
+// them if the allocator is closed.
+func (a *Allocator) sendRaises(reqs []raiseReq) {
+	select {
+	case a.raises <- reqs:
+	case <-a.stop:
+		a.queued.Add(-int64(len(reqs)))
+		for _, r := range reqs {
+			a.finishRaise(r, ErrNotServing)
+		}
 	}
 }
 
 // raiser runs Store.Raise for queued requests, one batch at a time: requests
-// that arrive while a raise is in flight share the next entry.
+// that arrive while a raise is in flight share the next entry. Each slice
+// received is taken whole, so the raises one call queues together always
+// share an entry (an entry may then carry more than 4096 marks).
 func (a *Allocator) raiser() {
 	defer close(a.done)
 	var batch []raiseReq
 	for {
 		batch = batch[:0]
 		select {
-		case r := <-a.raises:
-			batch = append(batch, r)
+		case rs := <-a.raises:
+			a.queued.Add(-int64(len(rs)))
+			batch = append(batch, rs...)
 		case <-a.stop:
 			a.drainRaises()
 			return
@@ -493,8 +599,9 @@ func (a *Allocator) raiser() {
 	collect:
 		for len(batch) < 4096 {
 			select {
-			case r := <-a.raises:
-				batch = append(batch, r)
+			case rs := <-a.raises:
+				a.queued.Add(-int64(len(rs)))
+				batch = append(batch, rs...)
 			default:
 				break collect
 			}
@@ -533,8 +640,11 @@ func (a *Allocator) raiser() {
 func (a *Allocator) drainRaises() {
 	for {
 		select {
-		case r := <-a.raises:
-			a.finishRaise(r, ErrNotServing)
+		case rs := <-a.raises:
+			a.queued.Add(-int64(len(rs)))
+			for _, r := range rs {
+				a.finishRaise(r, ErrNotServing)
+			}
 		default:
 			return
 		}

@@ -163,3 +163,24 @@ func heapInUse() uint64 {
 	runtime.ReadMemStats(&m)
 	return m.HeapInuse
 }
+
+// BenchmarkNextColdSections200 is one Next of 200 keys, each in a section
+// never loaded before (section size 1): the call's raises share one entry.
+// It reports Store.Raise calls (raft entries) per call.
+func BenchmarkNextColdSections200(b *testing.B) {
+	a := serving(b, newStore(b, fsm.Space{Name: "c", Step: 10, SectionSize: 1}), sections.Options{})
+	ctx := context.Background()
+	keys := make([]uint64, 200)
+	var k uint64
+	before := a.Raises()
+	for b.Loop() {
+		for i := range keys {
+			keys[i] = k
+			k++
+		}
+		if _, err := a.Next(ctx, "c", keys); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(a.Raises()-before)/float64(b.N), "entries/op")
+}

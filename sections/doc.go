@@ -16,7 +16,10 @@
 // that starts every section at the committed max never repeats a value. max is
 // raised one step ahead of need, asynchronously, once the highest value issued
 // in a section passes max - step/2, so steady-state calls do not wait for
-// consensus; raises of several sections are batched into one Store.Raise.
+// consensus; raises of several sections are batched into one Store.Raise. A
+// Next over keys in several sections that max does not cover (cold sections,
+// or sections at their max) starts all their raises together, so the call
+// waits for one Store.Raise rather than one per section in turn.
 //
 // The allocator serves only while it holds a lease (see Grant and Revoke): the
 // lease is checked under the same lock as the increment, and revoking it drops
