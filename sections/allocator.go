@@ -83,9 +83,11 @@ type Allocator struct {
 	base  time.Time // monotonic origin for lease times
 	lease atomic.Pointer[lease]
 
-	mu       sync.RWMutex // guards spaces and the sections maps (not their contents)
-	spaces   map[string]*spaceState
-	keysHeld atomic.Int64
+	mu     sync.RWMutex // guards spaces and the sections maps (not their contents)
+	spaces map[string]*spaceState
+	// keys counts the keys held in the sections of the current epoch. It is
+	// replaced (under mu, with spaces) by Revoke.
+	keys atomic.Pointer[keyCount]
 
 	raises chan []raiseReq // each slice is handed over whole, to share one entry
 	queued atomic.Int64    // requests handed to raises and not yet received
@@ -102,6 +104,15 @@ type lease struct {
 	expiry int64 // nanoseconds since Allocator.base; 0 = no lease
 }
 
+// keyCount counts the keys held in the sections of one lease epoch. Each
+// section keeps the counter that was current when it was loaded (under
+// Allocator.mu), and Revoke replaces the allocator's counter under the same
+// lock as it drops the sections. A call that passed the lease check before a
+// Revoke may still add keys to (or evict keys from) a section that the Revoke
+// dropped; it then updates that earlier epoch's detached counter, so KeysHeld
+// is exactly the number of keys held in the current epoch's sections.
+type keyCount struct{ n atomic.Int64 }
+
 type spaceState struct {
 	Space
 	sections map[uint64]*section
@@ -111,7 +122,8 @@ type section struct {
 	mu    sync.Mutex
 	space *spaceState
 	id    uint64
-	epoch uint64 // lease epoch this section was loaded in
+	epoch uint64    // lease epoch this section was loaded in
+	keys  *keyCount // the keys counter of that epoch
 
 	max   uint64 // committed high-water mark; every value returned is <= max
 	floor uint64 // a key not in memory continues from here
@@ -150,6 +162,7 @@ func New(store Store, opts Options) *Allocator {
 		done:   make(chan struct{}),
 	}
 	a.lease.Store(&lease{epoch: 1})
+	a.keys.Store(new(keyCount))
 	go a.raiser()
 	return a
 }
@@ -206,7 +219,7 @@ func (a *Allocator) Revoke() uint64 {
 		}
 	}
 	a.spaces = make(map[string]*spaceState)
-	a.keysHeld.Store(0)
+	a.keys.Store(new(keyCount))
 	return next
 }
 
@@ -239,8 +252,11 @@ func (a *Allocator) SectionsHeld() int {
 // RaisesQueued returns how many section raises wait for the next entry.
 func (a *Allocator) RaisesQueued() int { return int(a.queued.Load()) }
 
-// KeysHeld returns how many keys are held in memory across all sections.
-func (a *Allocator) KeysHeld() int64 { return a.keysHeld.Load() }
+// KeysHeld returns how many keys are held in memory across the sections of
+// the current epoch (those a call can still use). Sections dropped by Revoke
+// are not counted, even while a call that began before the Revoke finishes
+// with one of them.
+func (a *Allocator) KeysHeld() int64 { return a.keys.Load().n.Load() }
 
 // Raises returns how many Store.Raise calls (each one raft entry) this
 // allocator has made since New, successful or not. Every raise moves a
@@ -299,7 +315,7 @@ func (a *Allocator) section(name string, key uint64) (*section, error) {
 		return sec, nil
 	}
 	m := a.store.Max(name, id)
-	sec := &section{space: sp, id: id, epoch: l.epoch, max: m, floor: m, hi: m, young: make(map[uint64]uint64)}
+	sec := &section{space: sp, id: id, epoch: l.epoch, keys: a.keys.Load(), max: m, floor: m, hi: m, young: make(map[uint64]uint64)}
 	sp.sections[id] = sec
 	return sec, nil
 }
@@ -532,12 +548,12 @@ func (a *Allocator) set(s *section, key, v uint64) {
 				s.floor = ov
 			}
 		}
-		a.keysHeld.Add(-int64(len(s.old)))
+		s.keys.n.Add(-int64(len(s.old)))
 		s.old = s.young
 		s.young = make(map[uint64]uint64, len(s.old))
 	}
 	s.young[key] = v
-	a.keysHeld.Add(1)
+	s.keys.n.Add(1)
 }
 
 // startRaiseLocked queues a raise of sec to target. Call with sec.mu held.
