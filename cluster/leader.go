@@ -80,7 +80,7 @@ func (n *Node) lead(ctx context.Context, epoch uint64) {
 		// leadership, with no wait and no expiry. This breaks C2 and C3
 		// when an old leader is cut off or paused.
 		n.ensureDefaultSpace(ctx)
-		n.alloc.Grant(epoch, time.Now().Add(100*365*24*time.Hour))
+		n.alloc.Grant(epoch, n.alloc.Now()+100*365*24*time.Hour)
 		n.markServing(gained)
 		<-ctx.Done()
 		return
@@ -95,10 +95,10 @@ func (n *Node) lead(ctx context.Context, epoch uint64) {
 	// 4. Renew the lease from committed entries.
 	first := true
 	for {
-		t := time.Now()
+		t := n.alloc.Now()
 		err := n.apply(ctx, fsm.EncodeNoop())
 		if err == nil {
-			n.alloc.Grant(epoch, t.Add(n.cfg.Lease))
+			n.alloc.Grant(epoch, t+n.cfg.Lease)
 			n.stats.renewals.Add(1)
 			if first {
 				first = false
@@ -108,7 +108,7 @@ func (n *Node) lead(ctx context.Context, epoch uint64) {
 			n.stats.renewalErrors.Add(1)
 			n.log.Warn("lease renewal failed", "err", err)
 		}
-		if !sleepCtx(ctx, time.Until(t.Add(n.cfg.Lease/3))) {
+		if !sleepCtx(ctx, t+n.cfg.Lease/3-n.alloc.Now()) {
 			return
 		}
 	}

@@ -72,6 +72,9 @@ type Options struct {
 	// OnRaise, when set, is called after every Store.Raise with the number
 	// of marks, the time it took, and its error (for metrics).
 	OnRaise func(marks int, took time.Duration, err error)
+	// Clock times the lease; nil means BootClock. It must count time the
+	// host spends suspended (see Clock).
+	Clock Clock
 }
 
 // Allocator hands out values. All methods are safe for concurrent use.
@@ -80,7 +83,7 @@ type Allocator struct {
 	opts  Options
 	log   *slog.Logger
 
-	base  time.Time // monotonic origin for lease times
+	clock Clock // times the lease
 	lease atomic.Pointer[lease]
 
 	mu     sync.RWMutex // guards spaces and the sections maps (not their contents)
@@ -101,8 +104,12 @@ type Allocator struct {
 // lease is immutable once published.
 type lease struct {
 	epoch  uint64
-	expiry int64 // nanoseconds since Allocator.base; 0 = no lease
+	expiry time.Duration // a reading of Allocator.clock; noLease = no lease
 }
+
+// noLease is the expiry of a lease not (or no longer) granted: every reading
+// of the clock is at or past it.
+const noLease = time.Duration(math.MinInt64)
 
 // keyCount counts the keys held in the sections of one lease epoch. Each
 // section keeps the counter that was current when it was loaded (under
@@ -151,17 +158,20 @@ func New(store Store, opts Options) *Allocator {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.Clock == nil {
+		opts.Clock = BootClock
+	}
 	a := &Allocator{
 		store:  store,
 		opts:   opts,
 		log:    opts.Logger,
-		base:   time.Now(),
+		clock:  opts.Clock,
 		spaces: make(map[string]*spaceState),
 		raises: make(chan []raiseReq, 1024),
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
 	}
-	a.lease.Store(&lease{epoch: 1})
+	a.lease.Store(&lease{epoch: 1, expiry: noLease})
 	a.keys.Store(new(keyCount))
 	go a.raiser()
 	return a
@@ -178,27 +188,53 @@ func (a *Allocator) Close() {
 	<-a.done
 }
 
-func (a *Allocator) now() int64 { return int64(time.Since(a.base)) }
+// Now returns a reading of the allocator's clock (Options.Clock, BootClock by
+// default), the clock that Grant's until is read from. The caller of Grant
+// takes it before submitting the consensus entry whose commit renews the
+// lease.
+func (a *Allocator) Now() time.Duration { return a.clock() }
+
+// callNow reads the clock for the lease checks of one call. Next, Reserve
+// and Current read it once, after the call has begun, and use that reading
+// for every lease check the call makes (take reads it again after waiting for
+// a raise) instead of reading it for each value: on Linux a reading of
+// CLOCK_BOOTTIME is a system call (Go reads CLOCK_MONOTONIC through the vDSO,
+// but has no such path for CLOCK_BOOTTIME), too costly to make for every key
+// of a call.
+//
+// A reading taken after the call began and before it returns is as good as
+// one taken at the moment each value is taken. A new leader serves only once
+// the old leader's lease has run out (it waits the lease out first), so a
+// call that begins after a new leader started serving reads a time past the
+// old lease, and the old leader refuses it. Every call an old leader does
+// serve therefore began before the new leader served anything, and every
+// value the old leader hands out is at or below a committed max, which the
+// new leader (it starts every section at the committed max) starts above. So
+// such a call can be ordered before every call of the new leader: no value is
+// repeated and no key's values go backwards, however late within the call
+// its values are taken.
+func (a *Allocator) callNow() time.Duration { return a.clock() }
 
 // Epoch returns the current lease epoch. Revoke starts a new one.
 func (a *Allocator) Epoch() uint64 { return a.lease.Load().epoch }
 
-// Grant extends the lease of the given epoch to until (a time taken from
-// time.Now, so it carries a monotonic reading). It has no effect if epoch is
-// not the current epoch (the grant comes from a leadership term that has
-// since ended) or if the lease already runs longer.
+// Grant extends the lease of the given epoch to until, a reading of the
+// allocator's clock (see Now). It has no effect if epoch is not the current
+// epoch (the grant comes from a leadership term that has since ended) or if
+// the lease already runs longer.
 //
-// The caller guarantees the lease is safe: until = t + L where t was taken
-// before submitting a consensus entry that then committed, and any leader
-// elected later waits L before serving.
-func (a *Allocator) Grant(epoch uint64, until time.Time) {
-	exp := int64(until.Sub(a.base))
+// The caller guarantees the lease is safe: until = t + L where t = Now() was
+// taken before submitting a consensus entry that then committed, and any
+// leader elected later waits L (plus a margin for clock-rate drift) before
+// serving. Because the clock counts time suspended, a lease whose holder was
+// suspended past until has ended when the holder resumes.
+func (a *Allocator) Grant(epoch uint64, until time.Duration) {
 	for {
 		cur := a.lease.Load()
-		if cur.epoch != epoch || cur.expiry >= exp {
+		if cur.epoch != epoch || cur.expiry >= until {
 			return
 		}
-		if a.lease.CompareAndSwap(cur, &lease{epoch: epoch, expiry: exp}) {
+		if a.lease.CompareAndSwap(cur, &lease{epoch: epoch, expiry: until}) {
 			return
 		}
 	}
@@ -214,7 +250,7 @@ func (a *Allocator) Revoke() uint64 {
 	for {
 		cur := a.lease.Load()
 		next = cur.epoch + 1
-		if a.lease.CompareAndSwap(cur, &lease{epoch: next}) {
+		if a.lease.CompareAndSwap(cur, &lease{epoch: next, expiry: noLease}) {
 			break
 		}
 	}
@@ -226,14 +262,17 @@ func (a *Allocator) Revoke() uint64 {
 // Serving reports whether the allocator holds an unexpired lease.
 func (a *Allocator) Serving() bool {
 	l := a.lease.Load()
-	return a.now() < l.expiry
+	return a.clock() < l.expiry
 }
 
 // LeaseRemaining returns how long the current lease still runs (0 if none).
 func (a *Allocator) LeaseRemaining() time.Duration {
 	l := a.lease.Load()
-	if d := l.expiry - a.now(); d > 0 {
-		return time.Duration(d)
+	if l.expiry == noLease {
+		return 0
+	}
+	if d := l.expiry - a.clock(); d > 0 {
+		return d
 	}
 	return 0
 }
@@ -268,10 +307,11 @@ func (a *Allocator) Raises() uint64 { return a.raiseCalls.Load() }
 // (several sections' raises share one entry).
 func (a *Allocator) MarksRaised() uint64 { return a.marksRaised.Load() }
 
-// checkLocked reports whether sec may serve now. Call with sec.mu held.
-func (a *Allocator) checkLocked(sec *section) error {
+// checkLocked reports whether sec may serve at now, the call's reading of
+// the clock (see callNow). Call with sec.mu held.
+func (a *Allocator) checkLocked(sec *section, now time.Duration) error {
 	l := a.lease.Load()
-	if l.epoch != sec.epoch || a.now() >= l.expiry {
+	if l.epoch != sec.epoch || now >= l.expiry {
 		return ErrNotServing
 	}
 	return nil
@@ -279,9 +319,9 @@ func (a *Allocator) checkLocked(sec *section) error {
 
 // section returns the in-memory state of (space, section of key), loading it
 // from the Store at its committed max if needed. Sections are loaded only
-// while the lease is held, so their max is never older than what the
-// previous leader committed.
-func (a *Allocator) section(name string, key uint64) (*section, error) {
+// while the lease is held (at now, the call's reading of the clock), so their
+// max is never older than what the previous leader committed.
+func (a *Allocator) section(name string, key uint64, now time.Duration) (*section, error) {
 	a.mu.RLock()
 	sp := a.spaces[name]
 	if sp != nil {
@@ -295,7 +335,7 @@ func (a *Allocator) section(name string, key uint64) (*section, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	l := a.lease.Load()
-	if a.now() >= l.expiry {
+	if now >= l.expiry {
 		return nil, ErrNotServing
 	}
 	sp = a.spaces[name]
@@ -332,16 +372,17 @@ func (a *Allocator) Next(ctx context.Context, space string, keys []uint64) ([]ui
 	if len(keys) == 0 {
 		return nil, fmt.Errorf("%w: no keys", ErrInvalidArgument)
 	}
+	now := a.callNow()
 	out := make([]uint64, len(keys))
 	raised := len(keys) == 1 // take alone raises for a single key
 	for i, k := range keys {
-		sec, err := a.section(space, k)
+		sec, err := a.section(space, k, now)
 		if err != nil {
 			return nil, err
 		}
 		if !raised {
 			sec.mu.Lock()
-			v, _, ok, err := a.takeLocked(sec, k, 1)
+			v, _, ok, err := a.takeLocked(sec, k, 1, now)
 			sec.mu.Unlock()
 			if err != nil {
 				return nil, err
@@ -351,11 +392,11 @@ func (a *Allocator) Next(ctx context.Context, space string, keys []uint64) ([]ui
 				continue
 			}
 			raised = true
-			if err := a.raiseForCall(space, keys[i:]); err != nil {
+			if err := a.raiseForCall(space, keys[i:], now); err != nil {
 				return nil, err
 			}
 		}
-		v, err := a.take(ctx, sec, k, 1)
+		v, err := a.take(ctx, sec, k, 1, &now)
 		if err != nil {
 			return nil, err
 		}
@@ -371,14 +412,14 @@ func (a *Allocator) Next(ctx context.Context, space string, keys []uint64) ([]ui
 // in flight is raised to that plus one step. A section with a raise already
 // in flight is left to it: if that raise falls short, take raises the section
 // again on its own. Keys whose values would pass MaxValue are left to take,
-// which reports ErrExhausted.
-func (a *Allocator) raiseForCall(space string, keys []uint64) error {
+// which reports ErrExhausted. now is the call's reading of the clock.
+func (a *Allocator) raiseForCall(space string, keys []uint64, now time.Duration) error {
 	sorted := slices.Clone(keys)
 	slices.Sort(sorted)
 	var reqs []raiseReq
 	defer func() { a.queueRaises(reqs) }()
 	for i := 0; i < len(sorted); {
-		sec, err := a.section(space, sorted[i])
+		sec, err := a.section(space, sorted[i], now)
 		if err != nil {
 			return err
 		}
@@ -388,7 +429,7 @@ func (a *Allocator) raiseForCall(space string, keys []uint64) error {
 			j++
 		}
 		sec.mu.Lock()
-		if err := a.checkLocked(sec); err != nil {
+		if err := a.checkLocked(sec, now); err != nil {
 			sec.mu.Unlock()
 			return err
 		}
@@ -421,11 +462,12 @@ func (a *Allocator) Reserve(ctx context.Context, space string, key, count uint64
 	if count == 0 {
 		return 0, fmt.Errorf("%w: count must be at least 1", ErrInvalidArgument)
 	}
-	sec, err := a.section(space, key)
+	now := a.callNow()
+	sec, err := a.section(space, key, now)
 	if err != nil {
 		return 0, err
 	}
-	return a.take(ctx, sec, key, count)
+	return a.take(ctx, sec, key, count, &now)
 }
 
 // Current returns, per key, the last value returned for it (or a larger value
@@ -434,14 +476,15 @@ func (a *Allocator) Current(ctx context.Context, space string, keys []uint64) ([
 	if len(keys) == 0 {
 		return nil, fmt.Errorf("%w: no keys", ErrInvalidArgument)
 	}
+	now := a.callNow()
 	out := make([]uint64, len(keys))
 	for i, k := range keys {
-		sec, err := a.section(space, k)
+		sec, err := a.section(space, k, now)
 		if err != nil {
 			return nil, err
 		}
 		sec.mu.Lock()
-		if err := a.checkLocked(sec); err != nil {
+		if err := a.checkLocked(sec, now); err != nil {
 			sec.mu.Unlock()
 			return nil, err
 		}
@@ -452,11 +495,12 @@ func (a *Allocator) Current(ctx context.Context, space string, keys []uint64) ([
 }
 
 // take returns the first of count new values for key, raising max first if
-// the values are not yet covered.
-func (a *Allocator) take(ctx context.Context, sec *section, key, count uint64) (uint64, error) {
+// the values are not yet covered. *now is the call's reading of the clock
+// (see callNow); after waiting for a raise take reads the clock again into it.
+func (a *Allocator) take(ctx context.Context, sec *section, key, count uint64, now *time.Duration) (uint64, error) {
 	for {
 		sec.mu.Lock()
-		first, last, ok, err := a.takeLocked(sec, key, count)
+		first, last, ok, err := a.takeLocked(sec, key, count, *now)
 		if err != nil || ok {
 			sec.mu.Unlock()
 			return first, err
@@ -472,6 +516,7 @@ func (a *Allocator) take(ctx context.Context, sec *section, key, count uint64) (
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		}
+		*now = a.callNow()
 		sec.mu.Lock()
 		err = sec.raiseErr
 		covered := last <= sec.max
@@ -484,9 +529,10 @@ func (a *Allocator) take(ctx context.Context, sec *section, key, count uint64) (
 
 // takeLocked takes count new values for key if sec's max covers them: it
 // returns the first and ok. If they are not covered it takes nothing and
-// returns the last value needed, last. Call with sec.mu held.
-func (a *Allocator) takeLocked(sec *section, key, count uint64) (first, last uint64, ok bool, err error) {
-	if err := a.checkLocked(sec); err != nil {
+// returns the last value needed, last. now is the call's reading of the
+// clock (see callNow). Call with sec.mu held.
+func (a *Allocator) takeLocked(sec *section, key, count uint64, now time.Duration) (first, last uint64, ok bool, err error) {
+	if err := a.checkLocked(sec, now); err != nil {
 		return 0, 0, false, err
 	}
 	cur := sec.get(key)

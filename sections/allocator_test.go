@@ -101,7 +101,7 @@ func serving(t testing.TB, s sections.Store, opts sections.Options) *sections.Al
 	t.Helper()
 	a := sections.New(s, opts)
 	t.Cleanup(a.Close)
-	a.Grant(a.Epoch(), time.Now().Add(time.Hour))
+	a.Grant(a.Epoch(), a.Now()+time.Hour)
 	return a
 }
 
@@ -212,12 +212,12 @@ func TestNoLeaseNoService(t *testing.T) {
 	// A grant from an old epoch is ignored.
 	old := a.Epoch()
 	a.Revoke()
-	a.Grant(old, time.Now().Add(time.Hour))
+	a.Grant(old, a.Now()+time.Hour)
 	if a.Serving() {
 		t.Fatal("a grant of an ended epoch made the allocator serve")
 	}
 	// A lease runs out by itself.
-	a.Grant(a.Epoch(), time.Now().Add(30*time.Millisecond))
+	a.Grant(a.Epoch(), a.Now()+30*time.Millisecond)
 	if _, err := a.Next(ctx, "small", []uint64{1}); err != nil {
 		t.Fatalf("Next under lease: %v", err)
 	}
@@ -242,7 +242,7 @@ func TestRevokeDropsStateAndResumesAboveCommittedMax(t *testing.T) {
 		t.Fatalf("Next after Revoke: %v", err)
 	}
 	committed := s.Max("small", 0)
-	a.Grant(a.Epoch(), time.Now().Add(time.Hour))
+	a.Grant(a.Epoch(), a.Now()+time.Hour)
 	got := next1(t, a, "small", 9)
 	if got <= last || got <= committed {
 		t.Fatalf("after revoke: got %d, want above last %d and committed max %d", got, last, committed)

@@ -25,5 +25,20 @@
 // lease is checked under the same lock as the increment, and revoking it drops
 // every section, so nothing issued in an earlier leadership term is reused.
 //
+// The lease is timed by a Clock that counts the time the host spends
+// suspended: by default BootClock, which reads CLOCK_BOOTTIME on Linux. Go's
+// own monotonic clock (CLOCK_MONOTONIC on Linux) stands still while a host is
+// suspended, so a leader whose virtual machine was suspended past its lease
+// would resume believing the lease still ran, while a new leader may already
+// be serving. On other systems BootClock falls back to the monotonic clock,
+// and the lease there does not account for suspension. The lease still
+// assumes bounded clock-rate drift: over one lease period, this clock and the
+// clock on which a newly elected leader waits out the lease may disagree by
+// no more than the margin the cluster adds to that wait. Reading
+// CLOCK_BOOTTIME is a system call, so each call (Next, Reserve, Current) reads
+// the clock once after it begins and uses that reading for all its lease
+// checks, reading it again only after waiting for a raise; the doc comment of
+// callNow explains why that is as safe as a reading per value.
+//
 // This package does not import raft: the consensus layer is behind Store.
 package sections

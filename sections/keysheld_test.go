@@ -59,7 +59,7 @@ func TestKeysHeldExactAcrossRevokes(t *testing.T) {
 			for took.Load() < from+20 && failed.Load() == nil {
 				runtime.Gosched()
 			}
-			a.Grant(a.Revoke(), time.Now().Add(time.Hour))
+			a.Grant(a.Revoke(), a.Now()+time.Hour)
 			low()
 		}
 		stop.Store(true)
