@@ -84,7 +84,7 @@ func (s *Server) ClusterStatus(ctx context.Context, req *connect.Request[seqv1.C
 	if req.Header().Get(localOnlyHeader) != "" {
 		return connect.NewResponse(&seqv1.ClusterStatusResponse{
 			LeaderId: local.LeaderID, Term: local.Term, LeaderApiAddr: local.LeaderAPIAddr,
-			NodeId: local.ID, Nodes: []*seqv1.Node{self}, Version: local.RoutingVersion,
+			NodeId: local.ID, Nodes: []*seqv1.Node{self}, Version: local.RoutingVersion, ClusterId: local.ClusterID,
 		}), nil
 	}
 
@@ -158,7 +158,7 @@ func (s *Server) ClusterStatus(ctx context.Context, req *connect.Request[seqv1.C
 	}
 	return connect.NewResponse(&seqv1.ClusterStatusResponse{
 		LeaderId: local.LeaderID, Term: local.Term, LeaderApiAddr: local.LeaderAPIAddr,
-		NodeId: local.ID, Nodes: nodes, Version: local.RoutingVersion,
+		NodeId: local.ID, Nodes: nodes, Version: local.RoutingVersion, ClusterId: local.ClusterID,
 	}), nil
 }
 
@@ -185,14 +185,16 @@ func nodeMsg(st cluster.LocalStatus) *seqv1.Node {
 		RaftState: strings.ToLower(st.State), Voter: st.Voter, LastContact: durationpb.New(st.LastContact),
 		Term: st.Term, AppliedIndex: st.AppliedIndex, Serving: st.Serving,
 		InConfiguration: st.InConfiguration,
+		ClusterId:       st.ClusterID, Protocol: st.Protocol, RaftOpen: st.RaftOpen, DiskFull: st.DiskFull,
 	}
 }
 
-// Listing asks the cluster, through the node at apiAddr (and then
-// through the leader it names), whether server id is a voter in the raft
-// configuration and whether it was seen holding raft state. It implements
-// cluster.PeerListing.
-func (p Peers) Listing() cluster.PeerListing {
+// listing asks the cluster, through the node at apiAddr (and then through
+// the leader it names), whether server id is a voter in the raft
+// configuration and whether it was seen holding raft state, as servers of
+// the first release answer (through ClusterStatus). Vouch falls back to it
+// for such servers.
+func (p Peers) listing() func(ctx context.Context, apiAddr, id string) (listed, seen bool, index uint64, err error) {
 	h := p.client()
 	return func(ctx context.Context, apiAddr, id string) (listed, seen bool, index uint64, err error) {
 		for hop := 0; hop < 2; hop++ {

@@ -9,6 +9,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/seqd/seqd/api/gen/seq/v1/seqv1connect"
+	"github.com/seqd/seqd/api/gen/seqd/peer/v1/peerv1connect"
 )
 
 var errUnauthenticated = errors.New("missing or wrong bearer token")
@@ -17,7 +18,8 @@ var errUnauthenticated = errors.New("missing or wrong bearer token")
 type authInterceptor struct{ s *Server }
 
 func (a authInterceptor) guarded(procedure string) bool {
-	if strings.HasPrefix(procedure, "/"+seqv1connect.AdminServiceName+"/") {
+	if strings.HasPrefix(procedure, "/"+seqv1connect.AdminServiceName+"/") ||
+		strings.HasPrefix(procedure, "/"+peerv1connect.PeerServiceName+"/") {
 		return true
 	}
 	return a.s.guardSequence && strings.HasPrefix(procedure, "/"+seqv1connect.SequenceServiceName+"/")

@@ -24,6 +24,7 @@ import (
 	"github.com/seqd/seqd/api/gen/grpc/health/v1/healthv1connect"
 	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
 	"github.com/seqd/seqd/api/gen/seq/v1/seqv1connect"
+	"github.com/seqd/seqd/api/gen/seqd/peer/v1/peerv1connect"
 	"github.com/seqd/seqd/cluster"
 	"github.com/seqd/seqd/fsm"
 )
@@ -129,6 +130,7 @@ func (s *Server) Handler(extra ...connect.HandlerOption) http.Handler {
 	mux.Handle(seqv1connect.NewSequenceServiceHandler(s, seqOpts...))
 	mux.Handle(seqv1connect.NewAdminServiceHandler(s, opts...))
 	mux.Handle(healthv1connect.NewHealthHandler(health{s}, opts...))
+	mux.Handle(peerv1connect.NewPeerServiceHandler(peerService{s}, opts...))
 	// Reflection (v1 and v1alpha), so grpcurl and buf curl need no proto files.
 	reflector := grpcreflect.NewStaticReflector(seqv1connect.SequenceServiceName, seqv1connect.AdminServiceName, healthv1connect.HealthName)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector))

@@ -56,15 +56,16 @@ func TestBackupRestoreNeverRepeats(t *testing.T) {
 	old.Close()
 
 	if _, err := cluster.PrepareRestore(cluster.RestoreConfig{Backup: file, ID: "x", DataDir: t.TempDir(), RaftAdvertise: "127.0.0.1:1"}); !errors.Is(err, cluster.ErrInvalidConfig) {
-		t.Fatalf("restore without a margin: %v", err)
+		t.Fatalf("restore without bounds on what happened since the backup: %v", err)
 	}
-	restored := testcluster.StartRestored(t, file, 1000, testcluster.Options{})
+	// 300 values, and the one term, since the backup.
+	restored := testcluster.StartRestored(t, file, minMargin(t, 300, 1, 10000), testcluster.Options{}) // the default space has step 10000
 	restored.WaitServingLeader(failoverWait)
 	restored.Join()
 	restored.Join()
 	restored.WaitVoters(3, failoverWait)
 	// A restore into a directory with state is refused.
-	if _, err := cluster.PrepareRestore(cluster.RestoreConfig{Backup: file, Margin: 1000, ID: "x", DataDir: restored.Nodes[0].Dir, RaftAdvertise: "127.0.0.1:1"}); !errors.Is(err, cluster.ErrHasState) {
+	if _, err := cluster.PrepareRestore(cluster.RestoreConfig{Backup: file, TermsSince: 1, ID: "x", DataDir: restored.Nodes[0].Dir, RaftAdvertise: "127.0.0.1:1"}); !errors.Is(err, cluster.ErrHasState) {
 		t.Fatalf("restore over existing state: %v", err)
 	}
 	rc, err := client.New(restored.APIAddrs(), client.Options{})

@@ -3,11 +3,14 @@
 // leader lease that lets the allocator (package sections) serve from memory.
 //
 // The lease follows DESIGN.md §4. A leader serves only while now < t + Lease,
-// where t is a monotonic time taken before submitting a raft entry that then
-// committed. A node that becomes leader first runs a Barrier, then waits
-// Lease + LeaseMargin before serving, so any earlier leader's lease has run
-// out. On losing leadership, and before handing it over, the node revokes its
-// lease and drops all in-memory allocator state.
+// where t is a reading of a clock that counts suspension (CLOCK_BOOTTIME;
+// see sections.BootClock) taken before submitting a raft entry that then
+// committed. A node that becomes leader first runs a Barrier, then waits,
+// from its election, the longer of its own lease and the one the last
+// renewal recorded, plus a margin (see lead), so any earlier leader's lease
+// has run out. On losing leadership, and before handing it over, the node
+// revokes its lease and drops all in-memory allocator state. A node serves
+// only once it is vouched for (see vouch.go).
 package cluster
 
 import (
@@ -19,6 +22,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/seqd/seqd/sections"
 )
 
 // Config configures a Node. Zero durations take the defaults noted.
@@ -62,11 +67,12 @@ type Config struct {
 	// leader needs it to promote non-voters (without it, joiners stay
 	// non-voters).
 	PeerProgress PeerProgress
-	// PeerListing asks the cluster whether a server is a voter in the raft
-	// configuration and was seen with state. A server without raft state
-	// uses it to find out whether its data directory was wiped; without it,
-	// such a server trusts that it is new.
-	PeerListing PeerListing
+	// PeerVouch asks another server to vouch for this one (see vouch.go).
+	// Without it, a server trusts itself at once (tests of single nodes).
+	PeerVouch PeerVouch
+	// LeaseClock times the lease (default sections.BootClock, which counts
+	// time the host spends suspended).
+	LeaseClock sections.Clock
 
 	// Lease is the leader lease L (default 2s); LeaseMargin (default L/10,
 	// at least 50ms) is added to a new leader's wait for clock-rate drift.

@@ -7,10 +7,13 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
+
+	"github.com/seqd/seqd/fsm"
 )
 
 // Meta is what each server publishes about itself through gossip.
@@ -22,6 +25,12 @@ type Meta struct {
 	// added to a configuration). Servers never bootstrap while any server
 	// they see has state.
 	HasState bool `json:"state"`
+	// Cluster is the ID of the cluster whose state the server holds ("" for
+	// none yet, and for servers of the first release).
+	Cluster string `json:"c,omitempty"`
+	// Proto is the highest replicated-command protocol the server speaks
+	// (absent, so 0, for servers of the first release: protocol 1).
+	Proto uint64 `json:"p,omitempty"`
 }
 
 // Member is a server seen through gossip.
@@ -43,6 +52,10 @@ type gossip struct {
 
 	kick chan struct{} // nudges the reconcile loop
 	done chan struct{}
+
+	published  atomic.Value // the cluster ID last published in metadata
+	rejoining  atomic.Bool  // a rejoin of down servers is in flight
+	lastRejoin atomic.Int64 // unix nanos
 }
 
 func (n *Node) startGossip() error {
@@ -81,6 +94,7 @@ func (n *Node) startGossip() error {
 		return fmt.Errorf("gossip on %s: %w", n.cfg.GossipAddr, err)
 	}
 	n.ml = ml
+	n.gossipStarted = time.Now()
 	// Read once, before anything else can update the local node.
 	n.gossipAddr = ml.LocalNode().Address()
 	n.wg.Add(1)
@@ -105,7 +119,10 @@ func (g *gossip) nudge() {
 
 // NodeMeta implements memberlist.Delegate.
 func (g *gossip) NodeMeta(limit int) []byte {
-	m := Meta{ID: g.n.cfg.ID, RaftAddr: g.n.cfg.RaftAdvertise, APIAddr: g.n.cfg.APIAddr, HasState: g.n.hasState.Load()}
+	cluster := g.n.fsm.ClusterID()
+	g.published.Store(cluster)
+	m := Meta{ID: g.n.cfg.ID, RaftAddr: g.n.cfg.RaftAdvertise, APIAddr: g.n.cfg.APIAddr, HasState: g.n.hasState.Load(),
+		Cluster: cluster, Proto: fsm.ProtocolVersion}
 	if g.n.transport != nil {
 		m.RaftAddr = string(g.n.transport.LocalAddr())
 	}
@@ -213,11 +230,13 @@ func (g *gossip) loop() {
 				g.n.log.Debug("gossip join failed; will retry", "err", err)
 			}
 		}
-		g.checkGate(joined)
-		if joined && g.n.gate.open.Load() {
+		if joined && !g.n.hasState.Load() {
 			g.maybeBootstrap()
 		}
+		g.checkGate(joined)
 		g.reconcile()
+		g.rejoinDown()
+		g.n.probeDisk()
 		select {
 		case <-g.done:
 			return
@@ -240,7 +259,7 @@ func (g *gossip) maybeBootstrap() {
 			continue
 		}
 		if m.HasState && m.ID != n.cfg.ID {
-			n.log.Info("not bootstrapping: a cluster exists; waiting for its leader to add this server", "seen", m.ID)
+			n.warnOnce("nobootstrap", "not bootstrapping: a cluster exists; waiting for its leader to add this server", "seen", m.ID)
 			return
 		}
 		servers = append(servers, raft.Server{ID: raft.ServerID(m.ID), Address: raft.ServerAddress(m.RaftAddr), Suffrage: raft.Voter})
@@ -258,15 +277,68 @@ func (g *gossip) maybeBootstrap() {
 	}
 	n.log.Info("bootstrapped a new cluster", "servers", len(servers))
 	g.setHasState()
+	n.vouch("bootstrapped a new cluster")
 }
 
 func (g *gossip) setHasState() {
 	if g.n.hasState.Swap(true) {
 		return
 	}
+	g.refreshMeta()
+}
+
+// refreshMeta publishes this node's metadata again (HasState or the
+// cluster ID changed).
+func (g *gossip) refreshMeta() {
 	if err := g.n.ml.UpdateNode(time.Second); err != nil {
 		g.n.log.Debug("gossip metadata update", "err", err)
 	}
+}
+
+// rejoinInterval is how often a node joins again the gossip addresses of
+// servers in its raft configuration that gossip saw go down. memberlist
+// forgets a dead member after a while, so without this a server restarted
+// with a --join list that does not name the others (a lone first node that
+// others joined) would stay alone in gossip.
+const rejoinInterval = time.Second
+
+// rejoinDown joins, in the background and one batch at a time, the last
+// known gossip addresses of servers in the raft configuration that are down.
+func (g *gossip) rejoinDown() {
+	n := g.n
+	if time.Since(time.Unix(0, g.lastRejoin.Load())) < rejoinInterval || g.rejoining.Load() {
+		return
+	}
+	cf := n.raft.GetConfiguration()
+	if cf.Error() != nil {
+		return
+	}
+	var addrs []string
+	for _, s := range cf.Configuration().Servers {
+		if m, ok := g.member(string(s.ID)); ok && !m.Alive && m.GossipAddr != "" && m.ID != n.cfg.ID {
+			addrs = append(addrs, m.GossipAddr)
+		}
+	}
+	if len(addrs) == 0 {
+		return
+	}
+	g.lastRejoin.Store(time.Now().UnixNano())
+	g.rejoining.Store(true)
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		defer g.rejoining.Store(false)
+		select {
+		case <-g.done:
+			return
+		default:
+		}
+		if cnt, err := n.ml.Join(addrs); cnt > 0 {
+			n.log.Debug("rejoined down servers through gossip", "joined", cnt)
+		} else if err != nil {
+			n.log.Debug("rejoining down servers", "err", err)
+		}
+	}()
 }
 
 // reconcile notes when this node has been added to a configuration, and on
@@ -282,7 +354,10 @@ func (g *gossip) reconcile() {
 	if len(conf.Servers) > 0 && !n.hasState.Load() {
 		g.setHasState()
 	}
-	if n.IsLeader() {
+	if pub, _ := g.published.Load().(string); pub != n.fsm.ClusterID() {
+		g.refreshMeta()
+	}
+	if n.IsLeader() && n.Vouched() {
 		n.membership(conf)
 	}
 }

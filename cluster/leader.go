@@ -59,11 +59,32 @@ func (n *Node) stepDownLead() {
 	}
 }
 
-// lead runs while this node is the raft leader: Barrier, wait out any earlier
-// leader's lease, make sure the default space exists, then renew the lease
-// every Lease/3 from committed no-op entries.
+// lead runs while this node is the raft leader: wait until this server is
+// vouched for (see vouch.go; an unvouched server writes nothing, not even a
+// barrier), Barrier, wait out any earlier leader's lease, make sure the
+// default space exists and the cluster is on the newest protocol every
+// server speaks, then renew the lease every Lease/3 from committed entries.
+//
+// The wait (the lease rule): an earlier leader's lease ends at most its
+// lease length L' after a time t' it took before submitting an entry that a
+// quorum then stored, and this node was elected by a quorum after that (a
+// voter that stored the entry did so before voting here, or it would have
+// refused the entry), so this node waits L' + margin from its election. L'
+// is the lease the last applied renewal entry carries (protocol 2; see
+// fsm.LeaseRecord): it was written by the last leader whose lease any
+// renewal rests on, and that leader itself waited out every earlier lease
+// before its first renewal, so every earlier lease ended before it. The
+// barrier makes the FSM hold every committed renewal. Leases of differing
+// lengths across the cluster (a rolling change of --lease in either
+// direction) are therefore waited out in full: the wait is the longer of
+// this node's lease and the recorded one, plus the larger margin. On
+// protocol 1 (a cluster not yet upgraded) renewals carry no length, and a
+// new leader waits its own.
 func (n *Node) lead(ctx context.Context, epoch uint64) {
 	gained := time.Now()
+	if !n.waitVouched(ctx) {
+		return
+	}
 	// 1. Barrier: the FSM holds every entry committed before this term.
 	for {
 		err := n.raft.Barrier(applyTimeout).Error()
@@ -85,18 +106,24 @@ func (n *Node) lead(ctx context.Context, epoch uint64) {
 		<-ctx.Done()
 		return
 	}
-	// 2. Wait out the lease of any earlier leader: it took its last t before
-	// a quorum stored an entry, and this node was elected after that.
-	if !sleepCtx(ctx, n.cfg.Lease+n.cfg.LeaseMargin) {
+	// 2. Wait out the lease of any earlier leader.
+	wait := n.leaseWait()
+	if !sleepCtx(ctx, time.Until(gained.Add(wait))) {
 		return
 	}
-	// 3. The default space.
+	// 3. The default space, and the protocol.
 	n.ensureDefaultSpace(ctx)
+	n.ensureProtocol(ctx)
 	// 4. Renew the lease from committed entries.
 	first := true
 	for {
 		t := n.alloc.Now()
-		err := n.apply(ctx, fsm.EncodeNoop())
+		start := time.Now()
+		renewal := fsm.EncodeNoop()
+		if n.fsm.Protocol() >= 2 {
+			renewal = fsm.EncodeLease(n.cfg.Lease, n.cfg.LeaseMargin)
+		}
+		err := n.apply(ctx, renewal)
 		if err == nil {
 			n.alloc.Grant(epoch, t+n.cfg.Lease)
 			n.stats.renewals.Add(1)
@@ -108,10 +135,22 @@ func (n *Node) lead(ctx context.Context, epoch uint64) {
 			n.stats.renewalErrors.Add(1)
 			n.log.Warn("lease renewal failed", "err", err)
 		}
-		if !sleepCtx(ctx, t+n.cfg.Lease/3-n.alloc.Now()) {
+		if !sleepCtx(ctx, time.Until(start.Add(n.cfg.Lease/3))) {
 			return
 		}
 	}
+}
+
+// leaseWait is how long a new leader waits from its election before it
+// serves: the longer of its own lease and the one the last renewal
+// recorded, plus the larger margin (see lead).
+func (n *Node) leaseWait() time.Duration {
+	wait, margin := n.cfg.Lease, n.cfg.LeaseMargin
+	if rec, ok := n.fsm.LeaseRecord(); ok {
+		wait, margin = max(wait, rec.Lease), max(margin, rec.Margin)
+	}
+	n.stats.lastLeaseWait.Store(int64(wait + margin))
+	return wait + margin
 }
 
 // sleepCtx sleeps for d or until ctx ends; it reports whether ctx is still live.

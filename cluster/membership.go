@@ -26,7 +26,13 @@ import (
 //   - a server that has raft state but is not in the configuration (it was
 //     removed, or it belongs to another cluster) is never added back: it
 //     must be wiped first. raft itself rejects its vote requests, so it
-//     cannot disturb the leader (hashicorp/raft#524).
+//     cannot disturb the leader (hashicorp/raft#524), and it is not vouched
+//     for (see vouch.go);
+//   - servers of another cluster (another cluster ID in gossip) are left
+//     alone, and a server that speaks an older protocol than the cluster's
+//     is not added (see protocol.go);
+//   - a non-voter is promoted only once the cluster has recorded it holding
+//     state, so that a voter wiped later is always recognised as one.
 
 const (
 	promoteLag    = 64
@@ -40,11 +46,6 @@ var (
 	// ErrLastVoter means the change would leave the cluster without voters.
 	ErrLastVoter = errors.New("refusing to remove the last voter")
 )
-
-// PeerListing reports whether server id is a voter in the cluster's raft
-// configuration (a non-voter's vote never counts) and whether the cluster recorded it holding raft state, as
-// the server at apiAddr (or the leader it names) answers.
-type PeerListing func(ctx context.Context, apiAddr, id string) (voter, seen bool, index uint64, err error)
 
 // PeerProgress reports a server's raft term and applied index, as the
 // server itself answers (over its API). The leader uses it to decide when a
@@ -65,7 +66,17 @@ func (n *Node) membership(conf raft.Configuration) {
 			voters++
 		}
 	}
-	members := n.Members()
+	n.ensureProtocol(context.Background())
+	mine, proto := n.fsm.ClusterID(), n.fsm.Protocol()
+	var members []Member
+	for _, m := range n.Members() {
+		if m.Cluster != "" && mine != "" && m.Cluster != mine {
+			n.warnOnce("foreign:"+m.ID, "a server of another cluster is in gossip (check --join); leaving it alone",
+				"id", m.ID, "cluster", m.Cluster, "this_cluster", mine)
+			continue
+		}
+		members = append(members, m)
+	}
 	n.recordProgress(in, members)
 	for _, m := range members {
 		if !m.Alive || m.ID == n.cfg.ID {
@@ -73,6 +84,9 @@ func (n *Node) membership(conf raft.Configuration) {
 		}
 		s, ok := in[m.ID]
 		switch {
+		case !ok && !m.HasState && m.protocol() < proto:
+			n.warnOnce("old:"+m.ID, fmt.Sprintf("not adding server %s: it runs an older seqd (protocol %d) than the cluster (protocol %d); upgrade it", m.ID, m.protocol(), proto),
+				"id", m.ID)
 		case !ok && m.HasState:
 			n.warnOnce("refuse:"+m.ID, "server has raft state but is not in the configuration (removed, or from another cluster); not adding it. To add it back: stop it, delete its data directory, start it again with the same flags",
 				"id", m.ID, "raft", m.RaftAddr)
@@ -96,6 +110,9 @@ func (n *Node) membership(conf raft.Configuration) {
 			}
 			return
 		case s.Suffrage != raft.Voter && voters < n.cfg.MaxVoters:
+			if seen, _ := n.fsm.ServerSeen(m.ID); !seen {
+				continue // recorded first (recordProgress), promoted on a later pass
+			}
 			if n.caughtUp(m) {
 				n.log.Info("promoting caught-up non-voter to voter", "id", m.ID)
 				if err := n.raft.AddVoter(s.ID, s.Address, confIndex, applyTimeout).Error(); err != nil {
@@ -120,6 +137,9 @@ func (n *Node) recordProgress(in map[string]raft.Server, members []Member) {
 	for _, m := range members {
 		if _, ok := in[m.ID]; !ok || !m.Alive || !m.HasState {
 			continue
+		}
+		if m.ID != n.cfg.ID && m.Cluster == "" && n.fsm.Protocol() >= 2 {
+			continue // not sure yet that it holds this cluster's state
 		}
 		n.memMu.Lock()
 		due := time.Since(n.recordedAt[m.ID]) >= recordInterval
@@ -237,7 +257,8 @@ func (n *Node) RemoveServer(ctx context.Context, id string) error {
 	if target.Suffrage == raft.Voter && voters == 1 {
 		return ErrLastVoter
 	}
-	if id == n.cfg.ID {
+	self := id == n.cfg.ID
+	if self {
 		// Drop the lease first, as on any step-down.
 		n.alloc.Revoke()
 		n.stepDownLead()
@@ -245,16 +266,37 @@ func (n *Node) RemoveServer(ctx context.Context, id string) error {
 	f := n.raft.RemoveServer(target.ID, 0, applyTimeout)
 	errc := make(chan error, 1)
 	go func() { errc <- f.Error() }()
+	var err error
 	select {
-	case err := <-errc:
-		if err != nil {
-			return fmt.Errorf("removing %s: %w", id, err)
-		}
-		n.log.Info("removed server from the raft configuration", "id", id)
-		return nil
+	case err = <-errc:
 	case <-ctx.Done():
-		return ctx.Err()
+		err = ctx.Err()
 	}
+	if err != nil {
+		if self {
+			// The change failed (or its outcome is unknown) while this node
+			// may still lead: serve again, through the whole lease
+			// procedure, unless leadership has moved.
+			n.resumeLead()
+		}
+		return fmt.Errorf("removing %s: %w", id, err)
+	}
+	n.log.Info("removed server from the raft configuration", "id", id)
+	return nil
+}
+
+// resumeLead restarts the lease loop after it was stopped for a change
+// that failed, if this node is still the raft leader. A leadership change
+// meanwhile is handled by the leadership loop as usual.
+func (n *Node) resumeLead() {
+	n.leadMu.Lock()
+	running := n.leadCancel != nil
+	n.leadMu.Unlock()
+	if running || !n.IsLeader() {
+		return
+	}
+	n.log.Info("the change failed while this node still leads: resuming the lease")
+	n.startLead(n.alloc.Revoke())
 }
 
 // warnOnce logs a warning once per key per minute.
@@ -268,80 +310,4 @@ func (n *Node) warnOnce(key, msg string, args ...any) {
 	n.warned[key] = time.Now()
 	n.memMu.Unlock()
 	n.log.Warn(msg, args...)
-}
-
-// checkGate opens the raft gate once it is safe for this server to take
-// part in raft:
-//
-//   - without raft state: when no cluster is seen (a new cluster
-//     bootstraps), or the cluster does not list this server as a voter it
-//     saw holding state. A voter seen with state that comes back without
-//     any had its data directory wiped: it lost its vote record.
-//   - with raft state: when the cluster's record of this server's log
-//     (the highest index recorded for it) does not exceed this server's
-//     last log index. A log ending below the record means the data
-//     directory was replaced by an older copy: the server may have voted,
-//     or acknowledged entries, that it no longer remembers.
-//
-// A server that is not safe keeps refusing raft traffic and says what to do.
-func (g *gossip) checkGate(joined bool) {
-	n := g.n
-	if n.gate.open.Load() {
-		return
-	}
-	has := n.hasState.Load()
-	var withState []Member
-	for _, m := range n.Members() {
-		if m.Alive && m.ID != n.cfg.ID && m.HasState && m.APIAddr != "" {
-			withState = append(withState, m)
-		}
-	}
-	if len(withState) == 0 {
-		if joined && !has {
-			n.gate.open.Store(true) // a new cluster
-		}
-		return // a server with state waits for a peer that can vouch for it
-	}
-	if n.cfg.PeerListing == nil {
-		n.gate.open.Store(true)
-		return
-	}
-	// Ask every server with state and keep the most damning answer: one
-	// whose FSM lags could know less than the others.
-	var voter, seen bool
-	var recorded uint64
-	answers := 0
-	for _, m := range withState {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		v, s, r, err := n.cfg.PeerListing(ctx, m.APIAddr, n.cfg.ID)
-		cancel()
-		if err != nil {
-			continue
-		}
-		answers++
-		voter, seen, recorded = voter || v, seen || s, max(recorded, r)
-	}
-	if answers == 0 {
-		return
-	}
-	switch last := n.raft.LastIndex(); {
-	case !has && voter && seen:
-		n.warnOnce("wiped", "this server is in the cluster's raft configuration and held raft state before, "+
-			"but its data directory has none (wiped or replaced): it refuses to vote or serve. "+
-			"To re-add it, run `seqd node remove "+n.cfg.ID+"` against the cluster; it then joins as a new server by itself",
-			"id", n.cfg.ID)
-		return
-	case has && seen && recorded > last:
-		n.warnOnce("stale", "this server's raft log ends at index "+fmt.Sprint(last)+", below the "+fmt.Sprint(recorded)+
-			" the cluster recorded for it: its data directory is an older copy, so it refuses to vote or serve. "+
-			"To re-add it: run `seqd node remove "+n.cfg.ID+"` against the cluster, stop this server, delete its data directory, and start it again",
-			"id", n.cfg.ID, "last_index", last, "recorded_index", recorded)
-		return
-	}
-	if !has {
-		n.log.Info("joining as a new server", "listed_as_voter", voter)
-	} else {
-		n.log.Debug("raft gate open: the cluster vouches for this server's log", "last_index", n.raft.LastIndex(), "recorded_index", recorded, "answers", answers)
-	}
-	n.gate.open.Store(true)
 }

@@ -45,10 +45,13 @@ type Node struct {
 	gate      *gatedLayer
 	alloc     *sections.Allocator
 
-	ml         *memberlist.Memberlist
-	gossipAddr string // host:port other servers reach this node's gossip on
-	gossip     *gossip
-	hasState   atomic.Bool
+	ml            *memberlist.Memberlist
+	gossipAddr    string // host:port other servers reach this node's gossip on
+	gossip        *gossip
+	gossipStarted time.Time
+	hasState      atomic.Bool
+	vouchedCh     chan struct{} // signalled when the gate opens
+	disk          diskState
 	// routingVersion caches RoutingVersion for response headers.
 	routingVersion atomic.Uint64
 
@@ -77,6 +80,7 @@ type nodeStats struct {
 	renewalErrors  atomic.Int64
 	servingSince   atomic.Int64 // unix nanos when this node last started serving as leader
 	lastFailoverNs atomic.Int64 // became leader → serving, last time
+	lastLeaseWait  atomic.Int64 // the lease wait of the last leadership (see leaseWait)
 }
 
 // Start opens the data directory, starts raft and gossip, and returns a
@@ -87,6 +91,7 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), notify: make(chan bool, 16), stop: make(chan struct{}),
+		vouchedCh:   make(chan struct{}, 1),
 		caughtSince: map[string]time.Time{}, warned: map[string]time.Time{}, recordedAt: map[string]time.Time{}}
 	if err := n.open(); err != nil {
 		n.closeStores()
@@ -113,6 +118,7 @@ func (n *Node) open() error {
 		return err
 	}
 	n.fsm = f
+	f.SetDiskHook(n.setFSMDisk)
 	ls, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db")})
 	if err != nil {
 		return fmt.Errorf("raft log store %s: %w", filepath.Join(cfg.DataDir, "raft.db"), err)
@@ -146,7 +152,7 @@ func (n *Node) open() error {
 		}
 		layer = &tlsLayer{StreamLayer: layer, server: srv, client: cli}
 	}
-	n.gate = &gatedLayer{StreamLayer: layer}
+	n.gate = &gatedLayer{StreamLayer: layer, disk: &n.disk}
 	n.transport = raft.NewNetworkTransport(n.gate, 3, 10*time.Second, raftOut)
 
 	has, err := raft.HasExistingState(ls, ls, snaps)
@@ -154,27 +160,25 @@ func (n *Node) open() error {
 		return fmt.Errorf("reading raft state: %w", err)
 	}
 	n.hasState.Store(has)
-	// The raft gate starts shut: see gossip.checkGate. A server alone (no
-	// other server to ask) with state opens it at once.
-	if has && len(cfg.Join) == 0 {
-		n.gate.open.Store(true)
-	}
+	// The raft gate starts shut until the server is vouched for: see vouch.go.
 
 	rc, err := cfg.raftConfig(n.notify, raftOut)
 	if err != nil {
 		return err
 	}
 	rc.Logger = newHCLogger(raftOut, "raft")
-	cache, err := raft.NewLogCache(512, ls)
+	ds := diskStore{BoltStore: ls, n: n}
+	cache, err := raft.NewLogCache(512, ds)
 	if err != nil {
 		return err
 	}
-	r, err := raft.NewRaft(rc, f, cache, ls, snaps, noPipeline{n.transport})
+	r, err := raft.NewRaft(rc, f, cache, ds, snaps, noPipeline{n.transport})
 	if err != nil {
 		return fmt.Errorf("starting raft: %w", err)
 	}
 	n.raft = r
 	n.alloc = sections.New(store{n}, sections.Options{
+		Clock:             cfg.LeaseClock,
 		MaxKeysPerSection: cfg.MaxKeysPerSection,
 		Logger:            n.log,
 		OnRaise:           cfg.OnRaise,
@@ -214,6 +218,37 @@ func (n *Node) Leader() (id, apiAddr string) {
 	}
 	return id, ""
 }
+
+// TransferLeadership asks raft to hand leadership to server id (any voter
+// when id is empty) and waits for the outcome. It must run on the leader.
+// The lease is not revoked first: a failed transfer leaves this node
+// serving, and a successful one steps it down (revoking the lease) before
+// the new leader can serve, which waits out this node's lease anyway.
+func (n *Node) TransferLeadership(id string) error {
+	if !n.IsLeader() {
+		return ErrNotLeader
+	}
+	if id == "" {
+		return n.raft.LeadershipTransfer().Error()
+	}
+	cf := n.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return err
+	}
+	for _, s := range cf.Configuration().Servers {
+		if string(s.ID) == id {
+			return n.raft.LeadershipTransferToServer(s.ID, s.Address).Error()
+		}
+	}
+	return fmt.Errorf("%w: %q", ErrUnknownServer, id)
+}
+
+// Snapshot makes raft take a snapshot of this node's state now (and
+// compact its log behind it, keeping the trailing entries).
+func (n *Node) Snapshot() error { return n.raft.Snapshot().Error() }
+
+// ClusterID returns the cluster's ID ("" until the cluster has one).
+func (n *Node) ClusterID() string { return n.fsm.ClusterID() }
 
 // Space returns a committed space from this node's FSM.
 func (n *Node) Space(name string) (fsm.Space, bool) { return n.fsm.Space(name) }
@@ -336,6 +371,9 @@ func (n *Node) close() error {
 		close(n.stop)
 		if n.alloc != nil {
 			n.alloc.Revoke()
+		}
+		if n.fsm != nil {
+			n.fsm.Stop() // an apply waiting for disk space gives up, so raft can stop
 		}
 		n.stepDownLead()
 		if n.gossip != nil {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
@@ -16,90 +17,165 @@ import (
 // RestoreConfig says where and how to build the first node of a cluster
 // restored from a backup.
 type RestoreConfig struct {
-	// Backup is the path of a backup written by `seqd backup` (an FSM file).
+	// Backup is the path of a backup written by `seqd backup`.
 	Backup string
-	// Margin is added to every high-water mark of the backup (and to the
-	// floor of sections it never raised); it must cover the values issued
-	// after the backup was taken, per section. Required (at least 1).
+	// ValuesSince bounds the values any one section may have handed out
+	// after the backup was taken, and TermsSince the leader terms that
+	// served after it (counting the one serving when it was taken; at least
+	// 1). MaxStep is the largest step of any space, including spaces created
+	// after the backup (0: the largest in the backup). They give the minimum
+	// margin (fsm.MinMargin).
+	ValuesSince, TermsSince, MaxStep uint64
+	// Margin is added to every high-water mark; 0 means the minimum. A
+	// margin below the minimum is refused.
 	Margin uint64
+	// FromCluster, when set, must be the ID of the cluster the backup was
+	// taken from.
+	FromCluster string
 	// ID, DataDir and RaftAdvertise are the new node's, as it will be
 	// started with `seqd serve` (--id, --data-dir, --raft-addr/--advertise-raft).
 	ID, DataDir, RaftAdvertise string
 }
 
-// ErrHasState means the data directory already holds raft state or an FSM.
-var ErrHasState = errors.New("data directory already has state")
+// RestoreResult describes a restore.
+type RestoreResult struct {
+	fsm.RestoreSummary
+	// MinMargin is the minimum margin for the given bounds; Margin the one used.
+	MinMargin, Margin uint64
+	// ClusterID is the restored cluster's new ID.
+	ClusterID string
+}
+
+var (
+	// ErrHasState means the data directory already holds raft state or an FSM.
+	ErrHasState = errors.New("data directory already has state")
+	// ErrBadBackup means the file is not a backup this build can restore.
+	ErrBadBackup = errors.New("not a usable backup")
+	// ErrMarginBelowMinimum means the margin given is below what the bounds need.
+	ErrMarginBelowMinimum = errors.New("margin below the minimum")
+)
+
+// stateFiles are what a data directory holding state contains.
+var stateFiles = []string{"raft.db", "fsm.db", "snapshots"}
 
 // PrepareRestore builds a data directory from which `seqd serve` starts a new
 // single-voter cluster whose state is the backup with every mark raised by
-// Margin. The state is installed as a raft snapshot (index 1, term 1, with a
-// configuration of this node alone), so servers that join later receive it
-// through raft like any other state. The backup file itself is not changed.
-// It refuses a directory that already has state.
-func PrepareRestore(rc RestoreConfig) (fsm.RestoreSummary, error) {
-	var sum fsm.RestoreSummary
-	if rc.Margin == 0 {
-		return sum, fmt.Errorf("%w: a restore needs --margin: values issued after the backup are not in it", ErrInvalidConfig)
-	}
+// the margin, and a floor of the margin under every section of every space
+// (including spaces created later). The state is installed as a raft
+// snapshot (index 1, term 1, with a configuration of this node alone), so
+// servers that join later receive it through raft like any other state. The
+// restored cluster gets a new cluster ID, so that it is never taken for the
+// cluster the backup came from (see vouch.go).
+//
+// Everything is checked before anything is written to the data directory:
+// a directory that holds state, a file that is not a backup (or is of a
+// newer format), a backup from another cluster than FromCluster, a margin
+// below the minimum: an error wrapping ErrInvalidConfig, ErrHasState,
+// ErrBadBackup, fsm.ErrWrongCluster or ErrMarginBelowMinimum, and the data
+// directory is left as it was. The backup file itself is never changed.
+func PrepareRestore(rc RestoreConfig) (RestoreResult, error) {
+	var res RestoreResult
 	if rc.ID == "" || rc.DataDir == "" || rc.RaftAdvertise == "" {
-		return sum, fmt.Errorf("%w: restore needs an ID, a data directory and a raft address", ErrInvalidConfig)
+		return res, fmt.Errorf("%w: restore needs an ID, a data directory and a raft address", ErrInvalidConfig)
+	}
+	if rc.TermsSince == 0 {
+		return res, fmt.Errorf("%w: the terms since the backup count the term that was serving when it was taken: at least 1", ErrInvalidConfig)
 	}
 	if err := checkHostPort("raft address", rc.RaftAdvertise); err != nil {
-		return sum, err
+		return res, err
 	}
-	for _, name := range []string{"raft.db", "fsm.db", "snapshots"} {
+	for _, name := range append(stateFiles, "restore.tmp") {
 		if _, err := os.Stat(filepath.Join(rc.DataDir, name)); err == nil {
-			return sum, fmt.Errorf("%w: %s exists; restore into a new, empty directory", ErrHasState, filepath.Join(rc.DataDir, name))
+			return res, fmt.Errorf("%w: %s exists; restore into a new, empty directory", ErrHasState, filepath.Join(rc.DataDir, name))
 		}
 	}
-	if err := os.MkdirAll(rc.DataDir, 0o750); err != nil {
-		return sum, err
-	}
 
-	// Work on a copy so that the backup stays as it was.
-	work := filepath.Join(rc.DataDir, "restore.tmp")
-	if err := copyFile(rc.Backup, work); err != nil {
-		return sum, fmt.Errorf("reading backup: %w", err)
-	}
-	defer os.Remove(work)
-	sum, err := fsm.PrepareRestore(work, rc.Margin)
+	// Work on a copy outside the data directory, so that the backup stays
+	// as it was and nothing lands in the data directory before every check
+	// has passed.
+	tmp, err := os.CreateTemp("", "seqd-restore-*")
 	if err != nil {
-		return sum, err
+		return res, err
 	}
+	defer os.RemoveAll(tmp.Name())
+	tmp.Close()
+	work := tmp.Name() + ".db"
+	defer os.Remove(work)
+	if err := copyFile(rc.Backup, work); err != nil {
+		return res, fmt.Errorf("%w: reading %s: %v", ErrBadBackup, rc.Backup, err)
+	}
+	sum, err := fsm.InspectBackup(work)
+	if err != nil {
+		return res, fmt.Errorf("%w: %s: %v", ErrBadBackup, rc.Backup, err)
+	}
+	if rc.FromCluster != "" && sum.Info.ClusterID != rc.FromCluster {
+		return res, fmt.Errorf("%w: it was taken from cluster %q, not %q", fsm.ErrWrongCluster, sum.Info.ClusterID, rc.FromCluster)
+	}
+	res.MinMargin, err = fsm.MinMargin(rc.ValuesSince, rc.TermsSince, max(sum.MaxStep, rc.MaxStep))
+	if err != nil {
+		return res, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	res.Margin = rc.Margin
+	if res.Margin == 0 {
+		res.Margin = res.MinMargin
+	}
+	if res.Margin < res.MinMargin {
+		return res, fmt.Errorf("%w: margin %d is below %d, the minimum for %d values and %d terms since the backup with steps up to %d",
+			ErrMarginBelowMinimum, res.Margin, res.MinMargin, rc.ValuesSince, rc.TermsSince, max(sum.MaxStep, rc.MaxStep))
+	}
+	res.ClusterID = NewClusterID()
+	res.RestoreSummary, err = fsm.PrepareRestore(work, fsm.RestoreOptions{Margin: res.Margin, ClusterID: res.ClusterID})
+	if err != nil {
+		if errors.Is(err, fsm.ErrMarginTooLarge) {
+			return res, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+		}
+		return res, err
+	}
+	if err := writeRestored(rc, work); err != nil {
+		for _, name := range stateFiles {
+			_ = os.RemoveAll(filepath.Join(rc.DataDir, name))
+		}
+		return res, err
+	}
+	return res, nil
+}
 
+// writeRestored writes the raft state of a new single-voter cluster whose
+// snapshot is the prepared file at work.
+func writeRestored(rc RestoreConfig, work string) error {
+	if err := os.MkdirAll(rc.DataDir, 0o750); err != nil {
+		return err
+	}
 	ls, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(rc.DataDir, "raft.db")})
 	if err != nil {
-		return sum, err
+		return err
 	}
 	defer ls.Close()
 	// The snapshot is from term 1; start the term there too.
 	if err := ls.SetUint64([]byte("CurrentTerm"), 1); err != nil {
-		return sum, err
+		return err
 	}
 	snaps, err := raft.NewFileSnapshotStore(rc.DataDir, 2, io.Discard)
 	if err != nil {
-		return sum, err
+		return err
 	}
 	conf := raft.Configuration{Servers: []raft.Server{{ID: raft.ServerID(rc.ID), Address: raft.ServerAddress(rc.RaftAdvertise), Suffrage: raft.Voter}}}
 	_, enc := raft.NewInmemTransport(raft.ServerAddress(rc.RaftAdvertise)) // only encodes the peer list
 	sink, err := snaps.Create(1, 1, 1, conf, 1, enc)
 	if err != nil {
-		return sum, err
+		return err
 	}
 	in, err := os.Open(work)
 	if err != nil {
 		_ = sink.Cancel()
-		return sum, err
+		return err
 	}
 	defer in.Close()
 	if _, err := io.Copy(sink, in); err != nil {
 		_ = sink.Cancel()
-		return sum, err
+		return err
 	}
-	if err := sink.Close(); err != nil {
-		return sum, err
-	}
-	return sum, nil
+	return sink.Close()
 }
 
 func copyFile(src, dst string) error {
@@ -123,11 +199,14 @@ func copyFile(src, dst string) error {
 	return out.Close()
 }
 
-// Backup writes a consistent copy of this node's FSM to w. Only the leader
-// holding its lease answers, so the copy includes every committed mark.
+// Backup writes a consistent copy of this node's FSM to w, recording the
+// cluster's ID and the raft term and index it was taken at (see
+// fsm.WriteBackup). Only the leader holding its lease answers, so the copy
+// includes every committed mark.
 func (n *Node) Backup(w io.Writer) (int64, error) {
 	if !n.IsLeader() || !n.alloc.Serving() {
 		return 0, ErrNotLeader
 	}
-	return n.fsm.Backup(w)
+	info := fsm.BackupInfo{ClusterID: n.fsm.ClusterID(), Term: n.raft.CurrentTerm(), Index: n.fsm.AppliedIndex(), Taken: time.Now()}
+	return n.fsm.WriteBackup(w, info)
 }

@@ -34,9 +34,23 @@ type LocalStatus struct {
 	// Renewals and RenewalErrors count lease renewals (committed no-op
 	// entries) and failed attempts.
 	Renewals, RenewalErrors int64
-	// RaftOpen is false while this server refuses raft traffic (it started
-	// without state and the cluster lists it as wiped).
+	// RaftOpen is false while this server refuses raft traffic: it has not
+	// been vouched for yet (see vouch.go), or never will be (wiped, an older
+	// copy, removed, or taken for a member of another cluster; its log
+	// says which).
 	RaftOpen bool
+	// ClusterID is the cluster's ID ("" until it has one) and Protocol its
+	// replicated-command protocol.
+	ClusterID string
+	Protocol  uint64
+	// DiskFull is true while a write found the disk full and none has
+	// succeeded since (the server then stands for no election; see
+	// disk.go); DiskFullWrites counts the writes that found it full.
+	DiskFull       bool
+	DiskFullWrites int64
+	// LeaseWait is what this node waited, from its election, before it last
+	// served as leader (its lease or the recorded one, plus a margin).
+	LeaseWait time.Duration
 	// RoutingVersion is the routing-table version (see Node.RoutingVersion).
 	RoutingVersion uint64
 	// KeysHeld and SectionsHeld describe the allocator's memory.
@@ -66,6 +80,11 @@ func (n *Node) Status() LocalStatus {
 		KeysHeld:       n.alloc.KeysHeld(),
 		SectionsHeld:   n.alloc.SectionsHeld(),
 		RaftOpen:       n.gate.open.Load(),
+		ClusterID:      n.fsm.ClusterID(),
+		Protocol:       n.fsm.Protocol(),
+		DiskFull:       n.disk.Full(),
+		DiskFullWrites: n.disk.failures.Load(),
+		LeaseWait:      time.Duration(n.stats.lastLeaseWait.Load()),
 	}
 	if n.gossipAddr != "" {
 		st.GossipAddr = n.gossipAddr

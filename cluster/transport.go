@@ -35,14 +35,19 @@ func (t *tcpLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Con
 	return net.DialTimeout("tcp", string(addr), timeout)
 }
 
-// gatedLayer refuses every incoming raft connection while closed, so that
-// the node can neither vote nor take entries. A node whose data directory
-// was wiped starts closed (see gossip.checkWiped): it lost its vote
-// record, so letting it vote in a configuration that still lists it could
-// elect two leaders in one term. Opening is one-way.
+// gatedLayer refuses every raft connection, incoming and outgoing, while
+// closed, so that the node can neither vote nor take entries. Every node
+// starts closed until it is vouched for (see vouch.go): one whose data
+// directory was wiped, or replaced by an older copy, lost votes or entries
+// it acknowledged, so letting it take part could elect two leaders in one
+// term or lose committed entries. Opening is one-way.
+//
+// Dial also fails while the server's disk is full (see disk.go), so that it
+// neither campaigns nor leads.
 type gatedLayer struct {
 	raft.StreamLayer
 	open atomic.Bool
+	disk *diskState
 }
 
 var errGated = errors.New("raft traffic refused: this server is not safely part of the cluster yet")
@@ -63,7 +68,31 @@ func (g *gatedLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.C
 	if !g.open.Load() {
 		return nil, errGated
 	}
-	return g.StreamLayer.Dial(addr, timeout)
+	if g.disk != nil && g.disk.Full() {
+		return nil, errDiskFull
+	}
+	c, err := g.StreamLayer.Dial(addr, timeout)
+	if err != nil || g.disk == nil {
+		return c, err
+	}
+	return &outConn{Conn: c, disk: g.disk}, nil
+}
+
+// outConn is a raft connection this server dialled. raft keeps such
+// connections in a pool and reuses them for later calls (votes, entries),
+// so refusing to dial is not enough to stop a server from campaigning or
+// leading: every write on it fails (and closes it) while the disk is full.
+type outConn struct {
+	net.Conn
+	disk *diskState
+}
+
+func (c *outConn) Write(p []byte) (int, error) {
+	if c.disk.Full() {
+		c.Conn.Close()
+		return 0, errDiskFull
+	}
+	return c.Conn.Write(p)
 }
 
 // tlsLayer runs raft over mutual TLS: both sides present a certificate

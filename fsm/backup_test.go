@@ -6,9 +6,12 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
+	bolt "go.etcd.io/bbolt"
 )
 
 func TestBackupAndPrepareRestore(t *testing.T) {
@@ -39,10 +42,13 @@ func TestBackupAndPrepareRestore(t *testing.T) {
 	if err := os.WriteFile(path, buf.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := PrepareRestore(path, 0); err == nil {
+	if _, err := PrepareRestore(path, RestoreOptions{ClusterID: "new"}); err == nil {
 		t.Fatal("a restore without a margin was accepted")
 	}
-	sum, err := PrepareRestore(path, 1000)
+	if _, err := PrepareRestore(path, RestoreOptions{Margin: 1000}); err == nil {
+		t.Fatal("a restore without a new cluster ID was accepted")
+	}
+	sum, err := PrepareRestore(path, RestoreOptions{Margin: 1000, ClusterID: "new"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,13 +64,25 @@ func TestBackupAndPrepareRestore(t *testing.T) {
 		space string
 		sec   uint64
 		want  uint64
-	}{{"a", 3, 1100}, {"a", 4, 1050}, {"a", 9, 1000}, {"b", 0, 1000}, {"nope", 0, 0}} {
+	}{{"a", 3, 1100}, {"a", 4, 1050}, {"a", 9, 1000}, {"b", 0, 1000}, {"nope", 0, 1000}} {
 		if got := r.Max(c.space, c.sec); got != c.want {
 			t.Errorf("Max(%s, %d) = %d, want %d", c.space, c.sec, got, c.want)
 		}
 	}
 	if r.AppliedIndex() != 0 {
 		t.Errorf("applied index %d survived the restore", r.AppliedIndex())
+	}
+	if r.ClusterID() != "new" || r.Protocol() != ProtocolVersion || r.Floor() != 1000 {
+		t.Errorf("restored cluster %q protocol %d floor %d", r.ClusterID(), r.Protocol(), r.Floor())
+	}
+	// A space created after the restore (as an application does on start)
+	// starts above the floor: values it handed out in the old cluster after
+	// the backup are never handed out again.
+	if err, ok := r.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: EncodeCreateSpace(Space{Name: "late", Step: 10, SectionSize: 100})}).(error); ok {
+		t.Fatal(err)
+	}
+	if got := r.Max("late", 7); got != 1000 {
+		t.Fatalf("Max of a space created after the restore = %d, want the floor 1000", got)
 	}
 	// A raise below the base does not lower Max; one above it counts.
 	if err, ok := r.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: EncodeRaise([]Mark{{Space: "b", Section: 0, Max: 5}})}).(error); ok {
@@ -89,6 +107,9 @@ func TestBackupAndPrepareRestore(t *testing.T) {
 	if got := r2.Max("a", 9); got != 1000 {
 		t.Fatalf("base lost in a snapshot round trip: Max = %d", got)
 	}
+	if got := r2.Max("late", 3); got != 1000 || r2.ClusterID() != "new" {
+		t.Fatalf("floor or cluster lost in a snapshot round trip: Max = %d, cluster %q", got, r2.ClusterID())
+	}
 }
 
 type nopCloser struct{ *bytes.Buffer }
@@ -101,10 +122,10 @@ func TestPrepareRestoreRefusesBadInput(t *testing.T) {
 	if err := os.WriteFile(garbage, bytes.Repeat([]byte("x"), 8192), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := PrepareRestore(garbage, 10); err == nil {
+	if _, err := PrepareRestore(garbage, RestoreOptions{Margin: 10, ClusterID: "x"}); err == nil {
 		t.Fatal("garbage accepted as a backup")
 	}
-	if _, err := PrepareRestore(filepath.Join(dir, "missing"), 10); err == nil {
+	if _, err := PrepareRestore(filepath.Join(dir, "missing"), RestoreOptions{Margin: 10, ClusterID: "x"}); err == nil {
 		t.Fatal("a missing file accepted as a backup")
 	}
 	f, err := Open(filepath.Join(dir, "fsm.db"), nil)
@@ -122,7 +143,7 @@ func TestPrepareRestoreRefusesBadInput(t *testing.T) {
 	if err := os.WriteFile(path, buf.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := PrepareRestore(path, 10); !errors.Is(err, ErrMarginTooLarge) {
+	if _, err := PrepareRestore(path, RestoreOptions{Margin: 10, ClusterID: "x"}); !errors.Is(err, ErrMarginTooLarge) {
 		t.Fatalf("margin past 2^63-1: %v", err)
 	}
 }
@@ -155,5 +176,103 @@ func TestServerSeen(t *testing.T) {
 	}
 	if seen, _ := f.ServerSeen("n2"); seen {
 		t.Fatal("n2 seen")
+	}
+}
+
+// TestWriteBackupRecordsItsOrigin: a backup written with WriteBackup carries
+// where and when it was taken; InspectBackup reads it back; a restore that
+// expects another cluster, or would keep the old cluster's ID, is refused,
+// and a backup of a newer format is refused with a clear error.
+func TestWriteBackupRecordsItsOrigin(t *testing.T) {
+	dir := t.TempDir()
+	f, err := Open(filepath.Join(dir, "fsm.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: EncodeCluster("c1", 2)})
+	f.Apply(&raft.Log{Index: 2, Type: raft.LogCommand, Data: EncodeCreateSpace(Space{Name: "a", Step: 700, SectionSize: 100})})
+	f.Apply(&raft.Log{Index: 3, Type: raft.LogCommand, Data: EncodeRaise([]Mark{{Space: "a", Section: 0, Max: 1400}})})
+	taken := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
+	path := filepath.Join(dir, "b.db")
+	out, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteBackup(out, BackupInfo{ClusterID: "c1", Term: 7, Index: 3, Taken: taken}); err != nil {
+		t.Fatal(err)
+	}
+	out.Close()
+	sum, err := InspectBackup(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := BackupInfo{ClusterID: "c1", Term: 7, Index: 3, Taken: taken}
+	if sum.Info != want || sum.MaxStep != 700 || sum.HighestBefore != 1400 || sum.Spaces != 1 || sum.Sections != 1 {
+		t.Fatalf("inspect: %+v", sum)
+	}
+	if _, err := PrepareRestore(path, RestoreOptions{Margin: 10, ClusterID: "c2", FromCluster: "other"}); !errors.Is(err, ErrWrongCluster) {
+		t.Fatalf("a backup of another cluster: %v", err)
+	}
+	if _, err := PrepareRestore(path, RestoreOptions{Margin: 10, ClusterID: "c1"}); err == nil {
+		t.Fatal("a restore that keeps the old cluster's ID was accepted")
+	}
+	// A newer format is refused.
+	newer := filepath.Join(dir, "newer.db")
+	b, _ := os.ReadFile(path)
+	if err := os.WriteFile(newer, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(newer, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(keyFormat, u64(formatVersion+1)) }); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if _, err := InspectBackup(newer); err == nil || !strings.Contains(err.Error(), "newer seqd") {
+		t.Fatalf("a backup of a newer format: %v", err)
+	}
+	sum, err = PrepareRestore(path, RestoreOptions{Margin: 10, ClusterID: "c2", FromCluster: "c1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if r.ClusterID() != "c2" || r.Max("a", 0) != 1410 {
+		t.Fatalf("restored: cluster %q, Max %d", r.ClusterID(), r.Max("a", 0))
+	}
+}
+
+// TestMinMarginCoversRestartsAndValues replays the reviewer's case against
+// the rule: step 1000, a backup at mark 1001, then four restarts each
+// followed by one Next (the mark climbs 2002, 3003, 4004, 5005 while only 4
+// values are handed out). A margin of 2000 (the old rule: "the values
+// handed out since, at least the largest step") does not cover it; the
+// minimum for 4 values and 5 terms does.
+func TestMinMarginCoversRestartsAndValues(t *testing.T) {
+	const step, backupMark, finalMark = 1000, 1001, 5005
+	m, err := MinMargin(4, 5, step)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if backupMark+2000 >= finalMark {
+		t.Fatal("the example no longer shows the old rule failing")
+	}
+	if backupMark+m < finalMark {
+		t.Fatalf("MinMargin(4, 5, %d) = %d does not cover the final mark %d", step, m, finalMark)
+	}
+	if m != 4+5*(MaxCallValues+2*step) {
+		t.Fatalf("MinMargin = %d", m)
+	}
+	if _, err := MinMargin(0, 1, maxStep+1); err == nil {
+		t.Fatal("a step above the largest allowed was accepted")
+	}
+	if _, err := MinMargin(1, math.MaxInt64/2, maxStep); !errors.Is(err, ErrMarginTooLarge) {
+		t.Fatalf("overflow: %v", err)
 	}
 }

@@ -4,7 +4,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+	"time"
 )
+
+// maxClusterIDLen bounds a cluster ID's length.
+const maxClusterIDLen = 64
 
 // Space is a named family of sequences. Step is how far the leader raises a
 // section's high-water mark at a time, and SectionSize is how many consecutive
@@ -84,7 +89,28 @@ const (
 	KindRaise       Kind = 2
 	KindNoop        Kind = 3
 	KindServerSeen  Kind = 4
+	// KindCluster and KindLease are protocol 2 (see ProtocolVersion): a
+	// leader writes them only once every server in the configuration runs a
+	// build that knows them, since builds before them stop on an unknown
+	// kind.
+	KindCluster Kind = 5
+	KindLease   Kind = 6
 )
+
+// KindIgnorable is the bit that marks a command kind as safe to skip. A
+// build that meets an unknown kind with this bit set applies it as a no-op
+// instead of stopping, so a later build may add such kinds (for state that
+// only it reads) without breaking a rolling upgrade. An unknown kind without
+// the bit stops the node: skipping it could make this replica diverge.
+const KindIgnorable Kind = 0x80
+
+// ProtocolVersion is the highest replicated-command protocol this build
+// writes and reads. Protocol 1 is the commands of the first release
+// (create space, raise, no-op, server seen); protocol 2 adds KindCluster and
+// KindLease. A cluster moves to protocol 2 through a KindCluster entry,
+// which its leader writes only once every server in the raft configuration
+// advertises protocol 2 (through gossip).
+const ProtocolVersion = 2
 
 // Command is the decoded form of a raft log entry. Space is set for
 // KindCreateSpace, Marks for KindRaise and Server for KindServerSeen; the
@@ -95,6 +121,35 @@ type Command struct {
 	Marks  []Mark
 	Server string
 	Index  uint64 // KindServerSeen: the server's raft index
+
+	// KindCluster: the cluster's identity and the protocol it moves to.
+	ClusterID string
+	Protocol  uint64
+	// KindLease: the granting leader's lease and lease margin.
+	Lease, LeaseMargin time.Duration
+}
+
+// EncodeCluster encodes a command that names the cluster (the first such
+// entry wins: a cluster's ID never changes once set) and raises its
+// replicated-command protocol to protocol.
+//
+// Layout: 0x05, uvarint protocol, uvarint len(id), id.
+func EncodeCluster(id string, protocol uint64) []byte {
+	b := binary.AppendUvarint([]byte{byte(KindCluster)}, protocol)
+	return appendString(b, id)
+}
+
+// EncodeLease encodes a lease renewal: a no-op that records the lease
+// length and margin of the leader that renews with it. A new leader waits
+// out the longest lease any earlier leader may still hold (see
+// FSM.LeaseRecord); the renewal entry a leader's lease rests on carries
+// that leader's own lease, so the last one applied names the lease that
+// may still run.
+//
+// Layout: 0x06, uvarint lease in nanoseconds, uvarint margin in nanoseconds.
+func EncodeLease(lease, margin time.Duration) []byte {
+	b := binary.AppendUvarint([]byte{byte(KindLease)}, uint64(max(lease, 0)))
+	return binary.AppendUvarint(b, uint64(max(margin, 0)))
 }
 
 // EncodeServerSeen encodes a command recording that server id has held raft
@@ -161,11 +216,12 @@ func appendString(b []byte, s string) []byte {
 // length byte, one byte of section and one byte of max.
 const minMarkLen = 3
 
-// Decode decodes a command produced by EncodeCreateSpace, EncodeRaise or
-// EncodeNoop. It is strict: an empty input, an unknown type byte, truncated
+// Decode decodes a command produced by one of the Encode functions. It is strict: an empty input, an unknown type byte, truncated
 // data, an overlong or non-minimal uvarint, a length or count larger than the
 // remaining input can hold, and trailing bytes are all errors. Consequently
-// every successfully decoded command re-encodes to exactly the input bytes.
+// every successfully decoded command of a known kind re-encodes to exactly
+// the input bytes. A command of an unknown kind with the KindIgnorable bit
+// decodes to a Command with only Kind set, whatever follows the kind byte.
 // Decode checks only the format; whether a space is valid is decided by Apply.
 func Decode(b []byte) (Command, error) {
 	if len(b) == 0 {
@@ -202,7 +258,25 @@ func Decode(b []byte) (Command, error) {
 		c.Kind = k
 		c.Server = d.string("server id")
 		c.Index = d.uvarint("server index")
+	case KindCluster:
+		c.Kind = k
+		c.Protocol = d.uvarint("protocol")
+		c.ClusterID = d.string("cluster id")
+		if d.err == nil && (len(c.ClusterID) == 0 || len(c.ClusterID) > maxClusterIDLen) {
+			d.fail(fmt.Errorf("cluster id of %d bytes (want 1 to %d)", len(c.ClusterID), maxClusterIDLen))
+		}
+	case KindLease:
+		c.Kind = k
+		l, m := d.uvarint("lease"), d.uvarint("lease margin")
+		if d.err == nil && (l > math.MaxInt64 || m > math.MaxInt64) {
+			d.fail(errors.New("lease or margin overflows a duration"))
+		}
+		c.Lease, c.LeaseMargin = time.Duration(l), time.Duration(m)
 	default:
+		if k&KindIgnorable != 0 {
+			// A later build's command that this one may skip.
+			return Command{Kind: k}, nil
+		}
 		return Command{}, fmt.Errorf("fsm: decode: unknown command type 0x%02x", b[0])
 	}
 	if d.err == nil && d.remaining() != 0 {

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -26,6 +27,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -43,17 +45,34 @@ var (
 	// bucketServers (optional) lists the servers seen holding raft state,
 	// each with the highest raft index recorded for it.
 	bucketServers = []byte("servers")
-	keyApplied    = []byte("applied")
-	// keyFormat (in meta) is the data format version, written when a file
-	// is created. A file without it is format 1 (written before the key
-	// existed). A file of a later format than formatVersion is refused, so
-	// that an older binary never misreads what a newer one wrote (nor a
-	// snapshot a newer leader sent).
+	// bucketBackup (format 2, backup files only) describes where and when a
+	// backup was taken (see BackupInfo). PrepareRestore removes it.
+	bucketBackup = []byte("backup")
+	keyApplied   = []byte("applied")
+	// keyFormat (in meta) is the data format version. A file without it is
+	// format 1 (written before the key existed). A file of a later format
+	// than formatVersion is refused, so that an older binary never misreads
+	// what a newer one wrote (nor a snapshot a newer leader sent).
 	keyFormat = []byte("format")
+	// Format 2 keys in meta, each written only once its state exists (so a
+	// file stays format 1, readable by the first release, until then):
+	// the cluster's ID, its replicated-command protocol, a floor under every
+	// section of every space (set by a restore), and the lease record.
+	keyCluster  = []byte("cluster")
+	keyProtocol = []byte("protocol")
+	keyFloor    = []byte("floor")
+	keyLease    = []byte("lease")
 )
 
-// formatVersion is the data format this package writes and reads.
-const formatVersion = 1
+// formatVersion is the newest data format this package reads. Files are
+// written as format 1 until they hold format 2 state (a cluster ID, a
+// protocol, a floor, a lease record, backup information), and as format 2
+// from then on; the first release reads format 1 only and refuses format 2
+// with "written by a newer seqd".
+const formatVersion = 2
+
+// baseFormat is the format a new file is written in.
+const baseFormat = 1
 
 var errClosed = errors.New("fsm: closed")
 
@@ -82,6 +101,27 @@ type FSM struct {
 	marks  map[string]map[uint64]uint64
 	bases  map[string]uint64
 	seen   map[string]uint64
+	ext    extState
+
+	diskMu   sync.Mutex
+	onDisk   func(full bool, err error)
+	diskFull bool
+	stopping chan struct{}
+	stopOnce sync.Once
+}
+
+// extState is the format 2 part of the state.
+type extState struct {
+	clusterID string
+	protocol  uint64
+	floor     uint64
+	lease     LeaseRecord
+}
+
+// LeaseRecord is the lease length and margin carried by the last lease
+// renewal applied (zero if none was).
+type LeaseRecord struct {
+	Lease, Margin time.Duration
 }
 
 // state is a loaded (and validated) copy of the database contents.
@@ -90,6 +130,9 @@ type state struct {
 	marks   map[string]map[uint64]uint64
 	bases   map[string]uint64
 	seen    map[string]uint64
+	ext     extState
+	backup  *BackupInfo
+	format  uint64
 	applied uint64
 }
 
@@ -110,7 +153,7 @@ func Open(path string, logger *slog.Logger) (*FSM, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &FSM{path: path, logger: logger, db: db}
+	f := &FSM{path: path, logger: logger, db: db, stopping: make(chan struct{})}
 	f.install(st)
 	return f, nil
 }
@@ -135,7 +178,7 @@ func (f *FSM) Close() error {
 // install replaces the in-memory mirror with st.
 func (f *FSM) install(st *state) {
 	f.mu.Lock()
-	f.spaces, f.marks, f.bases, f.seen = st.spaces, st.marks, st.bases, st.seen
+	f.spaces, f.marks, f.bases, f.seen, f.ext = st.spaces, st.marks, st.bases, st.seen, st.ext
 	f.applied.Store(st.applied)
 	f.mu.Unlock()
 }
@@ -161,13 +204,46 @@ func (f *FSM) Spaces() []Space {
 }
 
 // Max returns the high-water mark of the given section: the largest value
-// raised for it, or its space's base if that is larger (a restored backup's
-// floor), or 0 if neither exists. The value returned is always durable: the
+// raised for it, or its space's base or the cluster-wide floor if larger (a
+// restored backup sets both), or 0 if none exists. The floor covers spaces
+// created after a restore too. The value returned is always durable: the
 // mirror is updated only after the bbolt transaction has committed.
 func (f *FSM) Max(space string, section uint64) uint64 {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return max(f.marks[space][section], f.bases[space])
+	return max(f.marks[space][section], f.bases[space], f.ext.floor)
+}
+
+// ClusterID returns the cluster's ID, or "" while it has none (a cluster
+// created by the first release, before its upgrade to protocol 2).
+func (f *FSM) ClusterID() string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.ext.clusterID
+}
+
+// Protocol returns the cluster's replicated-command protocol: 1 until a
+// KindCluster entry raised it.
+func (f *FSM) Protocol() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return max(f.ext.protocol, 1)
+}
+
+// Floor returns the cluster-wide floor under every section's high-water
+// mark (0 unless the cluster was restored from a backup).
+func (f *FSM) Floor() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.ext.floor
+}
+
+// LeaseRecord returns the lease length and margin of the last lease
+// renewal applied, and false if no renewal carried one.
+func (f *FSM) LeaseRecord() (LeaseRecord, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.ext.lease, f.ext.lease.Lease > 0
 }
 
 // AppliedIndex returns the index of the last raft log entry applied, or 0 if
@@ -209,6 +285,15 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 	case KindNoop:
 	case KindServerSeen:
 		resp = f.applyServerSeen(l, cmd.Server, cmd.Index)
+	case KindCluster:
+		resp = f.applyCluster(l, cmd.ClusterID, cmd.Protocol)
+	case KindLease:
+		resp = f.applyLease(l, LeaseRecord{Lease: cmd.Lease, Margin: cmd.LeaseMargin})
+	default:
+		// An ignorable kind of a later build (Decode refuses others).
+	}
+	if resp == errStopping {
+		return resp // not applied: raft is shutting down
 	}
 	f.applied.Store(l.Index)
 	if resp != nil {
@@ -230,7 +315,7 @@ func (f *FSM) applyCreate(l *raft.Log, s Space) error {
 		}
 		return fmt.Errorf("%w: %q has step %d and section size %d", ErrSpaceExists, old.Name, old.Step, old.SectionSize)
 	}
-	f.write(l, func(tx *bolt.Tx) error {
+	if err := f.write(l, func(tx *bolt.Tx) error {
 		v := make([]byte, spaceValueLen)
 		binary.BigEndian.PutUint64(v[:8], s.Step)
 		binary.BigEndian.PutUint64(v[8:], s.SectionSize)
@@ -239,7 +324,9 @@ func (f *FSM) applyCreate(l *raft.Log, s Space) error {
 		}
 		_, err := tx.Bucket(bucketMarks).CreateBucketIfNotExists([]byte(s.Name))
 		return err
-	})
+	}); err != nil {
+		return err
+	}
 	f.mu.Lock()
 	f.spaces[s.Name] = s
 	f.marks[s.Name] = make(map[uint64]uint64)
@@ -257,15 +344,79 @@ func (f *FSM) applyServerSeen(l *raft.Log, id string, index uint64) error {
 	if seen && old >= index {
 		return nil
 	}
-	f.write(l, func(tx *bolt.Tx) error {
+	if err := f.write(l, func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(bucketServers)
 		if err != nil {
 			return err
 		}
 		return b.Put([]byte(id), u64(index))
-	})
+	}); err != nil {
+		return err
+	}
 	f.mu.Lock()
 	f.seen[id] = index
+	f.mu.Unlock()
+	return nil
+}
+
+// applyCluster sets the cluster's ID if it has none (the first ID applied
+// wins, so every replica ends with the same one) and raises its protocol.
+func (f *FSM) applyCluster(l *raft.Log, id string, protocol uint64) error {
+	if protocol < 2 || protocol > ProtocolVersion {
+		// Decode accepts any number; a leader never writes these.
+		return fmt.Errorf("fsm: protocol %d is not one this build writes (2 to %d)", protocol, ProtocolVersion)
+	}
+	f.mu.RLock()
+	ext := f.ext
+	f.mu.RUnlock()
+	if ext.clusterID != "" {
+		id = ext.clusterID
+	}
+	protocol = max(protocol, ext.protocol)
+	if id == ext.clusterID && protocol == ext.protocol {
+		return nil
+	}
+	if err := f.write(l, func(tx *bolt.Tx) error {
+		m := tx.Bucket(bucketMeta)
+		if err := m.Put(keyCluster, []byte(id)); err != nil {
+			return err
+		}
+		if err := m.Put(keyProtocol, u64(protocol)); err != nil {
+			return err
+		}
+		return m.Put(keyFormat, u64(2))
+	}); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.ext.clusterID, f.ext.protocol = id, protocol
+	f.mu.Unlock()
+	return nil
+}
+
+// applyLease records the lease carried by a renewal; the file is written
+// only when the record changes.
+func (f *FSM) applyLease(l *raft.Log, rec LeaseRecord) error {
+	f.mu.RLock()
+	same := f.ext.lease == rec
+	f.mu.RUnlock()
+	if same {
+		return nil
+	}
+	if err := f.write(l, func(tx *bolt.Tx) error {
+		m := tx.Bucket(bucketMeta)
+		v := make([]byte, 16)
+		binary.BigEndian.PutUint64(v[:8], uint64(rec.Lease))
+		binary.BigEndian.PutUint64(v[8:], uint64(rec.Margin))
+		if err := m.Put(keyLease, v); err != nil {
+			return err
+		}
+		return m.Put(keyFormat, u64(2))
+	}); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.ext.lease = rec
 	f.mu.Unlock()
 	return nil
 }
@@ -330,7 +481,7 @@ func (f *FSM) applyRaise(l *raft.Log, marks []Mark) error {
 		}
 		return 0
 	})
-	f.write(l, func(tx *bolt.Tx) error {
+	if err := f.write(l, func(tx *bolt.Tx) error {
 		mb := tx.Bucket(bucketMarks)
 		var (
 			b     *bolt.Bucket
@@ -348,7 +499,9 @@ func (f *FSM) applyRaise(l *raft.Log, marks []Mark) error {
 			}
 		}
 		return nil
-	})
+	}); err != nil {
+		return err
+	}
 	f.mu.Lock()
 	for _, m := range pending {
 		f.marks[m.Space][m.Section] = m.Max
@@ -358,22 +511,100 @@ func (f *FSM) applyRaise(l *raft.Log, marks []Mark) error {
 }
 
 // write runs fn and records l.Index as the applied index in one bbolt
-// transaction. It panics (via fatal) if the transaction fails.
-func (f *FSM) write(l *raft.Log, fn func(tx *bolt.Tx) error) {
+// transaction. It panics (via fatal) if the transaction fails, except when
+// the file system is full: then it retries, with a growing pause, until the
+// write succeeds (the FSM goroutine, and with it this replica's applying,
+// stalls meanwhile; raft keeps the entries in its log), reporting the state
+// through SetDiskHook. It returns errStopping, without writing, if Stop is
+// called while it waits.
+func (f *FSM) write(l *raft.Log, fn func(tx *bolt.Tx) error) error {
 	f.dbMu.Lock()
 	defer f.dbMu.Unlock()
-	if f.db == nil {
-		f.fatal(l, "cannot apply raft log entry", f.broken)
-	}
-	err := f.db.Update(func(tx *bolt.Tx) error {
-		if err := fn(tx); err != nil {
-			return err
+	pause := 50 * time.Millisecond
+	for {
+		if f.db == nil {
+			f.fatal(l, "cannot apply raft log entry", f.broken)
 		}
-		return tx.Bucket(bucketMeta).Put(keyApplied, u64(l.Index))
-	})
-	if err != nil {
-		f.fatal(l, "cannot persist raft log entry", err)
+		err := f.db.Update(func(tx *bolt.Tx) error {
+			if err := fn(tx); err != nil {
+				return err
+			}
+			return tx.Bucket(bucketMeta).Put(keyApplied, u64(l.Index))
+		})
+		if err == nil {
+			f.reportDisk(false, nil)
+			return nil
+		}
+		if !IsDiskFull(err) {
+			f.fatal(l, "cannot persist raft log entry", err)
+		}
+		f.reportDisk(true, err)
+		f.dbMu.Unlock()
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-f.stopping:
+			t.Stop()
+			f.dbMu.Lock()
+			return errStopping
+		}
+		f.dbMu.Lock()
+		pause = min(2*pause, 2*time.Second)
 	}
+}
+
+// errStopping answers an entry that could not be applied because the FSM
+// was stopped while waiting for disk space.
+var errStopping = errors.New("fsm: stopped while waiting for disk space")
+
+// IsDiskFull reports whether err says the file system is out of space (or
+// over quota). bbolt does not always keep the error chain, so the message
+// is checked as well.
+func IsDiskFull(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return true
+	}
+	msg := err.Error()
+	return strings.Contains(msg, syscall.ENOSPC.Error()) || strings.Contains(msg, syscall.EDQUOT.Error())
+}
+
+// SetDiskHook sets a function called when a write finds the file system
+// full (full = true, with the error) and when a write succeeds again after
+// that (full = false). It is called from the goroutine applying entries.
+func (f *FSM) SetDiskHook(fn func(full bool, err error)) {
+	f.diskMu.Lock()
+	f.onDisk = fn
+	f.diskMu.Unlock()
+}
+
+func (f *FSM) reportDisk(full bool, err error) {
+	f.diskMu.Lock()
+	changed := f.diskFull != full
+	f.diskFull = full
+	hook := f.onDisk
+	f.diskMu.Unlock()
+	if !changed {
+		return
+	}
+	if full {
+		f.logger.Error("fsm: the file system is full; applying waits until a write succeeds", slog.String("path", f.path), slog.Any("error", err))
+	} else {
+		f.logger.Info("fsm: writes succeed again", slog.String("path", f.path))
+	}
+	if hook != nil {
+		hook(full, err)
+	}
+}
+
+// Stop makes a write that waits for disk space give up (its entry is
+// answered with an error and not applied), so that raft can shut down. Call
+// it before shutting raft down; the FSM must not be used for applying
+// afterwards. Stop is idempotent.
+func (f *FSM) Stop() {
+	f.stopOnce.Do(func() { close(f.stopping) })
 }
 
 // fatal logs the failure to apply l and panics.
@@ -632,7 +863,7 @@ func initBuckets(db *bolt.DB) error {
 				return err
 			}
 		}
-		return tx.Bucket(bucketMeta).Put(keyFormat, u64(formatVersion))
+		return tx.Bucket(bucketMeta).Put(keyFormat, u64(baseFormat))
 	})
 }
 
@@ -646,7 +877,7 @@ func loadState(tx *bolt.Tx) (*state, error) {
 	}
 	if err := tx.ForEach(func(name []byte, b *bolt.Bucket) error {
 		switch string(name) {
-		case string(bucketSpaces), string(bucketMarks), string(bucketMeta), string(bucketBases), string(bucketServers):
+		case string(bucketSpaces), string(bucketMarks), string(bucketMeta), string(bucketBases), string(bucketServers), string(bucketBackup):
 			if b == nil {
 				return fmt.Errorf("top-level key %q is not a bucket", name)
 			}
@@ -745,26 +976,68 @@ func loadState(tx *bolt.Tx) (*state, error) {
 		}
 	}
 
+	st.format = 1
 	if err := meta.ForEach(func(k, v []byte) error {
-		if string(k) != string(keyApplied) && string(k) != string(keyFormat) {
+		switch string(k) {
+		case string(keyCluster):
+			if len(v) == 0 || len(v) > maxClusterIDLen {
+				return fmt.Errorf("meta: cluster id of %d bytes", len(v))
+			}
+			st.ext.clusterID = string(v)
+			return nil
+		case string(keyLease):
+			if len(v) != 16 {
+				return fmt.Errorf("meta: lease has %d bytes, want 16", len(v))
+			}
+			l, m := binary.BigEndian.Uint64(v[:8]), binary.BigEndian.Uint64(v[8:])
+			if l > math.MaxInt64 || m > math.MaxInt64 {
+				return errors.New("meta: lease overflows a duration")
+			}
+			st.ext.lease = LeaseRecord{Lease: time.Duration(l), Margin: time.Duration(m)}
+			return nil
+		case string(keyApplied), string(keyFormat), string(keyProtocol), string(keyFloor):
+		default:
 			return fmt.Errorf("meta: unexpected key %q", k)
 		}
 		if len(v) != 8 {
 			return fmt.Errorf("meta: %s has %d bytes, want 8", k, len(v))
 		}
-		if string(k) == string(keyFormat) {
-			switch f := binary.BigEndian.Uint64(v); {
-			case f == 0:
+		n := binary.BigEndian.Uint64(v)
+		switch string(k) {
+		case string(keyFormat):
+			switch {
+			case n == 0:
 				return errors.New("meta: data format 0 is not valid")
-			case f > formatVersion:
-				return fmt.Errorf("data format %d was written by a newer seqd; this one reads format %d or older: run the newer version", f, formatVersion)
+			case n > formatVersion:
+				return fmt.Errorf("data format %d was written by a newer seqd; this one reads format %d or older: run the newer version", n, formatVersion)
 			}
-			return nil
+			st.format = n
+		case string(keyProtocol):
+			if n > ProtocolVersion {
+				return fmt.Errorf("replicated-command protocol %d was written by a newer seqd; this one speaks protocol %d or older: run the newer version", n, ProtocolVersion)
+			}
+			st.ext.protocol = n
+		case string(keyFloor):
+			if n > math.MaxInt64 {
+				return errors.New("meta: floor above 2^63-1")
+			}
+			st.ext.floor = n
+		default:
+			st.applied = n
 		}
-		st.applied = binary.BigEndian.Uint64(v)
 		return nil
 	}); err != nil {
 		return nil, err
+	}
+	if b := tx.Bucket(bucketBackup); b != nil {
+		info, err := readBackupInfo(b)
+		if err != nil {
+			return nil, fmt.Errorf("backup: %w", err)
+		}
+		st.backup = &info
+	}
+	if st.format < 2 && (st.ext != extState{} || st.backup != nil) {
+		return nil, errors.New("meta: format 2 state in a file that says format 1")
 	}
 	return st, nil
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -131,6 +132,10 @@ func encode(c Command) []byte {
 		return EncodeNoop()
 	case KindServerSeen:
 		return EncodeServerSeen(c.Server, c.Index)
+	case KindCluster:
+		return EncodeCluster(c.ClusterID, c.Protocol)
+	case KindLease:
+		return EncodeLease(c.Lease, c.LeaseMargin)
 	}
 	panic(fmt.Sprintf("unknown kind %d", c.Kind))
 }
@@ -153,6 +158,8 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 			Command{Kind: KindRaise, Marks: []Mark{{"users", 3, 40000}}}},
 		{"raise several spaces", EncodeRaise([]Mark{{"a", 0, 1}, {"b", 1<<64 - 1, 1<<64 - 1}, {"a", 7, 0}, {"", 0, 0}}),
 			Command{Kind: KindRaise, Marks: []Mark{{"a", 0, 1}, {"b", 1<<64 - 1, 1<<64 - 1}, {"a", 7, 0}, {"", 0, 0}}}},
+		{"cluster", EncodeCluster("0123abcd", 2), Command{Kind: KindCluster, ClusterID: "0123abcd", Protocol: 2}},
+		{"lease", EncodeLease(4*time.Second, 400*time.Millisecond), Command{Kind: KindLease, Lease: 4 * time.Second, LeaseMargin: 400 * time.Millisecond}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -195,6 +202,12 @@ func TestDecodeErrors(t *testing.T) {
 		{"raise truncated", valid[:len(valid)-1]},
 		{"raise trailing", append(append([]byte{}, valid...), 0)},
 		{"raise non-minimal count", []byte{byte(KindRaise), 0x80, 0x00}},
+		{"cluster empty id", EncodeCluster("", 2)},
+		{"cluster id too long", EncodeCluster(strings.Repeat("x", 65), 2)},
+		{"cluster trailing", append(EncodeCluster("c", 2), 0)},
+		{"lease truncated", EncodeLease(time.Second, time.Second)[:2]},
+		{"lease overflow", binary.AppendUvarint(binary.AppendUvarint([]byte{byte(KindLease)}, 1<<63), 0)},
+		{"unknown kind without the ignorable bit", []byte{0x7f, 1, 2}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -208,6 +221,9 @@ func TestDecodeErrors(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	f.Add(EncodeNoop())
 	f.Add(EncodeServerSeen("n1", 42))
+	f.Add(EncodeCluster("c", 2))
+	f.Add(EncodeLease(time.Second, 100*time.Millisecond))
+	f.Add([]byte{0x81, 3})
 	f.Add(EncodeCreateSpace(Space{"users", 10000, 100000}))
 	f.Add(EncodeRaise([]Mark{{"a", 1, 2}, {"b", 1 << 40, 1<<64 - 1}}))
 	f.Add([]byte{byte(KindRaise), 0xff, 0xff, 0x03})
@@ -215,6 +231,12 @@ func FuzzDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Decode(data)
 		if err != nil {
+			return
+		}
+		if c.Kind&KindIgnorable != 0 {
+			if !reflect.DeepEqual(c, Command{Kind: c.Kind}) {
+				t.Fatalf("an ignorable command decoded to %+v", c)
+			}
 			return
 		}
 		re := encode(c)
@@ -457,6 +479,82 @@ func TestNoop(t *testing.T) {
 	defer g.Close()
 	if got := g.AppliedIndex(); got != changed {
 		t.Fatalf("persisted AppliedIndex = %d, want %d", got, changed)
+	}
+}
+
+// TestIgnorableKindIsSkipped: an unknown kind with the KindIgnorable bit is
+// applied as a no-op (a later build's command), one without it stops the
+// node (see TestUndecodableEntryPanics).
+func TestIgnorableKindIsSkipped(t *testing.T) {
+	f, _ := openTest(t)
+	a := &applier{t: t, f: f}
+	a.mustOK(EncodeCreateSpace(Space{"users", 100, 1000}))
+	before := dumpState(f)
+	a.mustOK([]byte{0x80 | 0x11, 1, 2, 3})
+	if got := dumpState(f); !reflect.DeepEqual(got, before) {
+		t.Fatalf("an ignorable command changed state: %+v", got)
+	}
+}
+
+// TestClusterAndLeaseRecords: the first cluster ID applied wins, the
+// protocol only rises, a lease record is kept as the last one applied, and
+// all of it survives a reopen and a snapshot, with the file marked format 2
+// once it holds them.
+func TestClusterAndLeaseRecords(t *testing.T) {
+	f, path := openTest(t)
+	a := &applier{t: t, f: f}
+	if f.ClusterID() != "" || f.Protocol() != 1 {
+		t.Fatalf("a new FSM: cluster %q protocol %d", f.ClusterID(), f.Protocol())
+	}
+	if _, ok := f.LeaseRecord(); ok {
+		t.Fatal("a new FSM has a lease record")
+	}
+	a.mustOK(EncodeCluster("first", 2))
+	a.mustOK(EncodeCluster("second", 2))
+	if err, ok := f.Apply(&raft.Log{Index: 99, Type: raft.LogCommand, Data: EncodeCluster("third", 9)}).(error); !ok || err == nil {
+		t.Fatal("a protocol this build does not know was accepted")
+	}
+	if f.ClusterID() != "first" || f.Protocol() != 2 {
+		t.Fatalf("cluster %q protocol %d, want first 2", f.ClusterID(), f.Protocol())
+	}
+	a.mustOK(EncodeLease(4*time.Second, 400*time.Millisecond))
+	a.mustOK(EncodeLease(100*time.Millisecond, 50*time.Millisecond))
+	want := LeaseRecord{Lease: 100 * time.Millisecond, Margin: 50 * time.Millisecond}
+	if rec, ok := f.LeaseRecord(); !ok || rec != want {
+		t.Fatalf("lease record %+v %v, want %+v", rec, ok, want)
+	}
+	var snap bytes.Buffer
+	if _, err := f.Backup(&snap); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = db.View(func(tx *bolt.Tx) error {
+		if got := binary.BigEndian.Uint64(tx.Bucket(bucketMeta).Get(keyFormat)); got != 2 {
+			t.Errorf("a file with a cluster ID and a lease record says format %d, want 2", got)
+		}
+		return nil
+	})
+	db.Close()
+	g, err := Open(path, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if rec, _ := g.LeaseRecord(); g.ClusterID() != "first" || g.Protocol() != 2 || rec != want {
+		t.Fatalf("after reopen: cluster %q protocol %d lease %+v", g.ClusterID(), g.Protocol(), rec)
+	}
+	h, _ := openTest(t)
+	if err := h.Restore(io.NopCloser(&snap)); err != nil {
+		t.Fatal(err)
+	}
+	if rec, _ := h.LeaseRecord(); h.ClusterID() != "first" || rec != want {
+		t.Fatalf("after a snapshot: cluster %q lease %+v", h.ClusterID(), rec)
 	}
 }
 
@@ -914,7 +1012,8 @@ func BenchmarkApplyRaise(b *testing.B) {
 	}
 }
 
-// TestDataFormatVersion: a new file records format 1; a file without the
+// TestDataFormatVersion: a new file records format 1 (until it holds
+// format 2 state); a file without the
 // key (written before it existed) opens as format 1; a file of a later
 // format, or a snapshot of one, is refused with a clear error.
 func TestDataFormatVersion(t *testing.T) {
@@ -933,8 +1032,8 @@ func TestDataFormatVersion(t *testing.T) {
 		defer db.Close()
 		if err := db.Update(func(tx *bolt.Tx) error {
 			m := tx.Bucket(bucketMeta)
-			if got := m.Get(keyFormat); v == nil && binary.BigEndian.Uint64(got) != formatVersion {
-				t.Errorf("a new file records format %x, want %d", got, formatVersion)
+			if got := m.Get(keyFormat); v == nil && binary.BigEndian.Uint64(got) != 1 {
+				t.Errorf("a new file records format %x, want 1 (readable by the first release)", got)
 			}
 			if v == nil {
 				return m.Delete(keyFormat)
@@ -970,5 +1069,105 @@ func TestDataFormatVersion(t *testing.T) {
 	setMeta(u64(0))
 	if _, err := Open(path, quietLogger()); err == nil || !strings.Contains(err.Error(), "format 0") {
 		t.Fatalf("format 0 opened: %v", err)
+	}
+}
+
+// TestDiskFullWaitsInsteadOfPanicking puts the FSM on a 2 MB tmpfs, fills
+// the file system and applies an entry that needs new pages: the apply
+// waits (reporting the full disk) instead of stopping the node, completes
+// once space returns, and a Stop while waiting gives up without applying.
+// It needs root (mount); it is skipped otherwise.
+func TestDiskFullWaitsInsteadOfPanicking(t *testing.T) {
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs (needs root): %v %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
+	f, err := Open(filepath.Join(dir, "fsm.db"), quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	events := make(chan bool, 4)
+	f.SetDiskHook(func(full bool, err error) {
+		if full && !IsDiskFull(err) {
+			t.Errorf("reported full with %v", err)
+		}
+		events <- full
+	})
+	a := &applier{t: t, f: f}
+	a.mustOK(EncodeCreateSpace(Space{"users", 100, 1}))
+	filler := filepath.Join(dir, "filler")
+	fill := func() {
+		fh, err := os.Create(filler)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 64<<10)
+		for {
+			if _, err := fh.Write(buf); err != nil {
+				break
+			}
+		}
+		fh.Close()
+	}
+	bigRaise := func(base uint64) []byte {
+		marks := make([]Mark, 20000)
+		for i := range marks {
+			marks[i] = Mark{"users", base + uint64(i), 100}
+		}
+		return EncodeRaise(marks)
+	}
+	fill()
+	done := make(chan any, 1)
+	go func() {
+		done <- f.Apply(&raft.Log{Index: 100, Type: raft.LogCommand, Data: bigRaise(0)})
+	}()
+	select {
+	case full := <-events:
+		if !full {
+			t.Fatal("first disk event is not 'full'")
+		}
+	case r := <-done:
+		t.Fatalf("the apply completed on a full disk: %v", r)
+	case <-time.After(30 * time.Second):
+		t.Fatal("no disk-full report")
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-done:
+		if r != nil {
+			t.Fatalf("apply after space returned: %v", r)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the apply did not complete after space returned")
+	}
+	if full := <-events; full {
+		t.Fatal("no recovery report")
+	}
+	if f.Max("users", 19999) != 100 || f.AppliedIndex() != 100 {
+		t.Fatalf("after recovery: Max %d applied %d", f.Max("users", 19999), f.AppliedIndex())
+	}
+	// Stop while waiting: the entry is answered with an error, not applied.
+	fill()
+	go func() {
+		done <- f.Apply(&raft.Log{Index: 101, Type: raft.LogCommand, Data: bigRaise(100000)})
+	}()
+	if full := <-events; !full {
+		t.Fatal("no second disk-full report")
+	}
+	f.Stop()
+	select {
+	case r := <-done:
+		if err, ok := r.(error); !ok || !errors.Is(err, errStopping) {
+			t.Fatalf("apply stopped while waiting: %v", r)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Stop did not end the wait")
+	}
+	if f.AppliedIndex() != 100 || f.Max("users", 100000) != 0 {
+		t.Fatal("the entry abandoned at Stop was applied")
 	}
 }

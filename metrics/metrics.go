@@ -181,11 +181,17 @@ var (
 	descTerm          = prometheus.NewDesc("seqd_raft_term", "Current raft term.", nil, nil)
 	descApplied       = prometheus.NewDesc("seqd_raft_applied_index", "Last raft index applied to the FSM.", nil, nil)
 	descVoter         = prometheus.NewDesc("seqd_voter", "1 while this node votes in the raft configuration.", nil, nil)
+	descRaftOpen      = prometheus.NewDesc("seqd_raft_open", "1 once this node is vouched for and takes raft traffic; 0 while it refuses it (not vouched for yet, or wiped, an older copy, removed, or taken for another cluster's member).", nil, nil)
+	descDiskFull      = prometheus.NewDesc("seqd_disk_full", "1 while a write found the disk full and none succeeded since (the node stands for no election).", nil, nil)
+	descDiskFullWr    = prometheus.NewDesc("seqd_disk_full_writes_total", "Writes (raft log, term and vote, state machine) that found the disk full.", nil, nil)
+	descLeaseWait     = prometheus.NewDesc("seqd_lease_wait_seconds", "What this node waited from its last election before serving: the longer of its lease and the recorded one, plus a margin.", nil, nil)
+	descProtocol      = prometheus.NewDesc("seqd_protocol", "The cluster's replicated-command protocol as this node knows it.", nil, nil)
 )
 
 func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descServing, descLeader, descLease, descRenewals, descRenewalErrors,
-		descLeaderChanges, descFailover, descKeys, descSections, descTerm, descApplied, descVoter} {
+		descLeaderChanges, descFailover, descKeys, descSections, descTerm, descApplied, descVoter,
+		descRaftOpen, descDiskFull, descDiskFullWr, descLeaseWait, descProtocol} {
 		ch <- d
 	}
 }
@@ -220,4 +226,9 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descTerm, float64(st.Term))
 	gauge(descApplied, float64(st.AppliedIndex))
 	gauge(descVoter, b(st.Voter))
+	gauge(descRaftOpen, b(st.RaftOpen))
+	gauge(descDiskFull, b(st.DiskFull))
+	counter(descDiskFullWr, float64(st.DiskFullWrites))
+	gauge(descLeaseWait, st.LeaseWait.Seconds())
+	gauge(descProtocol, float64(st.Protocol))
 }

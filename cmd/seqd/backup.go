@@ -2,11 +2,14 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/seqd/seqd/cluster"
+	"github.com/seqd/seqd/fsm"
 )
 
 func cmdBackup(args []string) error {
@@ -45,23 +48,57 @@ func cmdBackup(args []string) error {
 		os.Remove(tmp)
 		return callErr(err)
 	}
+	// Read it back: a backup that does not open is no backup.
+	sum, err := fsm.InspectBackup(tmp)
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("the backup received does not check out: %w", err)
+	}
 	if err := os.Rename(tmp, ops[0]); err != nil {
 		return err
 	}
-	fmt.Printf("wrote %d bytes to %s\n", n, ops[0])
+	fmt.Printf("wrote %d bytes to %s: %d spaces, %d sections, highest mark %d; cluster %s, raft term %d, index %d, taken %s\n",
+		n, ops[0], sum.Spaces, sum.Sections, sum.HighestBefore, orNone(sum.Info.ClusterID), sum.Info.Term, sum.Info.Index,
+		sum.Info.Taken.Format(time.RFC3339))
 	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
 }
 
 func cmdRestore(args []string) error {
 	host, _ := os.Hostname()
-	fs := newFlagSet("restore", "seqd restore --margin N [--id ID] [--data-dir D] [--raft-addr A] FILE",
-		"Builds the data directory of the first node of a NEW cluster from a backup. Values issued\n"+
-			"after the backup was taken are not in it, so every high-water mark is raised by --margin\n"+
-			"(required): choose it above the number of values any one section may have handed out since\n"+
-			"the backup (at least the spaces' step; e.g. 100 × the largest step is generous). Then start\n"+
-			"the node with seqd serve and the same --id, --data-dir and addresses; add more nodes with\n"+
-			"empty data directories and --join.")
-	margin := fs.Uint64("margin", 0, "added to every high-water mark (required)")
+	fs := newFlagSet("restore", "seqd restore --values-since V --terms-since T [--max-step S] [--margin M] [--from-cluster ID] [--id ID] [--data-dir D] [--raft-addr A] FILE",
+		"Builds the data directory of the first node of a NEW cluster from a backup taken with seqd\n"+
+			"backup. Values handed out after the backup was taken are not in it, so every section's\n"+
+			"high-water mark is raised by a margin, and every section of every space, including spaces\n"+
+			"created after the backup, starts above the margin.\n\n"+
+			"Guarantee: the restored cluster never hands out a value the old cluster handed out, as long as\n"+
+			"the bounds below hold for what happened between the backup and the loss of the old cluster:\n"+
+			"  --values-since V  the most values any one section handed out after the backup (the increase of\n"+
+			"                    the old cluster's seqd_values_issued_total over that time bounds it)\n"+
+			"  --terms-since T   the leader terms after the backup, counting the one serving when it was taken\n"+
+			"                    (the increase of the raft term, plus 1; or 1 + the seconds since the backup\n"+
+			"                    divided by the shortest --lease any server used: a new leader waits a lease)\n"+
+			"  --max-step S      the largest step of any space, including spaces created after the backup\n"+
+			"                    (default: the largest in the backup)\n"+
+			"The minimum margin is V + T x (1,000,000 + 2 x S); the proof is in DESIGN.md. --margin may\n"+
+			"give a larger one (a larger margin only makes the values jump further).\n\n"+
+			"Refused, with exit status 2 and nothing written: a data directory that holds state, a file that\n"+
+			"is not a seqd backup or was written by a newer seqd, a backup from another cluster than\n"+
+			"--from-cluster, a margin below the minimum.\n\n"+
+			"The restored cluster gets a new cluster ID: never restore into a member of a running cluster (it\n"+
+			"would refuse to serve). Then start the node with seqd serve and the same --id, --data-dir and\n"+
+			"addresses, and add more nodes with empty data directories and --join.")
+	values := fs.Uint64("values-since", 0, "bound on the values any one section handed out after the backup (required)")
+	terms := fs.Uint64("terms-since", 0, "bound on the leader terms after the backup, the one serving at the backup included (required, at least 1)")
+	maxStep := fs.Uint64("max-step", 0, "largest step of any space, also of spaces created after the backup (default: the backup's largest)")
+	margin := fs.Uint64("margin", 0, "margin to use instead of the minimum (must not be below it)")
+	from := fs.String("from-cluster", "", "refuse unless the backup was taken from this cluster ID")
 	id := fs.String("id", host, "the new node's ID (as for serve)")
 	dataDir := fs.String("data-dir", "./seqd-data", "the new node's data directory; must not hold state")
 	raftAddr := fs.String("raft-addr", "127.0.0.1:7701", "the new node's raft address (as for serve)")
@@ -73,22 +110,32 @@ func cmdRestore(args []string) error {
 	if len(ops) != 1 {
 		return usageErr("restore takes one backup FILE")
 	}
-	if *margin == 0 {
-		return usageErr("restore refuses to run without --margin: values issued after the backup would be issued again")
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if !set["values-since"] || !set["terms-since"] {
+		return usageErr("restore needs --values-since and --terms-since: the margin that keeps values from repeating depends on what happened after the backup (see seqd restore --help)")
 	}
 	if err := advertise("raft", *raftAddr, advRaft); err != nil {
 		return err
 	}
-	sum, err := cluster.PrepareRestore(cluster.RestoreConfig{Backup: ops[0], Margin: *margin, ID: *id, DataDir: *dataDir, RaftAdvertise: *advRaft})
+	res, err := cluster.PrepareRestore(cluster.RestoreConfig{
+		Backup: ops[0], ValuesSince: *values, TermsSince: *terms, MaxStep: *maxStep, Margin: *margin,
+		FromCluster: *from, ID: *id, DataDir: *dataDir, RaftAdvertise: *advRaft,
+	})
 	if err != nil {
-		if errors.Is(err, cluster.ErrInvalidConfig) || errors.Is(err, cluster.ErrHasState) {
-			return usageErr("%v", err)
+		for _, refused := range []error{cluster.ErrInvalidConfig, cluster.ErrHasState, cluster.ErrBadBackup, cluster.ErrMarginBelowMinimum, fsm.ErrWrongCluster} {
+			if errors.Is(err, refused) {
+				return usageErr("%v", err)
+			}
 		}
 		return err
 	}
 	abs, _ := filepath.Abs(*dataDir)
-	fmt.Printf("restored %d spaces, %d sections into %s; highest mark %d → %d (margin %d)\n",
-		sum.Spaces, sum.Sections, abs, sum.HighestBefore, sum.HighestAfter, *margin)
+	info := res.Info
+	fmt.Printf("backup: cluster %s, raft term %d, index %d, taken %s; %d spaces, %d sections, largest step %d\n",
+		orNone(info.ClusterID), info.Term, info.Index, info.Taken.Format(time.RFC3339), res.Spaces, res.Sections, res.MaxStep)
+	fmt.Printf("minimum margin for %d values and %d terms since the backup: %d; margin used: %d\n", *values, *terms, res.MinMargin, res.Margin)
+	fmt.Printf("restored into %s as new cluster %s; highest mark %d -> %d\n", abs, res.ClusterID, res.HighestBefore, res.HighestAfter)
 	fmt.Printf("next: seqd serve --id %s --data-dir %s --raft-addr %s [other flags as before]\n", *id, *dataDir, *raftAddr)
 	return nil
 }

@@ -281,9 +281,19 @@ func cmdStatus(args []string) error {
 	if leader == "" {
 		leader = "(none)"
 	}
-	fmt.Printf("leader: %s  term: %d  routing version: %d  answered by: %s\n\n", leader, st.GetTerm(), st.GetVersion(), st.GetNodeId())
+	cluster, proto := st.GetClusterId(), uint64(1)
+	if cluster == "" {
+		cluster = "(none yet)"
+	}
+	for _, n := range st.GetNodes() {
+		if n.GetId() == st.GetNodeId() {
+			proto = max(proto, n.GetProtocol())
+		}
+	}
+	fmt.Printf("leader: %s  term: %d  routing version: %d  answered by: %s\ncluster: %s  protocol: %d\n\n",
+		leader, st.GetTerm(), st.GetVersion(), st.GetNodeId(), cluster, proto)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tSERVING\tMEMBER\tTERM\tAPPLIED\tLAST_CONTACT\tAPI\tRAFT")
+	fmt.Fprintln(tw, "ID\tSTATE\tSERVING\tMEMBER\tTERM\tAPPLIED\tLAST_CONTACT\tAPI\tRAFT\tNOTES")
 	for _, n := range st.GetNodes() {
 		member := "no"
 		switch {
@@ -292,8 +302,24 @@ func cmdStatus(args []string) error {
 		case n.GetInConfiguration():
 			member = "non-voter"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%d\t%d\t%s\t%s\t%s\n", n.GetId(), n.GetRaftState(), n.GetServing(), member,
-			n.GetTerm(), n.GetAppliedIndex(), n.GetLastContact().AsDuration().Round(time.Millisecond), n.GetApiAddr(), n.GetRaftAddr())
+		var notes []string
+		if n.GetRaftState() != "unreachable" {
+			if !n.GetRaftOpen() {
+				notes = append(notes, "refusing-raft")
+			}
+			if n.GetDiskFull() {
+				notes = append(notes, "disk-full")
+			}
+			if c := n.GetClusterId(); c != "" && st.GetClusterId() != "" && c != st.GetClusterId() {
+				notes = append(notes, "other-cluster:"+c)
+			}
+		}
+		note := strings.Join(notes, ",")
+		if note == "" {
+			note = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", n.GetId(), n.GetRaftState(), n.GetServing(), member,
+			n.GetTerm(), n.GetAppliedIndex(), n.GetLastContact().AsDuration().Round(time.Millisecond), n.GetApiAddr(), n.GetRaftAddr(), note)
 	}
 	return tw.Flush()
 }

@@ -126,6 +126,7 @@ type proc struct {
 	dir               string
 	args              []string
 	env               []string // extra environment
+	bin               string   // the binary to run (default: this tree's seqd)
 	mu                sync.Mutex
 	cmd               *exec.Cmd
 	log               *syncBuffer
@@ -136,7 +137,11 @@ func (p *proc) start(t testing.TB) {
 	t.Helper()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	cmd := exec.Command(seqdBinary(t), p.args...)
+	bin := p.bin
+	if bin == "" {
+		bin = seqdBinary(t)
+	}
+	cmd := exec.Command(bin, p.args...)
 	cmd.Env = append(os.Environ(), p.env...)
 	p.log = &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = p.log, p.log

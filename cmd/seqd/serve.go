@@ -163,7 +163,7 @@ func serve(args []string) error {
 		SnapshotThreshold: *snapThreshold, SnapshotInterval: *snapInterval,
 		MaxKeysPerSection: *maxKeys, UnsafeDisableLease: *unsafeNoLease,
 		MaxVoters: *maxVoters, MinVoters: *minVoters, DeadServerGrace: *deadGrace,
-		PeerProgress: peers.Progress(), PeerListing: peers.Listing(),
+		PeerProgress: peers.Progress(), PeerVouch: peers.Vouch(),
 		RaftTLS: cluster.RaftTLS{CertFile: *raftCert, KeyFile: *raftKey, CAFile: *raftCA}, GossipKey: gkey,
 		OnRaise: met.ObserveRaise,
 		Logger:  logger, RaftLogLevel: rlvl,

@@ -26,6 +26,7 @@ import (
 
 	"github.com/seqd/seqd/api"
 	"github.com/seqd/seqd/cluster"
+	"github.com/seqd/seqd/sections"
 )
 
 // Options tune a test cluster.
@@ -61,6 +62,16 @@ type Member struct {
 	GossipAddr string
 	APIAddr    string
 
+	// Lease, when set, overrides the cluster's lease for this member's
+	// next start (a rolling change of --lease). Join, when not nil, is the
+	// member's --join list instead of every other member's gossip address.
+	// LeaseClock, when set, times the member's lease instead of the default
+	// clock. Set them while the member is stopped.
+	Lease      time.Duration
+	Heartbeat  time.Duration // raft heartbeat and election timeout override
+	Join       []string
+	LeaseClock sections.Clock
+
 	mu    sync.Mutex
 	node  *cluster.Node
 	layer *FaultLayer
@@ -90,7 +101,8 @@ func testLogger() *slog.Logger {
 }
 
 // StartRestored starts a one-node cluster from a backup file, prepared as
-// `seqd restore` does with the given margin. Grow it with Join.
+// `seqd restore` does with the given margin (which must be at least the
+// minimum for no values and one term since the backup). Grow it with Join.
 func StartRestored(t testing.TB, backup string, margin uint64, opts Options) *Cluster {
 	t.Helper()
 	c := &Cluster{t: t, opts: withDefaults(opts), log: testLogger()}
@@ -101,7 +113,8 @@ func StartRestored(t testing.TB, backup string, margin uint64, opts Options) *Cl
 	addr := ln.Addr().String()
 	ln.Close()
 	m := &Member{c: c, ID: "r1", Dir: filepath.Join(t.TempDir(), "r1"), RaftAddr: addr}
-	if _, err := cluster.PrepareRestore(cluster.RestoreConfig{Backup: backup, Margin: margin, ID: m.ID, DataDir: m.Dir, RaftAdvertise: addr}); err != nil {
+	if _, err := cluster.PrepareRestore(cluster.RestoreConfig{Backup: backup, Margin: margin, ValuesSince: 0, TermsSince: 1,
+		ID: m.ID, DataDir: m.Dir, RaftAdvertise: addr}); err != nil {
 		t.Fatal(err)
 	}
 	c.Nodes = append(c.Nodes, m)
@@ -142,6 +155,16 @@ func (m *Member) start(expect int) error {
 			joins = append(joins, o.GossipAddr)
 		}
 	}
+	if m.Join != nil {
+		joins = m.Join
+	}
+	lease, hb := m.c.opts.Lease, m.c.opts.Heartbeat
+	if m.Lease != 0 {
+		lease = m.Lease
+	}
+	if m.Heartbeat != 0 {
+		hb = m.Heartbeat
+	}
 	bind := func(addr string) string {
 		if addr == "" {
 			return "127.0.0.1:0"
@@ -165,14 +188,14 @@ func (m *Member) start(expect int) error {
 		StreamLayer: layer, RaftAdvertise: m.RaftAddr,
 		GossipAddr: gossipBind, APIAddr: m.APIAddr,
 		Join: joins, BootstrapExpect: expect,
-		Lease: m.c.opts.Lease, HeartbeatTimeout: m.c.opts.Heartbeat, ElectionTimeout: m.c.opts.Heartbeat,
-		LeaderLeaseTimeout: m.c.opts.Heartbeat / 2, CommitTimeout: 5 * time.Millisecond,
+		Lease: lease, LeaseClock: m.LeaseClock, HeartbeatTimeout: hb, ElectionTimeout: hb,
+		LeaderLeaseTimeout: hb / 2, CommitTimeout: 5 * time.Millisecond,
 		MaxKeysPerSection: m.c.opts.MaxKeysPerSection,
 		SnapshotThreshold: m.c.opts.SnapshotThreshold, TrailingLogs: m.c.opts.TrailingLogs,
 		SnapshotInterval: snapshotInterval(m.c.opts.SnapshotThreshold),
 		Logger:           m.c.log.With("node", m.ID),
 		PeerProgress:     api.Peers{}.Progress(),
-		PeerListing:      api.Peers{}.Listing(),
+		PeerVouch:        api.Peers{}.Vouch(),
 		MinVoters:        m.c.opts.MinVoters, DeadServerGrace: m.c.opts.DeadServerGrace,
 	})
 	if err != nil {

@@ -813,6 +813,18 @@ type Node struct {
 	// runs on an older copy of its data directory: it refuses raft traffic
 	// until removed, wiped and added again.
 	RecordedIndex uint64 `protobuf:"varint,13,opt,name=recorded_index,json=recordedIndex,proto3" json:"recorded_index,omitempty"`
+	// cluster_id is the ID of the cluster whose state the node holds ("" for
+	// a cluster created by the first release, until it is upgraded).
+	ClusterId string `protobuf:"bytes,14,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// protocol is the replicated-command protocol of the node's cluster.
+	Protocol uint64 `protobuf:"varint,15,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	// raft_open is false while the node refuses raft traffic: it has not been
+	// vouched for yet, or never will be (wiped, an older copy of its data,
+	// removed, or taken for a member of another cluster; its log says which).
+	RaftOpen bool `protobuf:"varint,16,opt,name=raft_open,json=raftOpen,proto3" json:"raft_open,omitempty"`
+	// disk_full is true while the node found its disk full and no write has
+	// succeeded since; it stands for no election meanwhile.
+	DiskFull      bool `protobuf:"varint,17,opt,name=disk_full,json=diskFull,proto3" json:"disk_full,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -938,6 +950,34 @@ func (x *Node) GetRecordedIndex() uint64 {
 	return 0
 }
 
+func (x *Node) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+func (x *Node) GetProtocol() uint64 {
+	if x != nil {
+		return x.Protocol
+	}
+	return 0
+}
+
+func (x *Node) GetRaftOpen() bool {
+	if x != nil {
+		return x.RaftOpen
+	}
+	return false
+}
+
+func (x *Node) GetDiskFull() bool {
+	if x != nil {
+		return x.DiskFull
+	}
+	return false
+}
+
 type ClusterStatusResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	LeaderId      string                 `protobuf:"bytes,1,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
@@ -951,7 +991,9 @@ type ClusterStatusResponse struct {
 	// low 32 (so versions are not ordered within a term). Responses of
 	// SequenceService carry the answering leader's version in the
 	// Seqd-Routing-Version header, so clients know when to refresh.
-	Version       uint64 `protobuf:"varint,6,opt,name=version,proto3" json:"version,omitempty"`
+	Version uint64 `protobuf:"varint,6,opt,name=version,proto3" json:"version,omitempty"`
+	// cluster_id is the answering node's cluster ID.
+	ClusterId     string `protobuf:"bytes,7,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1028,6 +1070,13 @@ func (x *ClusterStatusResponse) GetVersion() uint64 {
 	return 0
 }
 
+func (x *ClusterStatusResponse) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
 var File_seq_v1_seq_proto protoreflect.FileDescriptor
 
 const file_seq_v1_seq_proto_rawDesc = "" +
@@ -1070,7 +1119,7 @@ const file_seq_v1_seq_proto_rawDesc = "" +
 	"\x11ListSpacesRequest\";\n" +
 	"\x12ListSpacesResponse\x12%\n" +
 	"\x06spaces\x18\x01 \x03(\v2\r.seq.v1.SpaceR\x06spaces\"\x16\n" +
-	"\x14ClusterStatusRequest\"\xaf\x03\n" +
+	"\x14ClusterStatusRequest\"\xa4\x04\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\x12\x1b\n" +
@@ -1087,14 +1136,21 @@ const file_seq_v1_seq_proto_rawDesc = "" +
 	" \x01(\bR\aserving\x12)\n" +
 	"\x10in_configuration\x18\v \x01(\bR\x0finConfiguration\x12&\n" +
 	"\x0fseen_with_state\x18\f \x01(\bR\rseenWithState\x12%\n" +
-	"\x0erecorded_index\x18\r \x01(\x04R\rrecordedIndex\"\xc7\x01\n" +
+	"\x0erecorded_index\x18\r \x01(\x04R\rrecordedIndex\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x0e \x01(\tR\tclusterId\x12\x1a\n" +
+	"\bprotocol\x18\x0f \x01(\x04R\bprotocol\x12\x1b\n" +
+	"\traft_open\x18\x10 \x01(\bR\braftOpen\x12\x1b\n" +
+	"\tdisk_full\x18\x11 \x01(\bR\bdiskFull\"\xe6\x01\n" +
 	"\x15ClusterStatusResponse\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\tR\bleaderId\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12\"\n" +
 	"\x05nodes\x18\x03 \x03(\v2\f.seq.v1.NodeR\x05nodes\x12&\n" +
 	"\x0fleader_api_addr\x18\x04 \x01(\tR\rleaderApiAddr\x12\x17\n" +
 	"\anode_id\x18\x05 \x01(\tR\x06nodeId\x12\x18\n" +
-	"\aversion\x18\x06 \x01(\x04R\aversion2\xc1\x01\n" +
+	"\aversion\x18\x06 \x01(\x04R\aversion\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\a \x01(\tR\tclusterId2\xc1\x01\n" +
 	"\x0fSequenceService\x121\n" +
 	"\x04Next\x12\x13.seq.v1.NextRequest\x1a\x14.seq.v1.NextResponse\x12:\n" +
 	"\aReserve\x12\x16.seq.v1.ReserveRequest\x1a\x17.seq.v1.ReserveResponse\x12?\n" +

@@ -1,0 +1,418 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/seqd/seqd/fsm"
+)
+
+// Vouching decides when a server may take part in raft (its gate opens) and
+// hold a lease. Raft is safe only if no server forgets what it stored: a
+// server whose data directory was wiped may vote twice in a term, and one
+// running on an older copy of its directory may have acknowledged entries
+// (counted towards a commit) that it no longer has. Such a server must stay
+// out until an operator removes it and it joins again as a new server.
+// Every server starts unvouched: its gate refuses raft connections both
+// ways, and it never starts the lease loop (so it neither serves nor writes
+// an entry of its own, even as the only voter of an old configuration).
+//
+// The invariant: a server is vouched for only on the strength of
+//
+//   - an authoritative answer: from the serving leader of its cluster. A
+//     serving leader holds its lease, so it ran a barrier in its term and
+//     has applied every committed entry: its configuration and its record
+//     of each server (seen with state, the highest raft index recorded for
+//     its log, see recordProgress) are committed knowledge. A follower that
+//     is asked names the leader it knows, and the asker asks the leader;
+//   - or, for a server that holds raft state, when no leader answers (a
+//     full-cluster restart: nobody can lead until servers talk), the answers
+//     of the other servers of its cluster that hold state, each from
+//     everything it stored: its state machine and every entry of its raft
+//     log after what it applied (a restarted server's state machine is
+//     rolled back to its last snapshot until a leader commits, but its log
+//     is complete). The most damning answer counts;
+//   - or, for the only voter of its configuration, having seen no other
+//     server of its cluster holding state for soloWait after gossip started
+//     (a single-node cluster, a lone first node, a restored cluster's first
+//     node: there is nobody to ask).
+//
+// A server without raft state is never let in by unauthoritative answers
+// (a server that knows no leader, or has not applied its whole log, might
+// not know that the cluster recorded it), except while every server with
+// state that it sees holds only the bootstrap configuration (a log ending
+// at index 1: nothing has been committed that it could have acknowledged),
+// which is how the servers of a new cluster that did not bootstrap
+// themselves join those that did. It is refused when the answer lists it as
+// a voter seen holding state (wiped). A server with state is refused when
+// the answer records its log reaching beyond its own last index, or
+// records a different term at that index than its own log has (an older
+// copy, even one that appended entries of its own since), or, when
+// authoritative, does not list it at all (removed).
+//
+// Servers of another cluster (another cluster ID in gossip: a restored
+// cluster, a misconfigured --join) never vouch. A server refuses to take
+// part while a server of another cluster lists it in that cluster's
+// configuration: it is mistaken for one of that cluster's members (for
+// example `seqd restore` run into a member's data directory), and serving
+// would hand out values the other cluster hands out too.
+//
+// Vouching happens once per process start; the gate never closes again.
+// What it cannot tell apart: a copy taken within the last recordInterval,
+// and, with every other server down, the old copy of a lone node from the
+// node itself.
+
+// soloWait is how long the only voter of its configuration waits, after
+// gossip starts, for other servers of its cluster to show up before it
+// vouches for itself. Servers in the configuration that gossip saw go down
+// are joined again every rejoinInterval, so a restarted node is found well
+// within it.
+const soloWait = 3 * time.Second
+
+// vouchTimeout bounds one question to another server.
+const vouchTimeout = 2 * time.Second
+
+// VouchRequest is what a server asks another when it wants to be vouched for.
+type VouchRequest struct {
+	ID        string
+	ClusterID string
+	HasState  bool
+	LastIndex uint64
+}
+
+// VouchAnswer is the answer (see the PeerService.Vouch protocol).
+type VouchAnswer struct {
+	ClusterID                 string
+	Authoritative             bool
+	NodeID                    string
+	LeaderID, LeaderAPIAddr   string
+	InConfiguration, Voter    bool
+	Seen                      bool
+	RecordedIndex             uint64
+	RecordedTerm              uint64
+	LastIndex                 uint64
+	Protocol                  uint64
+	answeredBy, answeredAddr  string
+	answeredCluster, errorMsg string
+}
+
+// PeerVouch asks the server at apiAddr to vouch (see Node.Vouch).
+type PeerVouch func(ctx context.Context, apiAddr string, req VouchRequest) (VouchAnswer, error)
+
+// Vouch answers another server's question. The answer is authoritative on
+// the serving leader; elsewhere it is built from everything this server
+// stored and names the leader it knows.
+func (n *Node) Vouch(req VouchRequest) VouchAnswer {
+	a := VouchAnswer{ClusterID: n.fsm.ClusterID(), NodeID: n.cfg.ID, LastIndex: n.raft.LastIndex(), Protocol: n.fsm.Protocol()}
+	a.LeaderID, a.LeaderAPIAddr = n.Leader()
+	a.Authoritative = n.IsLeader() && n.alloc.Serving()
+	if cf := n.raft.GetConfiguration(); cf.Error() == nil {
+		for _, s := range cf.Configuration().Servers {
+			if string(s.ID) == req.ID {
+				a.InConfiguration, a.Voter = true, s.Suffrage == raft.Voter
+			}
+		}
+	}
+	a.Seen, a.RecordedIndex = n.fsm.ServerSeen(req.ID)
+	if !a.Authoritative {
+		if seen, idx := n.seenInLog(req.ID); seen {
+			a.Seen, a.RecordedIndex = true, max(a.RecordedIndex, idx)
+		}
+	}
+	if a.Seen {
+		a.RecordedTerm = n.termAt(a.RecordedIndex)
+	}
+	return a
+}
+
+// maxLogScan bounds how many unapplied log entries seenInLog reads.
+const maxLogScan = 1 << 17
+
+// seenInLog returns the highest raft index recorded for server id by a
+// KindServerSeen entry in this server's log after what its state machine
+// applied (those entries may be committed, or not yet known to be: either
+// way they are what a leader observed).
+func (n *Node) seenInLog(id string) (bool, uint64) {
+	first := n.fsm.AppliedIndex() + 1
+	if fi, err := n.logStore.FirstIndex(); err == nil && fi > first {
+		first = fi
+	}
+	last := n.raft.LastIndex()
+	if last >= first && last-first > maxLogScan {
+		first = last - maxLogScan
+	}
+	var seen bool
+	var idx uint64
+	var l raft.Log
+	for i := first; i <= last && i != 0; i++ {
+		if err := n.logStore.GetLog(i, &l); err != nil || l.Type != raft.LogCommand ||
+			len(l.Data) == 0 || fsm.Kind(l.Data[0]) != fsm.KindServerSeen {
+			continue
+		}
+		if c, err := fsm.Decode(l.Data); err == nil && c.Server == id {
+			seen, idx = true, max(idx, c.Index)
+		}
+	}
+	return seen, idx
+}
+
+// termAt returns the term of this server's log entry at index, or 0 if it
+// does not have it (compacted into a snapshot, or beyond its log).
+func (n *Node) termAt(index uint64) uint64 {
+	var l raft.Log
+	if index == 0 || n.logStore.GetLog(index, &l) != nil {
+		return 0
+	}
+	return l.Term
+}
+
+// Vouched reports whether this server has been vouched for (its raft gate
+// is open and it may hold a lease).
+func (n *Node) Vouched() bool { return n.gate.open.Load() }
+
+// vouch opens the gate. Opening is one-way.
+func (n *Node) vouch(how string, args ...any) {
+	if n.gate.open.Swap(true) {
+		return
+	}
+	n.log.Info("raft gate open: "+how, args...)
+	select {
+	case n.vouchedCh <- struct{}{}:
+	default:
+	}
+}
+
+// waitVouched waits until this server is vouched for or ctx ends.
+func (n *Node) waitVouched(ctx context.Context) bool {
+	logged := false
+	for !n.Vouched() {
+		if !logged && n.IsLeader() {
+			n.log.Warn("raft elected this server, but it is not vouched for yet: it does not serve, or write entries, until it is")
+			logged = true
+		}
+		t := time.NewTimer(time.Second)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-n.vouchedCh:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	return ctx.Err() == nil
+}
+
+// checkGate runs on every gossip pass until this server is vouched for.
+func (g *gossip) checkGate(joined bool) {
+	n := g.n
+	has := n.hasState.Load()
+	if n.Vouched() || (!has && !joined) {
+		return
+	}
+	mine := n.fsm.ClusterID()
+	var withState []Member
+	sameSeen := 0 // servers with state of this server's cluster, as gossip says
+	for _, m := range n.Members() {
+		if m.Alive && m.ID != n.cfg.ID && m.HasState && m.APIAddr != "" {
+			withState = append(withState, m)
+			if mine == "" || m.Cluster == "" || m.Cluster == mine {
+				sameSeen++
+			}
+		}
+	}
+	if n.cfg.PeerVouch == nil {
+		n.vouch("no way to ask other servers (PeerVouch unset)")
+		return
+	}
+	req := VouchRequest{ID: n.cfg.ID, ClusterID: mine, HasState: has, LastIndex: n.raft.LastIndex()}
+	answers := n.ask(withState, req)
+
+	// Another cluster that lists this server: refuse.
+	clusters := map[string]bool{}
+	for _, a := range answers {
+		if a.answeredCluster != "" {
+			clusters[a.answeredCluster] = true
+		}
+		if mine != "" && a.answeredCluster != "" && a.answeredCluster != mine && a.InConfiguration {
+			n.warnOnce("foreign:"+a.answeredCluster, fmt.Sprintf("server %s of cluster %s lists this server (%s) in its raft configuration, but this server's data belongs to cluster %s "+
+				"(restored from a backup, or copied from another server?): it refuses to take part or serve. "+
+				"If this server should be a member of %s: stop it, delete its data directory, run `seqd node remove %s` against that cluster, and start it again. "+
+				"If it should form a cluster of its own: give it an ID and --join list of its own",
+				a.answeredBy, a.answeredCluster, n.cfg.ID, mine, a.answeredCluster, n.cfg.ID), "id", n.cfg.ID)
+			return
+		}
+	}
+	// Only servers of this server's cluster vouch.
+	var own []VouchAnswer
+	for _, a := range answers {
+		if mine == "" || a.answeredCluster == "" || a.answeredCluster == mine {
+			own = append(own, a)
+		}
+	}
+	if !has {
+		g.checkGateNoState(own, len(clusters))
+		return
+	}
+	var auth *VouchAnswer
+	for i := range own {
+		if own[i].Authoritative {
+			auth = &own[i]
+		}
+	}
+	if len(own) == 0 {
+		if sameSeen == 0 {
+			n.checkSolo()
+		}
+		return // servers of its cluster are up but did not answer: ask again
+	}
+	last := n.raft.LastIndex()
+	judge := own
+	if auth != nil {
+		judge = []VouchAnswer{*auth}
+		if !auth.InConfiguration {
+			n.warnOnce("removed", "this server holds raft state but the serving leader "+auth.NodeID+" does not list it in the raft configuration (it was removed): "+
+				"it refuses to take part or serve. To use it again: stop it, delete its data directory, and start it again (it joins as a new server)",
+				"id", n.cfg.ID)
+			return
+		}
+	}
+	for _, a := range judge {
+		if !a.Seen {
+			continue
+		}
+		stale := a.RecordedIndex > last
+		if !stale && a.RecordedTerm != 0 {
+			if t := n.termAt(a.RecordedIndex); t != 0 && t != a.RecordedTerm {
+				stale = true
+			}
+		}
+		if stale {
+			n.warnOnce("stale", fmt.Sprintf("this server's raft log ends at index %d, but %s recorded it reaching index %d (term %d): "+
+				"its data directory is an older copy, so it refuses to take part or serve. "+
+				"To re-add it: run `seqd node remove %s` against the cluster, stop this server, delete its data directory, and start it again",
+				last, a.answeredBy, a.RecordedIndex, a.RecordedTerm, n.cfg.ID),
+				"id", n.cfg.ID, "last_index", last, "recorded_index", a.RecordedIndex)
+			return
+		}
+	}
+	if auth != nil {
+		n.vouch("the serving leader vouches for this server's log", "leader", auth.NodeID, "last_index", last)
+		return
+	}
+	n.vouch("no leader answers; the servers with state that answered vouch for this server's log", "answers", len(own), "last_index", last)
+}
+
+// checkGateNoState decides for a server without raft state.
+func (g *gossip) checkGateNoState(own []VouchAnswer, clusters int) {
+	n := g.n
+	if clusters > 1 {
+		n.warnOnce("clusters", "servers of more than one cluster are in this server's gossip (check --join): it refuses to join any of them", "id", n.cfg.ID)
+		return
+	}
+	for _, a := range own {
+		if !a.Authoritative {
+			continue
+		}
+		if a.Voter && a.Seen {
+			n.warnOnce("wiped", "this server is a voter in the cluster's raft configuration and held raft state before, "+
+				"but its data directory has none (wiped or replaced): it refuses to vote or serve. "+
+				"To re-add it, run `seqd node remove "+n.cfg.ID+"` against the cluster; it then joins as a new server by itself",
+				"id", n.cfg.ID)
+			return
+		}
+		n.vouch("joining as a new server", "leader", a.NodeID, "listed_as_voter", a.Voter)
+		return
+	}
+	if len(own) == 0 {
+		return
+	}
+	for _, a := range own {
+		if a.LastIndex > 1 {
+			n.warnOnce("nostate-wait", "this server has no raft state and no serving leader answers yet: waiting for one to vouch for it", "id", n.cfg.ID)
+			return
+		}
+	}
+	n.vouch("joining a cluster that has just bootstrapped", "answers", len(own))
+}
+
+// checkSolo lets the only voter of its configuration vouch for itself once
+// no other server of its cluster has shown up for soloWait.
+func (n *Node) checkSolo() {
+	cf := n.raft.GetConfiguration()
+	if cf.Error() != nil {
+		return
+	}
+	voters := 0
+	self := false
+	for _, s := range cf.Configuration().Servers {
+		if s.Suffrage == raft.Voter {
+			voters++
+			self = self || string(s.ID) == n.cfg.ID
+		}
+	}
+	if voters != 1 || !self {
+		return // waits for the other servers of its configuration
+	}
+	if since := time.Since(n.gossipStarted); since < soloWait {
+		return
+	}
+	n.vouch("the only voter of its configuration, and no other server of its cluster is seen")
+}
+
+// ask puts req to each server concurrently, then to the leaders they name
+// that were not asked yet. Failed questions are left out.
+func (n *Node) ask(servers []Member, req VouchRequest) []VouchAnswer {
+	var (
+		mu    sync.Mutex
+		out   []VouchAnswer
+		asked = map[string]bool{}
+	)
+	round := func(addrs map[string]string) map[string]string {
+		hints := map[string]string{}
+		var wg sync.WaitGroup
+		for addr, id := range addrs {
+			asked[addr] = true
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), vouchTimeout)
+				a, err := n.cfg.PeerVouch(ctx, addr, req)
+				cancel()
+				if err != nil {
+					n.log.Debug("vouch question failed", "peer", id, "addr", addr, "err", err)
+					return
+				}
+				a.answeredBy, a.answeredAddr, a.answeredCluster = a.NodeID, addr, a.ClusterID
+				if a.answeredBy == "" {
+					a.answeredBy = id
+				}
+				mu.Lock()
+				out = append(out, a)
+				if !a.Authoritative && a.LeaderAPIAddr != "" && a.LeaderID != n.cfg.ID {
+					hints[a.LeaderAPIAddr] = a.LeaderID
+				}
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		for addr := range hints {
+			if asked[addr] {
+				delete(hints, addr)
+			}
+		}
+		return hints
+	}
+	first := map[string]string{}
+	for _, m := range servers {
+		first[m.APIAddr] = m.ID
+	}
+	if hints := round(first); len(hints) > 0 {
+		round(hints)
+	}
+	return out
+}

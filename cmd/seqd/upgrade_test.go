@@ -1,0 +1,189 @@
+package main_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seqd/seqd/client"
+	"github.com/seqd/seqd/internal/testcluster"
+)
+
+// previousRelease is the last commit of the first release's data format
+// and command set (protocol 1): what a rolling upgrade starts from.
+const previousRelease = "2be74fd"
+
+// buildPrevious builds seqd at previousRelease from this repository's git
+// history (git archive into a temporary directory, go build there).
+func buildPrevious(t *testing.T) string {
+	t.Helper()
+	if err := exec.Command("git", "cat-file", "-e", previousRelease+"^{commit}").Run(); err != nil {
+		t.Skipf("commit %s is not in this checkout's history (a shallow clone?): %v", previousRelease, err)
+	}
+	top, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		t.Fatalf("git rev-parse: %v", err)
+	}
+	src := t.TempDir()
+	// From the top: git archive run in a subdirectory archives only it.
+	archive := exec.Command("sh", "-c", fmt.Sprintf("git archive %s | tar -x -C %s", previousRelease, src))
+	archive.Dir = strings.TrimSpace(string(top))
+	if out, err := archive.CombinedOutput(); err != nil {
+		t.Fatalf("git archive: %v %s", err, out)
+	}
+	bin := filepath.Join(t.TempDir(), "seqd-previous")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/seqd")
+	build.Dir = src
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building %s: %v %s", previousRelease, err, out)
+	}
+	return bin
+}
+
+// TestRollingUpgradeFromPreviousRelease runs a 3-node cluster of the
+// previous release under load, replaces its servers one at a time with this
+// build (SIGTERM, start the new binary with the same flags and data), and
+// checks that no server of either build stops, that clients see no anomaly
+// (C1-C3), and that once every server runs this build the cluster moves to
+// protocol 2 (a cluster ID, lease records) and keeps serving. Then one more
+// rolling restart changes --lease: the lease records make that safe.
+func TestRollingUpgradeFromPreviousRelease(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the previous release and runs processes for about a minute")
+	}
+	prev := buildPrevious(t)
+	timing := []string{"--lease", "500ms", "--raft-heartbeat-timeout", "300ms",
+		"--raft-election-timeout", "300ms", "--raft-leader-lease-timeout", "150ms"}
+	ps := newProcs(t, 3, timing...)
+	var addrs []string
+	for _, p := range ps {
+		p.bin = prev
+		p.start(t)
+		addrs = append(addrs, p.api)
+	}
+	waitLeader(t, ps, nil, 30*time.Second)
+	w := testcluster.StartSmartWorkload(t, "default", 16, addrs, 3)
+	w.WaitOK(t, 200, 30*time.Second)
+
+	alive := func(stage string) {
+		t.Helper()
+		for _, p := range ps {
+			select {
+			case <-p.done:
+				t.Fatalf("%s: %s (%s) exited; log:\n%s", stage, p.id, p.binName(), p.logText())
+			default:
+			}
+		}
+	}
+	upgrade := func(p *proc) {
+		t.Helper()
+		p.signal(15)
+		<-p.done
+		w.WaitOK(t, 50, 30*time.Second)
+		p.bin = ""
+		p.start(t)
+		waitVoters(t, addrs, "p1", "p2", "p3")
+		w.WaitOK(t, 100, 30*time.Second)
+		alive("upgrading " + p.id)
+	}
+	// Upgrade a follower, then hand leadership over (restarting old leaders
+	// on the old build) until the upgraded server leads two old ones: the
+	// new build must then keep writing protocol 1 only.
+	first := ps[0]
+	if l := leaderOf(ps); l == first {
+		first = ps[1]
+	}
+	upgrade(first)
+	for attempt := 0; ; attempt++ {
+		l := leaderOf(ps)
+		if l == first {
+			break
+		}
+		if attempt == 8 {
+			t.Fatalf("leadership never reached the upgraded server %s", first.id)
+		}
+		if l != nil {
+			l.signal(15)
+			<-l.done
+			l.start(t) // the old build again
+			waitVoters(t, addrs, "p1", "p2", "p3")
+		}
+		w.WaitOK(t, 50, 30*time.Second)
+	}
+	w.WaitOK(t, 300, 30*time.Second)
+	alive("the upgraded server leading two of the previous release")
+	if st, err := client.New(addrs, client.Options{}); err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		s, err := st.ClusterStatus(ctx)
+		cancel()
+		if err == nil && s.GetClusterId() != "" {
+			t.Fatalf("the cluster moved to protocol 2 while servers of the previous release run: %v", s)
+		}
+	}
+	for _, p := range ps {
+		if p != first {
+			upgrade(p)
+		}
+	}
+	// Every server runs this build: the cluster moves to protocol 2.
+	cl, err := client.New(addrs, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		st, err := cl.ClusterStatus(ctx)
+		cancel()
+		done := err == nil && st.GetClusterId() != ""
+		if done {
+			for _, n := range st.GetNodes() {
+				done = done && n.GetProtocol() == 2 && n.GetClusterId() == st.GetClusterId()
+			}
+		}
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the upgraded cluster did not move to protocol 2: %v %v", st, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	w.WaitOK(t, 100, 30*time.Second)
+	// A rolling restart that raises --lease on the way.
+	for _, p := range ps {
+		p.signal(15)
+		<-p.done
+		for i, a := range p.args {
+			if a == "--lease" {
+				p.args[i+1] = "2s"
+			}
+		}
+		p.start(t)
+		waitVoters(t, addrs, "p1", "p2", "p3")
+		w.WaitOK(t, 100, 30*time.Second)
+		alive("changing --lease on " + p.id)
+	}
+	w.Stop()
+	w.Check(t)
+	for _, p := range ps {
+		if strings.Contains(p.logText(), "panic") {
+			t.Errorf("%s logged a panic:\n%s", p.id, p.logText())
+		}
+	}
+	if st, err := os.Stat(prev); err != nil || st.Size() == 0 {
+		t.Fatalf("previous build missing: %v", err)
+	}
+}
+
+func (p *proc) binName() string {
+	if p.bin == "" {
+		return "this build"
+	}
+	return "previous release"
+}
