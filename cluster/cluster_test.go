@@ -259,12 +259,14 @@ func TestLaggingFollowerCatchesUpFromSnapshot(t *testing.T) {
 	if snaps, _ := filepath.Glob(filepath.Join(lagger.Dir, "snapshots", "*", "state.bin")); len(snaps) == 0 {
 		t.Fatal("the restarted follower holds no snapshot")
 	}
-	// Make the lagger lead: stop the others one at a time until it does.
+	// Make the lagger lead: stop the others one at a time until it does
+	// (each back and vouched for before the next stops).
 	for _, m := range c.Nodes {
 		if m != lagger && m.Node() != nil && c.ServingLeader() != lagger {
 			m.Kill()
 			c.WaitServingLeader(failoverWait, m)
 			m.Restart()
+			c.WaitVouched(m, failoverWait)
 		}
 	}
 	if l := c.WaitServingLeader(failoverWait); l != lagger {

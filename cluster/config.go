@@ -67,6 +67,12 @@ type Config struct {
 	// leader needs it to promote non-voters (without it, joiners stay
 	// non-voters).
 	PeerProgress PeerProgress
+	// AssumeGone names voters that are gone for good (dead, their disks
+	// lost): when no leader can vouch for this server (a full-cluster
+	// restart), they count as having answered. It is how a cluster that lost
+	// servers for good restarts; it is safe only if no server runs on an
+	// older copy of its data directory (see vouch.go).
+	AssumeGone []string
 	// PeerVouch asks another server to vouch for this one (see vouch.go).
 	// Without it, a server trusts itself at once (tests of single nodes).
 	PeerVouch PeerVouch

@@ -31,6 +31,11 @@ type Meta struct {
 	// Proto is the highest replicated-command protocol the server speaks
 	// (absent, so 0, for servers of the first release: protocol 1).
 	Proto uint64 `json:"p,omitempty"`
+	// Ready is true while the server would bootstrap a new cluster: it has
+	// no raft state, a positive BootstrapExpect, and sees every server its
+	// --join list names (see maybeBootstrap). Servers of the first release
+	// do not say; they count as ready when they have no state.
+	Ready bool `json:"r,omitempty"`
 }
 
 // Member is a server seen through gossip.
@@ -53,9 +58,11 @@ type gossip struct {
 	kick chan struct{} // nudges the reconcile loop
 	done chan struct{}
 
-	published  atomic.Value // the cluster ID last published in metadata
-	rejoining  atomic.Bool  // a rejoin of down servers is in flight
-	lastRejoin atomic.Int64 // unix nanos
+	published      atomic.Value // the cluster ID last published in metadata
+	publishedReady atomic.Bool  // Ready as last published
+	rejoining      atomic.Bool  // a rejoin is in flight
+	lastRejoin     atomic.Int64 // unix nanos
+	joinAddrs      []string     // the --join list, resolved (other servers only)
 }
 
 func (n *Node) startGossip() error {
@@ -82,6 +89,7 @@ func (n *Node) startGossip() error {
 		mc.SecretKey = n.cfg.GossipKey
 		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
 	}
+	g.resolveJoins()
 	mc.Delegate = g
 	mc.Events = g
 	mc.LogOutput = newLogWriter(n.log, "memberlist", n.cfg.RaftLogLevel)
@@ -120,9 +128,11 @@ func (g *gossip) nudge() {
 // NodeMeta implements memberlist.Delegate.
 func (g *gossip) NodeMeta(limit int) []byte {
 	cluster := g.n.fsm.ClusterID()
+	ready := g.ready()
 	g.published.Store(cluster)
+	g.publishedReady.Store(ready)
 	m := Meta{ID: g.n.cfg.ID, RaftAddr: g.n.cfg.RaftAdvertise, APIAddr: g.n.cfg.APIAddr, HasState: g.n.hasState.Load(),
-		Cluster: cluster, Proto: fsm.ProtocolVersion}
+		Cluster: cluster, Proto: fsm.ProtocolVersion, Ready: ready}
 	if g.n.transport != nil {
 		m.RaftAddr = string(g.n.transport.LocalAddr())
 	}
@@ -235,7 +245,7 @@ func (g *gossip) loop() {
 		}
 		g.checkGate(joined)
 		g.reconcile()
-		g.rejoinDown()
+		g.rejoin()
 		g.n.probeDisk()
 		select {
 		case <-g.done:
@@ -246,11 +256,18 @@ func (g *gossip) loop() {
 	}
 }
 
-// maybeBootstrap bootstraps raft with every server seen, once there are
-// BootstrapExpect of them and none has raft state.
+// maybeBootstrap bootstraps raft with every server seen that is ready to
+// (see ready), once there are BootstrapExpect of them, this one included,
+// and none has raft state. Requiring every server to see all of its --join
+// list keeps servers that lost their data (wiped disks) from founding a new
+// cluster while a server of their old cluster, which they were told to
+// join, is down: a new cluster would hand out values the old one did.
 func (g *gossip) maybeBootstrap() {
 	n := g.n
 	if n.hasState.Load() || n.cfg.BootstrapExpect == 0 {
+		return
+	}
+	if !g.ready() {
 		return
 	}
 	var servers []raft.Server
@@ -261,6 +278,9 @@ func (g *gossip) maybeBootstrap() {
 		if m.HasState && m.ID != n.cfg.ID {
 			n.warnOnce("nobootstrap", "not bootstrapping: a cluster exists; waiting for its leader to add this server", "seen", m.ID)
 			return
+		}
+		if m.ID != n.cfg.ID && !m.Ready && m.Proto != 0 {
+			continue // it would not bootstrap (yet): it does not count
 		}
 		servers = append(servers, raft.Server{ID: raft.ServerID(m.ID), Address: raft.ServerAddress(m.RaftAddr), Suffrage: raft.Voter})
 	}
@@ -295,16 +315,57 @@ func (g *gossip) refreshMeta() {
 	}
 }
 
-// rejoinInterval is how often a node joins again the gossip addresses of
-// servers in its raft configuration that gossip saw go down. memberlist
-// forgets a dead member after a while, so without this a server restarted
-// with a --join list that does not name the others (a lone first node that
-// others joined) would stay alone in gossip.
+// ready reports whether this server would bootstrap a new cluster now: it
+// has no raft state, BootstrapExpect is positive, and every server its
+// --join list names is alive in gossip.
+func (g *gossip) ready() bool {
+	n := g.n
+	if n.hasState.Load() || n.cfg.BootstrapExpect == 0 {
+		return false
+	}
+	alive := map[string]bool{}
+	for _, m := range n.Members() {
+		if m.Alive {
+			alive[m.GossipAddr] = true
+		}
+	}
+	for _, a := range g.joinAddrs {
+		if !alive[a] {
+			return false
+		}
+	}
+	return true
+}
+
+// resolveJoins resolves the --join list (other servers only) to the
+// addresses memberlist reports, once.
+func (g *gossip) resolveJoins() {
+	resolve := func(a string) string {
+		if r, err := net.ResolveTCPAddr("tcp", a); err == nil {
+			return r.String()
+		}
+		return a
+	}
+	self := map[string]bool{resolve(g.n.cfg.GossipAddr): true, resolve(g.n.cfg.GossipAdvertise): true}
+	for _, j := range g.otherJoinAddrs() {
+		if r := resolve(j); !self[r] {
+			g.joinAddrs = append(g.joinAddrs, r)
+		}
+	}
+}
+
+// rejoinInterval is how often a node joins again the gossip address of each
+// server in its raft configuration. memberlist forgets a dead member after a
+// while, and does not notice a member that restarted quickly on the same
+// name and address (it answers the probes again), whose fresh gossip knows
+// nobody; joining it exchanges the full member list. Without this a server
+// restarted with a --join list that does not name the others (a lone first
+// node that others joined) would stay alone in gossip.
 const rejoinInterval = time.Second
 
-// rejoinDown joins, in the background and one batch at a time, the last
-// known gossip addresses of servers in the raft configuration that are down.
-func (g *gossip) rejoinDown() {
+// rejoin joins, in the background and one batch at a time, the last known
+// gossip addresses of the other servers in the raft configuration.
+func (g *gossip) rejoin() {
 	n := g.n
 	if time.Since(time.Unix(0, g.lastRejoin.Load())) < rejoinInterval || g.rejoining.Load() {
 		return
@@ -315,7 +376,7 @@ func (g *gossip) rejoinDown() {
 	}
 	var addrs []string
 	for _, s := range cf.Configuration().Servers {
-		if m, ok := g.member(string(s.ID)); ok && !m.Alive && m.GossipAddr != "" && m.ID != n.cfg.ID {
+		if m, ok := g.member(string(s.ID)); ok && m.GossipAddr != "" && m.ID != n.cfg.ID {
 			addrs = append(addrs, m.GossipAddr)
 		}
 	}
@@ -334,9 +395,9 @@ func (g *gossip) rejoinDown() {
 		default:
 		}
 		if cnt, err := n.ml.Join(addrs); cnt > 0 {
-			n.log.Debug("rejoined down servers through gossip", "joined", cnt)
+			n.log.Debug("joined the configuration's servers through gossip again", "joined", cnt)
 		} else if err != nil {
-			n.log.Debug("rejoining down servers", "err", err)
+			n.log.Debug("joining the configuration's servers again", "err", err)
 		}
 	}()
 }
@@ -354,7 +415,7 @@ func (g *gossip) reconcile() {
 	if len(conf.Servers) > 0 && !n.hasState.Load() {
 		g.setHasState()
 	}
-	if pub, _ := g.published.Load().(string); pub != n.fsm.ClusterID() {
+	if pub, _ := g.published.Load().(string); pub != n.fsm.ClusterID() || g.publishedReady.Load() != g.ready() {
 		g.refreshMeta()
 	}
 	if n.IsLeader() && n.Vouched() {

@@ -258,9 +258,14 @@ func (n *Node) RemoveServer(ctx context.Context, id string) error {
 		return ErrLastVoter
 	}
 	self := id == n.cfg.ID
+	var epoch uint64
 	if self {
-		// Drop the lease first, as on any step-down.
-		n.alloc.Revoke()
+		// Stop serving first, as on any step-down, but keep the epoch and
+		// the sections: if the change fails while this node still leads
+		// the same term, it serves on from where it stopped (reloading
+		// would skip up to a step per section without a new term, which a
+		// restore's margin does not count).
+		epoch = n.alloc.Withhold()
 		n.stepDownLead()
 	}
 	f := n.raft.RemoveServer(target.ID, 0, applyTimeout)
@@ -277,7 +282,7 @@ func (n *Node) RemoveServer(ctx context.Context, id string) error {
 			// The change failed (or its outcome is unknown) while this node
 			// may still lead: serve again, through the whole lease
 			// procedure, unless leadership has moved.
-			n.resumeLead()
+			n.resumeLead(epoch)
 		}
 		return fmt.Errorf("removing %s: %w", id, err)
 	}
@@ -285,18 +290,21 @@ func (n *Node) RemoveServer(ctx context.Context, id string) error {
 	return nil
 }
 
-// resumeLead restarts the lease loop after it was stopped for a change
-// that failed, if this node is still the raft leader. A leadership change
-// meanwhile is handled by the leadership loop as usual.
-func (n *Node) resumeLead() {
+// resumeLead restarts the lease loop, in the withheld epoch, after it was
+// stopped for a change that failed, if this node is still the raft leader
+// and no leadership change was processed since (that revokes the epoch, and
+// the leadership loop takes over). A leadership change still queued is
+// processed long before the resumed loop renews (it waits a lease first),
+// and its Revoke makes that renewal's Grant a no-op.
+func (n *Node) resumeLead(epoch uint64) {
 	n.leadMu.Lock()
 	running := n.leadCancel != nil
 	n.leadMu.Unlock()
-	if running || !n.IsLeader() {
+	if running || !n.IsLeader() || n.alloc.Epoch() != epoch {
 		return
 	}
 	n.log.Info("the change failed while this node still leads: resuming the lease")
-	n.startLead(n.alloc.Revoke())
+	n.startLead(epoch)
 }
 
 // warnOnce logs a warning once per key per minute.

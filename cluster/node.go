@@ -52,6 +52,7 @@ type Node struct {
 	hasState      atomic.Bool
 	vouchedCh     chan struct{} // signalled when the gate opens
 	disk          diskState
+	logScan       logScan // see seenInLog
 	// routingVersion caches RoutingVersion for response headers.
 	routingVersion atomic.Uint64
 

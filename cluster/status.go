@@ -53,6 +53,9 @@ type LocalStatus struct {
 	LeaseWait time.Duration
 	// RoutingVersion is the routing-table version (see Node.RoutingVersion).
 	RoutingVersion uint64
+	// ValuesTaken counts the values this node's allocator took as leader
+	// (returned, or skipped by calls that failed after taking them).
+	ValuesTaken uint64
 	// KeysHeld and SectionsHeld describe the allocator's memory.
 	KeysHeld     int64
 	SectionsHeld int
@@ -78,6 +81,7 @@ func (n *Node) Status() LocalStatus {
 		Renewals:       n.stats.renewals.Load(),
 		RenewalErrors:  n.stats.renewalErrors.Load(),
 		KeysHeld:       n.alloc.KeysHeld(),
+		ValuesTaken:    n.alloc.ValuesTaken(),
 		SectionsHeld:   n.alloc.SectionsHeld(),
 		RaftOpen:       n.gate.open.Load(),
 		ClusterID:      n.fsm.ClusterID(),

@@ -31,28 +31,36 @@ import (
 //     is asked names the leader it knows, and the asker asks the leader;
 //   - or, for a server that holds raft state, when no leader answers (a
 //     full-cluster restart: nobody can lead until servers talk), the answers
-//     of the other servers of its cluster that hold state, each from
-//     everything it stored: its state machine and every entry of its raft
-//     log after what it applied (a restarted server's state machine is
-//     rolled back to its last snapshot until a leader commits, but its log
-//     is complete). The most damning answer counts;
+//     of N - majority + 1 other voters of its configuration (N voters in
+//     all: both others of 3, three others of 5), each from everything it
+//     stored: its state machine and every entry of its raft log after what
+//     it applied (a restarted server's state machine is rolled back to its
+//     last snapshot until a leader commits, but its log is complete). A
+//     committed record of how far this server's log reached sits on a
+//     majority, which may include this server (whose copy is the one in
+//     doubt), so that many other voters always include one that holds it;
+//     the most damning answer counts. Voters an operator names with
+//     --assume-gone (gone for good) count as having answered;
 //   - or, for the only voter of its configuration, having seen no other
 //     server of its cluster holding state for soloWait after gossip started
 //     (a single-node cluster, a lone first node, a restored cluster's first
-//     node: there is nobody to ask).
+//     node: there is nobody to ask). Every server keeps joining the gossip
+//     of every server in its configuration, so the old copy of a lone node
+//     that has since grown is found by the others within a second.
 //
 // A server without raft state is never let in by unauthoritative answers
 // (a server that knows no leader, or has not applied its whole log, might
-// not know that the cluster recorded it), except while every server with
-// state that it sees holds only the bootstrap configuration (a log ending
-// at index 1: nothing has been committed that it could have acknowledged),
-// which is how the servers of a new cluster that did not bootstrap
-// themselves join those that did. It is refused when the answer lists it as
-// a voter seen holding state (wiped). A server with state is refused when
-// the answer records its log reaching beyond its own last index, or
-// records a different term at that index than its own log has (an older
-// copy, even one that appended entries of its own since), or, when
-// authoritative, does not list it at all (removed).
+// not know that the cluster recorded it), except while every other voter
+// of the configuration it would join is seen holding nothing beyond the
+// bootstrap configuration (no state, or a log ending at index 1): nothing
+// has been committed that it could have acknowledged. That is how the
+// servers of a new cluster that did not bootstrap themselves join those
+// that did. It is refused when the answer lists it as a voter seen holding
+// state (wiped). A server with state is refused when the answer records
+// its log reaching beyond its own last index, or records a different term
+// at that index than its own log has (an older copy, even one that
+// appended entries of its own since), or, when authoritative, does not
+// list it at all (removed).
 //
 // Servers of another cluster (another cluster ID in gossip: a restored
 // cluster, a misconfigured --join) never vouch. A server refuses to take
@@ -62,16 +70,17 @@ import (
 // would hand out values the other cluster hands out too.
 //
 // Vouching happens once per process start; the gate never closes again.
-// What it cannot tell apart: a copy taken within the last recordInterval,
-// and, with every other server down, the old copy of a lone node from the
-// node itself.
+// What it cannot tell apart: a copy taken within the last recordInterval;
+// with every other server down, the old copy of a lone node from the node
+// itself; and, with --assume-gone, a server that runs on an older copy of
+// its data (the operator vouches for that).
 
 // soloWait is how long the only voter of its configuration waits, after
 // gossip starts, for other servers of its cluster to show up before it
-// vouches for itself. Servers in the configuration that gossip saw go down
-// are joined again every rejoinInterval, so a restarted node is found well
-// within it.
-const soloWait = 3 * time.Second
+// vouches for itself. Every server joins again, every rejoinInterval, the
+// gossip address of each server in its raft configuration (see rejoin), so
+// a restarted node whose configuration others list is found well within it.
+const soloWait = 5 * time.Second
 
 // vouchTimeout bounds one question to another server.
 const vouchTimeout = 2 * time.Second
@@ -96,6 +105,7 @@ type VouchAnswer struct {
 	RecordedTerm              uint64
 	LastIndex                 uint64
 	Protocol                  uint64
+	Voters                    []string // the voters of the answering server's configuration
 	answeredBy, answeredAddr  string
 	answeredCluster, errorMsg string
 }
@@ -112,6 +122,9 @@ func (n *Node) Vouch(req VouchRequest) VouchAnswer {
 	a.Authoritative = n.IsLeader() && n.alloc.Serving()
 	if cf := n.raft.GetConfiguration(); cf.Error() == nil {
 		for _, s := range cf.Configuration().Servers {
+			if s.Suffrage == raft.Voter {
+				a.Voters = append(a.Voters, string(s.ID))
+			}
 			if string(s.ID) == req.ID {
 				a.InConfiguration, a.Voter = true, s.Suffrage == raft.Voter
 			}
@@ -135,29 +148,46 @@ const maxLogScan = 1 << 17
 // seenInLog returns the highest raft index recorded for server id by a
 // KindServerSeen entry in this server's log after what its state machine
 // applied (those entries may be committed, or not yet known to be: either
-// way they are what a leader observed).
+// way they are what a leader observed). Entries are read once and
+// remembered (logScan), so repeated questions read only new entries.
 func (n *Node) seenInLog(id string) (bool, uint64) {
-	first := n.fsm.AppliedIndex() + 1
+	ls := &n.logScan
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.max == nil {
+		ls.max = map[string]uint64{}
+	}
+	last := n.raft.LastIndex()
+	if last < ls.to {
+		ls.to = 0 // the log was cut back (a new leader's entries replace ours): read again
+	}
+	first := max(ls.to+1, n.fsm.AppliedIndex()+1)
 	if fi, err := n.logStore.FirstIndex(); err == nil && fi > first {
 		first = fi
 	}
-	last := n.raft.LastIndex()
 	if last >= first && last-first > maxLogScan {
 		first = last - maxLogScan
 	}
-	var seen bool
-	var idx uint64
 	var l raft.Log
 	for i := first; i <= last && i != 0; i++ {
 		if err := n.logStore.GetLog(i, &l); err != nil || l.Type != raft.LogCommand ||
 			len(l.Data) == 0 || fsm.Kind(l.Data[0]) != fsm.KindServerSeen {
 			continue
 		}
-		if c, err := fsm.Decode(l.Data); err == nil && c.Server == id {
-			seen, idx = true, max(idx, c.Index)
+		if c, err := fsm.Decode(l.Data); err == nil {
+			ls.max[c.Server] = max(ls.max[c.Server], c.Index)
 		}
 	}
+	ls.to = max(ls.to, last)
+	idx, seen := ls.max[id]
 	return seen, idx
+}
+
+// logScan remembers what seenInLog read.
+type logScan struct {
+	mu  sync.Mutex
+	to  uint64            // read through this index
+	max map[string]uint64 // highest index recorded per server
 }
 
 // termAt returns the term of this server's log entry at index, or 0 if it
@@ -242,8 +272,9 @@ func (g *gossip) checkGate(joined bool) {
 			n.warnOnce("foreign:"+a.answeredCluster, fmt.Sprintf("server %s of cluster %s lists this server (%s) in its raft configuration, but this server's data belongs to cluster %s "+
 				"(restored from a backup, or copied from another server?): it refuses to take part or serve. "+
 				"If this server should be a member of %s: stop it, delete its data directory, run `seqd node remove %s` against that cluster, and start it again. "+
+				"If it was restored to replace that cluster (lost), stop that cluster's remaining servers first (%s is one). "+
 				"If it should form a cluster of its own: give it an ID and --join list of its own",
-				a.answeredBy, a.answeredCluster, n.cfg.ID, mine, a.answeredCluster, n.cfg.ID), "id", n.cfg.ID)
+				a.answeredBy, a.answeredCluster, n.cfg.ID, mine, a.answeredCluster, n.cfg.ID, a.answeredBy), "id", n.cfg.ID)
 			return
 		}
 	}
@@ -280,6 +311,11 @@ func (g *gossip) checkGate(joined bool) {
 				"id", n.cfg.ID)
 			return
 		}
+	} else if missing := n.unanswered(own); len(missing) > 0 {
+		n.warnOnce("quorum-wait", fmt.Sprintf("no leader answers, and vouching without one needs answers from enough voters to include every committed record: waiting for %v. "+
+			"If some of them are gone for good (dead, their disks lost) and no server runs on an older copy of its data directory, restart the survivors with --assume-gone naming them",
+			missing), "id", n.cfg.ID)
+		return
 	}
 	for _, a := range judge {
 		if !a.Seen {
@@ -304,7 +340,53 @@ func (g *gossip) checkGate(joined bool) {
 		n.vouch("the serving leader vouches for this server's log", "leader", auth.NodeID, "last_index", last)
 		return
 	}
-	n.vouch("no leader answers; the servers with state that answered vouch for this server's log", "answers", len(own), "last_index", last)
+	n.vouch("no leader answers; enough voters answered, and none recorded this server's log beyond what it holds", "answers", len(own), "last_index", last)
+}
+
+// unanswered returns, when no leader answers, the voters of this server's
+// configuration whose answers it still needs. A committed record (how far
+// this server's log reached) is on a majority of the voters, which may
+// include this server itself, whose copy is the one in doubt; the answers
+// of N - majority + 1 other voters (N voters in all) always include one
+// that holds it. Voters named in AssumeGone count as answered. The only
+// voter of its configuration needs no answer (see checkSolo and the
+// answers of the servers it sees).
+func (n *Node) unanswered(own []VouchAnswer) []string {
+	cf := n.raft.GetConfiguration()
+	if cf.Error() != nil {
+		return []string{"(configuration unknown)"}
+	}
+	var others []string
+	for _, s := range cf.Configuration().Servers {
+		if s.Suffrage == raft.Voter && string(s.ID) != n.cfg.ID {
+			others = append(others, string(s.ID))
+		}
+	}
+	voters := len(others) + 1
+	if voters == 1 {
+		return nil
+	}
+	need := voters - (voters/2 + 1) + 1
+	answered := map[string]bool{}
+	for _, a := range own {
+		answered[a.answeredBy] = true
+	}
+	for _, id := range n.cfg.AssumeGone {
+		answered[id] = true
+	}
+	got := 0
+	var missing []string
+	for _, id := range others {
+		if answered[id] {
+			got++
+		} else {
+			missing = append(missing, id)
+		}
+	}
+	if got >= need {
+		return nil
+	}
+	return missing
 }
 
 // checkGateNoState decides for a server without raft state.
@@ -331,9 +413,32 @@ func (g *gossip) checkGateNoState(own []VouchAnswer, clusters int) {
 	if len(own) == 0 {
 		return
 	}
+	// A cluster that has just bootstrapped: nothing beyond the bootstrap
+	// configuration was ever committed, so there is nothing this server
+	// could have acknowledged and lost. That is known only if every other
+	// voter of that configuration is seen holding nothing beyond it: in
+	// gossip without state, or answering with a log that ends at index 1.
+	fresh := map[string]bool{}
+	voters := map[string]bool{}
 	for _, a := range own {
 		if a.LastIndex > 1 {
 			n.warnOnce("nostate-wait", "this server has no raft state and no serving leader answers yet: waiting for one to vouch for it", "id", n.cfg.ID)
+			return
+		}
+		fresh[a.answeredBy] = true
+		for _, v := range a.Voters {
+			voters[v] = true
+		}
+	}
+	for _, m := range n.Members() {
+		if m.Alive && !m.HasState {
+			fresh[m.ID] = true
+		}
+	}
+	for v := range voters {
+		if v != n.cfg.ID && !fresh[v] {
+			n.warnOnce("bootstrap-wait", "this server has no raft state; the cluster it sees has just bootstrapped, but voter "+v+
+				" of its configuration is not seen: waiting for it, or for a serving leader", "id", n.cfg.ID)
 			return
 		}
 	}

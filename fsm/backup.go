@@ -156,18 +156,18 @@ func (f *FSM) WriteBackup(w io.Writer, info BackupInfo) (int64, error) {
 const MaxCallValues = 1_000_000
 
 // MinMargin returns the smallest restore margin that is provably enough,
-// or an error if it passes 2^63-1. valuesSince bounds the values handed
-// out from any one section after the backup was taken, termsSince the
-// leader terms that served after it (counting the term that was serving
-// when it was taken), and largestStep the largest step of any space (including
-// spaces created after the backup).
+// or an error if it passes 2^63-1. valuesSince bounds the values taken
+// from any one section after the backup was taken (returned, or skipped by
+// a call that failed after taking them), termsSince the leader terms that
+// served after it (counting the term that was serving when it was taken;
+// a leader loads each section once per term), and largestStep the largest
+// step of any space (including spaces created after the backup).
 //
 // Why it is enough. Take one section and one term that serves it, starting
-// from the committed mark M (every value handed out before is at most M).
-// Let H be the highest value handed out in the section during the term; H
-// is at most M plus the values handed out during the term, since every value
-// continues a key's current value, which is at most the highest value
-// handed out so far. The leader raises the mark either ahead of need, to
+// from the committed mark M (every value taken before is at most M). Let H
+// be the highest value taken in the section during the term; H is at most M
+// plus the values taken during the term, since every value continues a
+// key's current value, which is at most the highest value taken so far. The leader raises the mark either ahead of need, to
 // max+step once less than step/2 is left above H (so to at most H +
 // 1.5·step), or for a call that needs more, to the call's last value plus
 // step, and a call's last value is at most H + MaxCallValues. So the term

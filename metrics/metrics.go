@@ -185,13 +185,14 @@ var (
 	descDiskFull      = prometheus.NewDesc("seqd_disk_full", "1 while a write found the disk full and none succeeded since (the node stands for no election).", nil, nil)
 	descDiskFullWr    = prometheus.NewDesc("seqd_disk_full_writes_total", "Writes (raft log, term and vote, state machine) that found the disk full.", nil, nil)
 	descLeaseWait     = prometheus.NewDesc("seqd_lease_wait_seconds", "What this node waited from its last election before serving: the longer of its lease and the recorded one, plus a margin.", nil, nil)
+	descTaken         = prometheus.NewDesc("seqd_values_taken_total", "Values this node's allocator took as leader: those calls returned and those of calls that failed after taking them (gaps). Bounds --values-since for seqd restore.", nil, nil)
 	descProtocol      = prometheus.NewDesc("seqd_protocol", "The cluster's replicated-command protocol as this node knows it.", nil, nil)
 )
 
 func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descServing, descLeader, descLease, descRenewals, descRenewalErrors,
 		descLeaderChanges, descFailover, descKeys, descSections, descTerm, descApplied, descVoter,
-		descRaftOpen, descDiskFull, descDiskFullWr, descLeaseWait, descProtocol} {
+		descRaftOpen, descDiskFull, descDiskFullWr, descLeaseWait, descProtocol, descTaken} {
 		ch <- d
 	}
 }
@@ -231,4 +232,5 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descDiskFullWr, float64(st.DiskFullWrites))
 	gauge(descLeaseWait, st.LeaseWait.Seconds())
 	gauge(descProtocol, float64(st.Protocol))
+	counter(descTaken, float64(st.ValuesTaken))
 }

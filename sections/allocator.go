@@ -97,6 +97,7 @@ type Allocator struct {
 	stop   chan struct{}
 	done   chan struct{}
 
+	taken       atomic.Uint64 // values taken (see ValuesTaken)
 	raiseCalls  atomic.Uint64 // Store.Raise calls (one raft entry each)
 	marksRaised atomic.Uint64 // marks carried by them
 }
@@ -259,6 +260,22 @@ func (a *Allocator) Revoke() uint64 {
 	return next
 }
 
+// Withhold ends the lease at once but keeps the epoch and the sections held
+// in memory, and returns the epoch: a later Grant of the same epoch serves
+// again from where the allocator stopped, without reloading any section (so
+// without the jump of up to a step that a reload costs). Use it to pause
+// serving while this node stays the leader of the same term (a change that
+// may or may not end its leadership); any leadership change must still go
+// through Revoke, which makes a later Grant of the old epoch a no-op.
+func (a *Allocator) Withhold() uint64 {
+	for {
+		cur := a.lease.Load()
+		if a.lease.CompareAndSwap(cur, &lease{epoch: cur.epoch, expiry: noLease}) {
+			return cur.epoch
+		}
+	}
+}
+
 // Serving reports whether the allocator holds an unexpired lease.
 func (a *Allocator) Serving() bool {
 	l := a.lease.Load()
@@ -303,6 +320,13 @@ func (a *Allocator) KeysHeld() int64 { return a.keys.Load().n.Load() }
 // at most ids/step per section per second.
 func (a *Allocator) Raises() uint64 { return a.raiseCalls.Load() }
 
+// ValuesTaken returns how many values this allocator has taken since New:
+// the values calls returned, and the values of calls that failed after
+// taking some (those are skipped: gaps). A section's high-water mark grows
+// with the values taken, not only with those returned, which is why a
+// restore's margin is bounded by values taken (see fsm.MinMargin).
+func (a *Allocator) ValuesTaken() uint64 { return a.taken.Load() }
+
 // MarksRaised returns how many section marks those Store.Raise calls carried
 // (several sections' raises share one entry).
 func (a *Allocator) MarksRaised() uint64 { return a.marksRaised.Load() }
@@ -335,7 +359,12 @@ func (a *Allocator) section(name string, key uint64, now time.Duration) (*sectio
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	l := a.lease.Load()
-	if now >= l.expiry {
+	// Loading reads the state machine now, so the lease must hold now: a
+	// fresh reading, not the call's (the call may have stalled since it
+	// began, and a leader that lost its lease may by now have applied a
+	// newer leader's raises; a section loaded at such a mark could hand out
+	// values that the newer leader hands out too). Loads are rare.
+	if now >= l.expiry || a.clock() >= l.expiry {
 		return nil, ErrNotServing
 	}
 	sp = a.spaces[name]
@@ -544,6 +573,7 @@ func (a *Allocator) takeLocked(sec *section, key, count uint64, now time.Duratio
 		return 0, last, false, nil
 	}
 	a.set(sec, key, last)
+	a.taken.Add(count)
 	if last > sec.hi {
 		sec.hi = last
 	}

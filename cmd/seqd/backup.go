@@ -79,8 +79,9 @@ func cmdRestore(args []string) error {
 			"created after the backup, starts above the margin.\n\n"+
 			"Guarantee: the restored cluster never hands out a value the old cluster handed out, as long as\n"+
 			"the bounds below hold for what happened between the backup and the loss of the old cluster:\n"+
-			"  --values-since V  the most values any one section handed out after the backup (the increase of\n"+
-			"                    the old cluster's seqd_values_issued_total over that time bounds it)\n"+
+			"  --values-since V  the most values any one section's keys took after the backup, including values\n"+
+			"                    skipped by calls that failed (the increase of the old cluster's\n"+
+			"                    seqd_values_taken_total, summed over its servers, bounds it)\n"+
 			"  --terms-since T   the leader terms after the backup, counting the one serving when it was taken\n"+
 			"                    (the increase of the raft term, plus 1; or 1 + the seconds since the backup\n"+
 			"                    divided by the shortest --lease any server used: a new leader waits a lease)\n"+
@@ -88,13 +89,14 @@ func cmdRestore(args []string) error {
 			"                    (default: the largest in the backup)\n"+
 			"The minimum margin is V + T x (1,000,000 + 2 x S); the proof is in DESIGN.md. --margin may\n"+
 			"give a larger one (a larger margin only makes the values jump further).\n\n"+
+			"Stop every server of the old cluster that still runs before starting the restored node.\n\n"+
 			"Refused, with exit status 2 and nothing written: a data directory that holds state, a file that\n"+
 			"is not a seqd backup or was written by a newer seqd, a backup from another cluster than\n"+
 			"--from-cluster, a margin below the minimum.\n\n"+
 			"The restored cluster gets a new cluster ID: never restore into a member of a running cluster (it\n"+
 			"would refuse to serve). Then start the node with seqd serve and the same --id, --data-dir and\n"+
 			"addresses, and add more nodes with empty data directories and --join.")
-	values := fs.Uint64("values-since", 0, "bound on the values any one section handed out after the backup (required)")
+	values := fs.Uint64("values-since", 0, "bound on the values any one section took after the backup, skipped ones included (required)")
 	terms := fs.Uint64("terms-since", 0, "bound on the leader terms after the backup, the one serving at the backup included (required, at least 1)")
 	maxStep := fs.Uint64("max-step", 0, "largest step of any space, also of spaces created after the backup (default: the backup's largest)")
 	margin := fs.Uint64("margin", 0, "margin to use instead of the minimum (must not be below it)")

@@ -41,7 +41,8 @@ func serve(args []string) error {
 		advRaft       = fs.String("advertise-raft", "", "raft address other nodes use (default --raft-addr)")
 		advGossip     = fs.String("advertise-gossip", "", "gossip address other nodes use (default --gossip-addr)")
 		join          = fs.String("join", "", "comma-separated gossip addresses of other nodes (may include this node's own)")
-		expect        = fs.Int("bootstrap-expect", 1, "number of servers that form a new cluster; 0 never bootstraps")
+		expect        = fs.Int("bootstrap-expect", 1, "number of servers that form a new cluster (each must see every server its --join names); 0 never bootstraps")
+		assumeGone    = fs.String("assume-gone", "", "comma-separated IDs of voters gone for good (dead, disks lost): a restarting server counts them as having vouched when no leader can (see Operations); only if no server runs on an older copy of its data")
 		lease         = fs.Duration("lease", 2*time.Second, "leader lease L: a new leader waits L (+ margin) before serving")
 		leaseMargin   = fs.Duration("lease-margin", 0, "extra wait for clock-rate drift (default L/10, at least 50ms)")
 		heartbeat     = fs.Duration("raft-heartbeat-timeout", time.Second, "raft heartbeat timeout")
@@ -110,12 +111,8 @@ func serve(args []string) error {
 			return err
 		}
 	}
-	var joins []string
-	for _, j := range strings.Split(*join, ",") {
-		if j = strings.TrimSpace(j); j != "" {
-			joins = append(joins, j)
-		}
-	}
+	joins := splitList(*join)
+	gone := splitList(*assumeGone)
 
 	var gkey []byte
 	if *gossipKey != "" {
@@ -156,7 +153,7 @@ func serve(args []string) error {
 		ID: *id, DataDir: *dataDir,
 		RaftAddr: *raftAddr, RaftAdvertise: *advRaft,
 		GossipAddr: *gossipAddr, GossipAdvertise: *advGossip,
-		APIAddr: *advAPI, Join: joins, BootstrapExpect: *expect,
+		APIAddr: *advAPI, Join: joins, BootstrapExpect: *expect, AssumeGone: gone,
 		Lease: *lease, LeaseMargin: *leaseMargin,
 		HeartbeatTimeout: *heartbeat, ElectionTimeout: *election,
 		LeaderLeaseTimeout: *leaderLease, CommitTimeout: *commit,
@@ -184,12 +181,7 @@ func serve(args []string) error {
 	mux.Handle("/ui/", ui.Handler())
 	apiSrv := api.New(node, logger, api.WithPeers(peers), api.WithToken(*token, *tokenSeq))
 	mux.Handle("/", apiSrv.Handler(connect.WithInterceptors(met.Interceptor())))
-	var origins []string
-	for _, o := range strings.Split(*corsOrigins, ",") {
-		if o = strings.TrimSpace(o); o != "" {
-			origins = append(origins, o)
-		}
-	}
+	origins := splitList(*corsOrigins)
 	srv := api.NewHTTPServer(ui.CORS(origins, mux))
 	srvErr := make(chan error, 1)
 	if serverTLS != nil {
@@ -235,6 +227,17 @@ func serve(args []string) error {
 	}
 	logger.Info("stopped")
 	return runErr
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // pprofMux serves net/http/pprof's handlers under /debug/pprof/.

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/seqd/seqd/api"
 	"github.com/seqd/seqd/cluster"
@@ -70,6 +71,7 @@ type Member struct {
 	Lease      time.Duration
 	Heartbeat  time.Duration // raft heartbeat and election timeout override
 	Join       []string
+	AssumeGone []string
 	LeaseClock sections.Clock
 
 	mu    sync.Mutex
@@ -187,7 +189,7 @@ func (m *Member) start(expect int) error {
 		ID: m.ID, DataDir: m.Dir,
 		StreamLayer: layer, RaftAdvertise: m.RaftAddr,
 		GossipAddr: gossipBind, APIAddr: m.APIAddr,
-		Join: joins, BootstrapExpect: expect,
+		Join: joins, BootstrapExpect: expect, AssumeGone: m.AssumeGone,
 		Lease: lease, LeaseClock: m.LeaseClock, HeartbeatTimeout: hb, ElectionTimeout: hb,
 		LeaderLeaseTimeout: hb / 2, CommitTimeout: 5 * time.Millisecond,
 		MaxKeysPerSection: m.c.opts.MaxKeysPerSection,
@@ -377,6 +379,20 @@ func (c *Cluster) WaitServingLeader(timeout time.Duration, exclude ...*Member) *
 	return nil
 }
 
+// WaitVouched waits until m (running) is vouched for: its raft gate is open.
+// A rolling restart waits for it before stopping the next server.
+func (c *Cluster) WaitVouched(m *Member, timeout time.Duration) {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if n := m.Node(); n != nil && n.Vouched() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.t.Fatalf("%s was not vouched for within %v", m.ID, timeout)
+}
+
 // WaitVoters waits until the leader's configuration has n voters (joining
 // servers are promoted only after keeping up for a couple of seconds).
 func (c *Cluster) WaitVoters(n int, timeout time.Duration) {
@@ -497,4 +513,40 @@ func snapshotInterval(threshold uint64) time.Duration {
 		return 50 * time.Millisecond
 	}
 	return 0
+}
+
+// SeedBootstrap writes into the (stopped, wiped) data directories of ms the
+// state a server has right after it bootstrapped a new cluster whose
+// configuration lists every one of ms as a voter (what each of them would
+// write if all bootstrapped together): a raft log holding only the
+// configuration, at index 1.
+func (c *Cluster) SeedBootstrap(ms ...*Member) {
+	c.t.Helper()
+	var conf raft.Configuration
+	for _, m := range ms {
+		conf.Servers = append(conf.Servers, raft.Server{ID: raft.ServerID(m.ID), Address: raft.ServerAddress(m.RaftAddr), Suffrage: raft.Voter})
+	}
+	for _, m := range ms {
+		if m.Node() != nil {
+			c.t.Fatalf("seed %s: still running", m.ID)
+		}
+		if err := os.MkdirAll(m.Dir, 0o750); err != nil {
+			c.t.Fatal(err)
+		}
+		ls, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(m.Dir, "raft.db")})
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		snaps, err := raft.NewFileSnapshotStore(m.Dir, 2, io.Discard)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		_, trans := raft.NewInmemTransport(raft.ServerAddress(m.RaftAddr))
+		rc := raft.DefaultConfig()
+		rc.LocalID = raft.ServerID(m.ID)
+		if err := raft.BootstrapCluster(rc, ls, ls, snaps, trans, conf); err != nil {
+			c.t.Fatal(err)
+		}
+		ls.Close()
+	}
 }

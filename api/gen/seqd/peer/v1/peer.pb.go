@@ -124,7 +124,10 @@ type VouchResponse struct {
 	LastIndex uint64 `protobuf:"varint,11,opt,name=last_index,json=lastIndex,proto3" json:"last_index,omitempty"`
 	// protocol is the cluster's replicated-command protocol as the answering
 	// server knows it.
-	Protocol      uint64 `protobuf:"varint,12,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	Protocol uint64 `protobuf:"varint,12,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	// voters lists the voters of the answering server's latest raft
+	// configuration.
+	Voters        []string `protobuf:"bytes,13,rep,name=voters,proto3" json:"voters,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -243,6 +246,13 @@ func (x *VouchResponse) GetProtocol() uint64 {
 	return 0
 }
 
+func (x *VouchResponse) GetVoters() []string {
+	if x != nil {
+		return x.Voters
+	}
+	return nil
+}
+
 var File_seqd_peer_v1_peer_proto protoreflect.FileDescriptor
 
 const file_seqd_peer_v1_peer_proto_rawDesc = "" +
@@ -254,7 +264,7 @@ const file_seqd_peer_v1_peer_proto_rawDesc = "" +
 	"cluster_id\x18\x02 \x01(\tR\tclusterId\x12\x1b\n" +
 	"\thas_state\x18\x03 \x01(\bR\bhasState\x12\x1d\n" +
 	"\n" +
-	"last_index\x18\x04 \x01(\x04R\tlastIndex\"\xa2\x03\n" +
+	"last_index\x18\x04 \x01(\x04R\tlastIndex\"\xba\x03\n" +
 	"\rVouchResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12$\n" +
@@ -270,7 +280,8 @@ const file_seqd_peer_v1_peer_proto_rawDesc = "" +
 	" \x01(\x04R\frecordedTerm\x12\x1d\n" +
 	"\n" +
 	"last_index\x18\v \x01(\x04R\tlastIndex\x12\x1a\n" +
-	"\bprotocol\x18\f \x01(\x04R\bprotocol2Q\n" +
+	"\bprotocol\x18\f \x01(\x04R\bprotocol\x12\x16\n" +
+	"\x06voters\x18\r \x03(\tR\x06voters2Q\n" +
 	"\vPeerService\x12B\n" +
 	"\x05Vouch\x12\x1a.seqd.peer.v1.VouchRequest\x1a\x1b.seqd.peer.v1.VouchResponse\"\x00B2Z0github.com/seqd/seqd/api/gen/seqd/peer/v1;peerv1b\x06proto3"
 

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file seqd/peer/v1/peer.proto.
  */
 export const file_seqd_peer_v1_peer: GenFile = /*@__PURE__*/
-  fileDesc("ChdzZXFkL3BlZXIvdjEvcGVlci5wcm90bxIMc2VxZC5wZWVyLnYxIlUKDFZvdWNoUmVxdWVzdBIKCgJpZBgBIAEoCRISCgpjbHVzdGVyX2lkGAIgASgJEhEKCWhhc19zdGF0ZRgDIAEoCBISCgpsYXN0X2luZGV4GAQgASgEIo4CCg1Wb3VjaFJlc3BvbnNlEhIKCmNsdXN0ZXJfaWQYASABKAkSFQoNYXV0aG9yaXRhdGl2ZRgCIAEoCBIPCgdub2RlX2lkGAMgASgJEhEKCWxlYWRlcl9pZBgEIAEoCRIXCg9sZWFkZXJfYXBpX2FkZHIYBSABKAkSGAoQaW5fY29uZmlndXJhdGlvbhgGIAEoCBINCgV2b3RlchgHIAEoCBIXCg9zZWVuX3dpdGhfc3RhdGUYCCABKAgSFgoOcmVjb3JkZWRfaW5kZXgYCSABKAQSFQoNcmVjb3JkZWRfdGVybRgKIAEoBBISCgpsYXN0X2luZGV4GAsgASgEEhAKCHByb3RvY29sGAwgASgEMlEKC1BlZXJTZXJ2aWNlEkIKBVZvdWNoEhouc2VxZC5wZWVyLnYxLlZvdWNoUmVxdWVzdBobLnNlcWQucGVlci52MS5Wb3VjaFJlc3BvbnNlIgBCMlowZ2l0aHViLmNvbS9zZXFkL3NlcWQvYXBpL2dlbi9zZXFkL3BlZXIvdjE7cGVlcnYxYgZwcm90bzM");
+  fileDesc("ChdzZXFkL3BlZXIvdjEvcGVlci5wcm90bxIMc2VxZC5wZWVyLnYxIlUKDFZvdWNoUmVxdWVzdBIKCgJpZBgBIAEoCRISCgpjbHVzdGVyX2lkGAIgASgJEhEKCWhhc19zdGF0ZRgDIAEoCBISCgpsYXN0X2luZGV4GAQgASgEIp4CCg1Wb3VjaFJlc3BvbnNlEhIKCmNsdXN0ZXJfaWQYASABKAkSFQoNYXV0aG9yaXRhdGl2ZRgCIAEoCBIPCgdub2RlX2lkGAMgASgJEhEKCWxlYWRlcl9pZBgEIAEoCRIXCg9sZWFkZXJfYXBpX2FkZHIYBSABKAkSGAoQaW5fY29uZmlndXJhdGlvbhgGIAEoCBINCgV2b3RlchgHIAEoCBIXCg9zZWVuX3dpdGhfc3RhdGUYCCABKAgSFgoOcmVjb3JkZWRfaW5kZXgYCSABKAQSFQoNcmVjb3JkZWRfdGVybRgKIAEoBBISCgpsYXN0X2luZGV4GAsgASgEEhAKCHByb3RvY29sGAwgASgEEg4KBnZvdGVycxgNIAMoCTJRCgtQZWVyU2VydmljZRJCCgVWb3VjaBIaLnNlcWQucGVlci52MS5Wb3VjaFJlcXVlc3QaGy5zZXFkLnBlZXIudjEuVm91Y2hSZXNwb25zZSIAQjJaMGdpdGh1Yi5jb20vc2VxZC9zZXFkL2FwaS9nZW4vc2VxZC9wZWVyL3YxO3BlZXJ2MWIGcHJvdG8z");
 
 /**
  * @generated from message seqd.peer.v1.VouchRequest
@@ -140,6 +140,14 @@ export type VouchResponse = Message<"seqd.peer.v1.VouchResponse"> & {
    * @generated from field: uint64 protocol = 12;
    */
   protocol: bigint;
+
+  /**
+   * voters lists the voters of the answering server's latest raft
+   * configuration.
+   *
+   * @generated from field: repeated string voters = 13;
+   */
+  voters: string[];
 };
 
 /**
