@@ -54,6 +54,11 @@ type Node struct {
 	Gossip  string
 	DataDir string
 	LogPath string
+	// DiskDir is the mount point of the node's small disk ("" if it has
+	// none); DataDir is then inside it.
+	DiskDir   string
+	diskImage string // the ext4 image of the small disk
+	mounted   bool
 
 	bin  string
 	args []string
@@ -73,6 +78,7 @@ type Node struct {
 type Cluster struct {
 	Nodes []*Node
 	http  *http.Client
+	disk  DiskSpec
 }
 
 // Spec describes how to lay the cluster out.
@@ -85,11 +91,14 @@ type Spec struct {
 	Args    []string   // extra `seqd serve` flags (timing, --unsafe-disable-lease...)
 	// NodeArgs are extra flags for single nodes, by ID (after Args, so they win).
 	NodeArgs map[string][]string
+	// Disk gives nodes a small file system of their own for their data
+	// directory (see MountDisks).
+	Disk DiskSpec
 }
 
 // New lays out the nodes (it starts nothing).
 func New(s Spec) (*Cluster, error) {
-	c := &Cluster{http: &http.Client{Timeout: 2 * time.Second}}
+	c := &Cluster{http: &http.Client{Timeout: 2 * time.Second}, disk: s.Disk}
 	for i := range s.N {
 		n := &Node{ID: fmt.Sprintf("n%d", i+1), Index: i, bin: s.Bin}
 		if s.Net != nil {
@@ -106,6 +115,13 @@ func New(s Spec) (*Cluster, error) {
 			n.Gossip = net.JoinHostPort(n.Host, strconv.Itoa(ports[2]))
 		}
 		n.DataDir = filepath.Join(s.DataDir, n.ID)
+		if s.Disk.Nodes[n.ID] {
+			n.DiskDir = filepath.Join(s.DataDir, n.ID+".disk")
+			n.DataDir = filepath.Join(n.DiskDir, n.ID)
+			if s.Disk.Kind == DiskExt4 {
+				n.diskImage = filepath.Join(s.DataDir, n.ID+".disk.img")
+			}
+		}
 		n.LogPath = filepath.Join(s.LogDir, n.ID+".log")
 		c.Nodes = append(c.Nodes, n)
 	}
@@ -179,11 +195,32 @@ func (c *Cluster) ByID(id string) *Node {
 
 // CommandLine returns the node's command line (for logs and the results).
 func (n *Node) CommandLine() []string {
-	argv := append([]string{n.bin}, n.args...)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.commandLine(n.args)
+}
+
+func (n *Node) commandLine(args []string) []string {
+	argv := append([]string{n.bin}, args...)
 	if n.NS != "" {
 		argv = netns.Exec(n.NS, argv...)
 	}
 	return argv
+}
+
+// Args returns the node's usual `seqd serve` arguments.
+func (n *Node) Args() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]string(nil), n.args...)
+}
+
+// SetFlag changes one flag of the node's usual arguments (see SetFlag),
+// for its next starts; a running process keeps its flags until restarted.
+func (n *Node) SetFlag(name, value string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.args = SetFlag(n.args, name, value)
 }
 
 // State returns what the harness last did to the node.
@@ -195,11 +232,18 @@ func (n *Node) State() State {
 
 // Start starts the node's process (again, with the same flags). Its output
 // is appended to its log file.
-func (n *Node) Start() error {
+func (n *Node) Start() error { return n.StartWith(nil) }
+
+// StartWith starts the node's process with args instead of its usual
+// `seqd serve` arguments (nil: the usual ones), for this start only.
+func (n *Node) StartWith(args []string) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.state == Running || n.state == Paused {
 		return nil
+	}
+	if args == nil {
+		args = n.args
 	}
 	if err := os.MkdirAll(n.DataDir, 0o755); err != nil {
 		return err
@@ -210,8 +254,8 @@ func (n *Node) Start() error {
 	}
 	defer logf.Close()
 	n.starts++
-	fmt.Fprintf(logf, "=== jepsen: start #%d at %s: %s\n", n.starts, time.Now().Format(time.RFC3339Nano), strings.Join(n.CommandLine(), " "))
-	argv := n.CommandLine()
+	argv := n.commandLine(args)
+	fmt.Fprintf(logf, "=== jepsen: start #%d at %s: %s\n", n.starts, time.Now().Format(time.RFC3339Nano), strings.Join(argv, " "))
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group, so that a ^C at the terminal reaches only the
@@ -406,6 +450,11 @@ func (c *Cluster) Statuses(ctx context.Context, timeout time.Duration) []Status 
 	return out
 }
 
+// StatusOf asks one node for its own state, bounded by timeout.
+func (c *Cluster) StatusOf(ctx context.Context, n *Node, timeout time.Duration) Status {
+	return c.status(ctx, n, timeout)
+}
+
 func (c *Cluster) status(ctx context.Context, n *Node, timeout time.Duration) Status {
 	st := Status{Node: n}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -468,10 +517,22 @@ func (c *Cluster) WaitLeader(ctx context.Context, timeout time.Duration) *Node {
 // term, and the leader serves; it returns a description of the last state
 // seen when it gives up.
 func (c *Cluster) WaitHealthy(ctx context.Context, timeout time.Duration) error {
+	return c.WaitHealthyNodes(ctx, timeout, c.Nodes)
+}
+
+// WaitHealthyNodes is WaitHealthy for some of the nodes (the others may be
+// down).
+func (c *Cluster) WaitHealthyNodes(ctx context.Context, timeout time.Duration, ns []*Node) error {
 	deadline := time.Now().Add(timeout)
 	last := ""
 	for {
-		sts := c.Statuses(ctx, time.Second)
+		sts := make([]Status, len(ns))
+		var wg sync.WaitGroup
+		for i, n := range ns {
+			wg.Add(1)
+			go func() { defer wg.Done(); sts[i] = c.status(ctx, n, time.Second) }()
+		}
+		wg.Wait()
 		leaders, terms := map[string]bool{}, map[uint64]bool{}
 		serving := false
 		var desc []string
@@ -513,6 +574,24 @@ func (n *Node) Wipe() error {
 	return os.RemoveAll(n.DataDir)
 }
 
+// CopyData copies the node's data directory (the node must not be
+// running) to dst, as an operator's `cp -a` would.
+func (n *Node) CopyData(dst string) error {
+	if st := n.State(); st == Running || st == Paused {
+		return fmt.Errorf("copy %s: it is %s", n.ID, st)
+	}
+	return CopyDir(n.DataDir, dst)
+}
+
+// ReplaceData deletes the node's data directory (the node must not be
+// running) and puts a copy of src in its place.
+func (n *Node) ReplaceData(src string) error {
+	if err := n.Wipe(); err != nil {
+		return err
+	}
+	return CopyDir(src, n.DataDir)
+}
+
 // LogSize returns the current size of the node's log file (an offset for
 // LogSince).
 func (n *Node) LogSize() int64 {
@@ -545,6 +624,8 @@ type Member struct {
 	SeenWithState bool // the cluster recorded it holding raft state
 	RaftState     string
 	Serving       bool
+	Term          uint64 // the server's own raft term, as it answered
+	Applied       uint64 // its applied index
 }
 
 // View is the cluster's membership as one node answered it.
@@ -603,7 +684,8 @@ func (c *Cluster) Members(ctx context.Context, timeout time.Duration) (View, err
 	out := map[string]Member{}
 	for _, x := range best.GetNodes() {
 		out[x.GetId()] = Member{ID: x.GetId(), Voter: x.GetVoter(), InConfig: x.GetInConfiguration() || x.GetVoter(),
-			SeenWithState: x.GetSeenWithState(), RaftState: x.GetRaftState(), Serving: x.GetServing()}
+			SeenWithState: x.GetSeenWithState(), RaftState: x.GetRaftState(), Serving: x.GetServing(),
+			Term: x.GetTerm(), Applied: x.GetAppliedIndex()}
 	}
 	v := View{Term: best.GetTerm(), Members: out}
 	if best.GetNodeId() == best.GetLeaderId() {
@@ -624,4 +706,45 @@ func (c *Cluster) Seqd(ctx context.Context, timeout time.Duration, args ...strin
 	defer cancel()
 	out, err := exec.CommandContext(ctx, c.Nodes[0].bin, args...).CombinedOutput()
 	return strings.TrimSpace(string(out)), err
+}
+
+// LogSince returns the node's log from offset on.
+func (n *Node) LogSince(offset int64) string {
+	f, err := os.Open(n.LogPath)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if _, err := f.Seek(offset, 0); err != nil {
+		return ""
+	}
+	b, _ := io.ReadAll(f)
+	return string(b)
+}
+
+// LogCount counts the lines of the node's log, from offset on, that
+// contain s.
+func (n *Node) LogCount(offset int64, s string) int {
+	c := 0
+	for _, line := range strings.Split(n.LogSince(offset), "\n") {
+		if strings.Contains(line, s) {
+			c++
+		}
+	}
+	return c
+}
+
+// LogLines returns the lines of the node's log, from offset on, that start
+// with one of prefixes (e.g. "panic: ").
+func (n *Node) LogLines(offset int64, prefixes ...string) []string {
+	var out []string
+	for _, line := range strings.Split(n.LogSince(offset), "\n") {
+		for _, p := range prefixes {
+			if strings.HasPrefix(line, p) {
+				out = append(out, line)
+				break
+			}
+		}
+	}
+	return out
 }
