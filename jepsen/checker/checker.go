@@ -5,7 +5,7 @@
 //   - shape: every successful call returned what it asked for: one value per
 //     key, values from 1, Reserve's count, and increasing values for a key
 //     listed twice in one Next;
-//   - restart: after every full-cluster restart (the kill-all fault), every
+//   - restart: after every full-cluster restart (kill-all, wipe-restart), every
 //     value is above every value acknowledged before the cluster went down;
 //   - final-reads: after every fault was healed, Current of every key
 //     succeeded (a cluster that never recovers is reported as unknown);
@@ -248,7 +248,11 @@ func Shape(ops []record.Op, limit int) *Result {
 	return r
 }
 
-// Restart checks, for every full-cluster restart (a kill-all fault), that
+// FullRestart reports whether a fault stops and restarts every node: kill-all,
+// and the operator's wipe-restart.
+func FullRestart(fault string) bool { return fault == "kill-all" || fault == "wipe-restart" }
+
+// Restart checks, for every full-cluster restart (kill-all, wipe-restart), that
 // every value returned by a call that began after the restart is above every
 // value returned by a call that completed before the cluster was killed, for
 // the same key (and that Current is at least that).
@@ -261,7 +265,7 @@ func Restart(ops []record.Op, windows []record.Window, limit int) *Result {
 	}
 	restarts := 0
 	for _, w := range windows {
-		if w.Fault != "kill-all" {
+		if !FullRestart(w.Fault) {
 			continue
 		}
 		restarts++

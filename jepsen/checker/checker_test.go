@@ -153,6 +153,12 @@ func TestRestart(t *testing.T) {
 	if got := r.Checkers["restart"]; got.Valid != Invalid || got.Counts["R1"] != 1 {
 		t.Fatalf("restart: %+v, want one R1", got)
 	}
+	// wipe-restart is a full-cluster restart too.
+	b = &h{}
+	b.next("s0", 0, 1, k(1), 100).fault(1, "wipe-restart", 10, 20).next("s0", 30, 31, k(1), 100).final(50, k(1), 101)
+	if got := Check(b.ops, Options{}).Checkers["restart"]; got.Valid != Invalid || got.Counts["R1"] != 1 {
+		t.Fatalf("wipe-restart: %+v, want one R1", got)
+	}
 	// Calls in flight across the restart do not count.
 	b = &h{}
 	b.next("s0", 0, 15, k(1), 100).fault(1, "kill-all", 10, 20).next("s0", 18, 31, k(1), 50).final(50, k(1), 101)

@@ -56,6 +56,17 @@ func faultColor(fault string) color.RGBA {
 		return color.RGBA{214, 238, 190, 255}
 	case strings.HasPrefix(fault, "member"):
 		return color.RGBA{236, 226, 200, 255}
+	// Operator faults.
+	case fault == "stale-copy", fault == "bootstrap-single":
+		return color.RGBA{250, 210, 170, 255}
+	case fault == "wipe-restart":
+		return color.RGBA{240, 180, 220, 255}
+	case fault == "restore-mistake":
+		return color.RGBA{200, 200, 240, 255}
+	case fault == "lease-change":
+		return color.RGBA{255, 236, 150, 255}
+	case fault == "disk-full":
+		return color.RGBA{200, 200, 200, 255}
 	}
 	return color.RGBA{220, 240, 220, 255}
 }

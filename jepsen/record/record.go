@@ -57,6 +57,9 @@ type Op struct {
 	FaultID int      `json:"fault_id,omitempty"`
 	Class   string   `json:"class,omitempty"`
 	Targets []string `json:"targets,omitempty"`
+	// Outcome (heal records of operator faults) says what the cluster did:
+	// refused, served from stale state, exited, rejoined...
+	Outcome []string `json:"outcome,omitempty"`
 }
 
 // IsNemesis reports whether o is a nemesis action.
@@ -210,13 +213,15 @@ func ToHistory(ops []Op) []history.Op {
 }
 
 // Window is one fault, from the moment it was in place (its injection
-// completed; for a membership fault, whose injection takes seconds and acts
-// from its first step, when its injection began) to the end of its healing.
+// completed; for a membership or operator fault, whose injection takes
+// seconds and acts from its first step, when its injection began) to the
+// end of its healing.
 type Window struct {
 	ID      int           `json:"id"`
 	Fault   string        `json:"fault"`
 	Class   string        `json:"class"`
 	Targets []string      `json:"targets"`
+	Outcome []string      `json:"outcome,omitempty"`
 	Start   time.Duration `json:"start_ns"`
 	End     time.Duration `json:"end_ns"`
 	// Healing is when healing began (End is when it completed).
@@ -241,11 +246,14 @@ func Windows(ops []Op, end time.Duration) []Window {
 		switch o.F {
 		case FaultStart:
 			w.Start, w.Targets = o.Complete, o.Targets
-			if o.Class == "membership" {
+			if StartsAtInvoke(o.Class) {
 				w.Start = o.Invoke
 			}
 		case FaultHeal:
 			w.Healing, w.End = o.Invoke, o.Complete
+			if len(o.Outcome) > 0 {
+				w.Outcome = o.Outcome
+			}
 		}
 	}
 	var out []Window
@@ -262,6 +270,11 @@ func Windows(ops []Op, end time.Duration) []Window {
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Start < out[j].Start })
 	return out
 }
+
+// StartsAtInvoke reports whether the windows of a fault class start when
+// the injection begins: membership and operator faults take seconds to
+// inject and act from their first step (a removal, a stopped server).
+func StartsAtInvoke(class string) bool { return class == "membership" || class == "operator" }
 
 // End returns the largest completion time in ops.
 func End(ops []Op) time.Duration {

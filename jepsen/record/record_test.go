@@ -77,6 +77,18 @@ func TestMembershipWindowStartsAtInvoke(t *testing.T) {
 	}
 }
 
+func TestOperatorWindowStartsAtInvokeWithOutcome(t *testing.T) {
+	ops := []Op{
+		{Client: NemesisClient, F: FaultStart, Fault: "stale-copy", Class: "operator", FaultID: 2, Invoke: time.Second, Complete: 4 * time.Second},
+		{Client: NemesisClient, F: FaultHeal, Fault: "stale-copy", Class: "operator", FaultID: 2, Invoke: 6 * time.Second, Complete: 9 * time.Second,
+			Outcome: []string{"n1 refused"}},
+	}
+	ws := Windows(ops, 10*time.Second)
+	if len(ws) != 1 || ws[0].Start != time.Second || ws[0].End != 9*time.Second || len(ws[0].Outcome) != 1 || ws[0].Outcome[0] != "n1 refused" {
+		t.Errorf("%+v", ws)
+	}
+}
+
 func TestReadRejectsGarbage(t *testing.T) {
 	if _, err := Read(bytes.NewBufferString("{\"index\":0}\nnot json\n")); err == nil {
 		t.Error("garbage accepted")
