@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/seqd/seqd/jepsen/netns"
+	"github.com/seqd/seqd/jepsen/nodes"
 )
 
 // plan is what the harness decided before running the test.
@@ -216,6 +217,13 @@ func cleanup(force bool) int {
 	for _, d := range cleanupBinDirs() {
 		fmt.Printf("removed %s\n", d)
 	}
+	done, derrs := nodes.CleanupDisks(force)
+	for _, d := range done {
+		fmt.Printf("small disks: %s\n", d)
+	}
+	if len(derrs) > 0 {
+		fmt.Fprintf(os.Stderr, "jepsen: --cleanup: small disks: %v\n", errors.Join(derrs...))
+	}
 	if err := netns.Check(); err != nil {
 		fmt.Fprintf(os.Stderr, "jepsen: --cleanup: namespaces: %v\n", err)
 		return exitHarness
@@ -232,6 +240,9 @@ func cleanup(force bool) int {
 	}
 	if len(errs) > 0 {
 		fmt.Fprintf(os.Stderr, "jepsen: --cleanup: %v\n", errors.Join(errs...))
+		return exitHarness
+	}
+	if len(derrs) > 0 {
 		return exitHarness
 	}
 	return exitValid

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -91,6 +92,16 @@ type config struct {
 	SlowFactor  float64
 	KeepData    bool
 
+	Bootstrap       string
+	bootstrapSingle bool
+	BootstrapAlone  time.Duration
+	SmallDisk       string
+	smallDisk       map[string]bool
+	SmallDiskSize   string
+	diskSize        int64
+	SmallDiskFS     string
+	LeaseChangeTo   time.Duration
+
 	Limit   int
 	Cleanup bool
 	Force   bool
@@ -139,8 +150,17 @@ n*.log (node logs).
 Exit status: 0 valid, 1 anomalies found, 2 bad command line, 3 unknown
 (e.g. the cluster never recovered, or interrupted), 4 harness error.
 
+Operator faults (group operator) are an operator's procedures and mistakes,
+run with the operator's tools: the seqd binary (node remove, backup,
+restore), stopping and starting servers with their usual flags, copying and
+deleting data directories. A refused action (a clear error and non-zero
+exit, or a server that logs why and stays out) is correct; a repeated value
+or one that goes backwards is not. Each fault's outcome (refused, served,
+exited, rejoined) is in results.json and the summary.
+
 Faults (--nemesis, comma-separated; groups kill, pause, partition, loss, all
-(these four), membership (member-*); "none" for no faults):
+(these four), membership (member-*), operator (the five below member-*);
+"none" for no faults):
 `
 
 const usageTail = `
@@ -158,6 +178,9 @@ Examples:
       --nemesis-interval 5s --nemesis-duration 4s --op-timeout 300ms --time-limit 3m
   # membership changes by seqd's own operator procedures (seqd node remove, wipe, rejoin)
   go run ./jepsen --nemesis membership --nemesis-interval 4s --nemesis-duration 2s..4s --time-limit 90s
+  # operator faults (stale copies, a wipe during a full restart, a misplaced restore, mixed
+  # leases, a full disk), mixed with kill, pause and partition on two lanes
+  go run ./jepsen --nemesis operator,kill-leader,pause-leader,partition-leader --nemesis-overlap --time-limit 5m
   # remove namespaces and processes left by a killed harness
   go run ./jepsen --cleanup
 `
@@ -208,6 +231,12 @@ func newFlags(cfg *config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.SlowNode, "slow-node", "", "give this node (e.g. n1) raft timeouts --slow-factor times longer than the others' (heartbeat, election, and leader lease = its heartbeat timeout): raft's own leader lease then no longer keeps a cut-off leader from serving; see the partition-slow-leader fault")
 	fs.Float64Var(&cfg.SlowFactor, "slow-factor", 5, "with --slow-node: how much longer its raft timeouts are")
 	fs.BoolVar(&cfg.KeepData, "keep-data", false, "keep the nodes' data directories (store/.../data) after the test")
+	fs.StringVar(&cfg.Bootstrap, "bootstrap", "auto", "how the cluster forms: all (every node with --bootstrap-expect N), single (n1 alone with --bootstrap-expect 1 and no --join, serving clients; its data directory is copied while it is the only voter, for stale-copy; then the others join it and n1 is restarted with the usual flags), auto (single when stale-copy is among the faults)")
+	fs.DurationVar(&cfg.BootstrapAlone, "bootstrap-alone", 3*time.Second, "with --bootstrap single: how long n1 serves clients alone before its data directory is copied and the others join (long enough for a raft snapshot, with --seqd-arg=--snapshot-interval, to make the seed's snapshot older than the others' membership records)")
+	fs.StringVar(&cfg.SmallDisk, "small-disk", "auto", "nodes whose data directory gets a small file system of its own (for disk-full): comma-separated IDs, all, none, or auto (all when disk-full is among the faults)")
+	fs.StringVar(&cfg.SmallDiskSize, "small-disk-size", "32m", "size of each small disk (k, m, g suffixes)")
+	fs.StringVar(&cfg.SmallDiskFS, "small-disk-fs", "tmpfs", "small disk file system: tmpfs (size-limited), or ext4 (an image mounted through a loop device); needs root")
+	fs.DurationVar(&cfg.LeaseChangeTo, "lease-change-to", 3*time.Second, "lease-change moves nodes between --lease and this lease")
 
 	fs.IntVar(&cfg.Limit, "anomaly-limit", 10, "example anomalies kept per rule (all are counted)")
 	fs.BoolVar(&cfg.Cleanup, "cleanup", false, "remove namespaces (sqj-*) and their processes left by earlier runs, then exit")
@@ -303,10 +332,41 @@ func parse(args []string, out io.Writer) (*config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--nemesis: %w", err)
 	}
+	has := map[string]bool{}
 	for _, f := range faults {
+		has[f.Name] = true
 		if f.NeedsSlowNode() && cfg.SlowNode == "" {
 			return nil, fmt.Errorf("--nemesis %s needs --slow-node", f.Name)
 		}
+	}
+	switch cfg.Bootstrap {
+	case "auto":
+		cfg.bootstrapSingle = has["stale-copy"] && cfg.Nodes > 1
+	case "single":
+		if cfg.Nodes < 2 {
+			return nil, errors.New("--bootstrap single needs at least 2 nodes")
+		}
+		cfg.bootstrapSingle = true
+	case "all":
+	default:
+		return nil, fmt.Errorf("--bootstrap must be auto, all or single, got %q", cfg.Bootstrap)
+	}
+	if cfg.BootstrapAlone < 0 {
+		return nil, errors.New("--bootstrap-alone must not be negative")
+	}
+	if cfg.smallDisk, err = parseSmallDisk(cfg.SmallDisk, cfg.Nodes, has["disk-full"]); err != nil {
+		return nil, fmt.Errorf("--small-disk: %w", err)
+	}
+	if cfg.diskSize, err = parseSize(cfg.SmallDiskSize); err != nil || cfg.diskSize < 1<<20 {
+		return nil, fmt.Errorf("--small-disk-size %q: want a size of at least 1m, e.g. 32m", cfg.SmallDiskSize)
+	}
+	switch cfg.SmallDiskFS {
+	case "tmpfs", "ext4":
+	default:
+		return nil, fmt.Errorf("--small-disk-fs must be tmpfs or ext4, got %q", cfg.SmallDiskFS)
+	}
+	if has["lease-change"] && (cfg.LeaseChangeTo <= 0 || cfg.LeaseChangeTo == cfg.Lease) {
+		return nil, errors.New("--lease-change-to must be positive and differ from --lease")
 	}
 	if cfg.Test == "" {
 		cfg.Test = strings.NewReplacer(",", "+", " ", "").Replace(cfg.Nemesis)
@@ -331,6 +391,57 @@ func validNodeID(id string, n int) bool {
 
 func scale(d time.Duration, f float64) time.Duration {
 	return time.Duration(float64(d) * f).Round(time.Millisecond)
+}
+
+// parseSmallDisk resolves --small-disk for n nodes: IDs, "all", "none", or
+// "auto" (every node when the disk-full fault runs).
+func parseSmallDisk(spec string, n int, diskFull bool) (map[string]bool, error) {
+	out := map[string]bool{}
+	all := func() {
+		for i := 1; i <= n; i++ {
+			out[fmt.Sprintf("n%d", i)] = true
+		}
+	}
+	switch spec {
+	case "auto":
+		if diskFull {
+			all()
+		}
+		return out, nil
+	case "all":
+		all()
+		return out, nil
+	case "none", "":
+		return out, nil
+	}
+	for _, id := range strings.Split(spec, ",") {
+		id = strings.TrimSpace(id)
+		if !validNodeID(id, n) {
+			return nil, fmt.Errorf("no node %q (want n1..n%d, all, none or auto)", id, n)
+		}
+		out[id] = true
+	}
+	return out, nil
+}
+
+// parseSize parses a size in bytes with an optional k, m or g suffix
+// (powers of 1024).
+func parseSize(s string) (int64, error) {
+	s = strings.ToLower(strings.TrimSpace(s))
+	mult := int64(1)
+	switch {
+	case strings.HasSuffix(s, "k"):
+		mult, s = 1<<10, strings.TrimSuffix(s, "k")
+	case strings.HasSuffix(s, "m"):
+		mult, s = 1<<20, strings.TrimSuffix(s, "m")
+	case strings.HasSuffix(s, "g"):
+		mult, s = 1<<30, strings.TrimSuffix(s, "g")
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v <= 0 || v > (1<<62)/mult {
+		return 0, fmt.Errorf("bad size %q", s)
+	}
+	return v * mult, nil
 }
 
 // parseRange parses "D" or "D1..D2".

@@ -63,12 +63,56 @@ func TestParseMembership(t *testing.T) {
 	}
 }
 
+func TestParseOperator(t *testing.T) {
+	cfg, err := parse(strings.Fields("--nemesis operator,kill-leader"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// stale-copy makes n1 found the cluster alone; disk-full gives every
+	// node a small disk.
+	if !cfg.bootstrapSingle || len(cfg.smallDisk) != 3 || cfg.diskSize != 32<<20 || cfg.Test != "operator+kill-leader" {
+		t.Errorf("%+v", cfg)
+	}
+	cfg, err = parse(strings.Fields("--nemesis lease-change --bootstrap all --small-disk n2 --small-disk-size 64m --small-disk-fs ext4"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.bootstrapSingle || !cfg.smallDisk["n2"] || len(cfg.smallDisk) != 1 || cfg.diskSize != 64<<20 {
+		t.Errorf("%+v", cfg)
+	}
+	if cfg, _ := parse(strings.Fields("--nemesis kill-leader"), io.Discard); cfg.bootstrapSingle || len(cfg.smallDisk) != 0 {
+		t.Errorf("no operator faults: single %v, disks %v", cfg.bootstrapSingle, cfg.smallDisk)
+	}
+	for _, bad := range []string{
+		"--bootstrap sometimes", "--small-disk n7", "--small-disk-size 12q", "--small-disk-size 100k", "--small-disk-fs zfs",
+		"--nemesis lease-change --lease-change-to 500ms", "--bootstrap single --nodes 1", "--bootstrap-alone -1s",
+	} {
+		if _, err := parse(strings.Fields(bad), io.Discard); err == nil {
+			t.Errorf("parse(%q) accepted", bad)
+		}
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{"32m": 32 << 20, "1G": 1 << 30, "512k": 512 << 10, "4096": 4096} {
+		if got, err := parseSize(in); err != nil || got != want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "m", "-1m", "1.5m", "99999999999g"} {
+		if _, err := parseSize(bad); err == nil {
+			t.Errorf("parseSize(%q) accepted", bad)
+		}
+	}
+}
+
 func TestHelpListsEveryFlag(t *testing.T) {
 	var b strings.Builder
 	fs := newFlags(&config{}, &b)
 	fs.Usage()
 	out := b.String()
-	for _, want := range []string{"--nemesis", "-time-limit", "-unsafe-disable-lease", "partition-ring", "membership", "member-remove", "member-return", "member-wipe", "Exit status", "-cleanup"} {
+	for _, want := range []string{"--nemesis", "-time-limit", "-unsafe-disable-lease", "partition-ring", "membership", "member-remove", "member-return", "member-wipe", "Exit status", "-cleanup",
+		"operator", "stale-copy", "wipe-restart", "restore-mistake", "lease-change", "disk-full", "-bootstrap", "-small-disk", "-lease-change-to"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("--help lacks %q", want)
 		}
@@ -170,6 +214,22 @@ func TestSummaryMentionsVerdict(t *testing.T) {
 	var b strings.Builder
 	printSummary(&b, r)
 	for _, want := range []string{"INVALID", "C2 1", "anomaly:      C2 key 1", "exit status:  1", "timeline:"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+func TestSummaryListsOperatorOutcomes(t *testing.T) {
+	ops := append(synthetic(false, true),
+		record.Op{Client: record.NemesisClient, F: record.FaultStart, Fault: "stale-copy", FaultID: 2, Class: "operator", Targets: []string{"n1 back on its copy"}, Type: record.Info, Invoke: ms(1300), Complete: ms(1400)},
+		record.Op{Client: record.NemesisClient, F: record.FaultHeal, Fault: "stale-copy", FaultID: 2, Class: "operator", Targets: []string{"n1 back on its copy"}, Type: record.Info, Invoke: ms(1600), Complete: ms(1700),
+			Outcome: []string{"n1 refused (logged: its data directory is an older copy)"}})
+	dir := writeHistory(t, ops)
+	r := analyzeOps(ops, dir, 5, &meta{Test: "synthetic", Dir: dir, Nodes: 3, SmallDisks: []string{"n1: tmpfs 32m on /x"}})
+	var b strings.Builder
+	printSummary(&b, r)
+	for _, want := range []string{"operator:     stale-copy", "n1 back on its copy", "→ n1 refused", "small disks:  n1: tmpfs", "VALID"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, b.String())
 		}

@@ -202,6 +202,25 @@ func printSummary(w io.Writer, r *results) {
 		}
 		fmt.Fprintf(w, "problem:      %s\n", n)
 	}
+	// What the cluster did under each operator fault.
+	nop := 0
+	for _, f := range r.Availability.Faults {
+		if f.Class != "operator" || (len(f.Outcome) == 0 && f.Fault != "bootstrap-single") {
+			continue
+		}
+		if nop == 12 {
+			fmt.Fprintf(w, "              ... (more in results.json)\n")
+			break
+		}
+		nop++
+		fmt.Fprintf(w, "operator:     %-15s at %6.1fs %s\n", f.Fault, time.Duration(f.Start).Seconds(), strings.Join(f.Targets, "; "))
+		for _, o := range f.Outcome {
+			fmt.Fprintf(w, "                → %s\n", o)
+		}
+	}
+	if len(m.SmallDisks) > 0 {
+		fmt.Fprintf(w, "small disks:  %s\n", strings.Join(m.SmallDisks, ", "))
+	}
 	shown := 0
 	for _, name := range []string{"order", "restart", "shape"} {
 		for _, an := range c[name].Anomalies {

@@ -43,6 +43,8 @@ type meta struct {
 	Elapsed    float64             `json:"elapsed_s"`
 	Errors     []string            `json:"harness_errors,omitempty"`
 	Warnings   []string            `json:"warnings,omitempty"`
+	Bootstrap  string              `json:"bootstrap,omitempty"`
+	SmallDisks []string            `json:"small_disks,omitempty"`
 	Crashes    []string            `json:"node_crashes,omitempty"`
 	Panics     []string            `json:"node_panics,omitempty"`
 	Interrupt  string              `json:"interrupted,omitempty"`
@@ -139,20 +141,36 @@ func run(cfg *config, p plan) int {
 	seqdArgs = append(seqdArgs, cfg.SeqdArgs...)
 	m.SeqdArgs, m.NodeArgs = seqdArgs, cfg.nodeArgs
 	dataDir := filepath.Join(dir, "data")
-	cl, err := nodes.New(nodes.Spec{N: cfg.Nodes, Bin: p.Bin, DataDir: dataDir, LogDir: dir, Net: p.Net, Args: seqdArgs, NodeArgs: cfg.nodeArgs})
+	disk := nodes.DiskSpec{Nodes: cfg.smallDisk, Size: cfg.diskSize, Kind: cfg.SmallDiskFS}
+	cl, err := nodes.New(nodes.Spec{N: cfg.Nodes, Bin: p.Bin, DataDir: dataDir, LogDir: dir, Net: p.Net, Args: seqdArgs, NodeArgs: cfg.nodeArgs, Disk: disk})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "jepsen: %v\n", err)
 		return exitHarness
 	}
 	for _, n := range cl.Nodes {
 		m.NodeCmds = append(m.NodeCmds, strings.Join(n.CommandLine(), " "))
+		if n.DiskDir != "" {
+			m.SmallDisks = append(m.SmallDisks, fmt.Sprintf("%s: %s %s on %s", n.ID, cfg.SmallDiskFS, cfg.SmallDiskSize, n.DiskDir))
+		}
+	}
+	m.Bootstrap = "all"
+	if cfg.bootstrapSingle {
+		m.Bootstrap = "single: " + strings.Join(cl.Nodes[0].CommandLine(), " ") + " (first start: " +
+			strings.Join(nodes.SeedArgs(cl.Nodes[0].Args()), " ") + ")"
 	}
 	defer func() {
 		_ = cl.StopAll(10 * time.Second)
+		if err := cl.UnmountDisks(); err != nil {
+			fmt.Fprintf(os.Stderr, "jepsen: small disks: %v (run `go run ./jepsen --cleanup`)\n", err)
+		}
 		if !cfg.KeepData {
 			_ = os.RemoveAll(dataDir)
 		}
 	}()
+	if err := cl.MountDisks(); err != nil {
+		fmt.Fprintf(os.Stderr, "jepsen: %v\n", err)
+		return exitHarness
+	}
 	rec, err := record.NewRecorder(filepath.Join(dir, "history.jsonl"))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "jepsen: %v\n", err)
@@ -164,13 +182,24 @@ func run(cfg *config, p plan) int {
 	if p.NetNote != "" {
 		log.Printf("NOTE: %s", p.NetNote)
 	}
-	for _, n := range cl.Nodes {
-		if err := n.Start(); err != nil {
+	first := cl.Nodes
+	if cfg.bootstrapSingle {
+		// n1 alone founds the cluster; the others join it once clients have
+		// used it (BootstrapSingle, below).
+		first = cl.Nodes[:1]
+		if err := first[0].StartWith(nodes.SeedArgs(first[0].Args())); err != nil {
 			fmt.Fprintf(os.Stderr, "jepsen: %v\n", err)
 			return exitHarness
 		}
+	} else {
+		for _, n := range cl.Nodes {
+			if err := n.Start(); err != nil {
+				fmt.Fprintf(os.Stderr, "jepsen: %v\n", err)
+				return exitHarness
+			}
+		}
 	}
-	if err := cl.WaitHealthy(ctx, cfg.StartupTimeout); err != nil {
+	if err := cl.WaitHealthyNodes(ctx, cfg.StartupTimeout, first); err != nil {
 		fmt.Fprintf(os.Stderr, "jepsen: %v\n", err)
 		for _, n := range cl.Nodes {
 			fmt.Fprintf(os.Stderr, "--- %s (%s), last lines:\n%s", n.ID, n.LogPath, tail(n.LogPath, 15))
@@ -213,9 +242,18 @@ func run(cfg *config, p plan) int {
 	}
 
 	// The nemesis, until the time limit or its fault count.
-	env := &nemesis.Env{Cluster: cl, Net: p.Net, Rec: rec, Loss: cfg.Loss, Logf: log.Printf}
+	env := &nemesis.Env{Cluster: cl, Net: p.Net, Rec: rec, Loss: cfg.Loss, Logf: log.Printf,
+		Dir: filepath.Join(dataDir, "operator"), RunLease: cfg.Lease, AltLease: cfg.LeaseChangeTo}
 	if cfg.SlowNode != "" {
 		env.Slow, env.SlowTimeout = cl.ByID(cfg.SlowNode), scale(cfg.Heartbeat, cfg.SlowFactor)
+	}
+	if cfg.bootstrapSingle {
+		if err := env.BootstrapSingle(ctx, cl.Nodes[0], cfg.BootstrapAlone); err != nil {
+			m.Errors = append(m.Errors, "bootstrap-single: "+err.Error())
+			log.Printf("bootstrap-single: %v", err)
+		} else {
+			log.Printf("cluster grown from %s; leader %s", cl.Nodes[0].ID, nodeID(cl.Leader(ctx)))
+		}
 	}
 	nctx, ncancel := context.WithTimeout(ctx, cfg.TimeLimit)
 	defer ncancel()

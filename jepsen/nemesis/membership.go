@@ -54,6 +54,15 @@ func (e *Env) view(ctx context.Context, wait time.Duration) (nodes.View, error) 
 	}
 }
 
+// busy reports whether a node is in the middle of a membership change or an
+// operator fault (other faults leave it alone).
+func (e *Env) busy(n *nodes.Node) bool {
+	e.mu.Lock()
+	dirty := e.dirty[n.ID]
+	e.mu.Unlock()
+	return dirty || e.isBroken(n)
+}
+
 // pickVoters picks up to k running voters for a membership fault: at most
 // as many as leave 3 voters (at least one, so on 3 voters one is removed
 // transiently), the leader in one fault of leaderShare, followers
@@ -67,7 +76,7 @@ func (e *Env) pickVoters(ctx context.Context, rng *rand.Rand, k int) ([]*nodes.N
 	var leader *nodes.Node
 	var followers []*nodes.Node
 	for _, n := range e.Cluster.Nodes {
-		if m := v.Members[n.ID]; !m.Voter || n.State() != nodes.Running {
+		if m := v.Members[n.ID]; !m.Voter || n.State() != nodes.Running || e.busy(n) {
 			continue
 		}
 		if n.ID == v.Leader {

@@ -35,6 +35,7 @@ const (
 	Process    = "process"
 	Network    = "network"
 	Membership = "membership"
+	Operator   = "operator"
 )
 
 // Env is what faults act on.
@@ -48,8 +49,16 @@ type Env struct {
 	// SlowTimeout is its raft heartbeat timeout.
 	Slow        *nodes.Node
 	SlowTimeout time.Duration
+	// Operator faults (operator.go): Dir holds copies of data directories
+	// and backups; RunLease is the run's --lease, AltLease the other lease
+	// of lease-change.
+	Dir      string
+	RunLease time.Duration
+	AltLease time.Duration
 
-	nextID atomic.Int64
+	nextID  atomic.Int64
+	op      opState
+	overlap atomic.Bool // network faults run on their own lane
 
 	mu    sync.Mutex
 	dirty map[string]bool // nodes whose membership change is not complete
@@ -70,10 +79,13 @@ type Fault struct {
 	// inject applies the fault and returns its targets and how to heal it.
 	// nil: not implemented yet (listed so that the list shows the plan).
 	inject func(ctx context.Context, e *Env, rng *rand.Rand) (targets []string, heal func() error, err error)
+	// op is inject for faults whose healing also reports what the cluster
+	// did (the operator faults: refused, served, exited, rejoined...).
+	op func(ctx context.Context, e *Env, rng *rand.Rand) (targets []string, heal func() (outcome []string, err error), err error)
 }
 
 // Implemented reports whether the fault can be injected.
-func (f Fault) Implemented() bool { return f.inject != nil }
+func (f Fault) Implemented() bool { return f.inject != nil || f.op != nil }
 
 // All lists every fault, in the order of the help text.
 var All = []Fault{
@@ -95,6 +107,12 @@ var All = []Fault{
 	{Name: "member-remove", Class: Membership, MinNodes: 3, Help: "shrink: `seqd node remove` a voter (on 5+ nodes a minority that leaves 3; 1 in 4 times the leader), stop it, wipe its data; heal: grow back: start it empty with the same ID, wait until it is promoted to voter", inject: memberRemove},
 	{Name: "member-return", Class: Membership, MinNodes: 3, Help: "kill -9 a voter, `seqd node remove` it while down, restart it with its old data (a removed server that missed its removal comes back, hashicorp/raft#524: it must stay out and not disturb the leader); heal: stop, wipe, start, wait until it is a voter", inject: memberReturn},
 	{Name: "member-wipe", Class: Membership, MinNodes: 3, Help: "kill -9 a voter, wipe its data, start it (it must refuse to vote or serve); heal: `seqd node remove` it as its log says, wait until it rejoins as a voter", inject: memberWipe},
+	// Operator mistakes and procedures (see operator.go).
+	{Name: "stale-copy", Class: Operator, MinNodes: 3, Help: "stop a voter (SIGTERM or kill -9), copy its data directory aside, start it; a later stale-copy (or at once, 1 in 3) stops it, puts the old copy back and starts it with its usual flags (--bootstrap single also copies n1 while it is the only voter); it must refuse or rejoin cleanly; heal: seqd node remove, wipe, start unless it rejoined", op: staleCopy},
+	{Name: "wipe-restart", Class: Operator, MinNodes: 3, Help: "stop every node (SIGTERM, or kill -9 after pausing a minority so it lags), wipe one voter, restart in a seeded order (the wiped one first, last or between, pauses between starts); it must refuse until `seqd node remove`; heal: that procedure, wait until it is a voter", op: wipeRestart},
+	{Name: "restore-mistake", Class: Operator, MinNodes: 3, Help: "`seqd backup` the cluster; a later restore-mistake stops a voter, wipes it, runs `seqd restore` from the backup into its data directory and starts it with its usual flags while the cluster runs; it must be refused or stay out of service; heal: seqd node remove, wipe, start", op: restoreMistake},
+	{Name: "lease-change", Class: Operator, MinNodes: 3, Help: "rolling restart (SIGTERM one node at a time, wait until it is a voter) that moves nodes between the run's --lease and --lease-change-to (mixed leases), SIGSTOPping a long-lease leader at a seeded moment so a short-lease leader takes over; leases stay mixed until the next lease-change; heal-all puts every node back on the run's lease", op: leaseChange},
+	{Name: "disk-full", Class: Operator, MinNodes: 3, Help: "fill the small disk (--small-disk) of the leader or of a follower with a filler file until ENOSPC, hold it full; heal: delete the filler, start the node if it exited, wait until it is a voter (exits and panics are reported)", op: diskFull},
 }
 
 // Groups name sets of faults.
@@ -106,6 +124,8 @@ var Groups = map[string][]string{
 	// membership is not part of all (whose runs are recorded in RESULTS.md).
 	"membership": {"member-remove", "member-return", "member-wipe"},
 	"all":        {"kill-leader", "kill-random", "kill-minority", "pause-leader", "pause-minority", "partition-leader", "partition-halves", "partition-ring", "partition-bridge", "loss-leader", "loss-random"},
+	// operator is not part of all either.
+	"operator": {"stale-copy", "wipe-restart", "restore-mistake", "lease-change", "disk-full"},
 }
 
 func byName(name string) (Fault, bool) {
@@ -181,6 +201,7 @@ func Run(ctx context.Context, e *Env, s Schedule) int {
 	if len(s.Faults) == 0 {
 		return 0
 	}
+	e.overlap.Store(s.Overlap)
 	lanes := [][]Fault{s.Faults}
 	if s.Overlap {
 		var proc, netw []Fault
@@ -257,7 +278,18 @@ func sleep(ctx context.Context, d time.Duration) bool {
 func (e *Env) once(ctx context.Context, f Fault, rng *rand.Rand, d time.Duration) {
 	id := int(e.nextID.Add(1))
 	t0 := e.Rec.Now()
-	targets, heal, err := f.inject(ctx, e, rng)
+	var targets []string
+	var heal func() ([]string, error)
+	var err error
+	if f.op != nil {
+		targets, heal, err = f.op(ctx, e, rng)
+	} else {
+		var h func() error
+		targets, h, err = f.inject(ctx, e, rng)
+		if h != nil {
+			heal = func() ([]string, error) { return nil, h() }
+		}
+	}
 	rec := record.Op{Client: record.NemesisClient, F: record.FaultStart, Fault: f.Name, FaultID: id, Class: f.Class,
 		Targets: targets, Invoke: t0, Complete: e.Rec.Now(), Type: record.Info}
 	if err != nil {
@@ -268,16 +300,20 @@ func (e *Env) once(ctx context.Context, f Fault, rng *rand.Rand, d time.Duration
 	sleep(ctx, d) // a fault window, not a wait for a condition
 	t1 := e.Rec.Now()
 	var herr error
+	var outcome []string
 	if heal != nil {
-		herr = heal()
+		outcome, herr = heal()
 	}
 	rec = record.Op{Client: record.NemesisClient, F: record.FaultHeal, Fault: f.Name, FaultID: id, Class: f.Class,
-		Targets: targets, Invoke: t1, Complete: e.Rec.Now(), Type: record.Info}
+		Targets: targets, Invoke: t1, Complete: e.Rec.Now(), Type: record.Info, Outcome: outcome}
 	if herr != nil {
 		rec.Error = herr.Error()
 	}
 	e.Rec.Add(rec)
 	e.logf("nemesis: heal %-11s %v%s", f.Name, targets, errSuffix(herr))
+	if len(outcome) > 0 {
+		e.logf("nemesis:   outcome: %s", strings.Join(outcome, "; "))
+	}
 }
 
 func errSuffix(err error) string {
@@ -287,16 +323,22 @@ func errSuffix(err error) string {
 	return " (error: " + err.Error() + ")"
 }
 
-// HealAll ends every fault: resumes paused nodes, restarts nodes that are
-// not running, removes every iptables rule, and brings back as voters the
-// nodes whose membership change did not complete (remove, stop, wipe,
-// start). It is recorded as a nemesis action (fault "heal-all").
+// HealAll ends every fault: removes every iptables rule, deletes filler
+// files, resumes paused nodes, restarts nodes that are not running, brings
+// back as voters the nodes whose membership change or operator fault did
+// not complete (remove, stop, wipe, start), and puts every node back on the
+// run's --lease (a rolling restart). It is recorded as a nemesis action
+// (fault "heal-all").
 func HealAll(e *Env) error {
 	t0 := e.Rec.Now()
 	var errs []error
 	var touched []string
 	if e.Net != nil {
 		errs = append(errs, e.Net.HealAll())
+	}
+	for _, n := range e.filledNodes() {
+		touched = append(touched, n.ID+" (filler deleted)")
+		errs = append(errs, e.unfill(n))
 	}
 	for _, n := range e.Cluster.Nodes {
 		switch n.State() {
@@ -311,6 +353,14 @@ func HealAll(e *Env) error {
 	for _, n := range e.dirtyNodes() {
 		touched = append(touched, n.ID+" (membership)")
 		errs = append(errs, e.restore(n))
+	}
+	for _, n := range e.brokenNodes() {
+		touched = append(touched, n.ID+" (operator: remove, wipe, start)")
+		errs = append(errs, e.repair(n))
+	}
+	if t, err := e.resetLeases(); len(t) > 0 || err != nil {
+		touched = append(touched, t...)
+		errs = append(errs, err)
 	}
 	err := errors.Join(errs...)
 	rec := record.Op{Client: record.NemesisClient, F: record.FaultHeal, Fault: "heal-all", Targets: touched,

@@ -153,3 +153,25 @@ func TestMinority(t *testing.T) {
 		}
 	}
 }
+
+func TestOperatorGroup(t *testing.T) {
+	fs, skipped, err := Parse("operator", 3, false)
+	want := []string{"stale-copy", "wipe-restart", "restore-mistake", "lease-change", "disk-full"}
+	if err != nil || !slices.Equal(names(fs), want) || len(skipped) != 0 {
+		t.Errorf("operator: %v %v %v, want %v", names(fs), skipped, err, want)
+	}
+	for _, f := range fs {
+		if !f.Implemented() || f.Class != Operator {
+			t.Errorf("%s: implemented %v, class %s", f.Name, f.Implemented(), f.Class)
+		}
+	}
+	all, _, _ := Parse("all", 5, true)
+	for _, f := range all {
+		if f.Class == Operator {
+			t.Errorf("all includes operator fault %s", f.Name)
+		}
+	}
+	if _, _, err := Parse("disk-full", 2, true); err == nil {
+		t.Error("disk-full named explicitly on 2 nodes accepted")
+	}
+}

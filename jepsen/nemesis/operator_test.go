@@ -1,0 +1,93 @@
+package nemesis
+
+import (
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestPlanRestart(t *testing.T) {
+	all := []string{"n1", "n2", "n3", "n4", "n5"}
+	positions := map[string]int{}
+	for seed := range uint64(300) {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		steps := planRestart(rng, all, "n3", nil)
+		var order []string
+		for i, s := range steps {
+			if len(s.IDs) != 1 {
+				t.Fatalf("seed %d: step %d starts %v together", seed, i, s.IDs)
+			}
+			if s.Pause < 0 || s.Pause > 3*time.Second || (i == len(steps)-1 && s.Pause != 0) {
+				t.Fatalf("seed %d: pause %v at step %d", seed, s.Pause, i)
+			}
+			order = append(order, s.IDs[0])
+		}
+		sorted := slices.Clone(order)
+		slices.Sort(sorted)
+		if !slices.Equal(sorted, all) {
+			t.Fatalf("seed %d: order %v is not every node once", seed, order)
+		}
+		switch i := slices.Index(order, "n3"); i {
+		case 0:
+			positions["first"]++
+		case len(order) - 1:
+			positions["last"]++
+		default:
+			positions["between"]++
+		}
+	}
+	for _, p := range []string{"first", "last", "between"} {
+		if positions[p] < 30 {
+			t.Errorf("the wiped node came %s only %d times in 300: %v", p, positions[p], positions)
+		}
+	}
+	// With laggers: they and the wiped node first, together, then the
+	// others one at a time after a pause of at least 2s.
+	rng := rand.New(rand.NewPCG(7, 1))
+	steps := planRestart(rng, all, "n2", []string{"n4", "n5"})
+	first := slices.Clone(steps[0].IDs)
+	slices.Sort(first)
+	if !slices.Equal(first, []string{"n2", "n4", "n5"}) || steps[0].Pause < 2*time.Second {
+		t.Errorf("first step %v, pause %v", steps[0].IDs, steps[0].Pause)
+	}
+	if len(steps) != 3 || len(steps[1].IDs) != 1 || len(steps[2].IDs) != 1 {
+		t.Errorf("steps %+v", steps)
+	}
+	if d := describePlan(steps); !strings.Contains(d, "+") || !strings.Contains(d, ", ") {
+		t.Errorf("describePlan: %q", d)
+	}
+}
+
+func TestLeaseAssignment(t *testing.T) {
+	const short, long = 500 * time.Millisecond, 3 * time.Second
+	cur := []time.Duration{short, short, short}
+	for seed := range uint64(200) {
+		rng := rand.New(rand.NewPCG(seed, 2))
+		got := leaseAssignment(rng, cur, short, long)
+		if slices.Equal(got, cur) {
+			t.Fatalf("seed %d: assignment unchanged %v", seed, got)
+		}
+		if !slices.Contains(got, short) || !slices.Contains(got, long) {
+			t.Fatalf("seed %d: not mixed: %v", seed, got)
+		}
+		cur = got
+	}
+}
+
+func TestRestoreArgs(t *testing.T) {
+	today := "Usage: seqd restore --margin N [--id ID] [--data-dir D] [--raft-addr A] FILE\n  --margin\n  --raft-addr\n"
+	got := restoreArgs(today, "n2", "/d/n2", "10.0.0.2:7701", "/b/backup.db")
+	want := []string{"restore", "--margin", "1000000000", "--id", "n2", "--data-dir", "/d/n2", "--raft-addr", "10.0.0.2:7701", "/b/backup.db"}
+	if !slices.Equal(got, want) {
+		t.Errorf("today: %q", got)
+	}
+	newer := today + "  --values-since\n      values issued since ...\n  --terms-since\n      raft terms since ...\n"
+	got = restoreArgs(newer, "n2", "/d/n2", "10.0.0.2:7701", "/b/backup.db")
+	want = []string{"restore", "--margin", "1000000000", "--id", "n2", "--data-dir", "/d/n2", "--raft-addr", "10.0.0.2:7701",
+		"--values-since", "1000000000", "--terms-since", "100000", "/b/backup.db"}
+	if !slices.Equal(got, want) {
+		t.Errorf("newer: %q", got)
+	}
+}
