@@ -32,7 +32,8 @@ import (
 // Log lines of seqd that show documented refusals and events.
 const (
 	staleRefusal = "its data directory is an older copy"
-	passedGate   = "listed_as_voter=true" // "joining as a new server" while the cluster lists it as a voter
+	passedGate   = "listed_as_voter=true"                // "joining as a new server" while the cluster lists it as a voter
+	openGate     = "not bootstrapping: a cluster exists" // logged only once the raft gate is open
 	becameLeader = "became raft leader"
 	lostLeader   = "lost raft leadership"
 )
@@ -226,13 +227,19 @@ func (w *watcher) leaderChanges() string {
 // and reports whether it is a voter that follows the current leader in its
 // term.
 func (e *Env) inService(n *nodes.Node) (bool, string) {
+	ok, _, standing := e.standing(n)
+	return ok, standing
+}
+
+// standing is inService, with the node's membership as the cluster lists it.
+func (e *Env) standing(n *nodes.Node) (bool, nodes.Member, string) {
 	v, err := e.view(context.Background(), 5*time.Second)
 	if err != nil {
-		return false, "membership unknown: " + err.Error()
+		return false, nodes.Member{}, "membership unknown: " + err.Error()
 	}
 	m := v.Members[n.ID]
 	ok := m.Voter && m.Term == v.Term && (m.RaftState == "follower" || (m.RaftState == "leader" && v.Leader == n.ID))
-	return ok, fmt.Sprintf("%s, term %d (leader %s, term %d)", describe(m), m.Term, v.Leader, v.Term)
+	return ok, m, fmt.Sprintf("%s, term %d (leader %s, term %d)", describe(m), m.Term, v.Leader, v.Term)
 }
 
 // ---- stale-copy ----
@@ -634,8 +641,12 @@ func wipeRestart(ctx context.Context, e *Env, rng *rand.Rand) ([]string, func() 
 	heal := func() ([]string, error) {
 		alone, _ := watch.stop()
 		refused := w.LogContains(offset, wipedRefusal)
+		_, m, standing := e.standing(w)
+		// A wiped server whose raft gate is shut never leaves term 0 and
+		// never gets to bootstrapping (which seqd tries only with the gate
+		// open): either means it took part in raft before any removal.
 		passed := w.LogContains(offset, passedGate)
-		_, standing := e.inService(w)
+		silent := !passed && (w.LogContains(offset, openGate) || (!refused && m.Term > 0))
 		var out []string
 		if alone != "" {
 			out = append(out, alone)
@@ -643,6 +654,8 @@ func wipeRestart(ctx context.Context, e *Env, rng *rand.Rand) ([]string, func() 
 		switch {
 		case passed:
 			out = append(out, w.ID+" PASSED the gate: joined while listed as a voter, with an empty data directory (it may vote again in a term it voted in)")
+		case silent:
+			out = append(out, fmt.Sprintf("%s PASSED the gate silently: it took part in raft (term %d) with an empty data directory while listed as a voter, without logging a refusal or a join", w.ID, m.Term))
 		case refused:
 			out = append(out, w.ID+" refused (logged: wiped, refuses to vote or serve)")
 		default:
@@ -651,7 +664,7 @@ func wipeRestart(ctx context.Context, e *Env, rng *rand.Rand) ([]string, func() 
 		out = append(out, standing)
 		var err error
 		start := time.Now()
-		if passed || !refused || alone != "" {
+		if passed || silent || !refused || alone != "" {
 			// It holds state now (or never said what it is): the
 			// general procedure.
 			err = e.repair(w)
