@@ -268,6 +268,8 @@ func (g *gossip) maybeBootstrap() {
 		return
 	}
 	if !g.ready() {
+		n.warnOnce("bootstrap-joins", "not bootstrapping yet: waiting to see every server --join names (a server bootstraps only with all of them)",
+			"join", g.joinAddrs)
 		return
 	}
 	var servers []raft.Server

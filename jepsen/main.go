@@ -160,7 +160,8 @@ exited, rejoined) is in results.json and the summary.
 
 Faults (--nemesis, comma-separated; groups kill, pause, partition, loss, all
 (these four), membership (member-*), operator (the five below member-*);
-"none" for no faults):
+"none" for no faults; NAME*W, for a fault or a group, makes its lane pick it
+W times as often, e.g. stale-copy*3,kill,pause):
 `
 
 const usageTail = `
@@ -369,7 +370,7 @@ func parse(args []string, out io.Writer) (*config, error) {
 		return nil, errors.New("--lease-change-to must be positive and differ from --lease")
 	}
 	if cfg.Test == "" {
-		cfg.Test = strings.NewReplacer(",", "+", " ", "").Replace(cfg.Nemesis)
+		cfg.Test = strings.NewReplacer(",", "+", " ", "", "*", "x").Replace(cfg.Nemesis)
 		if cfg.Test == "" {
 			cfg.Test = "none"
 		}

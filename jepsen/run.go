@@ -103,9 +103,7 @@ func run(cfg *config, p plan) int {
 		fmt.Fprintf(os.Stderr, "jepsen: --nemesis: %v\n", err)
 		return exitUsage
 	}
-	for _, f := range faults {
-		m.Faults = append(m.Faults, f.Name)
-	}
+	m.Faults = nemesis.Names(faults)
 	m.Skipped = skipped
 	if len(skipped) > 0 {
 		log.Printf("NOTE: skipping faults that cannot run here: %s", strings.Join(skipped, ", "))

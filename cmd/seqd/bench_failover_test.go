@@ -88,6 +88,7 @@ func BenchmarkFailoverDip(b *testing.B) {
 				steady, killAt, zero, rec, timelineText(res.Timeline, killAt))
 		}
 		leader.start(b)
+		waitVouched(b, leader, time.Minute)
 	}
 	slices.Sort(zeros)
 	slices.Sort(recovers)

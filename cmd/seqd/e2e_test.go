@@ -281,6 +281,32 @@ func waitLeader(t testing.TB, ps []*proc, exclude *proc, timeout time.Duration) 
 	return nil
 }
 
+// waitVouched waits until process p reports itself vouched for (its raft
+// gate open): a restarted server takes part in raft only from then, so a
+// test that fails the leader next waits for it, as a rolling procedure does.
+func waitVouched(t testing.TB, p *proc, timeout time.Duration) {
+	t.Helper()
+	cl, err := client.New([]string{p.api}, client.Options{RetryFor: time.Millisecond, AttemptTimeout: 500 * time.Millisecond, DisableRouting: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		st, err := cl.ClusterStatus(ctx)
+		cancel()
+		if err == nil {
+			for _, n := range st.GetNodes() {
+				if n.GetId() == p.id && n.GetRaftOpen() {
+					return
+				}
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s was not vouched for within %v; log:\n%s", p.id, timeout, p.logText())
+}
+
 // TestProcessClusterUnderKillAndPause starts three real seqd processes with
 // the documented flags, hammers all three nodes, and repeatedly kill -9s the
 // leader (then restarts it) and SIGSTOPs it for seconds (then SIGCONTs it).
@@ -326,6 +352,7 @@ func TestProcessClusterUnderKillAndPause(t *testing.T) {
 		next := waitLeader(t, ps, leader, 30*time.Second)
 		w.WaitOK(t, 100, 30*time.Second)
 		leader.start(t)
+		waitVouched(t, leader, 30*time.Second)
 		w.WaitOK(t, 100, 30*time.Second)
 		leader = next
 

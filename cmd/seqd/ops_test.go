@@ -68,10 +68,16 @@ func TestProcessOperations(t *testing.T) {
 	ps := newProcs(t, 5, timing...)
 	// Only the first three form the cluster; the other two join later with
 	// the same flags (they see servers with state and wait to be added).
+	// Every --join list names the first three only: a server bootstraps
+	// only once it sees every server its --join names.
+	first := strings.Join([]string{ps[0].gossip, ps[1].gossip, ps[2].gossip}, ",")
 	for _, p := range ps {
 		for i, a := range p.args {
-			if a == "--bootstrap-expect" {
+			switch a {
+			case "--bootstrap-expect":
 				p.args[i+1] = "3"
+			case "--join":
+				p.args[i+1] = first
 			}
 		}
 	}

@@ -161,7 +161,9 @@ func (e *Env) dirtyNodes() []*nodes.Node {
 }
 
 // waitVoters waits (bounded) until every node in ns is a voter in the
-// leader's configuration and answers, then clears their dirty marks.
+// leader's configuration, answers, and takes part in raft (vouched for: no
+// refusing-raft, as README's rolling restart says to wait for), then
+// clears their dirty marks.
 func (e *Env) waitVoters(ns []*nodes.Node, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -174,7 +176,7 @@ func (e *Env) waitVoters(ns []*nodes.Node, timeout time.Duration) error {
 			last = fmt.Sprintf("no leader answered (%v)", err)
 		} else {
 			for _, n := range ns {
-				if m := v.Members[n.ID]; !m.Voter || m.RaftState == "unreachable" {
+				if m := v.Members[n.ID]; !m.Voter || m.RaftState == "unreachable" || !m.RaftOpen {
 					missing = append(missing, fmt.Sprintf("%s: %s", n.ID, describe(m)))
 				}
 			}
@@ -194,15 +196,24 @@ func (e *Env) waitVoters(ns []*nodes.Node, timeout time.Duration) error {
 }
 
 func describe(m nodes.Member) string {
+	var d string
 	switch {
 	case m.ID == "":
 		return "not listed"
 	case m.Voter:
-		return "voter, " + m.RaftState
+		d = "voter, " + m.RaftState
 	case m.InConfig:
-		return "non-voter, " + m.RaftState
+		d = "non-voter, " + m.RaftState
+	default:
+		d = "not in the configuration, " + m.RaftState
 	}
-	return "not in the configuration, " + m.RaftState
+	if m.RaftState != "unreachable" && !m.RaftOpen {
+		d += ", refusing-raft"
+	}
+	if m.DiskFull {
+		d += ", disk-full"
+	}
+	return d
 }
 
 // rejoin starts the nodes again (their data directories must be empty) and

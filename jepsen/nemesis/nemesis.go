@@ -108,11 +108,11 @@ var All = []Fault{
 	{Name: "member-return", Class: Membership, MinNodes: 3, Help: "kill -9 a voter, `seqd node remove` it while down, restart it with its old data (a removed server that missed its removal comes back, hashicorp/raft#524: it must stay out and not disturb the leader); heal: stop, wipe, start, wait until it is a voter", inject: memberReturn},
 	{Name: "member-wipe", Class: Membership, MinNodes: 3, Help: "kill -9 a voter, wipe its data, start it (it must refuse to vote or serve); heal: `seqd node remove` it as its log says, wait until it rejoins as a voter", inject: memberWipe},
 	// Operator mistakes and procedures (see operator.go).
-	{Name: "stale-copy", Class: Operator, MinNodes: 3, Help: "stop a voter (SIGTERM or kill -9), copy its data directory aside, start it; a later stale-copy (or at once, 1 in 3) stops it, puts the old copy back and starts it with its usual flags (--bootstrap single also copies n1 while it is the only voter); it must refuse or rejoin cleanly; heal: seqd node remove, wipe, start unless it rejoined", op: staleCopy},
-	{Name: "wipe-restart", Class: Operator, MinNodes: 3, Help: "stop every node (SIGTERM, or kill -9 after pausing a minority so it lags), wipe one voter, restart in a seeded order (the wiped one first, last or between, pauses between starts; after --bootstrap single the first one wipes a server that joined n1 and makes n1 lag); it must refuse until `seqd node remove`; heal: that procedure, wait until it is a voter", op: wipeRestart},
-	{Name: "restore-mistake", Class: Operator, MinNodes: 3, Help: "`seqd backup` the cluster; a later restore-mistake stops a voter, wipes it, runs `seqd restore` from the backup into its data directory and starts it with its usual flags while the cluster runs; it must be refused or stay out of service; heal: seqd node remove, wipe, start", op: restoreMistake},
+	{Name: "stale-copy", Class: Operator, MinNodes: 3, Help: "stop a voter (SIGTERM or kill -9), copy its data directory aside, start it; a later stale-copy (or at once, 1 in 3) stops it, puts the old copy back and starts it with its usual flags (--bootstrap single also copies n1 while it is the only voter); it must refuse (logs: an older copy) or, a copy too recent to tell apart, rejoin cleanly; heal: wait for either (bounded), then seqd node remove, wipe, start unless it rejoined", op: staleCopy},
+	{Name: "wipe-restart", Class: Operator, MinNodes: 3, Help: "stop every node (SIGTERM, or kill -9 after pausing a minority so it lags), wipe one voter, restart in a seeded order (the wiped one first, last or between, pauses between starts; after --bootstrap single the first one wipes a server that joined n1 and makes n1 lag); heal: wait for a leader (5 voters) or for every survivor to wait for the wiped voter (3 voters: it logs waiting for [ID]) and restart them with --assume-gone ID (this start only), wait for the wiped voter's refusal, `seqd node remove` it, wait until it is a voter", op: wipeRestart},
+	{Name: "restore-mistake", Class: Operator, MinNodes: 3, Help: "`seqd backup` the cluster; a later restore-mistake stops a voter, wipes it, runs `seqd restore` (--values-since/--terms-since when its --help lists them) from the backup into its data directory and starts it with its usual flags while the cluster runs; it must be refused (logs: another cluster lists it) or stay out of service; heal: wait for the refusal (bounded), seqd node remove, wipe, start", op: restoreMistake},
 	{Name: "lease-change", Class: Operator, MinNodes: 3, Help: "rolling restart (SIGTERM one node at a time, wait until it is a voter) that moves nodes between the run's --lease and --lease-change-to (mixed leases), SIGSTOPping a long-lease leader for 1.2-2s at a seeded moment so a short-lease leader takes over (3 times in 4, without --nemesis-overlap, also cut off from the other nodes until 0.5s after it resumes); leases stay mixed until the next lease-change; heal-all puts every node back on the run's lease", op: leaseChange},
-	{Name: "disk-full", Class: Operator, MinNodes: 3, Help: "fill the small disk (--small-disk) of the leader or of a follower with a filler file until ENOSPC, hold it full (a process that exits is restarted after 1s, as a supervisor would); heal: delete the filler, start the node if it exited, wait until it is a voter (exits and panics are reported)", op: diskFull},
+	{Name: "disk-full", Class: Operator, MinNodes: 3, Help: "fill the small disk (--small-disk) of the leader or of a follower with a filler file until ENOSPC, hold it full (a process that exits is restarted after 1s, as a supervisor would); it must stop standing for election (a leader steps down) and keep running; heal: delete the filler, start the node if it exited, wait until disk-full clears and it is a voter (exits, panics and elections won while full are reported)", op: diskFull},
 }
 
 // Groups name sets of faults.
@@ -140,17 +140,30 @@ func byName(name string) (Fault, bool) {
 // NeedsSlowNode reports whether a fault needs --slow-node.
 func (f Fault) NeedsSlowNode() bool { return f.Name == "partition-slow-leader" }
 
+// maxWeight bounds a fault's weight (NAME*W).
+const maxWeight = 20
+
 // Parse resolves a comma-separated list of faults and groups ("none" for no
-// faults) for n nodes. Faults that cannot run here (network faults without
-// namespaces, ring on fewer than 5 nodes when it came from a group) are
-// returned in skipped with the reason; naming one explicitly that can never
-// run with n nodes, or an unimplemented one, is an error.
+// faults) for n nodes. An item may carry a weight, NAME*W (a fault or a
+// group; W from 1 to 20): the fault is listed W times, so that its lane
+// picks it W times as often as a fault of weight 1. Faults that cannot run
+// here (network faults without namespaces, ring on fewer than 5 nodes when
+// it came from a group) are returned in skipped with the reason; naming one
+// explicitly that can never run with n nodes, or an unimplemented one, is
+// an error. A fault named twice keeps its first weight.
 func Parse(spec string, n int, network bool) (faults []Fault, skipped []string, err error) {
 	seen := map[string]bool{}
 	for _, item := range strings.Split(spec, ",") {
 		item = strings.TrimSpace(item)
 		if item == "" || item == "none" {
 			continue
+		}
+		weight := 1
+		if name, w, ok := strings.Cut(item, "*"); ok {
+			if _, err := fmt.Sscanf(w, "%d", &weight); err != nil || fmt.Sprint(weight) != w || weight < 1 || weight > maxWeight {
+				return nil, nil, fmt.Errorf("bad weight in %q: want NAME*W with W from 1 to %d", item, maxWeight)
+			}
+			item = strings.TrimSpace(name)
 		}
 		names, group := Groups[item]
 		if !group {
@@ -178,10 +191,33 @@ func Parse(spec string, n int, network bool) (faults []Fault, skipped []string, 
 				skipped = append(skipped, name+" (network faults need root, ip and iptables)")
 				continue
 			}
-			faults = append(faults, f)
+			for range weight {
+				faults = append(faults, f)
+			}
 		}
 	}
 	return faults, skipped, nil
+}
+
+// Names lists the faults once each, in order, with their weight when it is
+// not 1 (NAME*W).
+func Names(faults []Fault) []string {
+	count := map[string]int{}
+	var order []string
+	for _, f := range faults {
+		if count[f.Name] == 0 {
+			order = append(order, f.Name)
+		}
+		count[f.Name]++
+	}
+	var out []string
+	for _, name := range order {
+		if c := count[name]; c > 1 {
+			name = fmt.Sprintf("%s*%d", name, c)
+		}
+		out = append(out, name)
+	}
+	return out
 }
 
 // Schedule is when faults happen.

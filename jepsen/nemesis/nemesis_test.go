@@ -62,6 +62,20 @@ func TestParse(t *testing.T) {
 	if fs, _, err := Parse("partition-ring", 5, true); err != nil || len(fs) != 1 {
 		t.Errorf("ring on 5: %v %v", fs, err)
 	}
+	// Weights: a fault or a group listed W times.
+	fs, _, err = Parse("stale-copy*3,kill-leader,pause*2", 3, true)
+	want = []string{"stale-copy", "stale-copy", "stale-copy", "kill-leader", "pause-leader", "pause-leader", "pause-minority", "pause-minority"}
+	if err != nil || !slices.Equal(names(fs), want) {
+		t.Errorf("weights: %v %v, want %v", names(fs), err, want)
+	}
+	if got := Names(fs); !slices.Equal(got, []string{"stale-copy*3", "kill-leader", "pause-leader*2", "pause-minority*2"}) {
+		t.Errorf("Names: %v", got)
+	}
+	for _, bad := range []string{"kill-leader*0", "kill-leader*21", "kill-leader*x", "kill-leader*2x", "kill-leader*"} {
+		if _, _, err := Parse(bad, 3, true); err == nil {
+			t.Errorf("Parse(%q) accepted", bad)
+		}
+	}
 }
 
 func TestEveryFaultDocumented(t *testing.T) {

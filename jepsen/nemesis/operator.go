@@ -29,14 +29,77 @@ import (
 // README's procedure: `seqd node remove`, stop, delete the data directory,
 // start.
 
-// Log lines of seqd that show documented refusals and events.
+// Log lines of seqd that show documented refusals and events (README,
+// Operations: "Which servers may take part (vouching)" and "A full disk").
 const (
-	staleRefusal = "its data directory is an older copy"
-	passedGate   = "listed_as_voter=true"                // "joining as a new server" while the cluster lists it as a voter
-	openGate     = "not bootstrapping: a cluster exists" // logged only once the raft gate is open
-	becameLeader = "became raft leader"
-	lostLeader   = "lost raft leadership"
+	staleRefusal   = "its data directory is an older copy"
+	foreignRefusal = "but this server's data belongs to cluster" // another cluster lists it (a restore into a member)
+	gateOpen       = "raft gate open"                            // vouched for: it takes part in raft from now on
+	passedGate     = "listed_as_voter=true"                      // "joining as a new server" while the cluster lists it as a voter
+	quorumWait     = "waiting for ["                             // no leader answers and it waits for these voters' answers
+	noStateWait    = "no serving leader answers yet"             // a server without state waits for a leader to vouch for it
+	diskFullLog    = "the disk is full"                          // ...: this server stops standing for election
+	becameLeader   = "became raft leader"
+	lostLeader     = "lost raft leadership"
 )
+
+// refusals are the log lines of a server that refuses to take part, by
+// the name the outcomes use.
+var refusals = []struct{ name, line string }{
+	{"older copy", staleRefusal},
+	{"taken for another cluster's member", foreignRefusal},
+	{"wiped", wipedRefusal},
+	{"removed", "does not list it in the raft configuration"},
+}
+
+// refusal returns the name of the refusal the node logged since offset, or
+// "".
+func refusal(n *nodes.Node, offset int64) string {
+	log := n.LogSince(offset)
+	for _, r := range refusals {
+		if strings.Contains(log, r.line) {
+			return r.name
+		}
+	}
+	return ""
+}
+
+// waitUntil polls cond every 250ms until it holds or timeout passes, and
+// returns whether it held and how long it took.
+func waitUntil(timeout time.Duration, cond func() bool) (bool, time.Duration) {
+	start := time.Now()
+	for {
+		if cond() {
+			return true, time.Since(start)
+		}
+		if time.Since(start) > timeout {
+			return false, time.Since(start)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// verdictTimeout bounds the wait for a restarted server to say what it is
+// (vouched for, or refused): it asks every second or so, and a leader that
+// has just been elected waits a lease before it answers with authority.
+const verdictTimeout = 20 * time.Second
+
+// verdict waits (bounded) until a server started on questionable data
+// either logs a refusal or takes part in the cluster (a voter that is
+// vouched for and follows the current leader), and says which.
+func (e *Env) verdict(n *nodes.Node, offset int64) (refused string, inService bool, standing string, took time.Duration) {
+	_, took = waitUntil(verdictTimeout, func() bool {
+		if refused = refusal(n, offset); refused != "" {
+			return true
+		}
+		inService, standing = e.inService(n)
+		return inService
+	})
+	if refused != "" || standing == "" {
+		_, standing = e.inService(n)
+	}
+	return refused, inService, standing, took
+}
 
 // opState is the operator faults' memory between faults.
 type opState struct {
@@ -152,6 +215,13 @@ type watcher struct {
 	leads int    // times seen becoming a serving leader
 	// Serving leaders seen anywhere in the cluster, in order (leader/term).
 	leaders []string
+	// leadAtStart: it was the serving leader at the first look; stepped:
+	// how long after the watch began it was first seen not leading then.
+	leadAtStart bool
+	stepped     time.Duration
+	// diskFull: its status said disk-full at some look (seqd status
+	// notes disk-full, the metric seqd_disk_full).
+	diskFull bool
 }
 
 func (e *Env) watch(n *nodes.Node) *watcher {
@@ -160,11 +230,21 @@ func (e *Env) watch(n *nodes.Node) *watcher {
 	go func() {
 		defer close(w.done)
 		was := false
-		for ctx.Err() == nil {
+		start := time.Now()
+		for first := true; ctx.Err() == nil; first = false {
 			sts := e.Cluster.Statuses(ctx, time.Second)
 			me := sts[n.Index]
 			lead := me.Err == nil && me.Serving && strings.EqualFold(me.State, "leader")
 			w.mu.Lock()
+			if first {
+				w.leadAtStart = lead
+			}
+			if !lead && me.Err == nil && w.leadAtStart && w.stepped == 0 {
+				w.stepped = time.Since(start)
+			}
+			if me.Err == nil && me.DiskFull {
+				w.diskFull = true
+			}
 			if lead && !was {
 				w.leads++
 			}
@@ -238,7 +318,7 @@ func (e *Env) standing(n *nodes.Node) (bool, nodes.Member, string) {
 		return false, nodes.Member{}, "membership unknown: " + err.Error()
 	}
 	m := v.Members[n.ID]
-	ok := m.Voter && m.Term == v.Term && (m.RaftState == "follower" || (m.RaftState == "leader" && v.Leader == n.ID))
+	ok := m.Voter && m.RaftOpen && m.Term == v.Term && (m.RaftState == "follower" || (m.RaftState == "leader" && v.Leader == n.ID))
 	return ok, m, fmt.Sprintf("%s, term %d (leader %s, term %d)", describe(m), m.Term, v.Leader, v.Term)
 }
 
@@ -380,23 +460,28 @@ func (e *Env) putBack(ctx context.Context, rng *rand.Rand, c *dirCopy, targets [
 	age := time.Since(c.taken).Round(100 * time.Millisecond)
 	targets = append(targets, fmt.Sprintf("%s back on its copy from %v ago (%s; stopped by %s)", x.ID, age, c.note, how))
 	heal := func() ([]string, error) {
+		// It must say what it is: refused (an older copy), or vouched
+		// for and following the leader (a copy too recent to tell apart).
+		refused, ok, standing, took := e.verdict(x, offset)
 		alone, leads := w.stop()
-		refused := x.LogContains(offset, staleRefusal)
-		ok, standing := e.inService(x)
 		var out []string
 		if alone != "" {
 			out = append(out, alone)
 		}
+		gate := x.LogContains(offset, gateOpen)
 		switch {
-		case refused:
-			out = append(out, x.ID+" refused (logged: its data directory is an older copy)")
+		case refused != "":
+			out = append(out, fmt.Sprintf("%s refused (logged: %s) %v after the heal began", x.ID, refused, took.Round(100*time.Millisecond)))
+			if gate {
+				out = append(out, x.ID+" ALSO logged that its raft gate opened")
+			}
 		case ok && alone == "":
-			out = append(out, x.ID+" rejoined with the copy (no refusal)")
+			out = append(out, x.ID+" rejoined with the copy (vouched for, no refusal: a copy too recent to tell apart)")
 		default:
-			out = append(out, x.ID+" out of service, no refusal logged")
+			out = append(out, fmt.Sprintf("%s out of service without a refusal logged within %v (raft gate opened: %v)", x.ID, verdictTimeout, gate))
 		}
 		out = append(out, fmt.Sprintf("became serving leader %d times; %s", leads, standing))
-		if ok && !refused && alone == "" {
+		if ok && refused == "" && alone == "" {
 			e.setBroken(x, false)
 			return out, nil
 		}
@@ -530,9 +615,14 @@ func describePlan(steps []startStep) string {
 }
 
 // wipeRestart is a full-cluster restart during which one voter's data
-// directory is wiped. The wiped voter must refuse to vote or serve until an
-// operator runs `seqd node remove` (README: "Replace a dead server, same ID,
-// new disk"); healing does that and waits until it is a voter again.
+// directory is wiped. With no leader, the survivors vouch for each other
+// only with the answers of N - majority + 1 other voters: on 5 voters they
+// elect a leader without the wiped one; on 3 they wait for it, and README's
+// procedure (vouching: "waiting for voters") is to restart them with
+// --assume-gone ID. The wiped voter must then refuse to vote or serve until
+// an operator runs `seqd node remove` (README: "Replace a dead server, same
+// ID, new disk"). Healing does all that, each step waiting for its
+// condition, and waits until the wiped server is a voter again.
 func wipeRestart(ctx context.Context, e *Env, rng *rand.Rand) ([]string, func() ([]string, error), error) {
 	v, err := e.view(ctx, 10*time.Second)
 	if err != nil {
@@ -631,6 +721,19 @@ func wipeRestart(ctx context.Context, e *Env, rng *rand.Rand) ([]string, func() 
 	plan := planRestart(rng, all, w.ID, lagIDs)
 	targets = append(targets, how+" all", "start "+describePlan(plan))
 	offset := w.LogSize()
+	offsets := logOffsets(e.Cluster)
+	var survivors []*nodes.Node
+	for _, n := range e.Cluster.Nodes {
+		if n != w {
+			survivors = append(survivors, n)
+		}
+	}
+	nv := 0 // voters in the configuration, the wiped one included
+	for _, m := range v.Members {
+		if m.Voter {
+			nv++
+		}
+	}
 	watch := e.watch(w)
 	for _, s := range plan {
 		for _, id := range s.IDs {
@@ -639,34 +742,68 @@ func wipeRestart(ctx context.Context, e *Env, rng *rand.Rand) ([]string, func() 
 		sleep(ctx, s.Pause)
 	}
 	heal := func() ([]string, error) {
-		alone, _ := watch.stop()
-		refused := w.LogContains(offset, wipedRefusal)
-		_, m, standing := e.standing(w)
-		// A wiped server whose raft gate is shut never leaves term 0 and
-		// never gets to bootstrapping (which seqd tries only with the gate
-		// open): either means it took part in raft before any removal.
-		passed := w.LogContains(offset, passedGate)
-		silent := !passed && (w.LogContains(offset, openGate) || (!refused && m.Term > 0))
 		var out []string
+		// The survivors cannot know whether the wiped voter held a
+		// committed record of one of them: without a leader, each needs
+		// the answers of N - majority + 1 other voters (both others of 3,
+		// three of the other four of 5). On 5 voters the three other
+		// survivors suffice and they elect a leader; on 3 they wait for
+		// the wiped voter, which has nothing to answer with, and say so
+		// ("waiting for [ID]"): README's procedure is then to restart the
+		// survivors with --assume-gone ID.
+		mustWait := nv-2 < nv-nv/2
+		lead, waited, took := e.leaderOrWait(survivors, offsets, w.ID, recoverTimeout)
+		switch {
+		case lead != nil && mustWait:
+			out = append(out, fmt.Sprintf("UNEXPECTED: the survivors elected %s without %s's answer (%d voters: vouching without a leader needs both others of 3), %v after the heal began",
+				lead.ID, w.ID, nv, took.Round(100*time.Millisecond)))
+		case lead != nil:
+			out = append(out, fmt.Sprintf("the survivors elected %s without %s (%d voters: the %d others with state answered), %v after the heal began",
+				lead.ID, w.ID, nv, nv-2, took.Round(100*time.Millisecond)))
+		default:
+			if len(waited) > 0 {
+				out = append(out, fmt.Sprintf("no leader: %s logged waiting for [%s] (no leader answers; %d voters)", strings.Join(waited, ","), w.ID, nv))
+			} else {
+				out = append(out, fmt.Sprintf("no leader within %v, and no survivor logged that it waits for %s", recoverTimeout, w.ID))
+			}
+			if !mustWait {
+				out = append(out, fmt.Sprintf("UNEXPECTED on %d voters: the other survivors' answers should have sufficed", nv))
+			}
+			l, d, err := e.assumeGone(survivors, w)
+			if l == nil {
+				out = append(out, fmt.Sprintf("restarted %s with --assume-gone %s: NO leader within %v (%v)", strings.Join(ids(survivors), ","), w.ID, d.Round(100*time.Millisecond), err))
+			} else {
+				out = append(out, fmt.Sprintf("restarted %s with --assume-gone %s: %s leads %v later", strings.Join(ids(survivors), ","), w.ID, l.ID, d.Round(100*time.Millisecond)))
+			}
+		}
+		// With a leader, the wiped voter is told what it is: refused, as
+		// its data directory has none.
+		refused, _, standing, rtook := e.verdict(w, offset)
+		alone, _ := watch.stop()
 		if alone != "" {
 			out = append(out, alone)
 		}
+		passed := w.LogContains(offset, passedGate)
+		gate := w.LogContains(offset, gateOpen)
 		switch {
 		case passed:
 			out = append(out, w.ID+" PASSED the gate: joined while listed as a voter, with an empty data directory (it may vote again in a term it voted in)")
-		case silent:
-			out = append(out, fmt.Sprintf("%s PASSED the gate silently: it took part in raft (term %d) with an empty data directory while listed as a voter, without logging a refusal or a join", w.ID, m.Term))
-		case refused:
-			out = append(out, w.ID+" refused (logged: wiped, refuses to vote or serve)")
+		case gate:
+			out = append(out, w.ID+" PASSED the gate: its raft gate opened with an empty data directory while it was listed as a voter, before any removal")
+		case refused == "wiped":
+			out = append(out, fmt.Sprintf("%s refused (logged: wiped, refuses to vote or serve) %v after that", w.ID, rtook.Round(100*time.Millisecond)))
+		case refused != "":
+			out = append(out, fmt.Sprintf("%s refused (logged: %s)", w.ID, refused))
+		case w.LogContains(offset, noStateWait):
+			out = append(out, w.ID+" waited for a leader to vouch for it (logged), no refusal logged within "+verdictTimeout.String())
 		default:
 			out = append(out, w.ID+" no refusal logged")
 		}
 		out = append(out, standing)
 		var err error
 		start := time.Now()
-		if passed || silent || !refused || alone != "" {
-			// It holds state now (or never said what it is): the
-			// general procedure.
+		if passed || gate || alone != "" {
+			// It holds state now: the general procedure.
 			err = e.repair(w)
 		} else {
 			// README: `seqd node remove` it; it then joins by itself.
@@ -683,11 +820,97 @@ func wipeRestart(ctx context.Context, e *Env, rng *rand.Rand) ([]string, func() 
 		}
 		if err == nil {
 			e.setBroken(w, false)
-			out = append(out, fmt.Sprintf("a voter again %v after the procedure began", time.Since(start).Round(100*time.Millisecond)))
+			out = append(out, fmt.Sprintf("a voter again %v after seqd node remove", time.Since(start).Round(100*time.Millisecond)))
 		}
 		return out, err
 	}
 	return targets, heal, errors.Join(errs...)
+}
+
+// recoverTimeout bounds the wait, after a full-cluster restart, for a
+// serving leader or for every survivor to say which voters it waits for.
+const recoverTimeout = 20 * time.Second
+
+// waitsFor reports whether node n logged, since offset, that it waits for
+// voter id's answer (no leader answers: "... waiting for [n1 n3]").
+func waitsFor(n *nodes.Node, offset int64, id string) bool {
+	for _, line := range strings.Split(n.LogSince(offset), "\n") {
+		_, rest, ok := strings.Cut(line, quorumWait)
+		if !ok {
+			continue
+		}
+		list, _, _ := strings.Cut(rest, "]")
+		if slices.Contains(strings.Fields(list), id) {
+			return true
+		}
+	}
+	return false
+}
+
+// leaderOrWait waits (bounded) after a full-cluster restart until a leader
+// serves, or until every running survivor has refused raft traffic for
+// stuckFor having logged that it waits for voter id (seqd logs that once
+// per process, so the log alone does not say it still waits; its status
+// does: raft_open false). It returns the leader (nil if none), the
+// survivors that wait, and how long it waited.
+func (e *Env) leaderOrWait(survivors []*nodes.Node, offsets map[string]int64, id string, timeout time.Duration) (*nodes.Node, []string, time.Duration) {
+	const stuckFor = 3 * time.Second
+	var lead *nodes.Node
+	var waited []string
+	var since time.Time
+	_, took := waitUntil(timeout, func() bool {
+		if lead = e.Cluster.Leader(context.Background()); lead != nil {
+			return true
+		}
+		waited = nil
+		running := 0
+		for _, n := range survivors {
+			if n.State() != nodes.Running {
+				continue
+			}
+			running++
+			st := e.Cluster.StatusOf(context.Background(), n, time.Second)
+			if st.Err == nil && !st.RaftOpen && waitsFor(n, offsets[n.ID], id) {
+				waited = append(waited, n.ID)
+			}
+		}
+		if running == 0 || len(waited) < running {
+			since = time.Time{}
+			return false
+		}
+		if since.IsZero() {
+			since = time.Now()
+		}
+		return time.Since(since) >= stuckFor
+	})
+	return lead, waited, took
+}
+
+// assumeGone is README's procedure for a full-cluster restart in which a
+// voter does not come back (gone for good: its disk lost or wiped): restart
+// the survivors with --assume-gone ID, so that they count it as having
+// answered and elect a leader. The flag is for this start only: every
+// later start of a survivor uses its usual flags (README: remove the flag
+// again at the next restart; it matters only while no leader answers). It
+// returns the serving leader (nil if none came) and how long it took.
+func (e *Env) assumeGone(survivors []*nodes.Node, gone *nodes.Node) (*nodes.Node, time.Duration, error) {
+	start := time.Now()
+	e.logf("nemesis:   restarting %s with --assume-gone %s", strings.Join(ids(survivors), ","), gone.ID)
+	errs := make([]error, len(survivors))
+	var wg sync.WaitGroup
+	for i, n := range survivors {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = n.Stop(10 * time.Second) }()
+	}
+	wg.Wait()
+	for _, n := range survivors {
+		errs = append(errs, n.StartWith(nodes.SetFlag(n.Args(), "assume-gone", gone.ID)))
+	}
+	l := e.Cluster.WaitLeader(context.Background(), 30*time.Second)
+	if l == nil {
+		errs = append(errs, errors.New("no serving leader"))
+	}
+	return l, time.Since(start), errors.Join(errs...)
 }
 
 // ---- restore-mistake ----
@@ -696,18 +919,28 @@ func wipeRestart(ctx context.Context, e *Env, rng *rand.Rand) ([]string, func() 
 // README says (far above what any section hands out during a run).
 const restoreMargin = 1_000_000_000
 
+// Bounds passed to `seqd restore` by restore-mistake (when its --help
+// lists them): far above what a run hands out or elects after a backup (a
+// few hundred thousand values in all, a few dozen terms), and their minimum
+// margin (V + T × (1,000,000 + 2 × step): 110,010,000 with the run's step
+// of 50) stays below restoreMargin, so the command accepts them: the
+// mistake is where the restore goes, not its numbers.
+const (
+	restoreValuesSince = 10_000_000
+	restoreTermsSince  = 100
+)
+
 // restoreArgs is the `seqd restore` command line of the restore-mistake
-// fault. Its flags are changing: today `seqd restore --margin N --id ID
-// --data-dir D --raft-addr A FILE`; a newer seqd adds --values-since and
-// --terms-since, which are passed when `seqd restore --help` (help) lists
-// them. Adjust here.
+// fault: `seqd restore --margin N --id ID --data-dir D --raft-addr A FILE`,
+// plus --values-since and --terms-since (required since seqd computes the
+// minimum margin) when `seqd restore --help` (help) lists them.
 func restoreArgs(help, id, dataDir, raftAddr, file string) []string {
 	args := []string{"restore", "--margin", fmt.Sprint(restoreMargin), "--id", id, "--data-dir", dataDir, "--raft-addr", raftAddr}
 	if strings.Contains(help, "values-since") {
-		args = append(args, "--values-since", "1000000000")
+		args = append(args, "--values-since", fmt.Sprint(restoreValuesSince))
 	}
 	if strings.Contains(help, "terms-since") {
-		args = append(args, "--terms-since", "100000")
+		args = append(args, "--terms-since", fmt.Sprint(restoreTermsSince))
 	}
 	return append(args, file)
 }
@@ -790,22 +1023,26 @@ func restoreMistake(ctx context.Context, e *Env, rng *rand.Rand) ([]string, func
 	w := e.watch(x)
 	targets := []string{fmt.Sprintf("%s%s restored from a backup of %v ago (stopped by %s)", x.ID, note, time.Since(b.taken).Round(100*time.Millisecond), how), restored}
 	heal := func() ([]string, error) {
+		// The restored member belongs to a new cluster: it must refuse
+		// (another cluster, the one it was taken from, lists it), or, if
+		// the command refused, start empty and refuse as wiped.
+		refused, ok, standing, took := e.verdict(x, offset)
 		alone, leads := w.stop()
 		var out []string
 		if alone != "" {
 			out = append(out, alone)
 		}
-		switch {
-		case rerr != nil:
+		if rerr != nil {
 			out = append(out, "the restore command refused")
-		case x.LogContains(offset, staleRefusal):
-			out = append(out, x.ID+" refused (logged: older copy)")
-		case x.LogContains(offset, wipedRefusal):
-			out = append(out, x.ID+" refused (logged: wiped)")
-		default:
-			out = append(out, x.ID+" no refusal logged")
 		}
-		_, standing := e.inService(x)
+		switch {
+		case refused != "":
+			out = append(out, fmt.Sprintf("%s refused (logged: %s) %v after the heal began", x.ID, refused, took.Round(100*time.Millisecond)))
+		case ok:
+			out = append(out, x.ID+" TOOK PART in the cluster with the restored data (no refusal)")
+		default:
+			out = append(out, fmt.Sprintf("%s out of service without a refusal logged within %v (raft gate opened: %v)", x.ID, verdictTimeout, x.LogContains(offset, gateOpen)))
+		}
 		out = append(out, fmt.Sprintf("became serving leader %d times; %s", leads, standing))
 		start := time.Now()
 		err := e.repair(x)
@@ -1145,6 +1382,8 @@ func diskFull(ctx context.Context, e *Env, rng *rand.Rand) ([]string, func() ([]
 		restarts := sup.stop()
 		_, leads := w.stop()
 		held := time.Since(start).Round(100 * time.Millisecond)
+		full := x.LogSince(offset) // its log while the disk was full
+		count := func(s string) int { return strings.Count(full, s) }
 		var out []string
 		exits := x.Unexpected()[crashes:]
 		if len(exits) > 0 {
@@ -1156,15 +1395,39 @@ func diskFull(ctx context.Context, e *Env, rng *rand.Rand) ([]string, func() ([]
 		if p := x.LogLines(offset, "panic: ", "fatal error: "); len(p) > 0 {
 			out = append(out, fmt.Sprintf("%d panics, first: %s", len(p), oneLine(p[0])))
 		}
-		out = append(out, fmt.Sprintf("while full: %d writes refused (no space), %d raft commits failed, lost leadership %d times, became raft leader %d times, seen as serving leader %d times",
-			x.LogCount(offset, "no space left"), x.LogCount(offset, "failed to commit logs"), x.LogCount(offset, lostLeader), x.LogCount(offset, becameLeader), leads),
+		w.mu.Lock()
+		leadAtStart, stepped, seenFull := w.leadAtStart, w.stepped, w.diskFull
+		w.mu.Unlock()
+		won := leads
+		if leadAtStart {
+			won-- // the lead it held when the disk filled
+			if stepped > 0 {
+				out = append(out, fmt.Sprintf("it led when its disk filled; not leading %v later", stepped.Round(100*time.Millisecond)))
+			} else {
+				out = append(out, "it led when its disk filled and was never seen not leading while full")
+			}
+		}
+		out = append(out, fmt.Sprintf("while full: logged the disk full %d times (stands for no election), status disk-full seen %v, %d writes refused (no space), %d raft commits failed, lost leadership %d times, WON %d elections (became raft leader), became serving leader %d times",
+			count(diskFullLog), seenFull, count("no space left"), count("failed to commit logs"), count(lostLeader), count(becameLeader), max(won, 0)),
 			w.leaderChanges())
 		errs := []error{e.unfill(x)}
 		if st := x.State(); st == nodes.Down || st == nodes.Killed {
 			out = append(out, "started again with its usual flags")
 			errs = append(errs, x.Start())
 		}
+		// It stands again once a write succeeds (an entry from the
+		// leader, or its probe every 2s): disk-full clears, then it is a
+		// voter that takes part.
 		back := time.Now()
+		cleared, ctook := waitUntil(rejoinTimeout, func() bool {
+			st := e.Cluster.StatusOf(context.Background(), x, time.Second)
+			return st.Err == nil && !st.DiskFull
+		})
+		if cleared {
+			out = append(out, fmt.Sprintf("disk-full cleared %v after space was back", ctook.Round(100*time.Millisecond)))
+		} else {
+			out = append(out, fmt.Sprintf("disk-full NOT cleared within %v of space being back", rejoinTimeout))
+		}
 		if err := e.waitVoters([]*nodes.Node{x}, rejoinTimeout); err != nil {
 			out = append(out, x.ID+" did NOT rejoin once space was back: "+err.Error())
 			e.setBroken(x, true)

@@ -2,10 +2,14 @@ package nemesis
 
 import (
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/seqd/seqd/jepsen/nodes"
 )
 
 func TestPlanRestart(t *testing.T) {
@@ -86,8 +90,37 @@ func TestRestoreArgs(t *testing.T) {
 	newer := today + "  --values-since\n      values issued since ...\n  --terms-since\n      raft terms since ...\n"
 	got = restoreArgs(newer, "n2", "/d/n2", "10.0.0.2:7701", "/b/backup.db")
 	want = []string{"restore", "--margin", "1000000000", "--id", "n2", "--data-dir", "/d/n2", "--raft-addr", "10.0.0.2:7701",
-		"--values-since", "1000000000", "--terms-since", "100000", "/b/backup.db"}
+		"--values-since", "10000000", "--terms-since", "100", "/b/backup.db"}
 	if !slices.Equal(got, want) {
 		t.Errorf("newer: %q", got)
+	}
+}
+
+// The bounds restore-mistake passes must be accepted by seqd restore: their
+// minimum margin, V + T × (1,000,000 + 2 × S), stays below the margin it
+// passes, even with a step far above the run's default of 50.
+func TestRestoreBoundsAccepted(t *testing.T) {
+	for _, step := range []uint64{50, 10_000, 1_000_000} {
+		if min := uint64(restoreValuesSince) + restoreTermsSince*(1_000_000+2*step); min > restoreMargin {
+			t.Errorf("step %d: minimum margin %d above --margin %d: seqd restore would refuse every restore", step, min, restoreMargin)
+		}
+	}
+}
+
+func TestWaitsFor(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "n2.log")
+	log := `time=2026-11-23T10:43:41.844Z level=WARN msg="no leader answers, and vouching without one needs answers from enough voters to include every committed record: waiting for [n1 n3]. If some of them are gone for good (dead, their disks lost) and no server runs on an older copy of its data directory, restart the survivors with --assume-gone naming them" node=n2 id=n2
+`
+	if err := os.WriteFile(path, []byte("earlier: waiting for [n4]\n"+log), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n := &nodes.Node{ID: "n2", LogPath: path}
+	for id, want := range map[string]bool{"n1": true, "n3": true, "n2": false, "n": false, "n4": true} {
+		if got := waitsFor(n, 0, id); got != want {
+			t.Errorf("waitsFor(%s) = %v, want %v", id, got, want)
+		}
+	}
+	if waitsFor(n, int64(len("earlier: waiting for [n4]\n")), "n4") {
+		t.Error("waitsFor read before its offset")
 	}
 }

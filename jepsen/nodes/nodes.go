@@ -432,6 +432,11 @@ type Status struct {
 	Term     uint64
 	Serving  bool
 	LeaderID string
+	// RaftOpen is false while the node refuses raft traffic (not vouched
+	// for yet, or never: its log says why); DiskFull while it found its
+	// disk full and stands for no election.
+	RaftOpen bool
+	DiskFull bool
 }
 
 // Statuses asks every node for its own state, in parallel, each bounded by
@@ -470,6 +475,7 @@ func (c *Cluster) status(ctx context.Context, n *Node, timeout time.Duration) St
 	for _, x := range r.Msg.GetNodes() {
 		if x.GetId() == n.ID {
 			st.State, st.Serving = x.GetRaftState(), x.GetServing()
+			st.RaftOpen, st.DiskFull = x.GetRaftOpen(), x.GetDiskFull()
 			if x.GetTerm() > 0 {
 				st.Term = x.GetTerm()
 			}
@@ -626,6 +632,12 @@ type Member struct {
 	Serving       bool
 	Term          uint64 // the server's own raft term, as it answered
 	Applied       uint64 // its applied index
+	// RaftOpen is false while the server refuses raft traffic (seqd status
+	// notes refusing-raft): not vouched for yet, or never will be (wiped,
+	// an older copy, removed, taken for another cluster's member).
+	RaftOpen  bool
+	DiskFull  bool   // it found its disk full (seqd status notes disk-full)
+	ClusterID string // the cluster its data belongs to
 }
 
 // View is the cluster's membership as one node answered it.
@@ -685,7 +697,8 @@ func (c *Cluster) Members(ctx context.Context, timeout time.Duration) (View, err
 	for _, x := range best.GetNodes() {
 		out[x.GetId()] = Member{ID: x.GetId(), Voter: x.GetVoter(), InConfig: x.GetInConfiguration() || x.GetVoter(),
 			SeenWithState: x.GetSeenWithState(), RaftState: x.GetRaftState(), Serving: x.GetServing(),
-			Term: x.GetTerm(), Applied: x.GetAppliedIndex()}
+			Term: x.GetTerm(), Applied: x.GetAppliedIndex(), RaftOpen: x.GetRaftOpen(), DiskFull: x.GetDiskFull(),
+			ClusterID: x.GetClusterId()}
 	}
 	v := View{Term: best.GetTerm(), Members: out}
 	if best.GetNodeId() == best.GetLeaderId() {
