@@ -41,6 +41,7 @@ const (
 	diskFullLog    = "the disk is full"                          // ...: this server stops standing for election
 	becameLeader   = "became raft leader"
 	lostLeader     = "lost raft leadership"
+	servedLog      = "serving as leader" // it holds the lease and answers as leader
 )
 
 // refusals are the log lines of a server that refuses to take part, by
@@ -60,6 +61,40 @@ func refusal(n *nodes.Node, offset int64) string {
 		if strings.Contains(log, r.line) {
 			return r.name
 		}
+	}
+	return ""
+}
+
+// afterRefusal reports what a node that logged a refusal since offset
+// logged after it: that its raft gate opened (vouched for after all: the
+// refusal is not final) and that it served as leader, or "".
+func afterRefusal(n *nodes.Node, offset int64) string {
+	log := n.LogSince(offset)
+	first := -1
+	for _, r := range refusals {
+		if i := strings.Index(log, r.line); i >= 0 && (first < 0 || i < first) {
+			first = i
+		}
+	}
+	if first < 0 {
+		return ""
+	}
+	rest := log[first:]
+	if !strings.Contains(rest, gateOpen) {
+		return ""
+	}
+	d := "THEN its raft gate OPENED in the same process (vouched for after refusing)"
+	if c := strings.Count(rest, servedLog); c > 0 {
+		d += fmt.Sprintf(" and it logged %q %d times", servedLog, c)
+	}
+	return d
+}
+
+// served describes how often a node logged that it served as leader since
+// offset ("" if never).
+func served(n *nodes.Node, offset int64) string {
+	if c := n.LogCount(offset, servedLog); c > 0 {
+		return fmt.Sprintf("%s logged %q %d times on this data", n.ID, servedLog, c)
 	}
 	return ""
 }
@@ -472,13 +507,18 @@ func (e *Env) putBack(ctx context.Context, rng *rand.Rand, c *dirCopy, targets [
 		switch {
 		case refused != "":
 			out = append(out, fmt.Sprintf("%s refused (logged: %s) %v after the heal began", x.ID, refused, took.Round(100*time.Millisecond)))
-			if gate {
-				out = append(out, x.ID+" ALSO logged that its raft gate opened")
+			if a := afterRefusal(x, offset); a != "" {
+				out = append(out, a)
+			} else if gate {
+				out = append(out, x.ID+" ALSO logged that its raft gate opened (before the refusal)")
 			}
 		case ok && alone == "":
 			out = append(out, x.ID+" rejoined with the copy (vouched for, no refusal: a copy too recent to tell apart)")
 		default:
 			out = append(out, fmt.Sprintf("%s out of service without a refusal logged within %v (raft gate opened: %v)", x.ID, verdictTimeout, gate))
+		}
+		if d := served(x, offset); d != "" {
+			out = append(out, d)
 		}
 		out = append(out, fmt.Sprintf("became serving leader %d times; %s", leads, standing))
 		if ok && refused == "" && alone == "" {
@@ -799,6 +839,9 @@ func wipeRestart(ctx context.Context, e *Env, rng *rand.Rand) ([]string, func() 
 		default:
 			out = append(out, w.ID+" no refusal logged")
 		}
+		if d := served(w, offset); d != "" {
+			out = append(out, d)
+		}
 		out = append(out, standing)
 		var err error
 		start := time.Now()
@@ -922,9 +965,10 @@ const restoreMargin = 1_000_000_000
 // Bounds passed to `seqd restore` by restore-mistake (when its --help
 // lists them): far above what a run hands out or elects after a backup (a
 // few hundred thousand values in all, a few dozen terms), and their minimum
-// margin (V + T × (1,000,000 + 2 × step): 110,010,000 with the run's step
-// of 50) stays below restoreMargin, so the command accepts them: the
-// mistake is where the restore goes, not its numbers.
+// margin (V + T × (1,000,000 + 2 × S), S the largest step in the backup:
+// 112,000,000 with the 10,000 of seqd's default space) stays below
+// restoreMargin, so the command accepts them: the mistake is where the
+// restore goes, not its numbers.
 const (
 	restoreValuesSince = 10_000_000
 	restoreTermsSince  = 100
@@ -1038,10 +1082,16 @@ func restoreMistake(ctx context.Context, e *Env, rng *rand.Rand) ([]string, func
 		switch {
 		case refused != "":
 			out = append(out, fmt.Sprintf("%s refused (logged: %s) %v after the heal began", x.ID, refused, took.Round(100*time.Millisecond)))
+			if a := afterRefusal(x, offset); a != "" {
+				out = append(out, a)
+			}
 		case ok:
 			out = append(out, x.ID+" TOOK PART in the cluster with the restored data (no refusal)")
 		default:
 			out = append(out, fmt.Sprintf("%s out of service without a refusal logged within %v (raft gate opened: %v)", x.ID, verdictTimeout, x.LogContains(offset, gateOpen)))
+		}
+		if d := served(x, offset); d != "" {
+			out = append(out, d)
 		}
 		out = append(out, fmt.Sprintf("became serving leader %d times; %s", leads, standing))
 		start := time.Now()

@@ -124,3 +124,32 @@ func TestWaitsFor(t *testing.T) {
 		t.Error("waitsFor read before its offset")
 	}
 }
+
+func TestAfterRefusal(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "n1.log")
+	n := &nodes.Node{ID: "n1", LogPath: path}
+	write := func(s string) {
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`msg="raft gate open: bootstrapped a new cluster"
+msg="this server's raft log ends at index 40, but n2 recorded it reaching index 41 (term 3): its data directory is an older copy, so it refuses"
+`)
+	if got := afterRefusal(n, 0); got != "" {
+		t.Errorf("a gate opened before the refusal: %q", got)
+	}
+	if refusal(n, 0) != "older copy" {
+		t.Errorf("refusal: %q", refusal(n, 0))
+	}
+	write(`msg="this server's raft log ends at index 40, but n2 recorded it reaching index 41 (term 3): its data directory is an older copy, so it refuses"
+msg="raft gate open: the serving leader vouches for this server's log"
+msg="serving as leader" term=3
+`)
+	if got := afterRefusal(n, 0); !strings.Contains(got, "OPENED") || !strings.Contains(got, "1 times") {
+		t.Errorf("gate opened after the refusal: %q", got)
+	}
+	if got := served(n, 0); !strings.Contains(got, "1 times") {
+		t.Errorf("served: %q", got)
+	}
+}
