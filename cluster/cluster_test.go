@@ -58,7 +58,7 @@ func TestFaultsKeepUniquenessAndOrder(t *testing.T) {
 		if err := leader.Shutdown(); err != nil {
 			t.Fatalf("round %d: shutdown: %v", round, err)
 		}
-		next = c.WaitServingLeader(failoverWait, leader)
+		c.WaitServingLeader(failoverWait, leader)
 		w.WaitOK(t, 100, failoverWait)
 		leader.Restart()
 		w.WaitOK(t, 100, failoverWait)

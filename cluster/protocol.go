@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/seqd/seqd/fsm"
 )
 
@@ -71,13 +69,3 @@ func (n *Node) ensureProtocol(ctx context.Context) {
 
 // protocol is the protocol a member speaks (1 for servers that do not say).
 func (m Member) protocol() uint64 { return max(m.Proto, 1) }
-
-// configHasServer reports whether id is in conf.
-func configHasServer(conf raft.Configuration, id string) bool {
-	for _, s := range conf.Servers {
-		if string(s.ID) == id {
-			return true
-		}
-	}
-	return false
-}

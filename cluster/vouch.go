@@ -95,19 +95,19 @@ type VouchRequest struct {
 
 // VouchAnswer is the answer (see the PeerService.Vouch protocol).
 type VouchAnswer struct {
-	ClusterID                 string
-	Authoritative             bool
-	NodeID                    string
-	LeaderID, LeaderAPIAddr   string
-	InConfiguration, Voter    bool
-	Seen                      bool
-	RecordedIndex             uint64
-	RecordedTerm              uint64
-	LastIndex                 uint64
-	Protocol                  uint64
-	Voters                    []string // the voters of the answering server's configuration
-	answeredBy, answeredAddr  string
-	answeredCluster, errorMsg string
+	ClusterID                string
+	Authoritative            bool
+	NodeID                   string
+	LeaderID, LeaderAPIAddr  string
+	InConfiguration, Voter   bool
+	Seen                     bool
+	RecordedIndex            uint64
+	RecordedTerm             uint64
+	LastIndex                uint64
+	Protocol                 uint64
+	Voters                   []string // the voters of the answering server's configuration
+	answeredBy, answeredAddr string
+	answeredCluster          string
 }
 
 // PeerVouch asks the server at apiAddr to vouch (see Node.Vouch).
