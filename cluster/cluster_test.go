@@ -43,6 +43,7 @@ func TestFaultsKeepUniquenessAndOrder(t *testing.T) {
 		next := c.WaitServingLeader(failoverWait, leader)
 		w.WaitOK(t, 100, failoverWait)
 		leader.Restart()
+		c.WaitVouched(leader, failoverWait)
 		w.WaitOK(t, 100, failoverWait)
 		leader = next
 
@@ -61,6 +62,7 @@ func TestFaultsKeepUniquenessAndOrder(t *testing.T) {
 		c.WaitServingLeader(failoverWait, leader)
 		w.WaitOK(t, 100, failoverWait)
 		leader.Restart()
+		c.WaitVouched(leader, failoverWait)
 		w.WaitOK(t, 100, failoverWait)
 		leader = c.WaitServingLeader(failoverWait)
 	}
