@@ -1,23 +1,23 @@
 package cluster_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
-
-	"context"
-	"github.com/seqd/seqd/cluster"
-	"github.com/seqd/seqd/fsm"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/seqd/seqd/client"
+	"github.com/seqd/seqd/cluster"
+	"github.com/seqd/seqd/fsm"
 	"github.com/seqd/seqd/internal/testcluster"
 )
 
-// Adversarial regression tests: scenarios that try to break C1-C3 with the
-// vouching, lease and restore rules in place. Each test fails while the hole
-// it reproduces is open.
+// Adversarial regression tests, written by a review of the vouching, lease
+// and restore rules: each comment describes the hole as it was found, and
+// each test fails while that hole is open (each was seen failing with its
+// fix disabled).
 
 // advNext returns Next(space, key) through cl, failing the test on error.
 func advNext(t *testing.T, cl *client.Client, space string, key uint64) uint64 {
@@ -41,7 +41,7 @@ func servingAmong(ms ...*testcluster.Member) *testcluster.Member {
 	return nil
 }
 
-// TestStaleCopyVouchedByLaggingPeerAfterFullRestart: rule 2 of the vouching
+// TestStaleCopyNotVouchedByLaggingPeerAfterFullRestart: rule 2 of the vouching
 // invariant (no leader answers: the servers with state that answered vouch)
 // rests on whichever servers answer, not on committed knowledge. b lags (cut
 // off); a's data directory is copied (a file-level image) and a rejoins; a
@@ -52,7 +52,7 @@ func servingAmong(ms ...*testcluster.Member) *testcluster.Member {
 // record that damns a's copy, so it vouches for it; a and b are a quorum and
 // elect a leader whose state machine is the copy's: it hands out (s, 5)
 // values that were already handed out.
-func TestStaleCopyVouchedByLaggingPeerAfterFullRestart(t *testing.T) {
+func TestStaleCopyNotVouchedByLaggingPeerAfterFullRestart(t *testing.T) {
 	c := testcluster.Start(t, 3, testcluster.Options{})
 	c.WaitServingLeader(failoverWait)
 	cl := newClient(t, c.APIAddrs(), client.Options{})
@@ -119,7 +119,7 @@ func TestStaleCopyVouchedByLaggingPeerAfterFullRestart(t *testing.T) {
 	}
 }
 
-// TestStaleSingleVoterCopyFastRestartServes: the restore procedure starts a
+// TestStaleSingleVoterCopyFastRestartNeverServes: the restore procedure starts a
 // cluster's first node without --join and the others join it; a lone
 // voter's old image (its configuration lists only itself) must never serve
 // (fix 3). n1's image is taken while it is alone; n2 and n3 join; values
@@ -133,14 +133,14 @@ func TestStaleCopyVouchedByLaggingPeerAfterFullRestart(t *testing.T) {
 // the cluster already handed out, while the real cluster's leader serves
 // too (its raft heartbeats to n1 back off after the failures while n1's
 // gate was shut, so n1 does not hear of the newer term for seconds).
-func TestStaleSingleVoterCopyFastRestartServes(t *testing.T) {
+func TestStaleSingleVoterCopyFastRestartNeverServes(t *testing.T) {
 	staleSingleVoterCopy(t, false)
 }
 
-// TestStaleSingleVoterCopyFastRestartServesThirdDown: the same with n3
+// TestStaleSingleVoterCopyFastRestartNeverServesThirdDown: the same with n3
 // down: the real cluster has no leader to reach n1, so n1 serves for as
 // long as n3 stays down.
-func TestStaleSingleVoterCopyFastRestartServesThirdDown(t *testing.T) {
+func TestStaleSingleVoterCopyFastRestartNeverServesThirdDown(t *testing.T) {
 	staleSingleVoterCopy(t, true)
 }
 
@@ -205,7 +205,7 @@ func staleSingleVoterCopy(t *testing.T, thirdDown bool) {
 	}
 }
 
-// TestRestoreMarginUndercountsLeasesWithinATerm: the README bounds T, the
+// TestRestoreMarginCountsLeasesWithinATerm: the README bounds T, the
 // leader terms after a backup, by "the increase of seqd_raft_term plus 1",
 // and the margin proof charges MaxCallValues + 2·step per term. But a
 // leader starts a new lease epoch (dropping its sections and loading them
@@ -215,7 +215,7 @@ func staleSingleVoterCopy(t *testing.T, thirdDown bool) {
 // four steps while handing out four values; a restore with the minimum
 // margin for V = 4 and T = 1 then hands out a value below one the old
 // cluster handed out (the key goes backwards; continued, values repeat).
-func TestRestoreMarginUndercountsLeasesWithinATerm(t *testing.T) {
+func TestRestoreMarginCountsLeasesWithinATerm(t *testing.T) {
 	const step = 100_000_000
 	c := testcluster.Start(t, 3, testcluster.Options{Heartbeat: time.Second})
 	leader := c.WaitServingLeader(failoverWait)
@@ -275,7 +275,7 @@ func TestRestoreMarginUndercountsLeasesWithinATerm(t *testing.T) {
 	}
 }
 
-// TestWipedMajorityBootstrapsFreshCluster: the README says that when a
+// TestWipedMajorityNeverBootstrapsFreshCluster: the README says that when a
 // majority of the voters is gone (dead, wiped) no leader can be elected and
 // the cluster must be restored from a backup. But servers without state
 // that see --bootstrap-expect servers without state, and none with state,
@@ -286,7 +286,7 @@ func TestRestoreMarginUndercountsLeasesWithinATerm(t *testing.T) {
 // Grow step: --bootstrap-expect 3) while n3, which holds the state, is still
 // down. The three bootstrap a fresh cluster and hand out (s, 5) from the
 // start again.
-func TestWipedMajorityBootstrapsFreshCluster(t *testing.T) {
+func TestWipedMajorityNeverBootstrapsFreshCluster(t *testing.T) {
 	c := testcluster.Start(t, 3, testcluster.Options{})
 	c.WaitServingLeader(failoverWait)
 	cl := newClient(t, c.APIAddrs(), client.Options{})
