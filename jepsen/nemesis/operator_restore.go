@@ -1,0 +1,165 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/seqd/seqd/jepsen/nodes"
+)
+
+// backupFile is a `seqd backup` of the cluster.
+type backupFile struct {
+	path  string
+	taken time.Time
+}
+
+// restoreMargin is the margin of the restore-mistake fault: generous, as
+// README says (far above what any section hands out during a run).
+const restoreMargin = 1_000_000_000
+
+// Bounds passed to `seqd restore` by restore-mistake (when its --help
+// lists them): far above what a run hands out or elects after a backup (a
+// few hundred thousand values in all, a few dozen terms), and their minimum
+// margin (V + T × (1,000,000 + 2 × S), S the largest step in the backup:
+// 112,000,000 with the 10,000 of seqd's default space) stays below
+// restoreMargin, so the command accepts them: the mistake is where the
+// restore goes, not its numbers.
+const (
+	restoreValuesSince = 10_000_000
+	restoreTermsSince  = 100
+)
+
+// restoreArgs is the `seqd restore` command line of the restore-mistake
+// fault: `seqd restore --margin N --id ID --data-dir D --raft-addr A FILE`,
+// plus --values-since and --terms-since (required since seqd computes the
+// minimum margin) when `seqd restore --help` (help) lists them.
+func restoreArgs(help, id, dataDir, raftAddr, file string) []string {
+	args := []string{"restore", "--margin", fmt.Sprint(restoreMargin), "--id", id, "--data-dir", dataDir, "--raft-addr", raftAddr}
+	if strings.Contains(help, "values-since") {
+		args = append(args, "--values-since", fmt.Sprint(restoreValuesSince))
+	}
+	if strings.Contains(help, "terms-since") {
+		args = append(args, "--terms-since", fmt.Sprint(restoreTermsSince))
+	}
+	return append(args, file)
+}
+
+// restoreHelp returns `seqd restore --help` (once).
+func (e *Env) restoreHelp(ctx context.Context) string {
+	e.op.mu.Lock()
+	defer e.op.mu.Unlock()
+	if !e.op.helpOK {
+		out, _ := e.Cluster.Seqd(ctx, 10*time.Second, "restore", "--help")
+		e.op.help, e.op.helpOK = out, true
+	}
+	return e.op.help
+}
+
+func (e *Env) runningAPIs() string {
+	var out []string
+	for _, n := range e.Cluster.Nodes {
+		if n.State() == nodes.Running && !e.isBroken(n) {
+			out = append(out, n.API)
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// restoreMistake: with no backup older than a few seconds, it takes one
+// (`seqd backup --addr A FILE`); otherwise it restores the oldest into one
+// member's stopped, wiped data directory with `seqd restore` and starts the
+// member with its usual flags while the cluster keeps running: the restore
+// is for a new cluster's first node, so the member must be refused (by the
+// command or by the cluster) or stay out of service. Healing: README's
+// procedure (node remove, wipe, start).
+func restoreMistake(ctx context.Context, e *Env, rng *rand.Rand) ([]string, func() ([]string, error), error) {
+	e.op.mu.Lock()
+	var b *backupFile
+	if len(e.op.backups) > 0 && time.Since(e.op.backups[0].taken) > 3*time.Second {
+		b = e.op.backups[0]
+		e.op.backups = e.op.backups[1:]
+	}
+	e.op.mu.Unlock()
+	if b == nil {
+		path, err := e.path("backup")
+		if err != nil {
+			return nil, nil, err
+		}
+		path += ".db"
+		args := []string{"backup", "--addr", e.runningAPIs(), "--timeout", "20s", path}
+		out, err := e.Cluster.Seqd(ctx, 30*time.Second, args...)
+		e.logf("nemesis:   seqd %s → %s%s", strings.Join(args, " "), oneLine(out), errSuffix(err))
+		if err != nil {
+			return []string{"backup failed"}, nil, fmt.Errorf("seqd backup: %v: %s", err, oneLine(out))
+		}
+		e.op.mu.Lock()
+		e.op.backups = append(e.op.backups, &backupFile{path: path, taken: time.Now()})
+		e.op.mu.Unlock()
+		return []string{"seqd backup: " + oneLine(out)}, nil, nil
+	}
+	defer os.Remove(b.path)
+	picked, v, err := e.pickVoters(ctx, rng, 1)
+	if err != nil {
+		return nil, nil, err
+	}
+	x := picked[0]
+	note := ""
+	if x.ID == v.Leader {
+		note = " (leader)"
+	}
+	e.setBroken(x, true)
+	offset := x.LogSize()
+	how, err := e.stopNode(x, rng)
+	errs := []error{err, x.Wipe()}
+	args := restoreArgs(e.restoreHelp(ctx), x.ID, x.DataDir, x.Raft, b.path)
+	out, rerr := e.Cluster.Seqd(ctx, time.Minute, args...)
+	e.logf("nemesis:   seqd %s → %s%s", strings.Join(args, " "), oneLine(out), errSuffix(rerr))
+	restored := "seqd restore: " + oneLine(out)
+	if rerr != nil {
+		restored = fmt.Sprintf("seqd restore REFUSED (%v): %s", rerr, oneLine(out))
+	}
+	errs = append(errs, x.Start())
+	w := e.watch(x)
+	targets := []string{fmt.Sprintf("%s%s restored from a backup of %v ago (stopped by %s)", x.ID, note, time.Since(b.taken).Round(100*time.Millisecond), how), restored}
+	heal := func() ([]string, error) {
+		// The restored member belongs to a new cluster: it must refuse
+		// (another cluster, the one it was taken from, lists it), or, if
+		// the command refused, start empty and refuse as wiped.
+		refused, ok, standing, took := e.verdict(x, offset)
+		alone, leads := w.stop()
+		var out []string
+		if alone != "" {
+			out = append(out, alone)
+		}
+		if rerr != nil {
+			out = append(out, "the restore command refused")
+		}
+		switch {
+		case refused != "":
+			out = append(out, fmt.Sprintf("%s refused (logged: %s) %v after the heal began", x.ID, refused, took.Round(100*time.Millisecond)))
+			if a := afterRefusal(x, offset); a != "" {
+				out = append(out, a)
+			}
+		case ok:
+			out = append(out, x.ID+" TOOK PART in the cluster with the restored data (no refusal)")
+		default:
+			out = append(out, fmt.Sprintf("%s out of service without a refusal logged within %v (raft gate opened: %v)", x.ID, verdictTimeout, x.LogContains(offset, gateOpen)))
+		}
+		if d := served(x, offset); d != "" {
+			out = append(out, d)
+		}
+		out = append(out, fmt.Sprintf("became serving leader %d times; %s", leads, standing))
+		start := time.Now()
+		err := e.repair(x)
+		if err == nil {
+			out = append(out, fmt.Sprintf("repaired (remove, wipe, start): a voter again after %v", time.Since(start).Round(100*time.Millisecond)))
+		}
+		return out, err
+	}
+	return targets, heal, errors.Join(errs...)
+}

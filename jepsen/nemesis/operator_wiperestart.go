@@ -1,0 +1,380 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/seqd/seqd/jepsen/nodes"
+)
+
+// startStep is one step of a full-cluster restart: nodes started together,
+// then a pause.
+type startStep struct {
+	IDs   []string
+	Pause time.Duration
+}
+
+// planRestart orders a full-cluster restart. With laggers (nodes paused
+// before the stop so that their logs fell behind), the laggers and the
+// wiped node start first, together, and the others a few seconds later:
+// if the wiped node took part, the laggers and it would be a majority
+// without the entries the others committed. Otherwise the nodes start one
+// at a time in a seeded order with the wiped one first, last or in between,
+// with seeded pauses of 0-3 s between starts.
+func planRestart(rng *rand.Rand, all []string, wiped string, laggers []string) []startStep {
+	var rest []string
+	for _, id := range all {
+		if id != wiped && !slices.Contains(laggers, id) {
+			rest = append(rest, id)
+		}
+	}
+	rng.Shuffle(len(rest), func(i, j int) { rest[i], rest[j] = rest[j], rest[i] })
+	pause := func(maxQuarters int) time.Duration {
+		return time.Duration(rng.IntN(maxQuarters+1)) * 250 * time.Millisecond
+	}
+	var steps []startStep
+	if len(laggers) > 0 {
+		first := append(slices.Clone(laggers), wiped)
+		rng.Shuffle(len(first), func(i, j int) { first[i], first[j] = first[j], first[i] })
+		steps = append(steps, startStep{IDs: first, Pause: 2*time.Second + pause(8)})
+		for _, id := range rest {
+			steps = append(steps, startStep{IDs: []string{id}, Pause: pause(8)})
+		}
+	} else {
+		order := slices.Clone(rest)
+		switch rng.IntN(3) {
+		case 0:
+			order = append([]string{wiped}, order...)
+		case 1:
+			order = append(order, wiped)
+		default:
+			i := rng.IntN(len(order) + 1)
+			order = slices.Insert(order, i, wiped)
+		}
+		for _, id := range order {
+			steps = append(steps, startStep{IDs: []string{id}, Pause: pause(12)})
+		}
+	}
+	steps[len(steps)-1].Pause = 0
+	return steps
+}
+
+func describePlan(steps []startStep) string {
+	var parts []string
+	for _, s := range steps {
+		p := strings.Join(s.IDs, "+")
+		if s.Pause > 0 {
+			p += fmt.Sprintf(" (%v)", s.Pause)
+		}
+		parts = append(parts, p)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// wipeRestart is a full-cluster restart during which one voter's data
+// directory is wiped. With no leader, the survivors vouch for each other
+// only with the answers of N - majority + 1 other voters: on 5 voters they
+// elect a leader without the wiped one; on 3 they wait for it, and README's
+// procedure (vouching: "waiting for voters") is to restart them with
+// --assume-gone ID. The wiped voter must then refuse to vote or serve until
+// an operator runs `seqd node remove` (README: "Replace a dead server, same
+// ID, new disk"). Healing does all that, each step waiting for its
+// condition, and waits until the wiped server is a voter again.
+func wipeRestart(ctx context.Context, e *Env, rng *rand.Rand) ([]string, func() ([]string, error), error) {
+	v, err := e.view(ctx, 10*time.Second)
+	if err != nil {
+		return nil, nil, fmt.Errorf("membership unknown: %w", err)
+	}
+	var voters, candidates []*nodes.Node
+	var leader *nodes.Node
+	for _, n := range e.Cluster.Nodes {
+		if m := v.Members[n.ID]; m.Voter && n.State() == nodes.Running && !e.busy(n) {
+			voters = append(voters, n)
+			if n.ID == v.Leader {
+				leader = n
+			}
+		}
+	}
+	if len(voters) < 3 {
+		return nil, nil, fmt.Errorf("only %d running voters: no full restart", len(voters))
+	}
+	w := voters[rng.IntN(len(voters))]
+	if leader != nil && rng.IntN(leaderShare) == 0 {
+		w = leader
+	}
+	// The first wipe-restart after a cluster grew from a seed (--bootstrap
+	// single) wipes a server that joined it and makes the seed lag: the
+	// seed's raft snapshot (taken while it was alone, with a short
+	// --snapshot-interval) may predate the cluster's record that the
+	// joined server held state, and a restart rolls the seed's FSM back to
+	// that snapshot until a leader commits again.
+	e.op.mu.Lock()
+	seed := e.op.seed
+	e.op.seed = nil
+	e.op.mu.Unlock()
+	seeded := seed != nil && slices.Contains(voters, seed) && seed != leader
+	if seeded {
+		var joined []*nodes.Node
+		for _, n := range voters {
+			if n != seed && n != leader {
+				joined = append(joined, n)
+			}
+		}
+		if len(joined) == 0 {
+			joined = []*nodes.Node{leader}
+		}
+		w = joined[rng.IntN(len(joined))]
+	}
+	for _, n := range voters {
+		if n != w && n != leader {
+			candidates = append(candidates, n)
+		}
+	}
+	var laggers []*nodes.Node
+	switch {
+	case seeded:
+		laggers = []*nodes.Node{seed}
+	case rng.IntN(2) == 0 && len(candidates) > 0:
+		rng.Shuffle(len(candidates), func(i, j int) { candidates[i], candidates[j] = candidates[j], candidates[i] })
+		laggers = candidates[:min(minority(len(e.Cluster.Nodes)), len(candidates))]
+	}
+	e.setBroken(w, true)
+	var targets []string
+	note := ""
+	if w == leader {
+		note = " (leader)"
+	}
+	targets = append(targets, w.ID+note+" wiped")
+	if seeded {
+		targets = append(targets, "the cluster grew from "+seed.ID)
+	}
+	var errs []error
+	how := "SIGTERM"
+	if len(laggers) > 0 {
+		// The laggers miss a few seconds of entries.
+		lag := 1500*time.Millisecond + time.Duration(rng.IntN(7))*250*time.Millisecond
+		for _, n := range laggers {
+			errs = append(errs, n.Pause())
+		}
+		sleep(ctx, lag)
+		targets = append(targets, fmt.Sprintf("%s paused %v first (lagging)", strings.Join(ids(laggers), "+"), lag))
+		how = "kill -9"
+	} else if rng.IntN(2) == 0 {
+		how = "kill -9"
+	}
+	if how == "kill -9" {
+		errs = append(errs, e.Cluster.KillAll())
+	} else {
+		errs = append(errs, e.Cluster.StopAll(10*time.Second))
+	}
+	errs = append(errs, w.Wipe())
+	var all, lagIDs []string
+	for _, n := range e.Cluster.Nodes {
+		all = append(all, n.ID)
+	}
+	for _, n := range laggers {
+		lagIDs = append(lagIDs, n.ID)
+	}
+	plan := planRestart(rng, all, w.ID, lagIDs)
+	targets = append(targets, how+" all", "start "+describePlan(plan))
+	offset := w.LogSize()
+	offsets := logOffsets(e.Cluster)
+	var survivors []*nodes.Node
+	for _, n := range e.Cluster.Nodes {
+		if n != w {
+			survivors = append(survivors, n)
+		}
+	}
+	nv := 0 // voters in the configuration, the wiped one included
+	for _, m := range v.Members {
+		if m.Voter {
+			nv++
+		}
+	}
+	watch := e.watch(w)
+	for _, s := range plan {
+		for _, id := range s.IDs {
+			errs = append(errs, e.Cluster.ByID(id).Start())
+		}
+		sleep(ctx, s.Pause)
+	}
+	heal := func() ([]string, error) {
+		var out []string
+		// The survivors cannot know whether the wiped voter held a
+		// committed record of one of them: without a leader, each needs
+		// the answers of N - majority + 1 other voters (both others of 3,
+		// three of the other four of 5). On 5 voters the three other
+		// survivors suffice and they elect a leader; on 3 they wait for
+		// the wiped voter, which has nothing to answer with, and say so
+		// ("waiting for [ID]"): README's procedure is then to restart the
+		// survivors with --assume-gone ID.
+		mustWait := nv-2 < nv-nv/2
+		lead, waited, took := e.leaderOrWait(survivors, offsets, w.ID, recoverTimeout)
+		switch {
+		case lead != nil && mustWait:
+			out = append(out, fmt.Sprintf("UNEXPECTED: the survivors elected %s without %s's answer (%d voters: vouching without a leader needs both others of 3), %v after the heal began",
+				lead.ID, w.ID, nv, took.Round(100*time.Millisecond)))
+		case lead != nil:
+			out = append(out, fmt.Sprintf("the survivors elected %s without %s (%d voters: the %d others with state answered), %v after the heal began",
+				lead.ID, w.ID, nv, nv-2, took.Round(100*time.Millisecond)))
+		default:
+			if len(waited) > 0 {
+				out = append(out, fmt.Sprintf("no leader: %s logged waiting for [%s] (no leader answers; %d voters)", strings.Join(waited, ","), w.ID, nv))
+			} else {
+				out = append(out, fmt.Sprintf("no leader within %v, and no survivor logged that it waits for %s", recoverTimeout, w.ID))
+			}
+			if !mustWait {
+				out = append(out, fmt.Sprintf("UNEXPECTED on %d voters: the other survivors' answers should have sufficed", nv))
+			}
+			l, d, err := e.assumeGone(survivors, w)
+			if l == nil {
+				out = append(out, fmt.Sprintf("restarted %s with --assume-gone %s: NO leader within %v (%v)", strings.Join(ids(survivors), ","), w.ID, d.Round(100*time.Millisecond), err))
+			} else {
+				out = append(out, fmt.Sprintf("restarted %s with --assume-gone %s: %s leads %v later", strings.Join(ids(survivors), ","), w.ID, l.ID, d.Round(100*time.Millisecond)))
+			}
+		}
+		// With a leader, the wiped voter is told what it is: refused, as
+		// its data directory has none.
+		refused, _, standing, rtook := e.verdict(w, offset)
+		alone, _ := watch.stop()
+		if alone != "" {
+			out = append(out, alone)
+		}
+		passed := w.LogContains(offset, passedGate)
+		gate := w.LogContains(offset, gateOpen)
+		switch {
+		case passed:
+			out = append(out, w.ID+" PASSED the gate: joined while listed as a voter, with an empty data directory (it may vote again in a term it voted in)")
+		case gate:
+			out = append(out, w.ID+" PASSED the gate: its raft gate opened with an empty data directory while it was listed as a voter, before any removal")
+		case refused == "wiped":
+			out = append(out, fmt.Sprintf("%s refused (logged: wiped, refuses to vote or serve) %v after that", w.ID, rtook.Round(100*time.Millisecond)))
+		case refused != "":
+			out = append(out, fmt.Sprintf("%s refused (logged: %s)", w.ID, refused))
+		case w.LogContains(offset, noStateWait):
+			out = append(out, w.ID+" waited for a leader to vouch for it (logged), no refusal logged within "+verdictTimeout.String())
+		default:
+			out = append(out, w.ID+" no refusal logged")
+		}
+		if d := served(w, offset); d != "" {
+			out = append(out, d)
+		}
+		out = append(out, standing)
+		var err error
+		start := time.Now()
+		if passed || gate || alone != "" {
+			// It holds state now: the general procedure.
+			err = e.repair(w)
+		} else {
+			// README: `seqd node remove` it; it then joins by itself.
+			rctx, cancel := context.WithTimeout(context.Background(), removeTimeout+10*time.Second)
+			err = e.nodeRemove(rctx, w)
+			cancel()
+			if err == nil {
+				err = e.waitVoters([]*nodes.Node{w}, rejoinTimeout)
+			}
+			if err != nil {
+				out = append(out, "did not rejoin after seqd node remove: "+err.Error())
+				err = e.repair(w)
+			}
+		}
+		if err == nil {
+			e.setBroken(w, false)
+			out = append(out, fmt.Sprintf("a voter again %v after seqd node remove", time.Since(start).Round(100*time.Millisecond)))
+		}
+		return out, err
+	}
+	return targets, heal, errors.Join(errs...)
+}
+
+// recoverTimeout bounds the wait, after a full-cluster restart, for a
+// serving leader or for every survivor to say which voters it waits for.
+const recoverTimeout = 20 * time.Second
+
+// waitsFor reports whether node n logged, since offset, that it waits for
+// voter id's answer (no leader answers: "... waiting for [n1 n3]").
+func waitsFor(n *nodes.Node, offset int64, id string) bool {
+	for _, line := range strings.Split(n.LogSince(offset), "\n") {
+		_, rest, ok := strings.Cut(line, quorumWait)
+		if !ok {
+			continue
+		}
+		list, _, _ := strings.Cut(rest, "]")
+		if slices.Contains(strings.Fields(list), id) {
+			return true
+		}
+	}
+	return false
+}
+
+// leaderOrWait waits (bounded) after a full-cluster restart until a leader
+// serves, or until every running survivor has refused raft traffic for
+// stuckFor having logged that it waits for voter id (seqd logs that once
+// per process, so the log alone does not say it still waits; its status
+// does: raft_open false). It returns the leader (nil if none), the
+// survivors that wait, and how long it waited.
+func (e *Env) leaderOrWait(survivors []*nodes.Node, offsets map[string]int64, id string, timeout time.Duration) (*nodes.Node, []string, time.Duration) {
+	const stuckFor = 3 * time.Second
+	var lead *nodes.Node
+	var waited []string
+	var since time.Time
+	_, took := waitUntil(timeout, func() bool {
+		if lead = e.Cluster.Leader(context.Background()); lead != nil {
+			return true
+		}
+		waited = nil
+		running := 0
+		for _, n := range survivors {
+			if n.State() != nodes.Running {
+				continue
+			}
+			running++
+			st := e.Cluster.StatusOf(context.Background(), n, time.Second)
+			if st.Err == nil && !st.RaftOpen && waitsFor(n, offsets[n.ID], id) {
+				waited = append(waited, n.ID)
+			}
+		}
+		if running == 0 || len(waited) < running {
+			since = time.Time{}
+			return false
+		}
+		if since.IsZero() {
+			since = time.Now()
+		}
+		return time.Since(since) >= stuckFor
+	})
+	return lead, waited, took
+}
+
+// assumeGone is README's procedure for a full-cluster restart in which a
+// voter does not come back (gone for good: its disk lost or wiped): restart
+// the survivors with --assume-gone ID, so that they count it as having
+// answered and elect a leader. The flag is for this start only: every
+// later start of a survivor uses its usual flags (README: remove the flag
+// again at the next restart; it matters only while no leader answers). It
+// returns the serving leader (nil if none came) and how long it took.
+func (e *Env) assumeGone(survivors []*nodes.Node, gone *nodes.Node) (*nodes.Node, time.Duration, error) {
+	start := time.Now()
+	e.logf("nemesis:   restarting %s with --assume-gone %s", strings.Join(ids(survivors), ","), gone.ID)
+	errs := make([]error, len(survivors))
+	var wg sync.WaitGroup
+	for i, n := range survivors {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = n.Stop(10 * time.Second) }()
+	}
+	wg.Wait()
+	for _, n := range survivors {
+		errs = append(errs, n.StartWith(nodes.SetFlag(n.Args(), "assume-gone", gone.ID)))
+	}
+	l := e.Cluster.WaitLeader(context.Background(), 30*time.Second)
+	if l == nil {
+		errs = append(errs, errors.New("no serving leader"))
+	}
+	return l, time.Since(start), errors.Join(errs...)
+}
