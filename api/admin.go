@@ -10,35 +10,29 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/seqd/seqd"
 	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
 	"github.com/seqd/seqd/api/gen/seq/v1/seqv1connect"
 	"github.com/seqd/seqd/cluster"
-	"github.com/seqd/seqd/fsm"
-)
-
-// Defaults for CreateSpace fields left at 0.
-const (
-	DefaultStep        = 10000
-	DefaultSectionSize = 100000
 )
 
 // CreateSpace implements AdminService.CreateSpace.
 func (s *Server) CreateSpace(ctx context.Context, req *connect.Request[seqv1.CreateSpaceRequest]) (*connect.Response[seqv1.CreateSpaceResponse], error) {
-	sp := fsm.Space{Name: req.Msg.GetName(), Step: req.Msg.GetStep(), SectionSize: req.Msg.GetSectionSize()}
+	sp := seqd.Space{Name: req.Msg.GetName(), Step: req.Msg.GetStep(), SectionSize: req.Msg.GetSectionSize()}
 	if sp.Step == 0 {
-		sp.Step = DefaultStep
+		sp.Step = seqd.DefaultStep
 	}
 	if sp.SectionSize == 0 {
-		sp.SectionSize = DefaultSectionSize
+		sp.SectionSize = seqd.DefaultSectionSize
 	}
-	if !fsm.ValidName(sp.Name) {
+	if !seqd.ValidName(sp.Name) {
 		_, err := spaceName(sp.Name)
 		if sp.Name == "" {
 			err = fmt.Errorf("%w: a name is required", errBadSpaceName)
 		}
 		return nil, s.toConnect(err)
 	}
-	if err := fsm.ValidateSpace(sp); err != nil {
+	if err := seqd.ValidateSpace(sp); err != nil {
 		return nil, s.toConnect(err)
 	}
 	return route(s, ctx, req, seqv1connect.AdminServiceCreateSpaceProcedure,
@@ -70,7 +64,7 @@ func (s *Server) ListSpaces(ctx context.Context, req *connect.Request[seqv1.List
 		})
 }
 
-func spaceMsg(sp fsm.Space) *seqv1.Space {
+func spaceMsg(sp seqd.Space) *seqv1.Space {
 	return &seqv1.Space{Name: sp.Name, Step: sp.Step, SectionSize: sp.SectionSize}
 }
 
@@ -81,7 +75,7 @@ func spaceMsg(sp fsm.Space) *seqv1.Space {
 func (s *Server) ClusterStatus(ctx context.Context, req *connect.Request[seqv1.ClusterStatusRequest]) (*connect.Response[seqv1.ClusterStatusResponse], error) {
 	local := s.node.Status()
 	self := nodeMsg(local)
-	if req.Header().Get(localOnlyHeader) != "" {
+	if req.Header().Get(seqd.HeaderLocalOnly) != "" {
 		return connect.NewResponse(&seqv1.ClusterStatusResponse{
 			LeaderId: local.LeaderID, Term: local.Term, LeaderApiAddr: local.LeaderAPIAddr,
 			NodeId: local.ID, Nodes: []*seqv1.Node{self}, Version: local.RoutingVersion, ClusterId: local.ClusterID,
@@ -140,7 +134,7 @@ func (s *Server) ClusterStatus(ctx context.Context, req *connect.Request[seqv1.C
 			pctx, cancel := context.WithTimeout(ctx, peerStatusWait)
 			defer cancel()
 			r := connect.NewRequest(&seqv1.ClusterStatusRequest{})
-			r.Header().Set(localOnlyHeader, "1")
+			r.Header().Set(seqd.HeaderLocalOnly, "1")
 			resp, err := s.peer(k.api).admin.ClusterStatus(pctx, r)
 			if err != nil || len(resp.Msg.GetNodes()) != 1 || resp.Msg.GetNodes()[0].GetId() != k.id {
 				return
@@ -228,7 +222,7 @@ func (p Peers) Progress() cluster.PeerProgress {
 	return func(ctx context.Context, apiAddr string) (uint64, uint64, error) {
 		c := seqv1connect.NewAdminServiceClient(h, p.scheme()+apiAddr, p.options()...)
 		r := connect.NewRequest(&seqv1.ClusterStatusRequest{})
-		r.Header().Set(localOnlyHeader, "1")
+		r.Header().Set(seqd.HeaderLocalOnly, "1")
 		resp, err := c.ClusterStatus(ctx, r)
 		if err != nil {
 			return 0, 0, err

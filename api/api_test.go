@@ -15,6 +15,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/hashicorp/raft"
 
+	"github.com/seqd/seqd"
 	healthv1 "github.com/seqd/seqd/api/gen/grpc/health/v1"
 	"github.com/seqd/seqd/api/gen/grpc/health/v1/healthv1connect"
 	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
@@ -22,7 +23,6 @@ import (
 	"github.com/seqd/seqd/client"
 	"github.com/seqd/seqd/fsm"
 	"github.com/seqd/seqd/internal/testcluster"
-	"github.com/seqd/seqd/sections"
 )
 
 func codeOf(err error) connect.Code { return connect.CodeOf(err) }
@@ -144,7 +144,7 @@ func TestResourceExhaustedNearTheTop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp := f.Apply(&raft.Log{Index: 1 << 40, Type: raft.LogCommand, Data: fsm.EncodeRaise([]fsm.Mark{{Space: "default", Section: 0, Max: sections.MaxValue - 3}})})
+	resp := f.Apply(&raft.Log{Index: 1 << 40, Type: raft.LogCommand, Data: fsm.EncodeRaise([]seqd.Mark{{Space: "default", Section: 0, Max: seqd.MaxValue - 3}})})
 	if err, ok := resp.(error); ok {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func TestResourceExhaustedNearTheTop(t *testing.T) {
 		}
 		last = v[0]
 	}
-	if last != sections.MaxValue {
+	if last != seqd.MaxValue {
 		t.Fatalf("last value %d, want 2^63-1", last)
 	}
 	if _, err := cl.Next(ctx, "default", 9); codeOf(err) != connect.CodeResourceExhausted {

@@ -7,22 +7,8 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/cluster"
-	"github.com/seqd/seqd/fsm"
-	"github.com/seqd/seqd/sections"
-)
-
-// Metadata keys set on unavailable errors when the leader is known, so that
-// clients can go straight to it.
-const (
-	LeaderAddrKey = "Seqd-Leader"
-	LeaderIDKey   = "Seqd-Leader-Id"
-	// RoutingVersionKey is the response header with the answering leader's
-	// routing-table version (ClusterStatusResponse.version).
-	RoutingVersionKey = "Seqd-Routing-Version"
-	// ServedByKey is the response header naming the node that computed the
-	// answer (set by the leader; not copied when a follower forwards).
-	ServedByKey = "Seqd-Served-By"
 )
 
 var (
@@ -62,22 +48,22 @@ func classify(err error) (connect.Code, string) {
 		return connect.CodeDeadlineExceeded, "deadline exceeded"
 	case errors.Is(err, context.Canceled):
 		return connect.CodeCanceled, "canceled"
-	case errors.Is(err, sections.ErrUnknownSpace), errors.Is(err, fsm.ErrUnknownSpace):
+	case errors.Is(err, seqd.ErrUnknownSpace), errors.Is(err, seqd.ErrUnknownSpace):
 		return connect.CodeNotFound, err.Error()
-	case errors.Is(err, sections.ErrInvalidArgument), errors.Is(err, fsm.ErrInvalidSpace),
+	case errors.Is(err, seqd.ErrInvalidArgument), errors.Is(err, seqd.ErrInvalidSpace),
 		errors.Is(err, errNoKeys), errors.Is(err, errTooManyKeys), errors.Is(err, errBadCount),
 		errors.Is(err, errBadSpaceName):
 		return connect.CodeInvalidArgument, err.Error()
-	case errors.Is(err, sections.ErrExhausted):
+	case errors.Is(err, seqd.ErrExhausted):
 		return connect.CodeResourceExhausted, err.Error()
-	case errors.Is(err, fsm.ErrSpaceExists):
+	case errors.Is(err, seqd.ErrSpaceExists):
 		return connect.CodeAlreadyExists, err.Error()
 	case errors.Is(err, cluster.ErrUnknownServer):
 		return connect.CodeNotFound, err.Error()
 	case errors.Is(err, cluster.ErrLastVoter):
 		return connect.CodeFailedPrecondition, err.Error()
-	case errors.Is(err, sections.ErrNotServing), errors.Is(err, cluster.ErrNotLeader),
-		errors.Is(err, cluster.ErrNoLeader):
+	case errors.Is(err, seqd.ErrNotServing), errors.Is(err, seqd.ErrNotLeader),
+		errors.Is(err, seqd.ErrNoLeader):
 		return connect.CodeUnavailable, err.Error()
 	}
 	return connect.CodeInternal, ""
@@ -86,10 +72,10 @@ func classify(err error) (connect.Code, string) {
 func (s *Server) addLeaderHint(e *connect.Error) {
 	id, addr := s.node.Leader()
 	if id != "" {
-		e.Meta().Set(LeaderIDKey, id)
+		e.Meta().Set(seqd.HeaderLeaderID, id)
 	}
 	if addr != "" {
-		e.Meta().Set(LeaderAddrKey, addr)
+		e.Meta().Set(seqd.HeaderLeader, addr)
 	}
 }
 

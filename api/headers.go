@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strconv"
 	"sync/atomic"
+
+	"github.com/seqd/seqd"
 )
 
 // answerHeaders caches the values of the headers a leader puts on every
@@ -22,12 +24,12 @@ type routingHeader struct {
 // setAnswerHeaders adds Seqd-Served-By and Seqd-Routing-Version to h.
 func (s *Server) setAnswerHeaders(h http.Header) {
 	a := &s.answerHdrs
-	h[ServedByKey] = a.servedBy // set by New
+	h[seqd.HeaderServedBy] = a.servedBy // set by New
 	v := s.node.RoutingVersion()
 	r := a.routing.Load()
 	if r == nil || r.version != v {
 		r = &routingHeader{version: v, value: []string{strconv.FormatUint(v, 10)}}
 		a.routing.Store(r)
 	}
-	h[RoutingVersionKey] = r.value
+	h[seqd.HeaderRoutingVersion] = r.value
 }

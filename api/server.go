@@ -21,25 +21,19 @@ import (
 	"connectrpc.com/connect"
 	"connectrpc.com/grpcreflect"
 
+	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/api/gen/grpc/health/v1/healthv1connect"
 	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
 	"github.com/seqd/seqd/api/gen/seq/v1/seqv1connect"
 	"github.com/seqd/seqd/api/gen/seqd/peer/v1/peerv1connect"
 	"github.com/seqd/seqd/cluster"
-	"github.com/seqd/seqd/fsm"
 )
 
 // Limits on one call.
 const (
-	MaxKeys         = 10000
-	MaxReserveCount = 1000000
-	// DefaultSpaceName is used when a request names no space.
-	DefaultSpaceName = "default"
-	maxMessageBytes  = 4 << 20
-	forwardedHeader  = "Seqd-Forwarded"
-	localOnlyHeader  = "Seqd-Local-Only"
-	forwardTimeout   = 10 * time.Second
-	peerStatusWait   = 700 * time.Millisecond
+	maxMessageBytes = 4 << 20
+	forwardTimeout  = 10 * time.Second
+	peerStatusWait  = 700 * time.Millisecond
 )
 
 // Server implements SequenceService and AdminService on top of a cluster node.
@@ -193,11 +187,11 @@ func routeInner[Req, Resp any](
 		return resp, nil
 	}
 	id, addr := s.node.Leader()
-	if req.Header().Get(forwardedHeader) != "" || id == "" || addr == "" || id == s.node.ID() {
+	if req.Header().Get(seqd.HeaderForwarded) != "" || id == "" || addr == "" || id == s.node.ID() {
 		if id == "" {
-			return nil, cluster.ErrNoLeader
+			return nil, seqd.ErrNoLeader
 		}
-		return nil, cluster.ErrNotLeader
+		return nil, seqd.ErrNotLeader
 	}
 	fctx := ctx
 	if _, ok := ctx.Deadline(); !ok {
@@ -206,7 +200,7 @@ func routeInner[Req, Resp any](
 		defer cancel()
 	}
 	freq := connect.NewRequest(req.Msg)
-	freq.Header().Set(forwardedHeader, s.node.ID())
+	freq.Header().Set(seqd.HeaderForwarded, s.node.ID())
 	if a := req.Header().Get("Authorization"); a != "" {
 		freq.Header().Set("Authorization", a) // the caller's token, already checked here
 	}
@@ -219,23 +213,23 @@ func routeInner[Req, Resp any](
 			return nil, ctx.Err()
 		}
 		s.log.Warn("forwarding to the leader failed", "leader", id, "addr", addr, "err", err)
-		return nil, fmt.Errorf("%w: leader %s unreachable", cluster.ErrNotLeader, id)
+		return nil, fmt.Errorf("%w: leader %s unreachable", seqd.ErrNotLeader, id)
 	}
 	out := connect.NewResponse(resp.Msg)
-	if v := resp.Header().Get(RoutingVersionKey); v != "" {
-		out.Header().Set(RoutingVersionKey, v)
+	if v := resp.Header().Get(seqd.HeaderRoutingVersion); v != "" {
+		out.Header().Set(seqd.HeaderRoutingVersion, v)
 	}
 	// Tell the caller where the leader is, so that a smart client stops
 	// paying for this extra hop.
-	out.Header().Set(LeaderAddrKey, addr)
+	out.Header().Set(seqd.HeaderLeader, addr)
 	return out, nil
 }
 
 func spaceName(name string) (string, error) {
 	if name == "" {
-		return DefaultSpaceName, nil
+		return seqd.DefaultSpaceName, nil
 	}
-	if !fsm.ValidName(name) {
+	if !seqd.ValidName(name) {
 		return "", fmt.Errorf("%w %q: use 1-64 characters of a-z, 0-9, '_', '.', '-', starting with a letter or digit", errBadSpaceName, name)
 	}
 	return name, nil
@@ -245,8 +239,8 @@ func checkKeys(keys []uint64) error {
 	if len(keys) == 0 {
 		return errNoKeys
 	}
-	if len(keys) > MaxKeys {
-		return fmt.Errorf("%w: %d keys, at most %d", errTooManyKeys, len(keys), MaxKeys)
+	if len(keys) > seqd.MaxKeys {
+		return fmt.Errorf("%w: %d keys, at most %d", errTooManyKeys, len(keys), seqd.MaxKeys)
 	}
 	return nil
 }
@@ -277,8 +271,8 @@ func (s *Server) Next(ctx context.Context, req *connect.Request[seqv1.NextReques
 func (s *Server) Reserve(ctx context.Context, req *connect.Request[seqv1.ReserveRequest]) (*connect.Response[seqv1.ReserveResponse], error) {
 	space, err := spaceName(req.Msg.GetSpace())
 	count := req.Msg.GetCount()
-	if err == nil && (count == 0 || count > MaxReserveCount) {
-		err = fmt.Errorf("%w: count %d, want 1 to %d", errBadCount, count, MaxReserveCount)
+	if err == nil && (count == 0 || count > seqd.MaxReserveCount) {
+		err = fmt.Errorf("%w: count %d, want 1 to %d", errBadCount, count, seqd.MaxReserveCount)
 	}
 	if err != nil {
 		return nil, s.toConnect(err)

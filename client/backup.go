@@ -9,6 +9,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/seqd/seqd"
 	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
 )
 
@@ -45,8 +46,8 @@ func (c *Client) Backup(ctx context.Context, w io.Writer) (int64, error) {
 		}
 		c.mu.Lock()
 		var ce *connect.Error
-		if errors.As(err, &ce) && ce.Meta().Get("Seqd-Leader") != "" && ce.Meta().Get("Seqd-Leader") != n.addr {
-			c.leader = c.addNodeLocked(ce.Meta().Get("Seqd-Leader"))
+		if errors.As(err, &ce) && ce.Meta().Get(seqd.HeaderLeader) != "" && ce.Meta().Get(seqd.HeaderLeader) != n.addr {
+			c.leader = c.addNodeLocked(ce.Meta().Get(seqd.HeaderLeader))
 		} else if c.leader == idx {
 			c.leader = (idx + 1) % len(c.nodes)
 		}

@@ -37,6 +37,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/seqd/seqd"
 	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
 	"github.com/seqd/seqd/api/gen/seq/v1/seqv1connect"
 )
@@ -349,7 +350,7 @@ func msgFrom[T any](c *Client, n *node, r *connect.Response[T], err error) (*T, 
 		return nil, err
 	}
 	c.noteRouting(r.Header())
-	if h := r.Header().Get("Seqd-Leader"); h != "" && h != n.addr {
+	if h := r.Header().Get(seqd.HeaderLeader); h != "" && h != n.addr {
 		c.mu.Lock()
 		if i := indexOf(c.nodes, h); i >= 0 && c.nodes[c.leader] == n {
 			c.leader = i
@@ -402,7 +403,7 @@ func callUntil[T any](c *Client, ctx context.Context, gone func() bool, f func(c
 		hinted := false
 		var ce *connect.Error
 		if errors.As(err, &ce) {
-			if h := ce.Meta().Get("Seqd-Leader"); h != "" && h != n.addr {
+			if h := ce.Meta().Get(seqd.HeaderLeader); h != "" && h != n.addr {
 				c.mu.Lock()
 				c.leader = c.addNodeLocked(h)
 				c.mu.Unlock()

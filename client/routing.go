@@ -9,6 +9,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/seqd/seqd"
 	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
 )
 
@@ -32,10 +33,6 @@ import (
 // Options.DisableRouting keeps the client on the given addresses and the
 // leader hints (for clients behind a proxy that cannot reach the members'
 // advertised addresses).
-
-// routingHeader is the response header with the answering leader's routing
-// version (api.RoutingVersionKey; the client does not import the server).
-const routingHeader = "Seqd-Routing-Version"
 
 // refreshTimeout bounds one routing refresh (ClusterStatus asks every member).
 const refreshTimeout = 5 * time.Second
@@ -71,7 +68,7 @@ func (c *Client) noteRouting(h http.Header) {
 	if c.opts.DisableRouting {
 		return
 	}
-	v, err := strconv.ParseUint(h.Get(routingHeader), 10, 64)
+	v, err := strconv.ParseUint(h.Get(seqd.HeaderRoutingVersion), 10, 64)
 	if err != nil || v == c.routeVer.Load() {
 		return // no (or a malformed) header, or the table's version
 	}

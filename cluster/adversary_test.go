@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/client"
 	"github.com/seqd/seqd/cluster"
 	"github.com/seqd/seqd/fsm"
@@ -246,8 +247,8 @@ func TestRestoreMarginCountsLeasesWithinATerm(t *testing.T) {
 		probe := 0
 		waitFor(t, 5*time.Second, "the transfer in progress", func() bool {
 			probe++
-			_, err := n.CreateSpace(ctx, fsm.Space{Name: fmt.Sprintf("probe%d-%d", i, probe), Step: 1, SectionSize: 1})
-			return errors.Is(err, cluster.ErrNotLeader) && n.IsLeader()
+			_, err := n.CreateSpace(ctx, seqd.Space{Name: fmt.Sprintf("probe%d-%d", i, probe), Step: 1, SectionSize: 1})
+			return errors.Is(err, seqd.ErrNotLeader) && n.IsLeader()
 		})
 		if err := n.RemoveServer(ctx, leader.ID); err == nil {
 			t.Fatal("RemoveServer(self) during a transfer succeeded")
@@ -402,7 +403,7 @@ func TestRestoreMarginCountsValuesOfFailedCalls(t *testing.T) {
 	}
 	n := leader.Node()
 	a := n.Allocator()
-	keys := make([]uint64, 10000) // api.MaxKeys
+	keys := make([]uint64, seqd.MaxKeys)
 	for i := range keys {
 		keys[i] = 7
 	}

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/client"
 	"github.com/seqd/seqd/internal/testcluster"
-	"github.com/seqd/seqd/sections"
 )
 
 // failoverWait bounds every wait for a condition; generous, as the machine may be loaded.
@@ -171,7 +171,7 @@ func TestLeaseOldLeaderStopsBeforeNewLeaderServes(t *testing.T) {
 			if _, err := m.Node().Allocator().Next(context.Background(), "default", []uint64{1}); err == nil {
 				firstNewStart, newLeader = start, m
 				break
-			} else if !errors.Is(err, sections.ErrNotServing) {
+			} else if !errors.Is(err, seqd.ErrNotServing) {
 				t.Fatalf("%s: %v", m.ID, err)
 			}
 		}

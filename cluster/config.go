@@ -128,10 +128,6 @@ type Config struct {
 
 // Errors returned by Node.
 var (
-	// ErrNotLeader means the call must go to the leader.
-	ErrNotLeader = errors.New("not the leader")
-	// ErrNoLeader means no leader is known right now.
-	ErrNoLeader = errors.New("no leader known")
 	// ErrInvalidConfig wraps configuration errors found by Start.
 	ErrInvalidConfig = errors.New("invalid configuration")
 )

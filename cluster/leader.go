@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/fsm"
 )
 
@@ -169,10 +170,10 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 }
 
 func (n *Node) ensureDefaultSpace(ctx context.Context) {
-	if _, ok := n.fsm.Space(DefaultSpace.Name); ok {
+	if _, ok := n.fsm.Space(seqd.DefaultSpace.Name); ok {
 		return
 	}
-	if err := n.apply(ctx, fsm.EncodeCreateSpace(DefaultSpace)); err != nil && !errors.Is(err, context.Canceled) {
+	if err := n.apply(ctx, fsm.EncodeCreateSpace(seqd.DefaultSpace)); err != nil && !errors.Is(err, context.Canceled) {
 		n.log.Warn("creating the default space failed", "err", err)
 	}
 }

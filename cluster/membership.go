@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/fsm"
 )
 
@@ -235,7 +236,7 @@ func (n *Node) cleanupDead(conf raft.Configuration, confIndex uint64, voters int
 // change commits. Removing the last voter is refused.
 func (n *Node) RemoveServer(ctx context.Context, id string) error {
 	if !n.IsLeader() {
-		return ErrNotLeader
+		return seqd.ErrNotLeader
 	}
 	cf := n.raft.GetConfiguration()
 	if err := cf.Error(); err != nil {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/client"
 	"github.com/seqd/seqd/cluster"
 	"github.com/seqd/seqd/fsm"
@@ -446,8 +447,8 @@ func TestRemoveSelfFailureResumesServing(t *testing.T) {
 	probe := 0
 	waitFor(t, 5*time.Second, "the transfer in progress", func() bool {
 		probe++
-		_, err := n.CreateSpace(context.Background(), fsm.Space{Name: fmt.Sprintf("probe%d", probe), Step: 1, SectionSize: 1})
-		return errors.Is(err, cluster.ErrNotLeader) && n.IsLeader()
+		_, err := n.CreateSpace(context.Background(), seqd.Space{Name: fmt.Sprintf("probe%d", probe), Step: 1, SectionSize: 1})
+		return errors.Is(err, seqd.ErrNotLeader) && n.IsLeader()
 	})
 	err := n.RemoveServer(context.Background(), leader.ID)
 	if err == nil || !strings.Contains(err.Error(), "leadership transfer") {
@@ -507,7 +508,7 @@ func TestSuspendedLeaderStopsServing(t *testing.T) {
 	if a.Serving() {
 		t.Fatal("the leader still holds its lease after a 10 s suspension")
 	}
-	if _, err := a.Next(context.Background(), "default", []uint64{1}); !errors.Is(err, sections.ErrNotServing) {
+	if _, err := a.Next(context.Background(), "default", []uint64{1}); !errors.Is(err, seqd.ErrNotServing) {
 		t.Fatalf("Next after the suspension: %v, want ErrNotServing", err)
 	}
 	// Renewals taken after the resume grant a new lease.

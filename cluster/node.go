@@ -16,12 +16,10 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
+	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/fsm"
 	"github.com/seqd/seqd/sections"
 )
-
-// DefaultSpace is created by the first leader of a new cluster.
-var DefaultSpace = fsm.Space{Name: "default", Step: 10000, SectionSize: 100000}
 
 // applyTimeout bounds how long a raft Apply may wait to be enqueued.
 const applyTimeout = 5 * time.Second
@@ -227,7 +225,7 @@ func (n *Node) Leader() (id, apiAddr string) {
 // the new leader can serve, which waits out this node's lease anyway.
 func (n *Node) TransferLeadership(id string) error {
 	if !n.IsLeader() {
-		return ErrNotLeader
+		return seqd.ErrNotLeader
 	}
 	if id == "" {
 		return n.raft.LeadershipTransfer().Error()
@@ -252,7 +250,7 @@ func (n *Node) Snapshot() error { return n.raft.Snapshot().Error() }
 func (n *Node) ClusterID() string { return n.fsm.ClusterID() }
 
 // Space returns a committed space from this node's FSM.
-func (n *Node) Space(name string) (fsm.Space, bool) { return n.fsm.Space(name) }
+func (n *Node) Space(name string) (seqd.Space, bool) { return n.fsm.Space(name) }
 
 // ServerSeen reports whether the cluster recorded server id holding raft
 // state, and the highest raft index recorded for its log.
@@ -262,23 +260,23 @@ func (n *Node) ServerSeen(id string) (bool, uint64) { return n.fsm.ServerSeen(id
 func (n *Node) Max(space string, section uint64) uint64 { return n.fsm.Max(space, section) }
 
 // Spaces returns every committed space in this node's FSM.
-func (n *Node) Spaces() []fsm.Space { return n.fsm.Spaces() }
+func (n *Node) Spaces() []seqd.Space { return n.fsm.Spaces() }
 
 // CreateSpace creates a space through raft. It must run on the leader. It
 // reports created = false when the space already exists with the same
 // settings, and fails with fsm.ErrSpaceExists when the settings differ.
-func (n *Node) CreateSpace(ctx context.Context, s fsm.Space) (created bool, err error) {
-	if err := fsm.ValidateSpace(s); err != nil {
+func (n *Node) CreateSpace(ctx context.Context, s seqd.Space) (created bool, err error) {
+	if err := seqd.ValidateSpace(s); err != nil {
 		return false, err
 	}
 	if !n.IsLeader() {
-		return false, ErrNotLeader
+		return false, seqd.ErrNotLeader
 	}
 	if old, ok := n.fsm.Space(s.Name); ok {
 		if old == s {
 			return false, nil
 		}
-		return false, fsm.ErrSpaceExists
+		return false, seqd.ErrSpaceExists
 	}
 	if err := n.apply(ctx, fsm.EncodeCreateSpace(s)); err != nil {
 		return false, err
@@ -309,7 +307,7 @@ func (n *Node) apply(ctx context.Context, data []byte) error {
 	switch {
 	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
 		errors.Is(err, raft.ErrLeadershipTransferInProgress):
-		return fmt.Errorf("%w: %v", ErrNotLeader, err)
+		return fmt.Errorf("%w: %v", seqd.ErrNotLeader, err)
 	}
 	return err
 }
@@ -317,19 +315,14 @@ func (n *Node) apply(ctx context.Context, data []byte) error {
 // store adapts the node to sections.Store.
 type store struct{ n *Node }
 
-func (s store) Space(name string) (sections.Space, bool) {
-	sp, ok := s.n.fsm.Space(name)
-	return sections.Space{Name: sp.Name, Step: sp.Step, SectionSize: sp.SectionSize}, ok
+func (s store) Space(name string) (seqd.Space, bool) {
+	return s.n.fsm.Space(name)
 }
 
 func (s store) Max(space string, section uint64) uint64 { return s.n.fsm.Max(space, section) }
 
-func (s store) Raise(ctx context.Context, marks []sections.Mark) error {
-	fm := make([]fsm.Mark, len(marks))
-	for i, m := range marks {
-		fm[i] = fsm.Mark{Space: m.Space, Section: m.Section, Max: m.Max}
-	}
-	return s.n.apply(ctx, fsm.EncodeRaise(fm))
+func (s store) Raise(ctx context.Context, marks []seqd.Mark) error {
+	return s.n.apply(ctx, fsm.EncodeRaise(marks))
 }
 
 // Shutdown stops the node gracefully: a leader first drops its lease and

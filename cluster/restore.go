@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
+	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/fsm"
 )
 
@@ -205,7 +206,7 @@ func copyFile(src, dst string) error {
 // includes every committed mark.
 func (n *Node) Backup(w io.Writer) (int64, error) {
 	if !n.IsLeader() || !n.alloc.Serving() {
-		return 0, ErrNotLeader
+		return 0, seqd.ErrNotLeader
 	}
 	info := fsm.BackupInfo{ClusterID: n.fsm.ClusterID(), Term: n.raft.CurrentTerm(), Index: n.fsm.AppliedIndex(), Taken: time.Now()}
 	return n.fsm.WriteBackup(w, info)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/seqd/seqd"
 )
 
 // Backup writes a consistent copy of the whole state (a bbolt file, the same
@@ -180,8 +182,8 @@ const MaxCallValues = 1_000_000
 // of any space, at margin) therefore never hands out a value again when
 // margin >= MinMargin(...).
 func MinMargin(valuesSince, termsSince, largestStep uint64) (uint64, error) {
-	if largestStep > maxStep {
-		return 0, fmt.Errorf("fsm: step %d is above the largest a space may have (%d)", largestStep, uint64(maxStep))
+	if largestStep > seqd.MaxStep {
+		return 0, fmt.Errorf("fsm: step %d is above the largest a space may have (%d)", largestStep, uint64(seqd.MaxStep))
 	}
 	per := MaxCallValues + 2*largestStep
 	if valuesSince > math.MaxInt64 || (termsSince > 0 && per > (math.MaxInt64-valuesSince)/termsSince) {

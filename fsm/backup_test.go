@@ -12,6 +12,8 @@ import (
 
 	"github.com/hashicorp/raft"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/seqd/seqd"
 )
 
 func TestBackupAndPrepareRestore(t *testing.T) {
@@ -27,16 +29,16 @@ func TestBackupAndPrepareRestore(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	apply(1, EncodeCreateSpace(Space{Name: "a", Step: 10, SectionSize: 100}))
-	apply(2, EncodeCreateSpace(Space{Name: "b", Step: 10, SectionSize: 100}))
-	apply(3, EncodeRaise([]Mark{{Space: "a", Section: 3, Max: 100}, {Space: "a", Section: 4, Max: 50}}))
+	apply(1, EncodeCreateSpace(seqd.Space{Name: "a", Step: 10, SectionSize: 100}))
+	apply(2, EncodeCreateSpace(seqd.Space{Name: "b", Step: 10, SectionSize: 100}))
+	apply(3, EncodeRaise([]seqd.Mark{{Space: "a", Section: 3, Max: 100}, {Space: "a", Section: 4, Max: 50}}))
 
 	var buf bytes.Buffer
 	if _, err := f.Backup(&buf); err != nil {
 		t.Fatal(err)
 	}
 	// Raises after the backup are not in it.
-	apply(4, EncodeRaise([]Mark{{Space: "a", Section: 3, Max: 200}}))
+	apply(4, EncodeRaise([]seqd.Mark{{Space: "a", Section: 3, Max: 200}}))
 
 	path := filepath.Join(dir, "backup.db")
 	if err := os.WriteFile(path, buf.Bytes(), 0o600); err != nil {
@@ -78,14 +80,14 @@ func TestBackupAndPrepareRestore(t *testing.T) {
 	// A space created after the restore (as an application does on start)
 	// starts above the floor: values it handed out in the old cluster after
 	// the backup are never handed out again.
-	if err, ok := r.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: EncodeCreateSpace(Space{Name: "late", Step: 10, SectionSize: 100})}).(error); ok {
+	if err, ok := r.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: EncodeCreateSpace(seqd.Space{Name: "late", Step: 10, SectionSize: 100})}).(error); ok {
 		t.Fatal(err)
 	}
 	if got := r.Max("late", 7); got != 1000 {
 		t.Fatalf("Max of a space created after the restore = %d, want the floor 1000", got)
 	}
 	// A raise below the base does not lower Max; one above it counts.
-	if err, ok := r.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: EncodeRaise([]Mark{{Space: "b", Section: 0, Max: 5}})}).(error); ok {
+	if err, ok := r.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: EncodeRaise([]seqd.Mark{{Space: "b", Section: 0, Max: 5}})}).(error); ok {
 		t.Fatal(err)
 	}
 	if got := r.Max("b", 0); got != 1000 {
@@ -132,8 +134,8 @@ func TestPrepareRestoreRefusesBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: EncodeCreateSpace(Space{Name: "a", Step: 10, SectionSize: 100})})
-	f.Apply(&raft.Log{Index: 2, Type: raft.LogCommand, Data: EncodeRaise([]Mark{{Space: "a", Section: 0, Max: math.MaxInt64 - 5}})})
+	f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: EncodeCreateSpace(seqd.Space{Name: "a", Step: 10, SectionSize: 100})})
+	f.Apply(&raft.Log{Index: 2, Type: raft.LogCommand, Data: EncodeRaise([]seqd.Mark{{Space: "a", Section: 0, Max: math.MaxInt64 - 5}})})
 	var buf bytes.Buffer
 	if _, err := f.Backup(&buf); err != nil {
 		t.Fatal(err)
@@ -191,8 +193,8 @@ func TestWriteBackupRecordsItsOrigin(t *testing.T) {
 	}
 	defer f.Close()
 	f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: EncodeCluster("c1", 2)})
-	f.Apply(&raft.Log{Index: 2, Type: raft.LogCommand, Data: EncodeCreateSpace(Space{Name: "a", Step: 700, SectionSize: 100})})
-	f.Apply(&raft.Log{Index: 3, Type: raft.LogCommand, Data: EncodeRaise([]Mark{{Space: "a", Section: 0, Max: 1400}})})
+	f.Apply(&raft.Log{Index: 2, Type: raft.LogCommand, Data: EncodeCreateSpace(seqd.Space{Name: "a", Step: 700, SectionSize: 100})})
+	f.Apply(&raft.Log{Index: 3, Type: raft.LogCommand, Data: EncodeRaise([]seqd.Mark{{Space: "a", Section: 0, Max: 1400}})})
 	taken := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
 	path := filepath.Join(dir, "b.db")
 	out, err := os.Create(path)
@@ -269,10 +271,10 @@ func TestMinMarginCoversRestartsAndValues(t *testing.T) {
 	if m != 4+5*(MaxCallValues+2*step) {
 		t.Fatalf("MinMargin = %d", m)
 	}
-	if _, err := MinMargin(0, 1, maxStep+1); err == nil {
+	if _, err := MinMargin(0, 1, seqd.MaxStep+1); err == nil {
 		t.Fatal("a step above the largest allowed was accepted")
 	}
-	if _, err := MinMargin(1, math.MaxInt64/2, maxStep); !errors.Is(err, ErrMarginTooLarge) {
+	if _, err := MinMargin(1, math.MaxInt64/2, seqd.MaxStep); !errors.Is(err, ErrMarginTooLarge) {
 		t.Fatalf("overflow: %v", err)
 	}
 }

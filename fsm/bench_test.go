@@ -2,6 +2,8 @@ package fsm
 
 import (
 	"testing"
+
+	"github.com/seqd/seqd"
 )
 
 // FSM benchmarks: the cost of applying one committed entry (a bbolt write
@@ -13,13 +15,13 @@ import (
 func BenchmarkApplyRaise16Marks(b *testing.B) {
 	f, _ := openTest(b)
 	a := &applier{t: b, f: f}
-	a.mustOK(EncodeCreateSpace(Space{"users", 10000, 100000}))
-	marks := make([]Mark, 16)
+	a.mustOK(EncodeCreateSpace(seqd.Space{Name: "users", Step: 10000, SectionSize: 100000}))
+	marks := make([]seqd.Mark, 16)
 	var hi uint64
 	for b.Loop() {
 		hi += 10000
 		for i := range marks {
-			marks[i] = Mark{"users", uint64(i), hi}
+			marks[i] = seqd.Mark{Space: "users", Section: uint64(i), Max: hi}
 		}
 		a.mustOK(EncodeRaise(marks))
 	}
@@ -40,8 +42,8 @@ func BenchmarkApplyNoop(b *testing.B) {
 func BenchmarkMax(b *testing.B) {
 	f, _ := openTest(b)
 	a := &applier{t: b, f: f}
-	a.mustOK(EncodeCreateSpace(Space{"users", 10000, 100000}))
-	a.mustOK(EncodeRaise([]Mark{{"users", 3, 10000}}))
+	a.mustOK(EncodeCreateSpace(seqd.Space{Name: "users", Step: 10000, SectionSize: 100000}))
+	a.mustOK(EncodeRaise([]seqd.Mark{{Space: "users", Section: 3, Max: 10000}}))
 	for b.Loop() {
 		if f.Max("users", 3) != 10000 {
 			b.Fatal("wrong max")

@@ -6,77 +6,12 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/seqd/seqd"
 )
 
 // maxClusterIDLen bounds a cluster ID's length.
 const maxClusterIDLen = 64
-
-// Space is a named family of sequences. Step is how far the leader raises a
-// section's high-water mark at a time, and SectionSize is how many consecutive
-// keys share one section (section = key / SectionSize).
-type Space struct {
-	Name        string
-	Step        uint64
-	SectionSize uint64
-}
-
-// Mark says: section Section of space Space has high-water mark Max.
-type Mark struct {
-	Space   string
-	Section uint64
-	Max     uint64
-}
-
-var (
-	// ErrSpaceExists is returned (as an Apply response) when a space is
-	// created again with settings that differ from the stored ones.
-	ErrSpaceExists = errors.New("fsm: space exists with different settings")
-	// ErrUnknownSpace is returned (as an Apply response) when a raise names a
-	// space that does not exist.
-	ErrUnknownSpace = errors.New("fsm: unknown space")
-	// ErrInvalidSpace is returned by ValidateSpace and (as an Apply response)
-	// when a space's name or settings are out of range.
-	ErrInvalidSpace = errors.New("fsm: invalid space settings")
-)
-
-// maxStep is the largest permitted Space.Step.
-const maxStep = 1 << 40
-
-// maxNameLen is the longest permitted space name.
-const maxNameLen = 64
-
-// ValidName reports whether name is a valid space name, that is whether it
-// matches ^[a-z0-9][a-z0-9_.-]{0,63}$.
-func ValidName(name string) bool {
-	if len(name) == 0 || len(name) > maxNameLen {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
-		case i > 0 && (c == '_' || c == '.' || c == '-'):
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// ValidateSpace returns nil if s may be created, and otherwise an error that
-// wraps ErrInvalidSpace and says what is wrong. A valid space has a name
-// accepted by ValidName, 1 <= Step <= 1<<40 and SectionSize >= 1.
-func ValidateSpace(s Space) error {
-	switch {
-	case !ValidName(s.Name):
-		return fmt.Errorf("%w: name %q must match ^[a-z0-9][a-z0-9_.-]{0,63}$", ErrInvalidSpace, s.Name)
-	case s.Step < 1 || s.Step > maxStep:
-		return fmt.Errorf("%w: step %d must be in [1, 2^40]", ErrInvalidSpace, s.Step)
-	case s.SectionSize < 1:
-		return fmt.Errorf("%w: section size must be at least 1", ErrInvalidSpace)
-	}
-	return nil
-}
 
 // Kind identifies the type of a replicated command. It is the first byte of
 // every encoded command.
@@ -117,8 +52,8 @@ const ProtocolVersion = 2
 // other fields are zero.
 type Command struct {
 	Kind   Kind
-	Space  Space
-	Marks  []Mark
+	Space  seqd.Space
+	Marks  []seqd.Mark
 	Server string
 	Index  uint64 // KindServerSeen: the server's raft index
 
@@ -169,7 +104,7 @@ func EncodeServerSeen(id string, index uint64) []byte {
 // validate s; Apply answers an invalid space with ErrInvalidSpace.
 //
 // Layout: 0x01, uvarint len(name), name, uvarint step, uvarint section_size.
-func EncodeCreateSpace(s Space) []byte {
+func EncodeCreateSpace(s seqd.Space) []byte {
 	b := make([]byte, 0, 1+binary.MaxVarintLen64*3+len(s.Name))
 	b = append(b, byte(KindCreateSpace))
 	b = appendString(b, s.Name)
@@ -183,7 +118,7 @@ func EncodeCreateSpace(s Space) []byte {
 //
 // Layout: 0x02, uvarint count, then count times: uvarint len(space), space,
 // uvarint section, uvarint max.
-func EncodeRaise(marks []Mark) []byte {
+func EncodeRaise(marks []seqd.Mark) []byte {
 	n := 1 + binary.MaxVarintLen64
 	for _, m := range marks {
 		n += len(m.Space) + binary.MaxVarintLen64*3
@@ -242,7 +177,7 @@ func Decode(b []byte) (Command, error) {
 			d.fail(fmt.Errorf("mark count %d exceeds what %d remaining bytes can hold", n, d.remaining()))
 		}
 		if d.err == nil && n > 0 {
-			c.Marks = make([]Mark, n)
+			c.Marks = make([]seqd.Mark, n)
 			for i := range c.Marks {
 				c.Marks[i].Space = d.string("mark space")
 				c.Marks[i].Section = d.uvarint("mark section")

@@ -32,6 +32,8 @@ import (
 
 	"github.com/hashicorp/raft"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/seqd/seqd"
 )
 
 var (
@@ -97,7 +99,7 @@ type FSM struct {
 	applied atomic.Uint64
 
 	mu     sync.RWMutex // guards the in-memory mirror below
-	spaces map[string]Space
+	spaces map[string]seqd.Space
 	marks  map[string]map[uint64]uint64
 	bases  map[string]uint64
 	seen   map[string]uint64
@@ -126,7 +128,7 @@ type LeaseRecord struct {
 
 // state is a loaded (and validated) copy of the database contents.
 type state struct {
-	spaces  map[string]Space
+	spaces  map[string]seqd.Space
 	marks   map[string]map[uint64]uint64
 	bases   map[string]uint64
 	seen    map[string]uint64
@@ -184,7 +186,7 @@ func (f *FSM) install(st *state) {
 }
 
 // Space returns the settings of the named space.
-func (f *FSM) Space(name string) (Space, bool) {
+func (f *FSM) Space(name string) (seqd.Space, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	s, ok := f.spaces[name]
@@ -192,14 +194,14 @@ func (f *FSM) Space(name string) (Space, bool) {
 }
 
 // Spaces returns all spaces sorted by name.
-func (f *FSM) Spaces() []Space {
+func (f *FSM) Spaces() []seqd.Space {
 	f.mu.RLock()
-	out := make([]Space, 0, len(f.spaces))
+	out := make([]seqd.Space, 0, len(f.spaces))
 	for _, s := range f.spaces {
 		out = append(out, s)
 	}
 	f.mu.RUnlock()
-	slices.SortFunc(out, func(a, b Space) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b seqd.Space) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
@@ -302,8 +304,8 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 	return nil
 }
 
-func (f *FSM) applyCreate(l *raft.Log, s Space) error {
-	if err := ValidateSpace(s); err != nil {
+func (f *FSM) applyCreate(l *raft.Log, s seqd.Space) error {
+	if err := seqd.ValidateSpace(s); err != nil {
 		return err
 	}
 	f.mu.RLock()
@@ -313,7 +315,7 @@ func (f *FSM) applyCreate(l *raft.Log, s Space) error {
 		if old == s {
 			return nil
 		}
-		return fmt.Errorf("%w: %q has step %d and section size %d", ErrSpaceExists, old.Name, old.Step, old.SectionSize)
+		return fmt.Errorf("%w: %q has step %d and section size %d", seqd.ErrSpaceExists, old.Name, old.Step, old.SectionSize)
 	}
 	if err := f.write(l, func(tx *bolt.Tx) error {
 		v := make([]byte, spaceValueLen)
@@ -435,18 +437,18 @@ type sectionKey struct {
 	section uint64
 }
 
-func (f *FSM) applyRaise(l *raft.Log, marks []Mark) error {
+func (f *FSM) applyRaise(l *raft.Log, marks []seqd.Mark) error {
 	// Only this goroutine writes the mirror, so what is read here stays
 	// current until the write below.
 	f.mu.RLock()
 	for _, m := range marks {
 		if _, ok := f.spaces[m.Space]; !ok {
 			f.mu.RUnlock()
-			return fmt.Errorf("%w: %q", ErrUnknownSpace, m.Space)
+			return fmt.Errorf("%w: %q", seqd.ErrUnknownSpace, m.Space)
 		}
 	}
 	var (
-		pending []Mark
+		pending []seqd.Mark
 		at      map[sectionKey]int // index into pending, only for duplicates
 	)
 	for _, m := range marks {
@@ -469,7 +471,7 @@ func (f *FSM) applyRaise(l *raft.Log, marks []Mark) error {
 		// A replay or a lower raise: nothing to write.
 		return nil
 	}
-	slices.SortFunc(pending, func(a, b Mark) int {
+	slices.SortFunc(pending, func(a, b seqd.Mark) int {
 		if c := strings.Compare(a.Space, b.Space); c != 0 {
 			return c
 		}
@@ -870,7 +872,7 @@ func initBuckets(db *bolt.DB) error {
 // loadState reads and validates the whole database.
 func loadState(tx *bolt.Tx) (*state, error) {
 	st := &state{
-		spaces: make(map[string]Space),
+		spaces: make(map[string]seqd.Space),
 		marks:  make(map[string]map[uint64]uint64),
 		bases:  make(map[string]uint64),
 		seen:   make(map[string]uint64),
@@ -904,12 +906,12 @@ func loadState(tx *bolt.Tx) (*state, error) {
 		if len(v) != spaceValueLen {
 			return fmt.Errorf("spaces: %q: value has %d bytes, want %d", k, len(v), spaceValueLen)
 		}
-		s := Space{
+		s := seqd.Space{
 			Name:        string(k),
 			Step:        binary.BigEndian.Uint64(v[:8]),
 			SectionSize: binary.BigEndian.Uint64(v[8:]),
 		}
-		if err := ValidateSpace(s); err != nil {
+		if err := seqd.ValidateSpace(s); err != nil {
 			return fmt.Errorf("spaces: %w", err)
 		}
 		st.spaces[s.Name] = s

@@ -19,6 +19,8 @@ import (
 
 	"github.com/hashicorp/raft"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/seqd/seqd"
 )
 
 // ---- helpers ----
@@ -71,7 +73,7 @@ func respErr(t *testing.T, resp interface{}) error {
 
 // dump is a comparable picture of the whole FSM state.
 type dump struct {
-	Spaces []Space
+	Spaces []seqd.Space
 	Marks  map[string]map[uint64]uint64
 }
 
@@ -149,15 +151,15 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 		want Command
 	}{
 		{"noop", EncodeNoop(), Command{Kind: KindNoop}},
-		{"create", EncodeCreateSpace(Space{"users", 10000, 100000}),
-			Command{Kind: KindCreateSpace, Space: Space{"users", 10000, 100000}}},
-		{"create extremes", EncodeCreateSpace(Space{strings.Repeat("x", 300), 1<<64 - 1, 0}),
-			Command{Kind: KindCreateSpace, Space: Space{strings.Repeat("x", 300), 1<<64 - 1, 0}}},
+		{"create", EncodeCreateSpace(seqd.Space{Name: "users", Step: 10000, SectionSize: 100000}),
+			Command{Kind: KindCreateSpace, Space: seqd.Space{Name: "users", Step: 10000, SectionSize: 100000}}},
+		{"create extremes", EncodeCreateSpace(seqd.Space{Name: strings.Repeat("x", 300), Step: 1<<64 - 1, SectionSize: 0}),
+			Command{Kind: KindCreateSpace, Space: seqd.Space{Name: strings.Repeat("x", 300), Step: 1<<64 - 1, SectionSize: 0}}},
 		{"raise empty", EncodeRaise(nil), Command{Kind: KindRaise}},
-		{"raise one", EncodeRaise([]Mark{{"users", 3, 40000}}),
-			Command{Kind: KindRaise, Marks: []Mark{{"users", 3, 40000}}}},
-		{"raise several spaces", EncodeRaise([]Mark{{"a", 0, 1}, {"b", 1<<64 - 1, 1<<64 - 1}, {"a", 7, 0}, {"", 0, 0}}),
-			Command{Kind: KindRaise, Marks: []Mark{{"a", 0, 1}, {"b", 1<<64 - 1, 1<<64 - 1}, {"a", 7, 0}, {"", 0, 0}}}},
+		{"raise one", EncodeRaise([]seqd.Mark{{Space: "users", Section: 3, Max: 40000}}),
+			Command{Kind: KindRaise, Marks: []seqd.Mark{{Space: "users", Section: 3, Max: 40000}}}},
+		{"raise several spaces", EncodeRaise([]seqd.Mark{{Space: "a", Section: 0, Max: 1}, {Space: "b", Section: 1<<64 - 1, Max: 1<<64 - 1}, {Space: "a", Section: 7, Max: 0}, {Space: "", Section: 0, Max: 0}}),
+			Command{Kind: KindRaise, Marks: []seqd.Mark{{Space: "a", Section: 0, Max: 1}, {Space: "b", Section: 1<<64 - 1, Max: 1<<64 - 1}, {Space: "a", Section: 7, Max: 0}, {Space: "", Section: 0, Max: 0}}}},
 		{"cluster", EncodeCluster("0123abcd", 2), Command{Kind: KindCluster, ClusterID: "0123abcd", Protocol: 2}},
 		{"lease", EncodeLease(4*time.Second, 400*time.Millisecond), Command{Kind: KindLease, Lease: 4 * time.Second, LeaseMargin: 400 * time.Millisecond}},
 	}
@@ -178,7 +180,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 }
 
 func TestDecodeErrors(t *testing.T) {
-	valid := EncodeRaise([]Mark{{"users", 3, 40000}})
+	valid := EncodeRaise([]seqd.Mark{{Space: "users", Section: 3, Max: 40000}})
 	tests := []struct {
 		name string
 		data []byte
@@ -192,7 +194,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"create name truncated", []byte{byte(KindCreateSpace), 5, 'a', 'b'}},
 		{"create name length absurd", []byte{byte(KindCreateSpace), 0xff, 0xff, 0xff, 0xff, 0x0f, 'a'}},
 		{"create missing section size", []byte{byte(KindCreateSpace), 1, 'a', 1}},
-		{"create trailing", append(EncodeCreateSpace(Space{"a", 1, 1}), 0)},
+		{"create trailing", append(EncodeCreateSpace(seqd.Space{Name: "a", Step: 1, SectionSize: 1}), 0)},
 		{"create varint overflow", []byte{byte(KindCreateSpace), 1, 'a', 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 1}},
 		{"create non-minimal varint", []byte{byte(KindCreateSpace), 1, 'a', 0x81, 0x00, 1}},
 		{"create truncated varint", []byte{byte(KindCreateSpace), 1, 'a', 1, 0x80}},
@@ -224,8 +226,8 @@ func FuzzDecode(f *testing.F) {
 	f.Add(EncodeCluster("c", 2))
 	f.Add(EncodeLease(time.Second, 100*time.Millisecond))
 	f.Add([]byte{0x81, 3})
-	f.Add(EncodeCreateSpace(Space{"users", 10000, 100000}))
-	f.Add(EncodeRaise([]Mark{{"a", 1, 2}, {"b", 1 << 40, 1<<64 - 1}}))
+	f.Add(EncodeCreateSpace(seqd.Space{Name: "users", Step: 10000, SectionSize: 100000}))
+	f.Add(EncodeRaise([]seqd.Mark{{Space: "a", Section: 1, Max: 2}, {Space: "b", Section: 1 << 40, Max: 1<<64 - 1}}))
 	f.Add([]byte{byte(KindRaise), 0xff, 0xff, 0x03})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -253,32 +255,32 @@ func FuzzDecode(f *testing.F) {
 func TestValidateSpace(t *testing.T) {
 	long := strings.Repeat("a", 64)
 	tests := []struct {
-		s  Space
+		s  seqd.Space
 		ok bool
 	}{
-		{Space{"users", 1, 1}, true},
-		{Space{"0", 1 << 40, 1<<64 - 1}, true},
-		{Space{"a.b-c_d", 100, 100}, true},
-		{Space{long, 1, 1}, true},
-		{Space{long + "a", 1, 1}, false},
-		{Space{"", 1, 1}, false},
-		{Space{"Users", 1, 1}, false},
-		{Space{"_users", 1, 1}, false},
-		{Space{"-users", 1, 1}, false},
-		{Space{".users", 1, 1}, false},
-		{Space{"us ers", 1, 1}, false},
-		{Space{"usérs", 1, 1}, false},
-		{Space{"users/x", 1, 1}, false},
-		{Space{"users", 0, 1}, false},
-		{Space{"users", 1<<40 + 1, 1}, false},
-		{Space{"users", 1, 0}, false},
+		{seqd.Space{Name: "users", Step: 1, SectionSize: 1}, true},
+		{seqd.Space{Name: "0", Step: 1 << 40, SectionSize: 1<<64 - 1}, true},
+		{seqd.Space{Name: "a.b-c_d", Step: 100, SectionSize: 100}, true},
+		{seqd.Space{Name: long, Step: 1, SectionSize: 1}, true},
+		{seqd.Space{Name: long + "a", Step: 1, SectionSize: 1}, false},
+		{seqd.Space{Name: "", Step: 1, SectionSize: 1}, false},
+		{seqd.Space{Name: "Users", Step: 1, SectionSize: 1}, false},
+		{seqd.Space{Name: "_users", Step: 1, SectionSize: 1}, false},
+		{seqd.Space{Name: "-users", Step: 1, SectionSize: 1}, false},
+		{seqd.Space{Name: ".users", Step: 1, SectionSize: 1}, false},
+		{seqd.Space{Name: "us ers", Step: 1, SectionSize: 1}, false},
+		{seqd.Space{Name: "usérs", Step: 1, SectionSize: 1}, false},
+		{seqd.Space{Name: "users/x", Step: 1, SectionSize: 1}, false},
+		{seqd.Space{Name: "users", Step: 0, SectionSize: 1}, false},
+		{seqd.Space{Name: "users", Step: 1<<40 + 1, SectionSize: 1}, false},
+		{seqd.Space{Name: "users", Step: 1, SectionSize: 0}, false},
 	}
 	for _, tt := range tests {
-		err := ValidateSpace(tt.s)
+		err := seqd.ValidateSpace(tt.s)
 		if tt.ok && err != nil {
 			t.Errorf("ValidateSpace(%+v) = %v, want nil", tt.s, err)
 		}
-		if !tt.ok && !errors.Is(err, ErrInvalidSpace) {
+		if !tt.ok && !errors.Is(err, seqd.ErrInvalidSpace) {
 			t.Errorf("ValidateSpace(%+v) = %v, want ErrInvalidSpace", tt.s, err)
 		}
 	}
@@ -286,12 +288,12 @@ func TestValidateSpace(t *testing.T) {
 
 func TestValidName(t *testing.T) {
 	for _, name := range []string{"a", "0", "users", "a.b-c_d", "9_", strings.Repeat("z", 64)} {
-		if !ValidName(name) {
+		if !seqd.ValidName(name) {
 			t.Errorf("ValidName(%q) = false", name)
 		}
 	}
 	for _, name := range []string{"", "_a", ".a", "-a", "A", "aB", "a b", "a/b", "a:b", "é", strings.Repeat("z", 65)} {
-		if ValidName(name) {
+		if seqd.ValidName(name) {
 			t.Errorf("ValidName(%q) = true", name)
 		}
 	}
@@ -302,7 +304,7 @@ func TestValidName(t *testing.T) {
 func TestCreateSpace(t *testing.T) {
 	f, _ := openTest(t)
 	a := &applier{t: t, f: f}
-	users := Space{"users", 10000, 100000}
+	users := seqd.Space{Name: "users", Step: 10000, SectionSize: 100000}
 
 	a.mustOK(EncodeCreateSpace(users))
 	if got, ok := f.Space("users"); !ok || got != users {
@@ -312,8 +314,8 @@ func TestCreateSpace(t *testing.T) {
 	a.mustOK(EncodeCreateSpace(users))
 
 	// Different settings conflict and change nothing.
-	err := respErr(t, a.apply(EncodeCreateSpace(Space{"users", 1, 100000})))
-	if !errors.Is(err, ErrSpaceExists) {
+	err := respErr(t, a.apply(EncodeCreateSpace(seqd.Space{Name: "users", Step: 1, SectionSize: 100000})))
+	if !errors.Is(err, seqd.ErrSpaceExists) {
 		t.Fatalf("conflicting create: %v, want ErrSpaceExists", err)
 	}
 	if got, _ := f.Space("users"); got != users {
@@ -321,14 +323,14 @@ func TestCreateSpace(t *testing.T) {
 	}
 
 	// Invalid settings are rejected and change nothing.
-	for _, s := range []Space{{"Bad", 1, 1}, {"ok", 0, 1}, {"ok", 1, 0}, {"ok", 1<<40 + 1, 1}} {
+	for _, s := range []seqd.Space{{Name: "Bad", Step: 1, SectionSize: 1}, {Name: "ok", Step: 0, SectionSize: 1}, {Name: "ok", Step: 1, SectionSize: 0}, {Name: "ok", Step: 1<<40 + 1, SectionSize: 1}} {
 		err := respErr(t, a.apply(EncodeCreateSpace(s)))
-		if !errors.Is(err, ErrInvalidSpace) {
+		if !errors.Is(err, seqd.ErrInvalidSpace) {
 			t.Fatalf("create %+v: %v, want ErrInvalidSpace", s, err)
 		}
 	}
-	a.mustOK(EncodeCreateSpace(Space{"orders", 5, 7}))
-	want := []Space{{"orders", 5, 7}, users}
+	a.mustOK(EncodeCreateSpace(seqd.Space{Name: "orders", Step: 5, SectionSize: 7}))
+	want := []seqd.Space{{Name: "orders", Step: 5, SectionSize: 7}, users}
 	if got := f.Spaces(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("Spaces = %+v, want %+v", got, want)
 	}
@@ -340,15 +342,15 @@ func TestCreateSpace(t *testing.T) {
 func TestRaiseIsMaximum(t *testing.T) {
 	f, _ := openTest(t)
 	a := &applier{t: t, f: f}
-	a.mustOK(EncodeCreateSpace(Space{"users", 100, 1000}))
-	a.mustOK(EncodeCreateSpace(Space{"orders", 100, 1000}))
+	a.mustOK(EncodeCreateSpace(seqd.Space{Name: "users", Step: 100, SectionSize: 1000}))
+	a.mustOK(EncodeCreateSpace(seqd.Space{Name: "orders", Step: 100, SectionSize: 1000}))
 
 	if got := f.Max("users", 3); got != 0 {
 		t.Fatalf("Max of never-raised section = %d", got)
 	}
-	a.mustOK(EncodeRaise([]Mark{{"users", 3, 500}, {"orders", 3, 700}}))
-	a.mustOK(EncodeRaise([]Mark{{"users", 3, 200}})) // lower: no effect
-	a.mustOK(EncodeRaise([]Mark{{"users", 3, 600}, {"users", 3, 650}, {"users", 3, 100}}))
+	a.mustOK(EncodeRaise([]seqd.Mark{{Space: "users", Section: 3, Max: 500}, {Space: "orders", Section: 3, Max: 700}}))
+	a.mustOK(EncodeRaise([]seqd.Mark{{Space: "users", Section: 3, Max: 200}})) // lower: no effect
+	a.mustOK(EncodeRaise([]seqd.Mark{{Space: "users", Section: 3, Max: 600}, {Space: "users", Section: 3, Max: 650}, {Space: "users", Section: 3, Max: 100}}))
 	if got := f.Max("users", 3); got != 650 {
 		t.Fatalf("Max(users,3) = %d, want 650", got)
 	}
@@ -365,11 +367,11 @@ func TestRaiseIsMaximum(t *testing.T) {
 
 func TestReplayInAnyOrder(t *testing.T) {
 	entries := [][]byte{
-		EncodeCreateSpace(Space{"users", 100, 1000}),
-		EncodeRaise([]Mark{{"users", 1, 300}, {"users", 2, 50}}),
-		EncodeRaise([]Mark{{"users", 1, 100}}),
-		EncodeRaise([]Mark{{"users", 2, 400}, {"users", 9, 9}}),
-		EncodeRaise([]Mark{{"users", 1, 250}, {"users", 9, 1}}),
+		EncodeCreateSpace(seqd.Space{Name: "users", Step: 100, SectionSize: 1000}),
+		EncodeRaise([]seqd.Mark{{Space: "users", Section: 1, Max: 300}, {Space: "users", Section: 2, Max: 50}}),
+		EncodeRaise([]seqd.Mark{{Space: "users", Section: 1, Max: 100}}),
+		EncodeRaise([]seqd.Mark{{Space: "users", Section: 2, Max: 400}, {Space: "users", Section: 9, Max: 9}}),
+		EncodeRaise([]seqd.Mark{{Space: "users", Section: 1, Max: 250}, {Space: "users", Section: 9, Max: 1}}),
 	}
 	raises := entries[1:]
 
@@ -421,13 +423,13 @@ func permutation(p []int, n int) []int {
 func TestRaiseUnknownSpaceChangesNothing(t *testing.T) {
 	f, path := openTest(t)
 	a := &applier{t: t, f: f}
-	a.mustOK(EncodeCreateSpace(Space{"users", 100, 1000}))
-	a.mustOK(EncodeRaise([]Mark{{"users", 1, 100}}))
+	a.mustOK(EncodeCreateSpace(seqd.Space{Name: "users", Step: 100, SectionSize: 1000}))
+	a.mustOK(EncodeRaise([]seqd.Mark{{Space: "users", Section: 1, Max: 100}}))
 	before := dumpState(f)
 	idx := a.index
 
-	err := respErr(t, a.apply(EncodeRaise([]Mark{{"users", 1, 999}, {"users", 2, 5}, {"ghost", 1, 5}})))
-	if !errors.Is(err, ErrUnknownSpace) {
+	err := respErr(t, a.apply(EncodeRaise([]seqd.Mark{{Space: "users", Section: 1, Max: 999}, {Space: "users", Section: 2, Max: 5}, {Space: "ghost", Section: 1, Max: 5}})))
+	if !errors.Is(err, seqd.ErrUnknownSpace) {
 		t.Fatalf("raise with unknown space: %v, want ErrUnknownSpace", err)
 	}
 	if got := dumpState(f); !reflect.DeepEqual(got, before) {
@@ -453,8 +455,8 @@ func TestRaiseUnknownSpaceChangesNothing(t *testing.T) {
 func TestNoop(t *testing.T) {
 	f, path := openTest(t)
 	a := &applier{t: t, f: f}
-	a.mustOK(EncodeCreateSpace(Space{"users", 100, 1000}))
-	a.mustOK(EncodeRaise([]Mark{{"users", 1, 100}}))
+	a.mustOK(EncodeCreateSpace(seqd.Space{Name: "users", Step: 100, SectionSize: 1000}))
+	a.mustOK(EncodeRaise([]seqd.Mark{{Space: "users", Section: 1, Max: 100}}))
 	before := dumpState(f)
 	changed := a.index
 
@@ -488,7 +490,7 @@ func TestNoop(t *testing.T) {
 func TestIgnorableKindIsSkipped(t *testing.T) {
 	f, _ := openTest(t)
 	a := &applier{t: t, f: f}
-	a.mustOK(EncodeCreateSpace(Space{"users", 100, 1000}))
+	a.mustOK(EncodeCreateSpace(seqd.Space{Name: "users", Step: 100, SectionSize: 1000}))
 	before := dumpState(f)
 	a.mustOK([]byte{0x80 | 0x11, 1, 2, 3})
 	if got := dumpState(f); !reflect.DeepEqual(got, before) {
@@ -611,7 +613,7 @@ func TestApplyAfterClosePanics(t *testing.T) {
 			t.Fatal("Apply after Close did not panic")
 		}
 	}()
-	f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: EncodeCreateSpace(Space{"users", 1, 1})})
+	f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: EncodeCreateSpace(seqd.Space{Name: "users", Step: 1, SectionSize: 1})})
 }
 
 // ---- persistence ----
@@ -619,9 +621,9 @@ func TestApplyAfterClosePanics(t *testing.T) {
 func TestStateSurvivesReopen(t *testing.T) {
 	f, path := openTest(t)
 	a := &applier{t: t, f: f}
-	a.mustOK(EncodeCreateSpace(Space{"users", 100, 1000}))
-	a.mustOK(EncodeCreateSpace(Space{"empty", 1, 1}))
-	a.mustOK(EncodeRaise([]Mark{{"users", 1, 100}, {"users", 1<<64 - 1, 1<<64 - 1}}))
+	a.mustOK(EncodeCreateSpace(seqd.Space{Name: "users", Step: 100, SectionSize: 1000}))
+	a.mustOK(EncodeCreateSpace(seqd.Space{Name: "empty", Step: 1, SectionSize: 1}))
+	a.mustOK(EncodeRaise([]seqd.Mark{{Space: "users", Section: 1, Max: 100}, {Space: "users", Section: 1<<64 - 1, Max: 1<<64 - 1}}))
 	want := dumpState(f)
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
@@ -664,9 +666,9 @@ func TestOpenGarbage(t *testing.T) {
 			t.Fatal(err)
 		}
 		a := &applier{t: t, f: f}
-		a.mustOK(EncodeCreateSpace(Space{"users", 1, 1}))
+		a.mustOK(EncodeCreateSpace(seqd.Space{Name: "users", Step: 1, SectionSize: 1}))
 		for i := range 200 {
-			a.mustOK(EncodeRaise([]Mark{{"users", uint64(i), 1}}))
+			a.mustOK(EncodeRaise([]seqd.Mark{{Space: "users", Section: uint64(i), Max: 1}}))
 		}
 		if err := f.Close(); err != nil {
 			t.Fatal(err)
@@ -738,16 +740,16 @@ func TestOpenLockedFileTimesOut(t *testing.T) {
 func TestSnapshotRestore(t *testing.T) {
 	src, _ := openTest(t)
 	a := &applier{t: t, f: src}
-	a.mustOK(EncodeCreateSpace(Space{"users", 100, 1000}))
-	a.mustOK(EncodeCreateSpace(Space{"orders", 7, 9}))
-	a.mustOK(EncodeRaise([]Mark{{"users", 1, 100}, {"orders", 5, 50}, {"users", 1 << 50, 3}}))
+	a.mustOK(EncodeCreateSpace(seqd.Space{Name: "users", Step: 100, SectionSize: 1000}))
+	a.mustOK(EncodeCreateSpace(seqd.Space{Name: "orders", Step: 7, SectionSize: 9}))
+	a.mustOK(EncodeRaise([]seqd.Mark{{Space: "users", Section: 1, Max: 100}, {Space: "orders", Section: 5, Max: 50}, {Space: "users", Section: 1 << 50, Max: 3}}))
 	a.mustOK(EncodeNoop())
 	data := snapshotBytes(t, src)
 
 	dst, _ := openTest(t)
 	b := &applier{t: t, f: dst}
-	b.mustOK(EncodeCreateSpace(Space{"stale", 1, 1})) // must be discarded
-	b.mustOK(EncodeRaise([]Mark{{"stale", 1, 1}}))
+	b.mustOK(EncodeCreateSpace(seqd.Space{Name: "stale", Step: 1, SectionSize: 1})) // must be discarded
+	b.mustOK(EncodeRaise([]seqd.Mark{{Space: "stale", Section: 1, Max: 1}}))
 	if err := dst.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
 		t.Fatalf("Restore: %v", err)
 	}
@@ -762,7 +764,7 @@ func TestSnapshotRestore(t *testing.T) {
 	}
 	// The restored FSM keeps working and persists.
 	b.index = 10
-	b.mustOK(EncodeRaise([]Mark{{"users", 1, 200}}))
+	b.mustOK(EncodeRaise([]seqd.Mark{{Space: "users", Section: 1, Max: 200}}))
 	if got := dst.Max("users", 1); got != 200 {
 		t.Fatalf("Max after restore+raise = %d", got)
 	}
@@ -786,8 +788,8 @@ func TestSnapshotRestore(t *testing.T) {
 func TestSnapshotIsConsistent(t *testing.T) {
 	src, _ := openTest(t)
 	a := &applier{t: t, f: src}
-	a.mustOK(EncodeCreateSpace(Space{"users", 100, 1000}))
-	a.mustOK(EncodeRaise([]Mark{{"users", 1, 100}}))
+	a.mustOK(EncodeCreateSpace(seqd.Space{Name: "users", Step: 100, SectionSize: 1000}))
+	a.mustOK(EncodeRaise([]seqd.Mark{{Space: "users", Section: 1, Max: 100}}))
 	atSnapshot := dumpState(src)
 
 	snap, err := src.Snapshot()
@@ -795,8 +797,8 @@ func TestSnapshotIsConsistent(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Applies that happen after Snapshot but before/while Persist runs.
-	a.mustOK(EncodeRaise([]Mark{{"users", 1, 500}, {"users", 2, 5}}))
-	a.mustOK(EncodeCreateSpace(Space{"later", 1, 1}))
+	a.mustOK(EncodeRaise([]seqd.Mark{{Space: "users", Section: 1, Max: 500}, {Space: "users", Section: 2, Max: 5}}))
+	a.mustOK(EncodeCreateSpace(seqd.Space{Name: "later", Step: 1, SectionSize: 1}))
 	data := persist(t, snap)
 
 	dst, _ := openTest(t)
@@ -814,9 +816,9 @@ func TestSnapshotIsConsistent(t *testing.T) {
 func TestSnapshotConcurrentWithApply(t *testing.T) {
 	src, _ := openTest(t)
 	a := &applier{t: t, f: src}
-	a.mustOK(EncodeCreateSpace(Space{"users", 100, 1000}))
+	a.mustOK(EncodeCreateSpace(seqd.Space{Name: "users", Step: 100, SectionSize: 1000}))
 	for i := range 100 {
-		a.mustOK(EncodeRaise([]Mark{{"users", uint64(i), 100}}))
+		a.mustOK(EncodeRaise([]seqd.Mark{{Space: "users", Section: uint64(i), Max: 100}}))
 	}
 	want := dumpState(src)
 	snap, err := src.Snapshot()
@@ -827,7 +829,7 @@ func TestSnapshotConcurrentWithApply(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() { data = persist(t, snap) })
 	for i := range 50 {
-		a.mustOK(EncodeRaise([]Mark{{"users", uint64(i), 1000}}))
+		a.mustOK(EncodeRaise([]seqd.Mark{{Space: "users", Section: uint64(i), Max: 1000}}))
 	}
 	wg.Wait()
 	dst, _ := openTest(t)
@@ -863,8 +865,8 @@ func TestPersistErrorCancelsSink(t *testing.T) {
 func TestRestoreInvalidKeepsState(t *testing.T) {
 	good, _ := openTest(t)
 	g := &applier{t: t, f: good}
-	g.mustOK(EncodeCreateSpace(Space{"users", 100, 1000}))
-	g.mustOK(EncodeRaise([]Mark{{"users", 1, 100}}))
+	g.mustOK(EncodeCreateSpace(seqd.Space{Name: "users", Step: 100, SectionSize: 1000}))
+	g.mustOK(EncodeRaise([]seqd.Mark{{Space: "users", Section: 1, Max: 100}}))
 	valid := snapshotBytes(t, good)
 
 	foreignPath := filepath.Join(t.TempDir(), "foreign.db")
@@ -883,8 +885,8 @@ func TestRestoreInvalidKeepsState(t *testing.T) {
 
 	f, _ := openTest(t)
 	a := &applier{t: t, f: f}
-	a.mustOK(EncodeCreateSpace(Space{"orders", 7, 9}))
-	a.mustOK(EncodeRaise([]Mark{{"orders", 3, 33}}))
+	a.mustOK(EncodeCreateSpace(seqd.Space{Name: "orders", Step: 7, SectionSize: 9}))
+	a.mustOK(EncodeRaise([]seqd.Mark{{Space: "orders", Section: 3, Max: 33}}))
 	before := dumpState(f)
 	beforeIdx := f.AppliedIndex()
 
@@ -914,7 +916,7 @@ func TestRestoreInvalidKeepsState(t *testing.T) {
 		})
 	}
 	// Still usable: applies, snapshots and a valid restore work.
-	a.mustOK(EncodeRaise([]Mark{{"orders", 3, 44}}))
+	a.mustOK(EncodeRaise([]seqd.Mark{{Space: "orders", Section: 3, Max: 44}}))
 	if got := f.Max("orders", 3); got != 44 {
 		t.Fatalf("Max after failed restores = %d", got)
 	}
@@ -963,7 +965,7 @@ func corruptSpaceValue(t *testing.T, snapshot []byte) []byte {
 func TestConcurrentReads(t *testing.T) {
 	f, _ := openTest(t)
 	a := &applier{t: t, f: f}
-	a.mustOK(EncodeCreateSpace(Space{"users", 100, 1000}))
+	a.mustOK(EncodeCreateSpace(seqd.Space{Name: "users", Step: 100, SectionSize: 1000}))
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for range 4 {
@@ -988,7 +990,7 @@ func TestConcurrentReads(t *testing.T) {
 		})
 	}
 	for i := range 50 {
-		a.mustOK(EncodeRaise([]Mark{{"users", 1, uint64(i+1) * 100}}))
+		a.mustOK(EncodeRaise([]seqd.Mark{{Space: "users", Section: 1, Max: uint64(i+1) * 100}}))
 		a.mustOK(EncodeNoop())
 	}
 	data := snapshotBytes(t, f)
@@ -1004,11 +1006,11 @@ func TestConcurrentReads(t *testing.T) {
 func BenchmarkApplyRaise(b *testing.B) {
 	f, _ := openTest(b)
 	a := &applier{t: b, f: f}
-	a.mustOK(EncodeCreateSpace(Space{"users", 10000, 100000}))
+	a.mustOK(EncodeCreateSpace(seqd.Space{Name: "users", Step: 10000, SectionSize: 100000}))
 	var hi uint64
 	for b.Loop() {
 		hi += 10000
-		a.mustOK(EncodeRaise([]Mark{{"users", hi % 64, hi}}))
+		a.mustOK(EncodeRaise([]seqd.Mark{{Space: "users", Section: hi % 64, Max: hi}}))
 	}
 }
 
@@ -1019,7 +1021,7 @@ func BenchmarkApplyRaise(b *testing.B) {
 func TestDataFormatVersion(t *testing.T) {
 	f, path := openTest(t)
 	a := &applier{t: t, f: f}
-	a.mustOK(EncodeCreateSpace(Space{"users", 100, 1000}))
+	a.mustOK(EncodeCreateSpace(seqd.Space{Name: "users", Step: 100, SectionSize: 1000}))
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -1096,7 +1098,7 @@ func TestDiskFullWaitsInsteadOfPanicking(t *testing.T) {
 		events <- full
 	})
 	a := &applier{t: t, f: f}
-	a.mustOK(EncodeCreateSpace(Space{"users", 100, 1}))
+	a.mustOK(EncodeCreateSpace(seqd.Space{Name: "users", Step: 100, SectionSize: 1}))
 	filler := filepath.Join(dir, "filler")
 	fill := func() {
 		fh, err := os.Create(filler)
@@ -1112,9 +1114,9 @@ func TestDiskFullWaitsInsteadOfPanicking(t *testing.T) {
 		fh.Close()
 	}
 	bigRaise := func(base uint64) []byte {
-		marks := make([]Mark, 20000)
+		marks := make([]seqd.Mark, 20000)
 		for i := range marks {
-			marks[i] = Mark{"users", base + uint64(i), 100}
+			marks[i] = seqd.Mark{Space: "users", Section: base + uint64(i), Max: 100}
 		}
 		return EncodeRaise(marks)
 	}

@@ -21,14 +21,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/seqd/seqd/api"
+	"github.com/seqd/seqd"
 	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
 	"github.com/seqd/seqd/cluster"
 )
 
 // ServedByHeader marks a response computed on this node (as opposed to
 // forwarded to the leader), so that values are counted once, where issued.
-const ServedByHeader = api.ServedByKey
+const ServedByHeader = seqd.HeaderServedBy
 
 // Metrics holds seqd's collectors and their registry.
 type Metrics struct {

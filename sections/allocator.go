@@ -2,7 +2,6 @@ package sections
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -10,51 +9,20 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/seqd/seqd"
 )
-
-// MaxValue is the largest value a sequence ever reaches (2^63-1). A call that
-// would need a larger value fails with ErrExhausted; values never wrap.
-const MaxValue = math.MaxInt64
-
-var (
-	// ErrUnknownSpace means the space has not been created.
-	ErrUnknownSpace = errors.New("unknown space")
-	// ErrNotServing means this allocator does not hold the lease (it is not
-	// the leader, or it is a new leader still waiting out the previous
-	// leader's lease, or a raise of the high-water mark failed). The caller
-	// should retry, possibly on another node.
-	ErrNotServing = errors.New("not serving: leader lease not held")
-	// ErrExhausted means the call would need a value above MaxValue.
-	ErrExhausted = errors.New("sequence exhausted: values would pass 2^63-1")
-	// ErrInvalidArgument means the call itself is malformed (no keys, count 0).
-	ErrInvalidArgument = errors.New("invalid argument")
-)
-
-// Space holds a space's settings. Settings never change once created.
-type Space struct {
-	Name        string
-	Step        uint64
-	SectionSize uint64
-}
-
-// Mark asks that section Section of space Space have a high-water mark of at
-// least Max.
-type Mark struct {
-	Space   string
-	Section uint64
-	Max     uint64
-}
 
 // Store is the replicated state the allocator builds on.
 type Store interface {
 	// Space returns the committed settings of the named space.
-	Space(name string) (Space, bool)
+	Space(name string) (seqd.Space, bool)
 	// Max returns the committed high-water mark of a section (0 if never raised).
 	Max(space string, section uint64) uint64
 	// Raise makes every mark durable: it returns nil only after the marks are
 	// committed by a quorum and applied to the state that Max reads. A raise
 	// is applied as a maximum, so repeating one is harmless.
-	Raise(ctx context.Context, marks []Mark) error
+	Raise(ctx context.Context, marks []seqd.Mark) error
 }
 
 // Options tunes an Allocator. The zero value is valid.
@@ -122,7 +90,7 @@ const noLease = time.Duration(math.MinInt64)
 type keyCount struct{ n atomic.Int64 }
 
 type spaceState struct {
-	Space
+	seqd.Space
 	sections map[uint64]*section
 }
 
@@ -336,7 +304,7 @@ func (a *Allocator) MarksRaised() uint64 { return a.marksRaised.Load() }
 func (a *Allocator) checkLocked(sec *section, now time.Duration) error {
 	l := a.lease.Load()
 	if l.epoch != sec.epoch || now >= l.expiry {
-		return ErrNotServing
+		return seqd.ErrNotServing
 	}
 	return nil
 }
@@ -365,13 +333,13 @@ func (a *Allocator) section(name string, key uint64, now time.Duration) (*sectio
 	// newer leader's raises; a section loaded at such a mark could hand out
 	// values that the newer leader hands out too). Loads are rare.
 	if now >= l.expiry || a.clock() >= l.expiry {
-		return nil, ErrNotServing
+		return nil, seqd.ErrNotServing
 	}
 	sp = a.spaces[name]
 	if sp == nil {
 		cfg, ok := a.store.Space(name)
 		if !ok {
-			return nil, fmt.Errorf("%w %q", ErrUnknownSpace, name)
+			return nil, fmt.Errorf("%w %q", seqd.ErrUnknownSpace, name)
 		}
 		if cfg.SectionSize == 0 || cfg.Step == 0 {
 			return nil, fmt.Errorf("space %q has invalid settings (step %d, section_size %d)", name, cfg.Step, cfg.SectionSize)
@@ -399,7 +367,7 @@ func (a *Allocator) section(name string, key uint64, now time.Duration) (*sectio
 // sections waits for one Store.Raise (one raft entry), not one per section.
 func (a *Allocator) Next(ctx context.Context, space string, keys []uint64) ([]uint64, error) {
 	if len(keys) == 0 {
-		return nil, fmt.Errorf("%w: no keys", ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: no keys", seqd.ErrInvalidArgument)
 	}
 	now := a.callNow()
 	out := make([]uint64, len(keys))
@@ -469,7 +437,7 @@ func (a *Allocator) raiseForCall(space string, keys []uint64, now time.Duration)
 				q++
 			}
 			cur, n := sec.get(sorted[p]), uint64(q-p)
-			if n <= MaxValue-cur && cur+n > need {
+			if n <= seqd.MaxValue-cur && cur+n > need {
 				need = cur + n
 			}
 			p = q
@@ -489,7 +457,7 @@ func (a *Allocator) raiseForCall(space string, keys []uint64, now time.Duration)
 // caller owns first .. first+count-1.
 func (a *Allocator) Reserve(ctx context.Context, space string, key, count uint64) (uint64, error) {
 	if count == 0 {
-		return 0, fmt.Errorf("%w: count must be at least 1", ErrInvalidArgument)
+		return 0, fmt.Errorf("%w: count must be at least 1", seqd.ErrInvalidArgument)
 	}
 	now := a.callNow()
 	sec, err := a.section(space, key, now)
@@ -503,7 +471,7 @@ func (a *Allocator) Reserve(ctx context.Context, space string, key, count uint64
 // after a failover or an eviction), with no side effects.
 func (a *Allocator) Current(ctx context.Context, space string, keys []uint64) ([]uint64, error) {
 	if len(keys) == 0 {
-		return nil, fmt.Errorf("%w: no keys", ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: no keys", seqd.ErrInvalidArgument)
 	}
 	now := a.callNow()
 	out := make([]uint64, len(keys))
@@ -565,8 +533,8 @@ func (a *Allocator) takeLocked(sec *section, key, count uint64, now time.Duratio
 		return 0, 0, false, err
 	}
 	cur := sec.get(key)
-	if count > MaxValue-cur {
-		return 0, 0, false, fmt.Errorf("%w (space %q, key %d)", ErrExhausted, sec.space.Name, key)
+	if count > seqd.MaxValue-cur {
+		return 0, 0, false, fmt.Errorf("%w (space %q, key %d)", seqd.ErrExhausted, sec.space.Name, key)
 	}
 	last = cur + count
 	if last > sec.max {
@@ -578,7 +546,7 @@ func (a *Allocator) takeLocked(sec *section, key, count uint64, now time.Duratio
 		sec.hi = last
 	}
 	// Raise ahead of need once less than half a step is left.
-	if step := sec.space.Step; !sec.raising && sec.max < MaxValue && sec.max-sec.hi < step/2+1 {
+	if step := sec.space.Step; !sec.raising && sec.max < seqd.MaxValue && sec.max-sec.hi < step/2+1 {
 		a.startRaiseLocked(sec, addCap(sec.max, step))
 	}
 	return cur + 1, last, true, nil
@@ -586,8 +554,8 @@ func (a *Allocator) takeLocked(sec *section, key, count uint64, now time.Duratio
 
 // addCap returns a+b, or MaxValue if that is larger.
 func addCap(a, b uint64) uint64 {
-	if b > MaxValue-a {
-		return MaxValue
+	if b > seqd.MaxValue-a {
+		return seqd.MaxValue
 	}
 	return a + b
 }
@@ -666,7 +634,7 @@ func (a *Allocator) sendRaises(reqs []raiseReq) {
 	case <-a.stop:
 		a.queued.Add(-int64(len(reqs)))
 		for _, r := range reqs {
-			a.finishRaise(r, ErrNotServing)
+			a.finishRaise(r, seqd.ErrNotServing)
 		}
 	}
 }
@@ -698,9 +666,9 @@ func (a *Allocator) raiser() {
 				break collect
 			}
 		}
-		marks := make([]Mark, len(batch))
+		marks := make([]seqd.Mark, len(batch))
 		for i, r := range batch {
-			marks[i] = Mark{Space: r.sec.space.Name, Section: r.sec.id, Max: r.target}
+			marks[i] = seqd.Mark{Space: r.sec.space.Name, Section: r.sec.id, Max: r.target}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), a.opts.RaiseTimeout)
 		go func() {
@@ -721,7 +689,7 @@ func (a *Allocator) raiser() {
 		}
 		if err != nil {
 			a.log.Warn("raising high-water marks failed", "marks", len(marks), "took", took, "err", err)
-			err = fmt.Errorf("%w: raising the high-water mark failed", ErrNotServing)
+			err = fmt.Errorf("%w: raising the high-water mark failed", seqd.ErrNotServing)
 		}
 		for _, r := range batch {
 			a.finishRaise(r, err)
@@ -735,7 +703,7 @@ func (a *Allocator) drainRaises() {
 		case rs := <-a.raises:
 			a.queued.Add(-int64(len(rs)))
 			for _, r := range rs {
-				a.finishRaise(r, ErrNotServing)
+				a.finishRaise(r, seqd.ErrNotServing)
 			}
 		default:
 			return

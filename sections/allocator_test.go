@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/fsm"
 	"github.com/seqd/seqd/sections"
 )
@@ -30,10 +31,10 @@ type fsmStore struct {
 	failWith  atomic.Pointer[error]
 	gate      chan struct{} // when non-nil, each Raise waits for a receive
 	gateMu    sync.Mutex
-	lastMarks []sections.Mark
+	lastMarks []seqd.Mark
 }
 
-func newStore(t testing.TB, spaces ...fsm.Space) *fsmStore {
+func newStore(t testing.TB, spaces ...seqd.Space) *fsmStore {
 	t.Helper()
 	f, err := fsm.Open(filepath.Join(t.TempDir(), "fsm.db"), nil)
 	if err != nil {
@@ -60,14 +61,14 @@ func (s *fsmStore) apply(data []byte) error {
 	return nil
 }
 
-func (s *fsmStore) Space(name string) (sections.Space, bool) {
+func (s *fsmStore) Space(name string) (seqd.Space, bool) {
 	sp, ok := s.f.Space(name)
-	return sections.Space{Name: sp.Name, Step: sp.Step, SectionSize: sp.SectionSize}, ok
+	return seqd.Space{Name: sp.Name, Step: sp.Step, SectionSize: sp.SectionSize}, ok
 }
 
 func (s *fsmStore) Max(space string, section uint64) uint64 { return s.f.Max(space, section) }
 
-func (s *fsmStore) Raise(ctx context.Context, marks []sections.Mark) error {
+func (s *fsmStore) Raise(ctx context.Context, marks []seqd.Mark) error {
 	s.gateMu.Lock()
 	gate := s.gate
 	s.gateMu.Unlock()
@@ -84,17 +85,17 @@ func (s *fsmStore) Raise(ctx context.Context, marks []sections.Mark) error {
 	if p := s.failWith.Load(); p != nil {
 		return *p
 	}
-	fm := make([]fsm.Mark, len(marks))
+	fm := make([]seqd.Mark, len(marks))
 	for i, m := range marks {
-		fm[i] = fsm.Mark{Space: m.Space, Section: m.Section, Max: m.Max}
+		fm[i] = seqd.Mark{Space: m.Space, Section: m.Section, Max: m.Max}
 	}
 	s.gateMu.Lock()
-	s.lastMarks = append([]sections.Mark(nil), marks...)
+	s.lastMarks = append([]seqd.Mark(nil), marks...)
 	s.gateMu.Unlock()
 	return s.apply(fsm.EncodeRaise(fm))
 }
 
-var small = fsm.Space{Name: "small", Step: 10, SectionSize: 100}
+var small = seqd.Space{Name: "small", Step: 10, SectionSize: 100}
 
 // serving returns an allocator that holds a long lease.
 func serving(t testing.TB, s sections.Store, opts sections.Options) *sections.Allocator {
@@ -161,7 +162,7 @@ func TestReserveIsConsecutiveAndDisjointFromNext(t *testing.T) {
 	if m := s.Max("small", 0); m < 1002 {
 		t.Fatalf("committed max %d does not cover reserved values", m)
 	}
-	if _, err := a.Reserve(context.Background(), "small", 1, 0); !errors.Is(err, sections.ErrInvalidArgument) {
+	if _, err := a.Reserve(context.Background(), "small", 1, 0); !errors.Is(err, seqd.ErrInvalidArgument) {
 		t.Fatalf("Reserve count 0: %v, want ErrInvalidArgument", err)
 	}
 }
@@ -187,13 +188,13 @@ func TestCurrentIsLastIssuedWithoutSideEffects(t *testing.T) {
 
 func TestUnknownSpaceAndEmptyKeys(t *testing.T) {
 	a := serving(t, newStore(t, small), sections.Options{})
-	if _, err := a.Next(context.Background(), "nope", []uint64{1}); !errors.Is(err, sections.ErrUnknownSpace) {
+	if _, err := a.Next(context.Background(), "nope", []uint64{1}); !errors.Is(err, seqd.ErrUnknownSpace) {
 		t.Fatalf("unknown space: %v", err)
 	}
-	if _, err := a.Next(context.Background(), "small", nil); !errors.Is(err, sections.ErrInvalidArgument) {
+	if _, err := a.Next(context.Background(), "small", nil); !errors.Is(err, seqd.ErrInvalidArgument) {
 		t.Fatalf("no keys: %v", err)
 	}
-	if _, err := a.Current(context.Background(), "small", nil); !errors.Is(err, sections.ErrInvalidArgument) {
+	if _, err := a.Current(context.Background(), "small", nil); !errors.Is(err, seqd.ErrInvalidArgument) {
 		t.Fatalf("no keys: %v", err)
 	}
 }
@@ -203,10 +204,10 @@ func TestNoLeaseNoService(t *testing.T) {
 	a := sections.New(s, sections.Options{})
 	t.Cleanup(a.Close)
 	ctx := context.Background()
-	if _, err := a.Next(ctx, "small", []uint64{1}); !errors.Is(err, sections.ErrNotServing) {
+	if _, err := a.Next(ctx, "small", []uint64{1}); !errors.Is(err, seqd.ErrNotServing) {
 		t.Fatalf("Next without lease: %v", err)
 	}
-	if _, err := a.Current(ctx, "small", []uint64{1}); !errors.Is(err, sections.ErrNotServing) {
+	if _, err := a.Current(ctx, "small", []uint64{1}); !errors.Is(err, seqd.ErrNotServing) {
 		t.Fatalf("Current without lease: %v", err)
 	}
 	// A grant from an old epoch is ignored.
@@ -225,7 +226,7 @@ func TestNoLeaseNoService(t *testing.T) {
 	for a.Serving() && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
-	if _, err := a.Next(ctx, "small", []uint64{1}); !errors.Is(err, sections.ErrNotServing) {
+	if _, err := a.Next(ctx, "small", []uint64{1}); !errors.Is(err, seqd.ErrNotServing) {
 		t.Fatalf("Next after lease expiry: %v", err)
 	}
 }
@@ -238,7 +239,7 @@ func TestRevokeDropsStateAndResumesAboveCommittedMax(t *testing.T) {
 		last = next1(t, a, "small", 9)
 	}
 	a.Revoke()
-	if _, err := a.Next(context.Background(), "small", []uint64{9}); !errors.Is(err, sections.ErrNotServing) {
+	if _, err := a.Next(context.Background(), "small", []uint64{9}); !errors.Is(err, seqd.ErrNotServing) {
 		t.Fatalf("Next after Revoke: %v", err)
 	}
 	committed := s.Max("small", 0)
@@ -258,7 +259,7 @@ func TestRevokeDropsStateAndResumesAboveCommittedMax(t *testing.T) {
 }
 
 func TestRaisesAheadOfNeedOneEntryPerStep(t *testing.T) {
-	sp := fsm.Space{Name: "big", Step: 1000, SectionSize: 1 << 20}
+	sp := seqd.Space{Name: "big", Step: 1000, SectionSize: 1 << 20}
 	s := newStore(t, sp)
 	a := serving(t, s, sections.Options{})
 	const n = 10000
@@ -333,7 +334,7 @@ func waitFor(t testing.TB, cond func() bool) {
 }
 
 func TestEvictionBoundsKeysAndNeverRepeats(t *testing.T) {
-	s := newStore(t, fsm.Space{Name: "ev", Step: 100, SectionSize: 1000})
+	s := newStore(t, seqd.Space{Name: "ev", Step: 100, SectionSize: 1000})
 	a := serving(t, s, sections.Options{MaxKeysPerSection: 8})
 	last := map[uint64]uint64{}
 	for round := range 5 {
@@ -359,22 +360,22 @@ func TestEvictionBoundsKeysAndNeverRepeats(t *testing.T) {
 
 func TestExhaustionNeverWraps(t *testing.T) {
 	s := newStore(t, small)
-	if err := s.apply(fsm.EncodeRaise([]fsm.Mark{{Space: "small", Section: 0, Max: sections.MaxValue - 5}})); err != nil {
+	if err := s.apply(fsm.EncodeRaise([]seqd.Mark{{Space: "small", Section: 0, Max: seqd.MaxValue - 5}})); err != nil {
 		t.Fatal(err)
 	}
 	a := serving(t, s, sections.Options{})
 	ctx := context.Background()
-	if _, err := a.Reserve(ctx, "small", 1, 6); !errors.Is(err, sections.ErrExhausted) {
+	if _, err := a.Reserve(ctx, "small", 1, 6); !errors.Is(err, seqd.ErrExhausted) {
 		t.Fatalf("Reserve past 2^63-1: %v", err)
 	}
 	var last uint64
 	for range 5 {
 		last = next1(t, a, "small", 1)
 	}
-	if last != sections.MaxValue {
-		t.Fatalf("last value %d, want %d", last, uint64(sections.MaxValue))
+	if last != seqd.MaxValue {
+		t.Fatalf("last value %d, want %d", last, uint64(seqd.MaxValue))
 	}
-	if _, err := a.Next(ctx, "small", []uint64{1}); !errors.Is(err, sections.ErrExhausted) {
+	if _, err := a.Next(ctx, "small", []uint64{1}); !errors.Is(err, seqd.ErrExhausted) {
 		t.Fatalf("Next past 2^63-1: %v", err)
 	}
 }
@@ -384,7 +385,7 @@ func TestRaiseFailureIsUnavailableThenRecovers(t *testing.T) {
 	a := serving(t, s, sections.Options{})
 	boom := errors.New("no quorum")
 	s.failWith.Store(&boom)
-	if _, err := a.Next(context.Background(), "small", []uint64{1}); !errors.Is(err, sections.ErrNotServing) {
+	if _, err := a.Next(context.Background(), "small", []uint64{1}); !errors.Is(err, seqd.ErrNotServing) {
 		t.Fatalf("Next with failing raise: %v", err)
 	}
 	s.failWith.Store(nil)
@@ -475,7 +476,7 @@ func TestConcurrentCallersNeverSeeRepeatsOrDecreases(t *testing.T) {
 }
 
 func BenchmarkNextOneKey(b *testing.B) {
-	s := newStore(b, fsm.Space{Name: "b", Step: 10000, SectionSize: 100000})
+	s := newStore(b, seqd.Space{Name: "b", Step: 10000, SectionSize: 100000})
 	a := serving(b, s, sections.Options{})
 	ctx := context.Background()
 	keys := []uint64{42}
@@ -487,7 +488,7 @@ func BenchmarkNextOneKey(b *testing.B) {
 }
 
 func BenchmarkNextParallelManyKeys(b *testing.B) {
-	s := newStore(b, fsm.Space{Name: "b", Step: 10000, SectionSize: 100000})
+	s := newStore(b, seqd.Space{Name: "b", Step: 10000, SectionSize: 100000})
 	a := serving(b, s, sections.Options{})
 	ctx := context.Background()
 	var n atomic.Uint64

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/seqd/seqd/fsm"
+	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/sections"
 )
 
@@ -16,7 +16,7 @@ import (
 //
 //	go test -run '^$' -bench . -count 6 ./sections | tee new.txt
 
-var benchSpace = fsm.Space{Name: "b", Step: 10000, SectionSize: 100000}
+var benchSpace = seqd.Space{Name: "b", Step: 10000, SectionSize: 100000}
 
 // BenchmarkNextBatch64 is one Next call of 64 random keys out of a million (a
 // coalesced request); ns/id is per key.
@@ -168,7 +168,7 @@ func heapInUse() uint64 {
 // never loaded before (section size 1): the call's raises share one entry.
 // It reports Store.Raise calls (raft entries) per call.
 func BenchmarkNextColdSections200(b *testing.B) {
-	a := serving(b, newStore(b, fsm.Space{Name: "c", Step: 10, SectionSize: 1}), sections.Options{})
+	a := serving(b, newStore(b, seqd.Space{Name: "c", Step: 10, SectionSize: 1}), sections.Options{})
 	ctx := context.Background()
 	keys := make([]uint64, 200)
 	var k uint64

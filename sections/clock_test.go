@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/sections"
 )
 
@@ -41,13 +42,13 @@ func TestClockJumpEndsLease(t *testing.T) {
 	if r := a.LeaseRemaining(); r != 0 {
 		t.Fatalf("LeaseRemaining %v after the lease clock passed the lease", r)
 	}
-	if _, err := a.Next(ctx, "small", []uint64{1}); !errors.Is(err, sections.ErrNotServing) {
+	if _, err := a.Next(ctx, "small", []uint64{1}); !errors.Is(err, seqd.ErrNotServing) {
 		t.Fatalf("Next after the jump: %v, want ErrNotServing", err)
 	}
-	if _, err := a.Reserve(ctx, "small", 1, 5); !errors.Is(err, sections.ErrNotServing) {
+	if _, err := a.Reserve(ctx, "small", 1, 5); !errors.Is(err, seqd.ErrNotServing) {
 		t.Fatalf("Reserve after the jump: %v, want ErrNotServing", err)
 	}
-	if _, err := a.Current(ctx, "small", []uint64{1}); !errors.Is(err, sections.ErrNotServing) {
+	if _, err := a.Current(ctx, "small", []uint64{1}); !errors.Is(err, seqd.ErrNotServing) {
 		t.Fatalf("Current after the jump: %v, want ErrNotServing", err)
 	}
 	// The monotonic clock barely moved: the lease ended only by the jump.

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/fsm"
 	"github.com/seqd/seqd/sections"
 )
@@ -12,7 +13,7 @@ import (
 // One Next over many cold sections raises them all in one Store.Raise (one
 // raft entry), not one raise per section in turn.
 func TestNextRaisesColdSectionsInOneEntry(t *testing.T) {
-	s := newStore(t, fsm.Space{Name: "one", Step: 10, SectionSize: 1})
+	s := newStore(t, seqd.Space{Name: "one", Step: 10, SectionSize: 1})
 	a := serving(t, s, sections.Options{})
 	keys := make([]uint64, 200)
 	for i := range keys {
@@ -41,11 +42,11 @@ func TestNextRaisesColdSectionsInOneEntry(t *testing.T) {
 // A key listed several times needs as many values as it is listed; sections
 // loaded at their committed max get one raise covering all of them.
 func TestNextRaisesColdSectionsOnceForRepeatedKeys(t *testing.T) {
-	s := newStore(t, fsm.Space{Name: "one", Step: 1, SectionSize: 2})
+	s := newStore(t, seqd.Space{Name: "one", Step: 1, SectionSize: 2})
 	// Sections 0..49 start at a committed max of 1000.
-	marks := make([]fsm.Mark, 50)
+	marks := make([]seqd.Mark, 50)
 	for i := range marks {
-		marks[i] = fsm.Mark{Space: "one", Section: uint64(i), Max: 1000}
+		marks[i] = seqd.Mark{Space: "one", Section: uint64(i), Max: 1000}
 	}
 	if err := s.apply(fsm.EncodeRaise(marks)); err != nil {
 		t.Fatal(err)
@@ -84,7 +85,7 @@ func TestNextRaisesColdSectionsOnceForRepeatedKeys(t *testing.T) {
 // raised together, the short ones fall back to a raise of their own.
 func TestNextOverRaisingAndColdSections(t *testing.T) {
 	const step = 4
-	s := newStore(t, fsm.Space{Name: "mix", Step: step, SectionSize: 10})
+	s := newStore(t, seqd.Space{Name: "mix", Step: step, SectionSize: 10})
 	a := serving(t, s, sections.Options{})
 	gate := make(chan struct{})
 	s.gateMu.Lock()

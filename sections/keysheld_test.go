@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seqd/seqd/fsm"
+	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/sections"
 )
 
@@ -17,7 +17,7 @@ import (
 // even when calls that passed the lease check before a Revoke still update
 // sections that the Revoke dropped; it is never negative.
 func TestKeysHeldExactAcrossRevokes(t *testing.T) {
-	s := newStore(t, fsm.Space{Name: "k", Step: 1000, SectionSize: 1 << 20})
+	s := newStore(t, seqd.Space{Name: "k", Step: 1000, SectionSize: 1 << 20})
 	a := serving(t, s, sections.Options{MaxKeysPerSection: 16})
 	ctx := context.Background()
 	var fresh atomic.Uint64
@@ -44,7 +44,7 @@ func TestKeysHeldExactAcrossRevokes(t *testing.T) {
 					k := fresh.Add(1) % (4 << 20) // fresh keys in four sections
 					if _, err := a.Next(ctx, "k", []uint64{k}); err == nil {
 						took.Add(1)
-					} else if !errors.Is(err, sections.ErrNotServing) {
+					} else if !errors.Is(err, seqd.ErrNotServing) {
 						failed.Store(&err)
 						return
 					}

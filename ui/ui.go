@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/seqd/seqd"
 )
 
 //go:embed static
@@ -64,7 +66,7 @@ var allowedHeaders = []string{
 // Response headers and trailers browser code may read.
 var exposedHeaders = []string{
 	"Grpc-Status", "Grpc-Message", "Grpc-Status-Details-Bin",
-	"Seqd-Leader", "Seqd-Leader-Id", "Seqd-Routing-Version",
+	seqd.HeaderLeader, seqd.HeaderLeaderID, seqd.HeaderRoutingVersion,
 }
 
 // CORS lets browsers on the given origins call next: Connect (unary, JSON or

@@ -17,7 +17,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/seqd/seqd/api"
+	"github.com/seqd/seqd"
 	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
 	"github.com/seqd/seqd/client"
 	"github.com/seqd/seqd/internal/loadgen"
@@ -86,7 +86,7 @@ func cmdBench(args []string) error {
 	var (
 		addr        = fs.String("addr", "127.0.0.1:7700", "comma-separated API addresses of cluster nodes")
 		protocol    = fs.String("protocol", "connect", "wire protocol: connect, grpc or grpcweb")
-		space       = fs.String("space", "default", "space to use (created with --step and --section-size if missing)")
+		space       = fs.String("space", seqd.DefaultSpaceName, "space to use (created with --step and --section-size if missing)")
 		step        = fs.Uint64("step", 0, "step of a space created by the bench (0: server default)")
 		sectionSize = fs.Uint64("section-size", 0, "section size of a space created by the bench (0: server default)")
 		conc        = fs.Int("concurrency", 16, "concurrent callers")
@@ -174,7 +174,7 @@ func cmdBench(args []string) error {
 		}
 		cancel()
 	}
-	if *space != "default" && !*noRaft {
+	if *space != seqd.DefaultSpaceName && !*noRaft {
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		_, err := admin.CreateSpace(sctx, *space, *step, *sectionSize)
 		cancel()
@@ -190,10 +190,10 @@ func cmdBench(args []string) error {
 	}
 	for _, mx := range m {
 		switch {
-		case mx.Kind == loadgen.Reserve && *batch > api.MaxReserveCount:
-			return usageErr("--batch %d: Reserve takes at most %d values per call", *batch, api.MaxReserveCount)
-		case mx.Kind != loadgen.Reserve && *batch > api.MaxKeys:
-			return usageErr("--batch %d: Next and Current take at most %d keys per call", *batch, api.MaxKeys)
+		case mx.Kind == loadgen.Reserve && *batch > seqd.MaxReserveCount:
+			return usageErr("--batch %d: Reserve takes at most %d values per call", *batch, seqd.MaxReserveCount)
+		case mx.Kind != loadgen.Reserve && *batch > seqd.MaxKeys:
+			return usageErr("--batch %d: Next and Current take at most %d keys per call", *batch, seqd.MaxKeys)
 		}
 	}
 	// A call the cluster refuses for what it is (unknown space, malformed,

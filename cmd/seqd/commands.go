@@ -14,6 +14,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/api"
 	healthv1 "github.com/seqd/seqd/api/gen/grpc/health/v1"
 	"github.com/seqd/seqd/api/gen/grpc/health/v1/healthv1connect"
@@ -120,7 +121,7 @@ func parseKeys(ops []string) ([]uint64, error) {
 
 func keysCommand(args []string, name, desc string, do func(*client.Client, context.Context, string, []uint64) ([]uint64, error)) error {
 	fs := newFlagSet(name, "seqd "+name+" [--space S] KEY...", desc)
-	space := fs.String("space", "default", "space name")
+	space := fs.String("space", seqd.DefaultSpaceName, "space name")
 	cf := addClientFlags(fs)
 	ops, err := parseFlags(fs, args)
 	if err != nil {
@@ -162,7 +163,7 @@ func cmdCurrent(args []string) error {
 func cmdReserve(args []string) error {
 	fs := newFlagSet("reserve", "seqd reserve [--space S] KEY COUNT",
 		"Reserves COUNT consecutive values for KEY and prints the first and the last, space-separated.")
-	space := fs.String("space", "default", "space name")
+	space := fs.String("space", seqd.DefaultSpaceName, "space name")
 	cf := addClientFlags(fs)
 	ops, err := parseFlags(fs, args)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/fsm"
 )
 
@@ -26,8 +27,8 @@ func writeBackup(t *testing.T) string {
 	defer f.Close()
 	for i, cmd := range [][]byte{
 		fsm.EncodeCluster("c1", 2),
-		fsm.EncodeCreateSpace(fsm.Space{Name: "s", Step: 500, SectionSize: 10}),
-		fsm.EncodeRaise([]fsm.Mark{{Space: "s", Section: 0, Max: 1500}}),
+		fsm.EncodeCreateSpace(seqd.Space{Name: "s", Step: 500, SectionSize: 10}),
+		fsm.EncodeRaise([]seqd.Mark{{Space: "s", Section: 0, Max: 1500}}),
 	} {
 		if err, ok := f.Apply(&raft.Log{Index: uint64(i + 1), Type: raft.LogCommand, Data: cmd}).(error); ok {
 			t.Fatal(err)

@@ -1,0 +1,37 @@
+package seqd
+
+// Limits on one call. A server refuses a larger call with ErrInvalidArgument;
+// clients check them before sending.
+const (
+	// MaxKeys is the most keys one Next or Current call may name.
+	MaxKeys = 10000
+	// MaxReserveCount is the most values one Reserve call may take.
+	MaxReserveCount = 1000000
+)
+
+// Header names of the wire protocol (HTTP headers, or Connect error
+// metadata).
+const (
+	// HeaderLeader carries the leader's API address on an Unavailable error,
+	// so that a client can go straight to it.
+	HeaderLeader = "Seqd-Leader"
+	// HeaderLeaderID carries the leader's server ID next to HeaderLeader.
+	HeaderLeaderID = "Seqd-Leader-Id"
+	// HeaderRoutingVersion is the response header with the answering
+	// leader's routing-table version (ClusterStatusResponse.version); a
+	// client refreshes its routing when it grows.
+	HeaderRoutingVersion = "Seqd-Routing-Version"
+	// HeaderServedBy names the server that computed the answer (set by the
+	// leader; not copied when a follower forwards).
+	HeaderServedBy = "Seqd-Served-By"
+	// HeaderForwarded marks a request a follower forwarded to the leader, so
+	// that it is never forwarded twice.
+	HeaderForwarded = "Seqd-Forwarded"
+	// HeaderLocalOnly asks a server to answer ClusterStatus from its own
+	// state, without asking its peers.
+	HeaderLocalOnly = "Seqd-Local-Only"
+)
+
+// ExposedHeaders lists the response headers a browser client may read; a
+// CORS configuration exposes all of them.
+var ExposedHeaders = []string{HeaderLeader, HeaderLeaderID, HeaderRoutingVersion, HeaderServedBy}
