@@ -14,16 +14,25 @@
 package cluster
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"time"
 
 	"github.com/hashicorp/raft"
 
+	"github.com/seqd/seqd/group"
 	"github.com/seqd/seqd/sections"
+)
+
+// Defaults for the Config fields left at zero.
+const (
+	// DefaultLease is the leader lease L.
+	DefaultLease = 2 * time.Second
+	// DefaultMaxVoters is how many voters the leader promotes joining
+	// servers to; DefaultMinVoters is the floor dead-server cleanup keeps.
+	DefaultMaxVoters = 5
+	DefaultMinVoters = 3
 )
 
 // Config configures a Node. Zero durations take the defaults noted.
@@ -129,7 +138,7 @@ type Config struct {
 // Errors returned by Node.
 var (
 	// ErrInvalidConfig wraps configuration errors found by Start.
-	ErrInvalidConfig = errors.New("invalid configuration")
+	ErrInvalidConfig = group.ErrInvalidConfig
 )
 
 func (c *Config) setDefaults() error {
@@ -167,10 +176,10 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("%w: the gossip key must be 16, 24 or 32 bytes, got %d", ErrInvalidConfig, len(c.GossipKey))
 	}
 	if c.MaxVoters == 0 {
-		c.MaxVoters = 5
+		c.MaxVoters = DefaultMaxVoters
 	}
 	if c.MinVoters == 0 {
-		c.MinVoters = 3
+		c.MinVoters = DefaultMinVoters
 	}
 	if c.MaxVoters < 1 || c.MinVoters < 1 {
 		return fmt.Errorf("%w: max-voters and min-voters must be at least 1", ErrInvalidConfig)
@@ -179,7 +188,7 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("%w: dead-server grace must not be negative", ErrInvalidConfig)
 	}
 	if c.Lease == 0 {
-		c.Lease = 2 * time.Second
+		c.Lease = DefaultLease
 	}
 	if c.Lease < 10*time.Millisecond {
 		return fmt.Errorf("%w: lease %v is too short (at least 10ms)", ErrInvalidConfig, c.Lease)
@@ -206,41 +215,4 @@ func checkHostPort(what, addr string) error {
 	}
 	_ = host
 	return nil
-}
-
-func (c *Config) raftConfig(notify chan<- bool, out io.Writer) (*raft.Config, error) {
-	rc := raft.DefaultConfig()
-	rc.LocalID = raft.ServerID(c.ID)
-	rc.NotifyCh = notify
-	rc.LogOutput = out
-	rc.LogLevel = hclogLevel(c.RaftLogLevel)
-	if c.HeartbeatTimeout > 0 {
-		rc.HeartbeatTimeout = c.HeartbeatTimeout
-	}
-	if c.ElectionTimeout > 0 {
-		rc.ElectionTimeout = c.ElectionTimeout
-	}
-	if c.LeaderLeaseTimeout > 0 {
-		rc.LeaderLeaseTimeout = c.LeaderLeaseTimeout
-	}
-	if c.CommitTimeout > 0 {
-		rc.CommitTimeout = c.CommitTimeout
-	}
-	if c.SnapshotThreshold > 0 {
-		rc.SnapshotThreshold = c.SnapshotThreshold
-	}
-	if c.SnapshotInterval > 0 {
-		rc.SnapshotInterval = c.SnapshotInterval
-	}
-	if c.TrailingLogs > 0 {
-		rc.TrailingLogs = c.TrailingLogs
-	}
-	// Raft's own limit: the leader lease timeout may not exceed the heartbeat timeout.
-	if rc.LeaderLeaseTimeout > rc.HeartbeatTimeout {
-		rc.LeaderLeaseTimeout = rc.HeartbeatTimeout
-	}
-	if err := raft.ValidateConfig(rc); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
-	}
-	return rc, nil
 }

@@ -7,9 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-
 	"github.com/seqd/seqd/fsm"
 )
 
@@ -129,55 +126,20 @@ func probeWrite(dir string) error {
 	return f.Close()
 }
 
-// diskStore wraps raft's bolt store (log and stable store) to notice a
-// full disk; see the comment at the top of this file.
-type diskStore struct {
-	*raftboltdb.BoltStore
-	n *Node
-}
-
-func (s diskStore) observe(err error) error {
+// LogWrite implements group.Host: it sees every raft log and stable-store
+// write's outcome.
+func (n *Node) LogWrite(err error) {
 	if err == nil {
-		if s.n.disk.logFull.Load() {
-			s.n.disk.probeNext.Store(0) // probe on the next gossip pass
+		if n.disk.logFull.Load() {
+			n.disk.probeNext.Store(0) // probe on the next gossip pass
 		}
 	} else if fsm.IsDiskFull(err) {
-		s.n.setLogDisk(true, err)
-	}
-	return err
-}
-
-// StoreLog implements raft.LogStore.
-func (s diskStore) StoreLog(l *raft.Log) error { return s.observe(s.BoltStore.StoreLog(l)) }
-
-// StoreLogs implements raft.LogStore.
-func (s diskStore) StoreLogs(ls []*raft.Log) error { return s.observe(s.BoltStore.StoreLogs(ls)) }
-
-// Set implements raft.StableStore, retrying while the disk is full.
-func (s diskStore) Set(k, v []byte) error {
-	return s.retry(func() error { return s.BoltStore.Set(k, v) })
-}
-
-// SetUint64 implements raft.StableStore, retrying while the disk is full.
-func (s diskStore) SetUint64(k []byte, v uint64) error {
-	return s.retry(func() error { return s.BoltStore.SetUint64(k, v) })
-}
-
-// retry runs a stable-store write until it does not fail for a full disk.
-// raft stops the process when it cannot save its term; waiting instead
-// stalls raft on this server until there is room.
-func (s diskStore) retry(write func() error) error {
-	pause := 50 * time.Millisecond
-	for {
-		err := write()
-		if err == nil || !fsm.IsDiskFull(err) {
-			return s.observe(err)
-		}
-		s.observe(err)
-		time.Sleep(pause)
-		pause = min(2*pause, 2*time.Second)
+		n.setLogDisk(true, err)
 	}
 }
+
+// FSMDisk implements group.Host: the state machine's disk hook.
+func (n *Node) FSMDisk(full bool, err error) { n.setFSMDisk(full, err) }
 
 // errDiskFull refuses an outgoing raft connection while the disk is full.
 var errDiskFull = errors.New("raft traffic refused: this server's disk is full")

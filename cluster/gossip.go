@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/seqd/seqd/fsm"
+	"github.com/seqd/seqd/internal/logbridge"
 )
 
 // Meta is what each server publishes about itself through gossip.
@@ -92,7 +93,7 @@ func (n *Node) startGossip() error {
 	g.resolveJoins()
 	mc.Delegate = g
 	mc.Events = g
-	mc.LogOutput = newLogWriter(n.log, "memberlist", n.cfg.RaftLogLevel)
+	mc.LogOutput = logbridge.NewWriter(n.log, "memberlist", n.cfg.RaftLogLevel)
 	// Quicker failure detection than the WAN-friendly defaults: these are
 	// servers on one LAN.
 	mc.ProbeInterval = 500 * time.Millisecond

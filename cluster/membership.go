@@ -67,7 +67,7 @@ func (n *Node) membership(conf raft.Configuration) {
 			voters++
 		}
 	}
-	n.ensureProtocol(context.Background())
+	n.grp.EnsureProtocol(context.Background())
 	mine, proto := n.fsm.ClusterID(), n.fsm.Protocol()
 	var members []Member
 	for _, m := range n.Members() {
@@ -166,7 +166,7 @@ func (n *Node) recordProgress(in map[string]raft.Server, members []Member) {
 		if seen && applied <= rec {
 			continue
 		}
-		if err := n.apply(context.Background(), fsm.EncodeServerSeen(m.ID, max(applied, rec))); err != nil {
+		if err := n.grp.Apply(context.Background(), fsm.EncodeServerSeen(m.ID, max(applied, rec))); err != nil {
 			n.log.Warn("recording server progress failed", "id", m.ID, "err", err)
 		}
 	}
@@ -266,8 +266,7 @@ func (n *Node) RemoveServer(ctx context.Context, id string) error {
 		// the same term, it serves on from where it stopped (reloading
 		// would skip up to a step per section without a new term, which a
 		// restore's margin does not count).
-		epoch = n.alloc.Withhold()
-		n.stepDownLead()
+		epoch = n.grp.Withhold()
 	}
 	f := n.raft.RemoveServer(target.ID, 0, applyTimeout)
 	errc := make(chan error, 1)
@@ -283,29 +282,12 @@ func (n *Node) RemoveServer(ctx context.Context, id string) error {
 			// The change failed (or its outcome is unknown) while this node
 			// may still lead: serve again, through the whole lease
 			// procedure, unless leadership has moved.
-			n.resumeLead(epoch)
+			n.grp.ResumeLead(epoch)
 		}
 		return fmt.Errorf("removing %s: %w", id, err)
 	}
 	n.log.Info("removed server from the raft configuration", "id", id)
 	return nil
-}
-
-// resumeLead restarts the lease loop, in the withheld epoch, after it was
-// stopped for a change that failed, if this node is still the raft leader
-// and no leadership change was processed since (that revokes the epoch, and
-// the leadership loop takes over). A leadership change still queued is
-// processed long before the resumed loop renews (it waits a lease first),
-// and its Revoke makes that renewal's Grant a no-op.
-func (n *Node) resumeLead(epoch uint64) {
-	n.leadMu.Lock()
-	running := n.leadCancel != nil
-	n.leadMu.Unlock()
-	if running || !n.IsLeader() || n.alloc.Epoch() != epoch {
-		return
-	}
-	n.log.Info("the change failed while this node still leads: resuming the lease")
-	n.startLead(epoch)
 }
 
 // warnOnce logs a warning once per key per minute.

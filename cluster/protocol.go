@@ -1,12 +1,10 @@
 package cluster
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
+	"github.com/hashicorp/raft"
 
 	"github.com/seqd/seqd/fsm"
+	"github.com/seqd/seqd/group"
 )
 
 // Rolling upgrades. Every server publishes in gossip the highest
@@ -22,48 +20,44 @@ import (
 // supported: its servers would stop on the newer entries.
 
 // NewClusterID returns a new random cluster ID (32 hex digits).
-func NewClusterID() string {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b) // never fails (crypto/rand)
-	return hex.EncodeToString(b)
-}
+func NewClusterID() string { return group.NewClusterID() }
 
-// ensureProtocol moves the cluster to this build's protocol once every
-// server in the configuration speaks it. It runs on the leader.
-func (n *Node) ensureProtocol(ctx context.Context) {
-	if n.fsm.Protocol() >= fsm.ProtocolVersion && n.fsm.ClusterID() != "" {
-		return
-	}
-	cf := n.raft.GetConfiguration()
-	if cf.Error() != nil {
-		return
-	}
-	for _, s := range cf.Configuration().Servers {
+// ProtocolReady implements group.Host: every server in conf other than this
+// one is alive in gossip and speaks fsm.ProtocolVersion.
+func (n *Node) ProtocolReady(conf raft.Configuration) bool {
+	for _, s := range conf.Servers {
 		if string(s.ID) == n.cfg.ID {
 			continue
 		}
-		m, ok := n.gossip.member(string(s.ID))
+		var m Member
+		ok := false
+		if n.gossip != nil {
+			m, ok = n.gossip.member(string(s.ID))
+		}
 		if !ok || !m.Alive || m.protocol() < fsm.ProtocolVersion {
 			if n.fsm.Protocol() < fsm.ProtocolVersion {
 				n.warnOnce("protocol-wait:"+string(s.ID), "the cluster stays on protocol 1 until every server runs this build (or a later one)",
 					"waiting_for", s.ID, "alive", ok && m.Alive, "protocol", m.protocol())
 			}
-			return
+			return false
 		}
 	}
-	id := n.fsm.ClusterID()
-	if id == "" {
-		id = NewClusterID()
-	}
-	if err := n.apply(ctx, fsm.EncodeCluster(id, fsm.ProtocolVersion)); err != nil {
-		if !errors.Is(err, context.Canceled) {
-			n.log.Warn("moving the cluster to the new protocol failed", "err", err)
-		}
-		return
-	}
-	n.log.Info("cluster on protocol", "protocol", n.fsm.Protocol(), "cluster_id", n.fsm.ClusterID())
+	return true
+}
+
+// ProtocolMoved implements group.Host: gossip publishes the new cluster ID
+// and protocol.
+func (n *Node) ProtocolMoved() {
 	if n.gossip != nil {
 		n.gossip.refreshMeta()
+	}
+}
+
+// LeadershipChanged implements group.Host: the routing version and
+// membership are refreshed at once.
+func (n *Node) LeadershipChanged(bool) {
+	if n.gossip != nil {
+		n.gossip.nudge()
 	}
 }
 

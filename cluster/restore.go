@@ -6,12 +6,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
-	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/fsm"
 )
 
@@ -200,14 +198,6 @@ func copyFile(src, dst string) error {
 	return out.Close()
 }
 
-// Backup writes a consistent copy of this node's FSM to w, recording the
-// cluster's ID and the raft term and index it was taken at (see
-// fsm.WriteBackup). Only the leader holding its lease answers, so the copy
-// includes every committed mark.
-func (n *Node) Backup(w io.Writer) (int64, error) {
-	if !n.IsLeader() || !n.alloc.Serving() {
-		return 0, seqd.ErrNotLeader
-	}
-	info := fsm.BackupInfo{ClusterID: n.fsm.ClusterID(), Term: n.raft.CurrentTerm(), Index: n.fsm.AppliedIndex(), Taken: time.Now()}
-	return n.fsm.WriteBackup(w, info)
-}
+// Backup writes a consistent copy of the node's state to w; see
+// group.Backup.
+func (n *Node) Backup(w io.Writer) (int64, error) { return n.grp.Backup(w) }

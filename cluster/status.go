@@ -63,44 +63,39 @@ type LocalStatus struct {
 
 // Status reports this node's view of itself and the leader.
 func (n *Node) Status() LocalStatus {
-	lid, lapi := n.Leader()
+	g := n.grp.Status()
 	st := LocalStatus{
 		ID:             n.cfg.ID,
 		APIAddr:        n.cfg.APIAddr,
 		RaftAddr:       n.RaftAddr(),
 		GossipAddr:     n.cfg.GossipAdvertise,
-		State:          n.raft.State().String(),
-		Term:           n.raft.CurrentTerm(),
-		AppliedIndex:   n.raft.AppliedIndex(),
-		Serving:        n.alloc.Serving(),
-		LeaderID:       lid,
-		LeaderAPIAddr:  lapi,
-		LeaseRemaining: n.alloc.LeaseRemaining(),
-		LastFailover:   time.Duration(n.stats.lastFailoverNs.Load()),
-		LeaderChanges:  n.stats.leaderChanges.Load(),
-		Renewals:       n.stats.renewals.Load(),
-		RenewalErrors:  n.stats.renewalErrors.Load(),
-		KeysHeld:       n.alloc.KeysHeld(),
-		ValuesTaken:    n.alloc.ValuesTaken(),
-		SectionsHeld:   n.alloc.SectionsHeld(),
+		State:          g.State,
+		LastContact:    g.LastContact,
+		Term:           g.Term,
+		AppliedIndex:   g.AppliedIndex,
+		Serving:        g.Serving,
+		LeaseRemaining: g.LeaseRemaining,
+		LastFailover:   g.LastFailover,
+		LeaderChanges:  g.LeaderChanges,
+		Renewals:       g.Renewals,
+		RenewalErrors:  g.RenewalErrors,
+		KeysHeld:       g.KeysHeld,
+		ValuesTaken:    g.ValuesTaken,
+		SectionsHeld:   g.SectionsHeld,
 		RaftOpen:       n.gate.open.Load(),
-		ClusterID:      n.fsm.ClusterID(),
-		Protocol:       n.fsm.Protocol(),
+		ClusterID:      g.ClusterID,
+		Protocol:       g.Protocol,
 		DiskFull:       n.disk.Full(),
 		DiskFullWrites: n.disk.failures.Load(),
-		LeaseWait:      time.Duration(n.stats.lastLeaseWait.Load()),
+		LeaseWait:      g.LeaseWait,
 	}
+	st.LeaderID, st.LeaderAPIAddr = n.leaderAddr(g.LeaderID)
 	if n.gossipAddr != "" {
 		st.GossipAddr = n.gossipAddr
 	}
-	if st.State != raft.Leader.String() {
-		if lc := n.raft.LastContact(); !lc.IsZero() {
-			st.LastContact = time.Since(lc)
-		}
-	}
-	if cf := n.raft.GetConfiguration(); cf.Error() == nil {
-		st.RoutingVersion = routingVersion(st.Term, cf.Configuration())
-		for _, s := range cf.Configuration().Servers {
+	if g.Configuration != nil {
+		st.RoutingVersion = routingVersion(st.Term, *g.Configuration)
+		for _, s := range g.Configuration.Servers {
 			if string(s.ID) == n.cfg.ID {
 				st.Voter = s.Suffrage == raft.Voter
 				st.InConfiguration = true

@@ -1,4 +1,7 @@
-package cluster
+// Package logbridge forwards the logs of hashicorp/raft (hclog) and
+// hashicorp/memberlist (a log.Logger writing "[LEVEL] ..." lines) to slog,
+// so that every line seqd writes goes through one structured logger.
+package logbridge
 
 import (
 	"bytes"
@@ -10,9 +13,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-// logWriter forwards the line-oriented logs of raft (hclog) and memberlist
+// Writer forwards the line-oriented logs of raft (hclog) and memberlist
 // (log.Logger with "[LEVEL]" prefixes) to slog, dropping lines below min.
-type logWriter struct {
+type Writer struct {
 	log       *slog.Logger
 	component string
 	min       slog.Level
@@ -21,11 +24,13 @@ type logWriter struct {
 	buf []byte
 }
 
-func newLogWriter(l *slog.Logger, component string, min slog.Level) *logWriter {
-	return &logWriter{log: l, component: component, min: min}
+// NewWriter returns a Writer that logs to l with component=component and
+// drops lines below min.
+func NewWriter(l *slog.Logger, component string, min slog.Level) *Writer {
+	return &Writer{log: l, component: component, min: min}
 }
 
-func (w *logWriter) Write(p []byte) (int, error) {
+func (w *Writer) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.buf = append(w.buf, p...)
@@ -40,7 +45,7 @@ func (w *logWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (w *logWriter) emit(line string) {
+func (w *Writer) emit(line string) {
 	level := slog.LevelInfo
 	for tag, l := range map[string]slog.Level{
 		"[TRACE]": slog.LevelDebug - 4, "[DEBUG]": slog.LevelDebug, "[INFO]": slog.LevelInfo,
@@ -58,7 +63,8 @@ func (w *logWriter) emit(line string) {
 	w.log.Log(context.Background(), level, line, "component", w.component)
 }
 
-func hclogLevel(l slog.Level) string {
+// HCLevel is the hclog level name of an slog level.
+func HCLevel(l slog.Level) string {
 	switch {
 	case l <= slog.LevelDebug:
 		return hclog.Debug.String()
@@ -71,10 +77,11 @@ func hclogLevel(l slog.Level) string {
 	}
 }
 
-func newHCLogger(w *logWriter, name string) hclog.Logger {
+// NewHCLogger returns an hclog.Logger named name that writes through w.
+func NewHCLogger(w *Writer, name string) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{
 		Name:        name,
-		Level:       hclog.LevelFromString(hclogLevel(w.min)),
+		Level:       hclog.LevelFromString(HCLevel(w.min)),
 		Output:      w,
 		DisableTime: true,
 	})

@@ -1,0 +1,118 @@
+package group
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/seqd/seqd/internal/logbridge"
+	"github.com/seqd/seqd/sections"
+)
+
+// ErrInvalidConfig wraps every configuration error Open returns.
+var ErrInvalidConfig = errors.New("invalid configuration")
+
+// ErrShutdownStuck means raft did not stop within raftShutdownWait; the
+// group's stores are then left open under raft's running goroutines.
+var ErrShutdownStuck = errors.New("raft did not shut down in time")
+
+// applyTimeout bounds how long a raft Apply may wait to be enqueued.
+const applyTimeout = 5 * time.Second
+
+// raftShutdownWait bounds how long Close waits for raft to stop.
+const raftShutdownWait = 15 * time.Second
+
+// Config opens a group. Every field the host does not set explicitly has
+// been filled by the host's defaults (cluster.Config); Open only checks.
+type Config struct {
+	// ID is this server's ID in the group's raft configuration.
+	ID string
+	// Dir holds the group's files: fsm.db, raft.db and snapshots/.
+	Dir string
+	// Transport carries the group's raft traffic; the host built it (and
+	// closes it after Close).
+	Transport raft.Transport
+	// Host is the server running the group (see Host).
+	Host Host
+
+	// Lease is how long a renewal lets the allocator serve, and
+	// LeaseMargin what a new leader adds to the longest earlier lease.
+	Lease, LeaseMargin time.Duration
+	// UnsafeDisableLease serves without a lease (tests that show why it is
+	// needed only).
+	UnsafeDisableLease bool
+	// LeaseClock times the lease (nil: sections' boot-time clock).
+	LeaseClock sections.Clock
+	// MaxKeysPerSection bounds the allocator's memory (0: unbounded).
+	MaxKeysPerSection int
+	// OnRaise observes every high-water-mark raise (metrics).
+	OnRaise func(marks int, took time.Duration, err error)
+
+	// Raft timings and log compaction (0: hashicorp/raft's default).
+	HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout, CommitTimeout time.Duration
+	SnapshotThreshold                                                    uint64
+	SnapshotInterval                                                     time.Duration
+	TrailingLogs                                                         uint64
+
+	// Logger receives the group's logs, raft's at RaftLogLevel and above.
+	Logger       *slog.Logger
+	RaftLogLevel slog.Level
+}
+
+func (c *Config) check() error {
+	switch {
+	case c.ID == "":
+		return fmt.Errorf("%w: a group needs this server's ID", ErrInvalidConfig)
+	case c.Dir == "":
+		return fmt.Errorf("%w: a group needs a data directory", ErrInvalidConfig)
+	case c.Transport == nil || c.Host == nil:
+		return fmt.Errorf("%w: a group needs a transport and a host", ErrInvalidConfig)
+	case c.Lease <= 0 || c.LeaseMargin < 0:
+		return fmt.Errorf("%w: lease %v and margin %v", ErrInvalidConfig, c.Lease, c.LeaseMargin)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}
+
+func (c *Config) raftConfig(notify chan<- bool, out io.Writer) (*raft.Config, error) {
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(c.ID)
+	rc.NotifyCh = notify
+	rc.LogOutput = out
+	rc.LogLevel = logbridge.HCLevel(c.RaftLogLevel)
+	if c.HeartbeatTimeout > 0 {
+		rc.HeartbeatTimeout = c.HeartbeatTimeout
+	}
+	if c.ElectionTimeout > 0 {
+		rc.ElectionTimeout = c.ElectionTimeout
+	}
+	if c.LeaderLeaseTimeout > 0 {
+		rc.LeaderLeaseTimeout = c.LeaderLeaseTimeout
+	}
+	if c.CommitTimeout > 0 {
+		rc.CommitTimeout = c.CommitTimeout
+	}
+	if c.SnapshotThreshold > 0 {
+		rc.SnapshotThreshold = c.SnapshotThreshold
+	}
+	if c.SnapshotInterval > 0 {
+		rc.SnapshotInterval = c.SnapshotInterval
+	}
+	if c.TrailingLogs > 0 {
+		rc.TrailingLogs = c.TrailingLogs
+	}
+	// Raft's own limit: the leader lease timeout may not exceed the heartbeat timeout.
+	if rc.LeaderLeaseTimeout > rc.HeartbeatTimeout {
+		rc.LeaderLeaseTimeout = rc.HeartbeatTimeout
+	}
+	if err := raft.ValidateConfig(rc); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	return rc, nil
+}

@@ -1,0 +1,55 @@
+package group
+
+import (
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/seqd/seqd/fsm"
+)
+
+// diskStore wraps raft's bolt store (log and stable store) so that the host
+// sees every write's outcome (Host.LogWrite) and notices a full disk; see
+// cluster/disk.go for what a server does then.
+type diskStore struct {
+	*raftboltdb.BoltStore
+	host Host
+}
+
+func (s diskStore) observe(err error) error {
+	s.host.LogWrite(err)
+	return err
+}
+
+// StoreLog implements raft.LogStore.
+func (s diskStore) StoreLog(l *raft.Log) error { return s.observe(s.BoltStore.StoreLog(l)) }
+
+// StoreLogs implements raft.LogStore.
+func (s diskStore) StoreLogs(ls []*raft.Log) error { return s.observe(s.BoltStore.StoreLogs(ls)) }
+
+// Set implements raft.StableStore, retrying while the disk is full.
+func (s diskStore) Set(k, v []byte) error {
+	return s.retry(func() error { return s.BoltStore.Set(k, v) })
+}
+
+// SetUint64 implements raft.StableStore, retrying while the disk is full.
+func (s diskStore) SetUint64(k []byte, v uint64) error {
+	return s.retry(func() error { return s.BoltStore.SetUint64(k, v) })
+}
+
+// retry runs a stable-store write until it does not fail for a full disk.
+// raft stops the process when it cannot save its term; waiting instead
+// stalls raft on this server until there is room.
+func (s diskStore) retry(write func() error) error {
+	pause := 50 * time.Millisecond
+	for {
+		err := write()
+		if err == nil || !fsm.IsDiskFull(err) {
+			return s.observe(err)
+		}
+		s.observe(err)
+		time.Sleep(pause)
+		pause = min(2*pause, 2*time.Second)
+	}
+}

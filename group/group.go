@@ -1,0 +1,359 @@
+package group
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/seqd/seqd"
+	"github.com/seqd/seqd/fsm"
+	"github.com/seqd/seqd/internal/logbridge"
+	"github.com/seqd/seqd/sections"
+)
+
+// Host is what a group needs from the server that runs it (cluster.Node).
+// Its methods are called from the group's goroutines and must not block
+// beyond what each says.
+type Host interface {
+	// WaitVouched blocks until this server has been vouched for (it may
+	// then write raft entries) or ctx ends; it reports whether it was. A
+	// new leader writes nothing, not even a barrier, before it returns true.
+	WaitVouched(ctx context.Context) bool
+	// ProtocolReady reports whether every server in conf runs a build that
+	// speaks fsm.ProtocolVersion, so that the leader may move the group to
+	// it (a server of an older build stops on a kind it does not know).
+	ProtocolReady(conf raft.Configuration) bool
+	// ProtocolMoved is called after the group moved to a new protocol or
+	// took a cluster ID.
+	ProtocolMoved()
+	// LeadershipChanged is called on every leadership gain or loss.
+	LeadershipChanged(isLeader bool)
+	// LogWrite is called after every raft log or stable-store write with its
+	// error (nil on success), so the host can notice a full disk.
+	LogWrite(err error)
+	// FSMDisk reports that a state machine write found the disk full
+	// (full) or succeeded again.
+	FSMDisk(full bool, err error)
+}
+
+// Group is one running Raft group.
+type Group struct {
+	cfg  Config
+	log  *slog.Logger
+	host Host
+
+	raft     *raft.Raft
+	fsm      *fsm.FSM
+	logStore *raftboltdb.BoltStore
+	snaps    *raft.FileSnapshotStore
+	alloc    *sections.Allocator
+	hadState bool
+
+	notify chan bool
+	stop   chan struct{}
+	wg     sync.WaitGroup
+
+	leadMu     sync.Mutex
+	leadCancel context.CancelFunc
+
+	stats stats
+
+	stopOnce  sync.Once
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// stats are counters reported by Status.
+type stats struct {
+	leaderChanges  atomic.Int64
+	renewals       atomic.Int64
+	renewalErrors  atomic.Int64
+	servingSince   atomic.Int64 // unix nanos when this group last started serving as leader
+	lastFailoverNs atomic.Int64 // became leader → serving, last time
+	lastLeaseWait  atomic.Int64 // the lease wait of the last leadership (see leaseWait)
+}
+
+// Open opens the group's stores in cfg.Dir, starts raft on cfg.Transport and
+// the leadership loop, and returns the running group. It serves sequence
+// calls only once it is the leader, vouched for, and holds the lease.
+func Open(cfg Config) (*Group, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	g := &Group{cfg: cfg, log: cfg.Logger, host: cfg.Host, notify: make(chan bool, 16), stop: make(chan struct{})}
+	if err := g.open(); err != nil {
+		g.closeStores()
+		return nil, err
+	}
+	g.wg.Add(1)
+	go g.leadership()
+	return g, nil
+}
+
+func (g *Group) open() error {
+	cfg := g.cfg
+	if err := os.MkdirAll(cfg.Dir, 0o750); err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	raftOut := logbridge.NewWriter(g.log, "raft", cfg.RaftLogLevel)
+
+	f, err := fsm.Open(filepath.Join(cfg.Dir, "fsm.db"), g.log)
+	if err != nil {
+		return err
+	}
+	g.fsm = f
+	f.SetDiskHook(g.host.FSMDisk)
+	ls, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.Dir, "raft.db")})
+	if err != nil {
+		return fmt.Errorf("raft log store %s: %w", filepath.Join(cfg.Dir, "raft.db"), err)
+	}
+	g.logStore = ls
+	snaps, err := raft.NewFileSnapshotStore(cfg.Dir, 2, raftOut)
+	if err != nil {
+		return fmt.Errorf("snapshot store: %w", err)
+	}
+	g.snaps = snaps
+
+	has, err := raft.HasExistingState(ls, ls, snaps)
+	if err != nil {
+		return fmt.Errorf("reading raft state: %w", err)
+	}
+	g.hadState = has
+
+	rc, err := cfg.raftConfig(g.notify, raftOut)
+	if err != nil {
+		return err
+	}
+	rc.Logger = logbridge.NewHCLogger(raftOut, "raft")
+	ds := diskStore{BoltStore: ls, host: g.host}
+	cache, err := raft.NewLogCache(512, ds)
+	if err != nil {
+		return err
+	}
+	r, err := raft.NewRaft(rc, f, cache, ds, snaps, cfg.Transport)
+	if err != nil {
+		return fmt.Errorf("starting raft: %w", err)
+	}
+	g.raft = r
+	g.alloc = sections.New(store{g}, sections.Options{
+		Clock:             cfg.LeaseClock,
+		MaxKeysPerSection: cfg.MaxKeysPerSection,
+		Logger:            g.log,
+		OnRaise:           cfg.OnRaise,
+	})
+	return nil
+}
+
+// Raft returns the group's raft instance, for the host's membership and
+// vouching. Writes that change the group's state go through Group's methods.
+func (g *Group) Raft() *raft.Raft { return g.raft }
+
+// FSM returns the group's state machine (read-only use by the host).
+func (g *Group) FSM() *fsm.FSM { return g.fsm }
+
+// LogStore returns the group's raft log, for the host's vouching, which
+// reads entries not yet applied.
+func (g *Group) LogStore() raft.LogStore { return g.logStore }
+
+// HadState reports whether the group's data directory held raft state when
+// it was opened.
+func (g *Group) HadState() bool { return g.hadState }
+
+// Allocator returns the group's allocator (it serves only on the leader).
+func (g *Group) Allocator() *sections.Allocator { return g.alloc }
+
+// IsLeader reports whether raft considers this server the group's leader.
+// Serving also needs the lease: see Allocator().Serving().
+func (g *Group) IsLeader() bool { return g.raft.State() == raft.Leader }
+
+// TransferLeadership asks raft to hand leadership to server id (any voter
+// when id is empty) and waits for the outcome. It must run on the leader.
+// The lease is not revoked first: a failed transfer leaves this server
+// serving, and a successful one steps it down (revoking the lease) before
+// the new leader can serve, which waits out this server's lease anyway.
+// An id not in the configuration fails with an error wrapping unknown.
+func (g *Group) TransferLeadership(id string, unknown error) error {
+	if !g.IsLeader() {
+		return seqd.ErrNotLeader
+	}
+	if id == "" {
+		return g.raft.LeadershipTransfer().Error()
+	}
+	cf := g.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return err
+	}
+	for _, s := range cf.Configuration().Servers {
+		if string(s.ID) == id {
+			return g.raft.LeadershipTransferToServer(s.ID, s.Address).Error()
+		}
+	}
+	return fmt.Errorf("%w: %q", unknown, id)
+}
+
+// Snapshot makes raft take a snapshot of the group's state now (and compact
+// its log behind it, keeping the trailing entries).
+func (g *Group) Snapshot() error { return g.raft.Snapshot().Error() }
+
+// CreateSpace creates a space through raft. It must run on the leader. It
+// reports created = false when the space already exists with the same
+// settings, and fails with seqd.ErrSpaceExists when the settings differ.
+func (g *Group) CreateSpace(ctx context.Context, s seqd.Space) (created bool, err error) {
+	if err := seqd.ValidateSpace(s); err != nil {
+		return false, err
+	}
+	if !g.IsLeader() {
+		return false, seqd.ErrNotLeader
+	}
+	if old, ok := g.fsm.Space(s.Name); ok {
+		if old == s {
+			return false, nil
+		}
+		return false, seqd.ErrSpaceExists
+	}
+	if err := g.apply(ctx, fsm.EncodeCreateSpace(s)); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// Apply submits one encoded command and waits until it is committed and
+// applied here. A non-nil FSM response is returned as the error; losing
+// leadership meanwhile is seqd.ErrNotLeader.
+func (g *Group) Apply(ctx context.Context, cmd []byte) error { return g.apply(ctx, cmd) }
+
+func (g *Group) apply(ctx context.Context, data []byte) error {
+	f := g.raft.Apply(data, applyTimeout)
+	done := make(chan struct{})
+	var err error
+	go func() {
+		defer close(done)
+		if err = f.Error(); err != nil {
+			return
+		}
+		if rerr, ok := f.Response().(error); ok {
+			err = rerr
+		}
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	switch {
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
+		errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		return fmt.Errorf("%w: %v", seqd.ErrNotLeader, err)
+	}
+	return err
+}
+
+// store adapts the group to sections.Store.
+type store struct{ g *Group }
+
+func (s store) Space(name string) (seqd.Space, bool)    { return s.g.fsm.Space(name) }
+func (s store) Max(space string, section uint64) uint64 { return s.g.fsm.Max(space, section) }
+func (s store) Raise(ctx context.Context, marks []seqd.Mark) error {
+	return s.g.apply(ctx, fsm.EncodeRaise(marks))
+}
+
+// Handover is the first step of a graceful stop: a leader drops its lease
+// and in-memory state and hands leadership to another voter, if there is
+// one. ctx bounds the handover.
+func (g *Group) Handover(ctx context.Context) {
+	if !g.IsLeader() {
+		return
+	}
+	g.alloc.Revoke()
+	g.stepDownLead()
+	if !g.hasOtherVoters() {
+		return
+	}
+	f := g.raft.LeadershipTransfer()
+	errc := make(chan error, 1)
+	go func() { errc <- f.Error() }()
+	select {
+	case err := <-errc:
+		if err != nil {
+			g.log.Warn("leadership transfer failed", "err", err)
+		} else {
+			g.log.Info("leadership handed over")
+		}
+	case <-ctx.Done():
+		g.log.Warn("leadership transfer timed out")
+	}
+}
+
+func (g *Group) hasOtherVoters() bool {
+	f := g.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter && string(s.ID) != g.cfg.ID {
+			return true
+		}
+	}
+	return false
+}
+
+// Stop makes the group stop serving at once: the lease is revoked, the lease
+// loop ends, and a state machine apply waiting for disk space gives up (so
+// that raft can stop). Close follows.
+func (g *Group) Stop() {
+	g.stopOnce.Do(func() {
+		close(g.stop)
+		if g.alloc != nil {
+			g.alloc.Revoke()
+		}
+		if g.fsm != nil {
+			g.fsm.Stop()
+		}
+		g.stepDownLead()
+	})
+}
+
+// Close stops the group (Stop, then raft) and closes its stores. If raft
+// does not stop within raftShutdownWait, Close returns ErrShutdownStuck and
+// leaves the stores open under raft's goroutines.
+func (g *Group) Close() error {
+	g.Stop()
+	g.closeOnce.Do(func() {
+		if g.raft != nil {
+			errc := make(chan error, 1)
+			go func() { errc <- g.raft.Shutdown().Error() }()
+			select {
+			case err := <-errc:
+				g.closeErr = err
+			case <-time.After(raftShutdownWait):
+				g.closeErr = ErrShutdownStuck
+				g.log.Error("raft did not shut down in time; leaving its stores open", "waited", raftShutdownWait)
+				return
+			}
+		}
+		g.wg.Wait()
+		if g.alloc != nil {
+			g.alloc.Close()
+		}
+		g.closeStores()
+	})
+	return g.closeErr
+}
+
+func (g *Group) closeStores() {
+	if g.logStore != nil {
+		_ = g.logStore.Close()
+	}
+	if g.fsm != nil {
+		_ = g.fsm.Close()
+	}
+}

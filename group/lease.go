@@ -1,0 +1,245 @@
+package group
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"time"
+
+	"github.com/seqd/seqd"
+	"github.com/seqd/seqd/fsm"
+)
+
+// leadership follows raft's leadership notifications. On gaining
+// leadership it starts lead; on losing it, it revokes the lease first (so the
+// allocator stops serving at once and drops its state) and then stops lead.
+func (g *Group) leadership() {
+	defer g.wg.Done()
+	for {
+		select {
+		case <-g.stop:
+			return
+		case isLeader := <-g.notify:
+			g.stats.leaderChanges.Add(1)
+			g.host.LeadershipChanged(isLeader)
+			if isLeader {
+				g.log.Info("became raft leader; waiting out the previous lease before serving", "term", g.raft.CurrentTerm())
+				epoch := g.alloc.Revoke()
+				g.startLead(epoch)
+			} else {
+				g.alloc.Revoke()
+				g.stepDownLead()
+				g.log.Info("lost raft leadership; lease revoked")
+			}
+		}
+	}
+}
+
+func (g *Group) startLead(epoch uint64) {
+	g.leadMu.Lock()
+	defer g.leadMu.Unlock()
+	if g.leadCancel != nil {
+		g.leadCancel()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	g.leadCancel = cancel
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		g.lead(ctx, epoch)
+	}()
+}
+
+func (g *Group) stepDownLead() {
+	g.leadMu.Lock()
+	defer g.leadMu.Unlock()
+	if g.leadCancel != nil {
+		g.leadCancel()
+		g.leadCancel = nil
+	}
+}
+
+// lead runs while this server is the raft leader: wait until this server is
+// vouched for (see Host.WaitVouched; an unvouched server writes nothing, not even a
+// barrier), Barrier, wait out any earlier leader's lease, make sure the
+// default space exists and the cluster is on the newest protocol every
+// server speaks, then renew the lease every Lease/3 from committed entries.
+//
+// The wait (the lease rule): an earlier leader's lease ends at most its
+// lease length L' after a time t' it took before submitting an entry that a
+// quorum then stored, and this server was elected by a quorum after that (a
+// voter that stored the entry did so before voting here, or it would have
+// refused the entry), so this server waits L' + margin from its election. L'
+// is the lease the last applied renewal entry carries (protocol 2; see
+// fsm.LeaseRecord): it was written by the last leader whose lease any
+// renewal rests on, and that leader itself waited out every earlier lease
+// before its first renewal, so every earlier lease ended before it. The
+// barrier makes the FSM hold every committed renewal. Leases of differing
+// lengths across the cluster (a rolling change of --lease in either
+// direction) are therefore waited out in full: the wait is the longer of
+// this server's lease and the recorded one, plus the larger margin. On
+// protocol 1 (a cluster not yet upgraded) renewals carry no length, and a
+// new leader waits its own.
+func (g *Group) lead(ctx context.Context, epoch uint64) {
+	gained := time.Now()
+	if !g.host.WaitVouched(ctx) {
+		return
+	}
+	// 1. Barrier: the FSM holds every entry committed before this term.
+	for {
+		err := g.raft.Barrier(applyTimeout).Error()
+		if err == nil {
+			break
+		}
+		g.log.Warn("barrier failed", "err", err)
+		if !sleepCtx(ctx, 100*time.Millisecond) || !g.IsLeader() {
+			return
+		}
+	}
+	if g.cfg.UnsafeDisableLease {
+		// Testing only: serve at once and until raft reports the loss of
+		// leadership, with no wait and no expiry. This breaks C2 and C3
+		// when an old leader is cut off or paused.
+		g.ensureDefaultSpace(ctx)
+		g.alloc.Grant(epoch, g.alloc.Now()+100*365*24*time.Hour)
+		g.markServing(gained)
+		<-ctx.Done()
+		return
+	}
+	// 2. Wait out the lease of any earlier leader.
+	wait := g.leaseWait()
+	if !sleepCtx(ctx, time.Until(gained.Add(wait))) {
+		return
+	}
+	// 3. The default space, and the protocol.
+	g.ensureDefaultSpace(ctx)
+	g.EnsureProtocol(ctx)
+	// 4. Renew the lease from committed entries.
+	first := true
+	for {
+		t := g.alloc.Now()
+		start := time.Now()
+		renewal := fsm.EncodeNoop()
+		if g.fsm.Protocol() >= 2 {
+			renewal = fsm.EncodeLease(g.cfg.Lease, g.cfg.LeaseMargin)
+		}
+		err := g.apply(ctx, renewal)
+		if err == nil {
+			g.alloc.Grant(epoch, t+g.cfg.Lease)
+			g.stats.renewals.Add(1)
+			if first {
+				first = false
+				g.markServing(gained)
+			}
+		} else if ctx.Err() == nil {
+			g.stats.renewalErrors.Add(1)
+			g.log.Warn("lease renewal failed", "err", err)
+		}
+		if !sleepCtx(ctx, time.Until(start.Add(g.cfg.Lease/3))) {
+			return
+		}
+	}
+}
+
+// leaseWait is how long a new leader waits from its election before it
+// serves: the longer of its own lease and the one the last renewal
+// recorded, plus the larger margin (see lead).
+func (g *Group) leaseWait() time.Duration {
+	wait, margin := g.cfg.Lease, g.cfg.LeaseMargin
+	if rec, ok := g.fsm.LeaseRecord(); ok {
+		wait, margin = max(wait, rec.Lease), max(margin, rec.Margin)
+	}
+	g.stats.lastLeaseWait.Store(int64(wait + margin))
+	return wait + margin
+}
+
+// sleepCtx sleeps for d or until ctx ends; it reports whether ctx is still live.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (g *Group) ensureDefaultSpace(ctx context.Context) {
+	if _, ok := g.fsm.Space(seqd.DefaultSpace.Name); ok {
+		return
+	}
+	if err := g.apply(ctx, fsm.EncodeCreateSpace(seqd.DefaultSpace)); err != nil && !errors.Is(err, context.Canceled) {
+		g.log.Warn("creating the default space failed", "err", err)
+	}
+}
+
+func (g *Group) markServing(gained time.Time) {
+	now := time.Now()
+	g.stats.servingSince.Store(now.UnixNano())
+	g.stats.lastFailoverNs.Store(int64(now.Sub(gained)))
+	g.log.Info("serving as leader", "term", g.raft.CurrentTerm(), "after", now.Sub(gained).Round(time.Millisecond))
+}
+
+// ResumeLead restarts the lease loop, in the withheld epoch, after it was
+// stopped for a change that failed (see Withhold), if this server is still
+// the raft leader and no leadership change was processed since (that
+// revokes the epoch, and the leadership loop takes over). A leadership
+// change still queued is processed long before the resumed loop renews (it
+// waits a lease first), and its Revoke makes that renewal's Grant a no-op.
+func (g *Group) ResumeLead(epoch uint64) {
+	g.leadMu.Lock()
+	running := g.leadCancel != nil
+	g.leadMu.Unlock()
+	if running || !g.IsLeader() || g.alloc.Epoch() != epoch {
+		return
+	}
+	g.log.Info("the change failed while this server still leads: resuming the lease")
+	g.startLead(epoch)
+}
+
+// Withhold stops serving before a change that may remove this server (as
+// on any step-down) but keeps the allocator's epoch and sections, so that
+// ResumeLead can serve on from where it stopped if the change fails; it
+// returns the epoch to pass to ResumeLead.
+func (g *Group) Withhold() uint64 {
+	epoch := g.alloc.Withhold()
+	g.stepDownLead()
+	return epoch
+}
+
+// EnsureProtocol moves the group to this build's protocol (and gives it a
+// cluster ID) once every server in the configuration speaks it
+// (Host.ProtocolReady). It runs on the leader.
+func (g *Group) EnsureProtocol(ctx context.Context) {
+	if g.fsm.Protocol() >= fsm.ProtocolVersion && g.fsm.ClusterID() != "" {
+		return
+	}
+	cf := g.raft.GetConfiguration()
+	if cf.Error() != nil || !g.host.ProtocolReady(cf.Configuration()) {
+		return
+	}
+	id := g.fsm.ClusterID()
+	if id == "" {
+		id = NewClusterID()
+	}
+	if err := g.apply(ctx, fsm.EncodeCluster(id, fsm.ProtocolVersion)); err != nil {
+		if !errors.Is(err, context.Canceled) {
+			g.log.Warn("moving the cluster to the new protocol failed", "err", err)
+		}
+		return
+	}
+	g.log.Info("cluster on protocol", "protocol", g.fsm.Protocol(), "cluster_id", g.fsm.ClusterID())
+	g.host.ProtocolMoved()
+}
+
+// NewClusterID returns a new random cluster ID (32 hex digits).
+func NewClusterID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	return hex.EncodeToString(b)
+}
