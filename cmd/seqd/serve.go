@@ -17,47 +17,45 @@ import (
 	"syscall"
 	"time"
 
-	"connectrpc.com/connect"
 	sockaddr "github.com/hashicorp/go-sockaddr"
 
-	"github.com/seqd/seqd/api"
 	"github.com/seqd/seqd/cluster"
-	"github.com/seqd/seqd/metrics"
-	"github.com/seqd/seqd/ui"
+	"github.com/seqd/seqd/server"
 )
 
 func serve(args []string) error {
-	host, _ := os.Hostname()
+	def := server.DefaultConfig()
+	dc := def.Cluster
 	fs := newFlagSet("serve", "seqd serve [flags]",
 		"Runs a seqd node. With no flags it bootstraps a single-node cluster in ./seqd-data.\n"+
 			"A node with existing state never bootstraps again: restart it with unchanged flags.")
 	var (
-		id            = fs.String("id", host, "unique, stable node ID")
-		dataDir       = fs.String("data-dir", "./seqd-data", "directory for the raft log, FSM and snapshots")
-		apiAddr       = fs.String("api-addr", "127.0.0.1:7700", "API listen address (Connect, gRPC, gRPC-Web; HTTP/1.1 and h2c)")
-		raftAddr      = fs.String("raft-addr", "127.0.0.1:7701", "raft TCP listen address")
-		gossipAddr    = fs.String("gossip-addr", "127.0.0.1:7702", "gossip (memberlist) listen address, TCP and UDP")
+		id            = fs.String("id", dc.ID, "unique, stable node ID")
+		dataDir       = fs.String("data-dir", dc.DataDir, "directory for the raft log, FSM and snapshots")
+		apiAddr       = fs.String("api-addr", def.APIAddr, "API listen address (Connect, gRPC, gRPC-Web; HTTP/1.1 and h2c)")
+		raftAddr      = fs.String("raft-addr", dc.RaftAddr, "raft TCP listen address")
+		gossipAddr    = fs.String("gossip-addr", dc.GossipAddr, "gossip (memberlist) listen address, TCP and UDP")
 		advAPI        = fs.String("advertise-api", "", "API address other nodes and clients use (default --api-addr)")
 		advRaft       = fs.String("advertise-raft", "", "raft address other nodes use (default --raft-addr)")
 		advGossip     = fs.String("advertise-gossip", "", "gossip address other nodes use (default --gossip-addr)")
 		join          = fs.String("join", "", "comma-separated gossip addresses of other nodes (may include this node's own)")
-		expect        = fs.Int("bootstrap-expect", 1, "number of servers that form a new cluster (each must see every server its --join names); 0 never bootstraps")
+		expect        = fs.Int("bootstrap-expect", dc.BootstrapExpect, "number of servers that form a new cluster (each must see every server its --join names); 0 never bootstraps")
 		assumeGone    = fs.String("assume-gone", "", "comma-separated IDs of voters gone for good (dead, disks lost): a restarting server counts them as having vouched when no leader can (see Operations); only if no server runs on an older copy of its data")
-		lease         = fs.Duration("lease", 2*time.Second, "leader lease L: a new leader waits L (+ margin) before serving")
+		lease         = fs.Duration("lease", dc.Lease, "leader lease L: a new leader waits L (+ margin) before serving")
 		leaseMargin   = fs.Duration("lease-margin", 0, "extra wait for clock-rate drift (default L/10, at least 50ms)")
-		heartbeat     = fs.Duration("raft-heartbeat-timeout", time.Second, "raft heartbeat timeout")
-		election      = fs.Duration("raft-election-timeout", time.Second, "raft election timeout")
-		leaderLease   = fs.Duration("raft-leader-lease-timeout", 500*time.Millisecond, "raft's leader lease timeout (step-down without quorum contact)")
-		commit        = fs.Duration("raft-commit-timeout", 50*time.Millisecond, "raft commit timeout")
-		snapThreshold = fs.Uint64("snapshot-threshold", 8192, "raft entries between snapshots")
-		snapInterval  = fs.Duration("snapshot-interval", 2*time.Minute, "how often raft checks whether to snapshot")
-		maxVoters     = fs.Int("max-voters", 5, "voters the leader promotes joining servers to; more servers stay non-voters")
-		minVoters     = fs.Int("min-voters", 3, "dead-server cleanup never takes the voters below this")
+		heartbeat     = fs.Duration("raft-heartbeat-timeout", dc.HeartbeatTimeout, "raft heartbeat timeout")
+		election      = fs.Duration("raft-election-timeout", dc.ElectionTimeout, "raft election timeout")
+		leaderLease   = fs.Duration("raft-leader-lease-timeout", dc.LeaderLeaseTimeout, "raft's leader lease timeout (step-down without quorum contact)")
+		commit        = fs.Duration("raft-commit-timeout", dc.CommitTimeout, "raft commit timeout")
+		snapThreshold = fs.Uint64("snapshot-threshold", dc.SnapshotThreshold, "raft entries between snapshots")
+		snapInterval  = fs.Duration("snapshot-interval", dc.SnapshotInterval, "how often raft checks whether to snapshot")
+		maxVoters     = fs.Int("max-voters", dc.MaxVoters, "voters the leader promotes joining servers to; more servers stay non-voters")
+		minVoters     = fs.Int("min-voters", dc.MinVoters, "dead-server cleanup never takes the voters below this")
 		deadGrace     = fs.Duration("dead-server-grace", 0, "remove a server gossip has seen down this long (0: never; use seqd node remove)")
 		maxKeys       = fs.Int("max-keys-per-section", 0, "bound on keys held in memory per section (0: unbounded)")
 		logLevel      = fs.String("log-level", "info", "log level: debug, info, warn, error")
 		logFormat     = fs.String("log-format", "text", "log format: text or json")
-		raftLogLevel  = fs.String("raft-log-level", "warn", "level of raft's and memberlist's own logs")
+		raftLogLevel  = fs.String("raft-log-level", strings.ToLower(dc.RaftLogLevel.String()), "level of raft's and memberlist's own logs")
 		tlsCert       = fs.String("tls-cert", "", "API TLS certificate (PEM); with --tls-key the API speaks HTTPS only")
 		tlsKey        = fs.String("tls-key", "", "API TLS private key (PEM)")
 		tlsCA         = fs.String("tls-ca", "", "CA bundle (PEM) to verify other nodes' API certificates (default: system roots)")
@@ -142,57 +140,32 @@ func serve(args []string) error {
 			peerTLS.RootCAs = pool
 		}
 	}
-	peers := api.Peers{TLS: peerTLS, Token: *token}
-
-	met := metrics.New()
-	ln, err := net.Listen("tcp", *apiAddr)
-	if err != nil {
-		return fmt.Errorf("API listener: %w", err)
-	}
-	node, err := cluster.Start(cluster.Config{
-		ID: *id, DataDir: *dataDir,
-		RaftAddr: *raftAddr, RaftAdvertise: *advRaft,
-		GossipAddr: *gossipAddr, GossipAdvertise: *advGossip,
-		APIAddr: *advAPI, Join: joins, BootstrapExpect: *expect, AssumeGone: gone,
-		Lease: *lease, LeaseMargin: *leaseMargin,
-		HeartbeatTimeout: *heartbeat, ElectionTimeout: *election,
-		LeaderLeaseTimeout: *leaderLease, CommitTimeout: *commit,
-		SnapshotThreshold: *snapThreshold, SnapshotInterval: *snapInterval,
-		MaxKeysPerSection: *maxKeys, UnsafeDisableLease: *unsafeNoLease,
-		MaxVoters: *maxVoters, MinVoters: *minVoters, DeadServerGrace: *deadGrace,
-		PeerProgress: peers.Progress(), PeerVouch: peers.Vouch(),
-		RaftTLS: cluster.RaftTLS{CertFile: *raftCert, KeyFile: *raftKey, CAFile: *raftCA}, GossipKey: gkey,
-		OnRaise: met.ObserveRaise,
-		Logger:  logger, RaftLogLevel: rlvl,
+	srv, err := server.New(server.Config{
+		APIAddr: *apiAddr,
+		Cluster: cluster.Config{
+			ID: *id, DataDir: *dataDir,
+			RaftAddr: *raftAddr, RaftAdvertise: *advRaft,
+			GossipAddr: *gossipAddr, GossipAdvertise: *advGossip,
+			APIAddr: *advAPI, Join: joins, BootstrapExpect: *expect, AssumeGone: gone,
+			Lease: *lease, LeaseMargin: *leaseMargin,
+			HeartbeatTimeout: *heartbeat, ElectionTimeout: *election,
+			LeaderLeaseTimeout: *leaderLease, CommitTimeout: *commit,
+			SnapshotThreshold: *snapThreshold, SnapshotInterval: *snapInterval,
+			MaxKeysPerSection: *maxKeys, UnsafeDisableLease: *unsafeNoLease,
+			MaxVoters: *maxVoters, MinVoters: *minVoters, DeadServerGrace: *deadGrace,
+			RaftTLS: cluster.RaftTLS{CertFile: *raftCert, KeyFile: *raftKey, CAFile: *raftCA}, GossipKey: gkey,
+			RaftLogLevel: rlvl,
+		},
+		TLS: serverTLS, PeerTLS: peerTLS,
+		Token: *token, TokenSequence: *tokenSeq,
+		CORSOrigins: splitList(*corsOrigins),
+		Logger:      logger,
 	})
 	if err != nil {
-		ln.Close()
 		if errors.Is(err, cluster.ErrInvalidConfig) {
 			return usageErr("%v", err)
 		}
 		return err
-	}
-	if *unsafeNoLease {
-		logger.Warn("--unsafe-disable-lease is set: this node may return values out of order; never use it outside tests")
-	}
-	met.SetNode(node)
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", met.Handler())
-	mux.Handle("/ui/", ui.Handler())
-	apiSrv := api.New(node, logger, api.WithPeers(peers), api.WithToken(*token, *tokenSeq))
-	mux.Handle("/", apiSrv.Handler(connect.WithInterceptors(met.Interceptor())))
-	origins := splitList(*corsOrigins)
-	srv := api.NewHTTPServer(ui.CORS(origins, mux))
-	srvErr := make(chan error, 1)
-	if serverTLS != nil {
-		var p http.Protocols
-		p.SetHTTP1(true)
-		p.SetHTTP2(true)
-		srv.Protocols = &p
-		srv.TLSConfig = serverTLS
-		go func() { srvErr <- srv.ServeTLS(ln, "", "") }()
-	} else {
-		go func() { srvErr <- srv.Serve(ln) }()
 	}
 	if *pprofAddr != "" {
 		pln, err := net.Listen("tcp", *pprofAddr)
@@ -203,7 +176,7 @@ func serve(args []string) error {
 		go func() { _ = http.Serve(pln, pprofMux()) }()
 		logger.Info("profiler serving", "addr", pln.Addr().String())
 	}
-	logger.Info("seqd serving", "id", *id, "api", ln.Addr().String(), "raft", node.RaftAddr(),
+	logger.Info("seqd serving", "id", *id, "api", srv.Addr().String(), "raft", srv.Node().RaftAddr(),
 		"gossip", *gossipAddr, "data_dir", *dataDir, "bootstrap_expect", *expect, "join", joins)
 
 	sig := make(chan os.Signal, 1)
@@ -212,18 +185,15 @@ func serve(args []string) error {
 	select {
 	case s := <-sig:
 		logger.Info("shutting down", "signal", s.String())
-	case err := <-srvErr:
+	case err := <-srv.Err():
 		runErr = fmt.Errorf("API server: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *shutdownWait)
 	defer cancel()
 	// Hand leadership over first (a leader drops its lease before anything
 	// else), then stop taking calls.
-	if err := node.Shutdown(ctx); err != nil {
+	if err := srv.Close(ctx); err != nil {
 		logger.Warn("node shutdown", "err", err)
-	}
-	if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		logger.Warn("API server shutdown", "err", err)
 	}
 	logger.Info("stopped")
 	return runErr

@@ -10,12 +10,10 @@ package testcluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -25,9 +23,9 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
-	"github.com/seqd/seqd/api"
 	"github.com/seqd/seqd/cluster"
 	"github.com/seqd/seqd/sections"
+	"github.com/seqd/seqd/server"
 )
 
 // Options tune a test cluster.
@@ -75,9 +73,8 @@ type Member struct {
 	LeaseClock sections.Clock
 
 	mu    sync.Mutex
-	node  *cluster.Node
+	srv   *server.Server // nil while stopped
 	layer *FaultLayer
-	srv   *http.Server
 }
 
 // Start starts n nodes that bootstrap one cluster together (bootstrap-expect n).
@@ -185,31 +182,29 @@ func (m *Member) start(expect int) error {
 	}
 	m.RaftAddr = layer.Addr().String()
 	m.APIAddr = apiLn.Addr().String()
-	n, err := cluster.Start(cluster.Config{
-		ID: m.ID, DataDir: m.Dir,
-		StreamLayer: layer, RaftAdvertise: m.RaftAddr,
-		GossipAddr: gossipBind, APIAddr: m.APIAddr,
-		Join: joins, BootstrapExpect: expect, AssumeGone: m.AssumeGone,
-		Lease: lease, LeaseClock: m.LeaseClock, HeartbeatTimeout: hb, ElectionTimeout: hb,
-		LeaderLeaseTimeout: hb / 2, CommitTimeout: 5 * time.Millisecond,
-		MaxKeysPerSection: m.c.opts.MaxKeysPerSection,
-		SnapshotThreshold: m.c.opts.SnapshotThreshold, TrailingLogs: m.c.opts.TrailingLogs,
-		SnapshotInterval: snapshotInterval(m.c.opts.SnapshotThreshold),
-		Logger:           m.c.log.With("node", m.ID),
-		PeerProgress:     api.Peers{}.Progress(),
-		PeerVouch:        api.Peers{}.Vouch(),
-		MinVoters:        m.c.opts.MinVoters, DeadServerGrace: m.c.opts.DeadServerGrace,
+	srv, err := server.New(server.Config{
+		APIListener: apiLn,
+		Cluster: cluster.Config{
+			ID: m.ID, DataDir: m.Dir,
+			StreamLayer: layer, RaftAdvertise: m.RaftAddr,
+			GossipAddr: gossipBind, APIAddr: m.APIAddr,
+			Join: joins, BootstrapExpect: expect, AssumeGone: m.AssumeGone,
+			Lease: lease, LeaseClock: m.LeaseClock, HeartbeatTimeout: hb, ElectionTimeout: hb,
+			LeaderLeaseTimeout: hb / 2, CommitTimeout: 5 * time.Millisecond,
+			MaxKeysPerSection: m.c.opts.MaxKeysPerSection,
+			SnapshotThreshold: m.c.opts.SnapshotThreshold, TrailingLogs: m.c.opts.TrailingLogs,
+			SnapshotInterval: snapshotInterval(m.c.opts.SnapshotThreshold),
+			MinVoters:        m.c.opts.MinVoters, DeadServerGrace: m.c.opts.DeadServerGrace,
+		},
+		Logger: m.c.log.With("node", m.ID),
 	})
 	if err != nil {
 		layer.Close()
-		apiLn.Close()
 		return err
 	}
-	m.GossipAddr = n.GossipAddr()
-	srv := api.NewHTTPServer(api.New(n, m.c.log).Handler())
-	go srv.Serve(apiLn)
+	m.GossipAddr = srv.Node().GossipAddr()
 	m.mu.Lock()
-	m.node, m.layer, m.srv = n, layer, srv
+	m.srv, m.layer = srv, layer
 	m.mu.Unlock()
 	return nil
 }
@@ -232,21 +227,23 @@ func listenRetry(addr string) (net.Listener, error) {
 func (m *Member) Node() *cluster.Node {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.node
+	if m.srv == nil {
+		return nil
+	}
+	return m.srv.Node()
 }
 
 // Kill stops the node as a crash would: no leadership handover, no gossip
 // leave, API connections dropped.
 func (m *Member) Kill() {
 	m.mu.Lock()
-	n, srv := m.node, m.srv
-	m.node, m.srv = nil, nil
+	srv := m.srv
+	m.srv = nil
 	m.mu.Unlock()
-	if n == nil {
+	if srv == nil {
 		return
 	}
-	srv.Close()
-	if err := n.Kill(); err != nil {
+	if err := srv.Kill(); err != nil {
 		m.c.t.Logf("kill %s: %v", m.ID, err)
 	}
 }
@@ -254,17 +251,15 @@ func (m *Member) Kill() {
 // Shutdown stops the node gracefully (a leader hands leadership over).
 func (m *Member) Shutdown() error {
 	m.mu.Lock()
-	n, srv := m.node, m.srv
-	m.node, m.srv = nil, nil
+	srv := m.srv
+	m.srv = nil
 	m.mu.Unlock()
-	if n == nil {
+	if srv == nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err := n.Shutdown(ctx)
-	srv.Shutdown(ctx)
-	return err
+	return srv.Close(ctx)
 }
 
 // Replace starts a new server with a new ID and an empty data directory on
@@ -415,96 +410,6 @@ func (c *Cluster) WaitVoters(n int, timeout time.Duration) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	c.t.Fatalf("configuration did not reach %d voters within %v", n, timeout)
-}
-
-// FaultLayer is a raft.StreamLayer over TCP that can cut all of a node's
-// raft connections, both the ones it dialed and the ones it accepted.
-type FaultLayer struct {
-	ln net.Listener
-
-	mu    sync.Mutex
-	cut   bool
-	conns map[net.Conn]struct{}
-}
-
-var errCut = errors.New("testcluster: link cut")
-
-func listenFaulty(addr string) (*FaultLayer, error) {
-	ln, err := listenRetry(addr)
-	if err != nil {
-		return nil, err
-	}
-	return &FaultLayer{ln: ln, conns: map[net.Conn]struct{}{}}, nil
-}
-
-// Accept implements net.Listener; connections arriving while cut are closed.
-func (f *FaultLayer) Accept() (net.Conn, error) {
-	for {
-		c, err := f.ln.Accept()
-		if err != nil {
-			return nil, err
-		}
-		if f.track(c) {
-			return c, nil
-		}
-		c.Close()
-	}
-}
-
-// Close implements net.Listener.
-func (f *FaultLayer) Close() error {
-	f.Cut()
-	return f.ln.Close()
-}
-
-// Addr implements net.Listener.
-func (f *FaultLayer) Addr() net.Addr { return f.ln.Addr() }
-
-// Dial implements raft.StreamLayer.
-func (f *FaultLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	f.mu.Lock()
-	cut := f.cut
-	f.mu.Unlock()
-	if cut {
-		return nil, errCut
-	}
-	c, err := net.DialTimeout("tcp", string(addr), timeout)
-	if err != nil {
-		return nil, err
-	}
-	if !f.track(c) {
-		c.Close()
-		return nil, errCut
-	}
-	return c, nil
-}
-
-func (f *FaultLayer) track(c net.Conn) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.cut {
-		return false
-	}
-	f.conns[c] = struct{}{}
-	return true
-}
-
-// Cut closes every connection and refuses new ones until Heal.
-func (f *FaultLayer) Cut() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.cut = true
-	for c := range f.conns {
-		c.Close()
-	}
-	f.conns = map[net.Conn]struct{}{}
-}
-
-// Heal lets connections through again.
-func (f *FaultLayer) Heal() {
-	f.mu.Lock()
-	f.cut = false
-	f.mu.Unlock()
 }
 
 // snapshotInterval checks for snapshots often when a test asks for them.

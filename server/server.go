@@ -1,0 +1,204 @@
+// Package server assembles one seqd node: the cluster host (cluster/) with
+// its raft group, the Connect API (api/), Prometheus metrics (metrics/) and
+// the status page (ui/), behind one HTTP server. It is the only place that
+// wires them together: `seqd serve` turns its flags into a Config, and the
+// in-process test clusters (internal/testcluster) build every node through
+// New, so tests run the production wiring (metrics, auth, TLS, CORS).
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/seqd/seqd/api"
+	"github.com/seqd/seqd/cluster"
+	"github.com/seqd/seqd/metrics"
+	"github.com/seqd/seqd/ui"
+)
+
+// Config is everything a node needs. DefaultConfig gives the defaults
+// `seqd serve` documents; a zero field of Cluster falls back to cluster's
+// own default.
+type Config struct {
+	// Cluster configures the host and its raft group. Its PeerProgress,
+	// PeerVouch and OnRaise are filled by New (the API's peer client and
+	// the metrics) unless set.
+	Cluster cluster.Config
+
+	// APIAddr is the API's listen address, unless APIListener is given (a
+	// test's listener on 127.0.0.1:0). Cluster.APIAddr is the address
+	// other servers and clients use (default: the listener's).
+	APIAddr     string
+	APIListener net.Listener
+
+	// TLS, when set, makes the API speak HTTPS only (HTTP/1.1 and HTTP/2).
+	// PeerTLS verifies other servers' API certificates when this server
+	// calls them (nil: plain HTTP, or system roots when TLS is set).
+	TLS, PeerTLS *tls.Config
+
+	// Token, when set, is the bearer token required on AdminService calls,
+	// and on SequenceService calls too with TokenSequence.
+	Token         string
+	TokenSequence bool
+
+	// CORSOrigins lists the browser origins allowed to call the API ("*":
+	// any; none: no CORS).
+	CORSOrigins []string
+
+	// Logger receives every log line (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// The defaults of `seqd serve`, written once.
+const (
+	DefaultDataDir    = "./seqd-data"
+	DefaultAPIAddr    = "127.0.0.1:7700"
+	DefaultRaftAddr   = "127.0.0.1:7701"
+	DefaultGossipAddr = "127.0.0.1:7702"
+)
+
+// DefaultConfig returns the configuration of a single node that
+// bootstraps its own cluster in ./seqd-data on the loopback addresses,
+// named after the host.
+func DefaultConfig() Config {
+	host, _ := os.Hostname()
+	return Config{
+		APIAddr: DefaultAPIAddr,
+		Cluster: cluster.Config{
+			ID:                 host,
+			DataDir:            DefaultDataDir,
+			RaftAddr:           DefaultRaftAddr,
+			GossipAddr:         DefaultGossipAddr,
+			BootstrapExpect:    1,
+			Lease:              cluster.DefaultLease,
+			HeartbeatTimeout:   time.Second,
+			ElectionTimeout:    time.Second,
+			LeaderLeaseTimeout: 500 * time.Millisecond,
+			CommitTimeout:      50 * time.Millisecond,
+			SnapshotThreshold:  8192,
+			SnapshotInterval:   2 * time.Minute,
+			MaxVoters:          cluster.DefaultMaxVoters,
+			MinVoters:          cluster.DefaultMinVoters,
+			RaftLogLevel:       slog.LevelWarn,
+		},
+	}
+}
+
+// Server is a running node.
+type Server struct {
+	node    *cluster.Node
+	api     *api.Server
+	metrics *metrics.Metrics
+	http    *http.Server
+	ln      net.Listener
+	log     *slog.Logger
+	errc    chan error
+}
+
+// New starts a node: it listens on the API address, starts the cluster host
+// (which opens the data directory, raft and gossip) and serves the API,
+// metrics (/metrics) and the status page (/ui/) on one HTTP server. An
+// invalid configuration fails with an error wrapping
+// cluster.ErrInvalidConfig. On any error the API listener (cfg's or its
+// own) is closed.
+func New(cfg Config) (*Server, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	cc := cfg.Cluster
+	cc.Logger = log
+	peers := api.Peers{TLS: cfg.PeerTLS, Token: cfg.Token}
+	if cfg.TLS != nil && peers.TLS == nil {
+		peers.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	if cc.PeerProgress == nil {
+		cc.PeerProgress = peers.Progress()
+	}
+	if cc.PeerVouch == nil {
+		cc.PeerVouch = peers.Vouch()
+	}
+	met := metrics.New()
+	if cc.OnRaise == nil {
+		cc.OnRaise = met.ObserveRaise
+	}
+	if cfg.TokenSequence && cfg.Token == "" {
+		if cfg.APIListener != nil {
+			cfg.APIListener.Close()
+		}
+		return nil, fmt.Errorf("%w: a token on sequence calls needs a token", cluster.ErrInvalidConfig)
+	}
+	ln := cfg.APIListener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", cfg.APIAddr); err != nil {
+			return nil, fmt.Errorf("API listener: %w", err)
+		}
+	}
+	if cc.APIAddr == "" {
+		cc.APIAddr = ln.Addr().String()
+	}
+	node, err := cluster.Start(cc)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	if cc.UnsafeDisableLease {
+		log.Warn("--unsafe-disable-lease is set: this node may return values out of order; never use it outside tests")
+	}
+	met.SetNode(node)
+	s := &Server{node: node, metrics: met, ln: ln, log: log, errc: make(chan error, 1)}
+	s.api = api.New(node, log, api.WithPeers(peers), api.WithToken(cfg.Token, cfg.TokenSequence))
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", met.Handler())
+	mux.Handle("/ui/", ui.Handler())
+	mux.Handle("/", s.api.Handler(connect.WithInterceptors(met.Interceptor())))
+	s.http = api.NewHTTPServer(ui.CORS(cfg.CORSOrigins, mux))
+	if cfg.TLS != nil {
+		var p http.Protocols
+		p.SetHTTP1(true)
+		p.SetHTTP2(true)
+		s.http.Protocols = &p
+		s.http.TLSConfig = cfg.TLS
+		go func() { s.errc <- s.http.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { s.errc <- s.http.Serve(ln) }()
+	}
+	return s, nil
+}
+
+// Node returns the cluster host.
+func (s *Server) Node() *cluster.Node { return s.node }
+
+// Addr returns the API listener's address.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Err delivers the HTTP server's error if it stops serving on its own.
+func (s *Server) Err() <-chan error { return s.errc }
+
+// Close stops the node gracefully within ctx: a leader hands leadership
+// over first (dropping its lease before anything else), then the node
+// stops, then the API stops taking calls.
+func (s *Server) Close(ctx context.Context) error {
+	err := s.node.Shutdown(ctx)
+	if herr := s.http.Shutdown(ctx); herr != nil && !errors.Is(herr, http.ErrServerClosed) {
+		s.log.Warn("API server shutdown", "err", herr)
+	}
+	return err
+}
+
+// Kill stops the node as a crash would: API connections dropped, no
+// leadership handover, no gossip leave.
+func (s *Server) Kill() error {
+	s.http.Close()
+	return s.node.Kill()
+}
