@@ -48,7 +48,25 @@ func seqdBinary(t testing.TB) string {
 	return binPath
 }
 
+// handedOut holds every port freePort returned: the kernel may hand a
+// just-closed ephemeral port out again, and two servers of one test given
+// the same port fail to start (seen: p1's and p3's raft ports equal).
+var handedOut sync.Map
+
+// freePort returns a TCP and UDP port free on 127.0.0.1 right now and never
+// returned before in this process.
 func freePort(t testing.TB) int {
+	t.Helper()
+	for {
+		if p := freePortOnce(t); p > 0 {
+			if _, dup := handedOut.LoadOrStore(p, true); !dup {
+				return p
+			}
+		}
+	}
+}
+
+func freePortOnce(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -59,7 +77,7 @@ func freePort(t testing.TB) int {
 	port := ln.Addr().(*net.TCPAddr).Port
 	u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
 	if err != nil {
-		return freePort(t)
+		return 0
 	}
 	u.Close()
 	return port
