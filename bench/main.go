@@ -313,7 +313,7 @@ func table(files []string) error {
 //	seqd-compare merge OUT IN...
 func merge(args []string) error {
 	if len(args) < 2 {
-		return errors.New("merge OUT IN...")
+		return errors.New("usage: merge OUT IN [IN ...]")
 	}
 	type entry struct {
 		raw map[string]json.RawMessage

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Checks the layering rules of DESIGN.md ("Layout"): which packages may
+# import which. Exits 1 and names every broken rule.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mod=github.com/seqd/seqd
+fail=0
+go list -deps ./... >/dev/null # fails (set -e) on an import cycle or a missing package
+
+# deps PKG: every package PKG imports, directly or not (tests excluded).
+deps() { go list -deps "$1"; }
+# direct PKG: the packages PKG's own files import.
+direct() { go list -f '{{join .Imports "\n"}}' "$1"; }
+
+# forbid PKG PATTERN REASON: PKG must not depend on a package matching PATTERN.
+forbid() {
+  local pkg=$1 pattern=$2 reason=$3 bad
+  bad=$(deps "$pkg" | grep -E "$pattern" || true)
+  if [ -n "$bad" ]; then
+    echo "import rule broken: $pkg $reason; it imports:"; echo "$bad" | sed 's/^/  /'
+    fail=1
+  fi
+}
+
+# The root package imports only the standard library.
+bad=$(go list -f '{{join .Imports "\n"}}' "$mod" | grep '\.' || true)
+if [ -n "$bad" ]; then echo "import rule broken: $mod imports more than the standard library:"; echo "$bad" | sed 's/^/  /'; fail=1; fi
+
+for p in sections fsm; do
+  forbid "$mod/$p" "^$mod/(group|cluster|api|server)(/|$)" "must not import group/, cluster/, api/ or server/"
+done
+forbid "$mod/sections" "^github.com/hashicorp/raft" "is the pure allocator and must not import raft"
+forbid "$mod/group" "^$mod/(cluster|api|server)(/|$)" "must not import cluster/, api/ or server/ (cluster/ owns the groups)"
+forbid "$mod/cluster" "^$mod/(api|server)(/|$)" "must not import api/ or server/"
+bad=$(direct "$mod/api" | grep -E "^$mod/(fsm|sections)(/|$)" || true)
+if [ -n "$bad" ]; then echo "import rule broken: $mod/api talks to groups through cluster/ and group/, never fsm/ or sections/; it imports:"; echo "$bad" | sed 's/^/  /'; fail=1; fi
+bad=$(deps "$mod/client" | grep "^$mod" | grep -vE "^$mod(/client|/api/gen/.*)?$" || true)
+if [ -n "$bad" ]; then echo "import rule broken: $mod/client imports more than the root package and generated code:"; echo "$bad" | sed 's/^/  /'; fail=1; fi
+
+[ $fail = 0 ] && echo "import rules: ok"
+exit $fail
