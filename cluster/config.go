@@ -1,16 +1,3 @@
-// Package cluster runs one seqd server: a hashicorp/raft node whose FSM keeps
-// the high-water marks, memberlist gossip for discovery and bootstrap, and the
-// leader lease that lets the allocator (package sections) serve from memory.
-//
-// The lease follows DESIGN.md §4. A leader serves only while now < t + Lease,
-// where t is a reading of a clock that counts suspension (CLOCK_BOOTTIME;
-// see sections.BootClock) taken before submitting a raft entry that then
-// committed. A node that becomes leader first runs a Barrier, then waits,
-// from its election, the longer of its own lease and the one the last
-// renewal recorded, plus a margin (see lead), so any earlier leader's lease
-// has run out. On losing leadership, and before handing it over, the node
-// revokes its lease and drops all in-memory allocator state. A node serves
-// only once it is vouched for (see vouch.go).
 package cluster
 
 import (
