@@ -27,10 +27,16 @@ import (
 // accepted when replayed over a later state in which the space exists; that
 // only raises marks, which is always safe for a sequence service.)
 //
+// Apply dispatches on the command's kind through the registry (commands). A
+// kind this build does not know but that carries KindIgnorable (a later
+// build's command) is skipped as a no-op, and logged at Warn level the first
+// time it is met.
+//
 // Apply panics, after logging at Error level, if the entry cannot be decoded
-// or the state cannot be written to disk (or the FSM is closed). Skipping such
-// an entry would silently make this replica diverge from the others, so the
-// node must stop and be repaired instead.
+// (which includes an unknown kind without KindIgnorable) or the state cannot
+// be written to disk (or the FSM is closed). Skipping such an entry would
+// silently make this replica diverge from the others, so the node must stop
+// and be repaired instead.
 func (f *FSM) Apply(l *raft.Log) interface{} {
 	if l.Type != raft.LogCommand {
 		return nil
@@ -40,20 +46,18 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 		f.fatal(l, "cannot decode raft log entry", err)
 	}
 	var resp error
-	switch cmd.Kind {
-	case KindCreateSpace:
-		resp = f.applyCreate(l, cmd.Space)
-	case KindRaise:
-		resp = f.applyRaise(l, cmd.Marks)
-	case KindNoop:
-	case KindServerSeen:
-		resp = f.applyServerSeen(l, cmd.Server, cmd.Index)
-	case KindCluster:
-		resp = f.applyCluster(l, cmd.ClusterID, cmd.Protocol)
-	case KindLease:
-		resp = f.applyLease(l, LeaseRecord{Lease: cmd.Lease, Margin: cmd.LeaseMargin})
+	c, known := commands[cmd.Kind]
+	switch {
+	case known:
+		resp = c.apply(f, l, cmd)
+	case cmd.Kind&KindIgnorable != 0:
+		// A later build's kind that this one may skip (Decode refuses an
+		// unknown kind without the bit).
+		f.skip(l, cmd.Kind)
 	default:
-		// An ignorable kind of a later build (Decode refuses others).
+		// Decode knows the kind but the registry does not: this build is
+		// broken, and skipping the entry could make this replica diverge.
+		f.fatal(l, "cannot apply raft log entry", fmt.Errorf("command kind %d is not registered", cmd.Kind))
 	}
 	if resp == errStopping {
 		return resp // not applied: raft is shutting down
@@ -359,6 +363,20 @@ func (f *FSM) reportDisk(full bool, err error) {
 // afterwards. Stop is idempotent.
 func (f *FSM) Stop() {
 	f.stopOnce.Do(func() { close(f.stopping) })
+}
+
+// skip logs, the first time this FSM meets kind, that it skips entry l of an
+// ignorable kind it does not know. Only Apply's goroutine calls it.
+func (f *FSM) skip(l *raft.Log, kind Kind) {
+	if f.skipped[kind] {
+		return
+	}
+	f.skipped[kind] = true
+	f.logger.Warn("fsm: skipping an ignorable command of a kind this build does not know; a later seqd wrote it: upgrade this server",
+		slog.Int("kind", int(kind)),
+		slog.Uint64("index", l.Index),
+		slog.Uint64("term", l.Term),
+	)
 }
 
 // fatal logs the failure to apply l and panics.

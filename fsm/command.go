@@ -3,6 +3,8 @@ package fsm
 import (
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/seqd/seqd"
 )
 
@@ -58,4 +60,47 @@ type Command struct {
 	Protocol  uint64
 	// KindLease: the granting leader's lease and lease margin.
 	Lease, LeaseMargin time.Duration
+}
+
+// command is the registry entry of one command kind.
+type command struct {
+	// name names the kind for people: in logs and in tests.
+	name string
+	// protocol is the replicated-command protocol that introduced the kind.
+	// A leader writes a kind of protocol p only once the cluster runs
+	// protocol p (every server in the configuration advertises it), since a
+	// build that meets an unknown kind without KindIgnorable stops.
+	protocol uint64
+	// apply applies a decoded command of the kind to f at entry l, and
+	// answers as FSM.Apply documents.
+	apply func(f *FSM, l *raft.Log, c Command) error
+}
+
+// commands registers every command kind this build knows, one entry per
+// Kind (as Consul's FSM registers its message types): Apply dispatches
+// through it. To add a kind: a Kind constant (with KindIgnorable if a build
+// that does not know it may skip it), its Encode function and its case in
+// Decode, and its entry here; a kind without KindIgnorable needs a new
+// ProtocolVersion as well. A kind is never removed or renumbered: entries
+// written by an earlier build are replayed from the log and from snapshots
+// for as long as they exist.
+var commands = map[Kind]command{
+	KindCreateSpace: {"create space", 1, func(f *FSM, l *raft.Log, c Command) error {
+		return f.applyCreate(l, c.Space)
+	}},
+	KindRaise: {"raise", 1, func(f *FSM, l *raft.Log, c Command) error {
+		return f.applyRaise(l, c.Marks)
+	}},
+	KindNoop: {"noop", 1, func(*FSM, *raft.Log, Command) error {
+		return nil
+	}},
+	KindServerSeen: {"server seen", 1, func(f *FSM, l *raft.Log, c Command) error {
+		return f.applyServerSeen(l, c.Server, c.Index)
+	}},
+	KindCluster: {"cluster", 2, func(f *FSM, l *raft.Log, c Command) error {
+		return f.applyCluster(l, c.ClusterID, c.Protocol)
+	}},
+	KindLease: {"lease", 2, func(f *FSM, l *raft.Log, c Command) error {
+		return f.applyLease(l, LeaseRecord{Lease: c.Lease, Margin: c.LeaseMargin})
+	}},
 }

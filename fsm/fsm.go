@@ -42,6 +42,7 @@ type FSM struct {
 	broken error // why db is nil
 
 	applied atomic.Uint64
+	skipped [256]bool // ignorable kinds Apply skipped and logged (Apply's goroutine only)
 
 	mu     sync.RWMutex // guards the in-memory mirror below
 	spaces map[string]seqd.Space
