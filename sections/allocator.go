@@ -63,9 +63,8 @@ type Allocator struct {
 	stop   chan struct{}
 	done   chan struct{}
 
-	taken       atomic.Uint64 // values taken (see ValuesTaken)
-	raiseCalls  atomic.Uint64 // Store.Raise calls (one raft entry each)
-	marksRaised atomic.Uint64 // marks carried by them
+	taken      atomic.Uint64 // values taken (see ValuesTaken)
+	raiseCalls atomic.Uint64 // Store.Raise calls (one raft entry each)
 }
 
 type spaceState struct {
@@ -163,10 +162,6 @@ func (a *Allocator) Raises() uint64 { return a.raiseCalls.Load() }
 // with the values taken, not only with those returned, which is why a
 // restore's margin is bounded by values taken (see fsm.MinMargin).
 func (a *Allocator) ValuesTaken() uint64 { return a.taken.Load() }
-
-// MarksRaised returns how many section marks those Store.Raise calls carried
-// (several sections' raises share one entry).
-func (a *Allocator) MarksRaised() uint64 { return a.marksRaised.Load() }
 
 // section returns the in-memory state of (space, section of key), loading it
 // from the Store at its committed max if needed. Sections are loaded only

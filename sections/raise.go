@@ -152,7 +152,6 @@ func (a *Allocator) raiser() {
 			}
 		}()
 		a.raiseCalls.Add(1)
-		a.marksRaised.Add(uint64(len(marks)))
 		start := time.Now()
 		err := a.store.Raise(ctx, marks)
 		took := time.Since(start)
