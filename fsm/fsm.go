@@ -1,15 +1,3 @@
-// Package fsm is the replicated state machine of seqd.
-//
-// For every space (a named family of sequences) it persists, per section
-// (section = key / SectionSize), a high-water mark max: no value above max has
-// ever been handed out for a key of that section. The leader hands values out
-// of memory and raises max through raft entries before crossing it.
-//
-// All state lives in a bbolt file and is mirrored in memory, so that reads
-// (Space, Spaces, Max, AppliedIndex) never touch disk. Applying an entry is
-// idempotent: a create of an existing identical space is a no-op, and raises
-// carry absolute values applied as max = maximum(old, new), so replaying any
-// entries, in any order and any number of times, yields the same state.
 package fsm
 
 import (

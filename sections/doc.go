@@ -40,5 +40,16 @@
 // checks, reading it again only after waiting for a raise; the doc comment of
 // callNow explains why that is as safe as a reading per value.
 //
-// This package does not import raft: the consensus layer is behind Store.
+// # What it owns, and what it never does
+//
+// It owns the values handed out and what keeps them safe: the sections held
+// in memory (max, floor and the keys' current values, with the bound on keys
+// held), the lease (epochs, Grant, Withhold, Revoke) and the clock that times
+// it, and the batching of raises into Store.Raise.
+//
+// It never imports raft, nor fsm/, group/, cluster/ or api/: it imports only
+// the root package, and the consensus layer is behind Store. It never writes
+// anything durable itself (a mark is durable once Store.Raise returns nil),
+// and it never decides leadership: its caller grants, withholds and revokes
+// the lease.
 package sections
