@@ -10,22 +10,23 @@ import (
 
 	"github.com/seqd/seqd/cluster"
 	"github.com/seqd/seqd/fsm"
+	"github.com/seqd/seqd/internal/cli"
 )
 
 func cmdBackup(args []string) error {
-	fs := newFlagSet("backup", "seqd backup [--addr A] FILE",
+	fs := cli.NewFlagSet("backup", "seqd backup [--addr A] FILE",
 		"Writes a consistent copy of the cluster's replicated state (spaces and high-water marks),\n"+
 			"taken from the leader, to FILE. Restore it with seqd restore.")
 	cf := addClientFlags(fs)
-	ops, err := parseFlags(fs, args)
+	ops, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(ops) != 1 {
-		return usageErr("backup takes one FILE")
+		return cli.Usagef("backup takes one FILE")
 	}
 	if _, err := os.Stat(ops[0]); err == nil {
-		return usageErr("%s exists; choose a new file", ops[0])
+		return cli.Usagef("%s exists; choose a new file", ops[0])
 	}
 	c, ctx, cancel, err := cf.dial()
 	if err != nil {
@@ -72,7 +73,7 @@ func orNone(s string) string {
 
 func cmdRestore(args []string) error {
 	host, _ := os.Hostname()
-	fs := newFlagSet("restore", "seqd restore --values-since V --terms-since T [--max-step S] [--margin M] [--from-cluster ID] [--id ID] [--data-dir D] [--raft-addr A] FILE",
+	fs := cli.NewFlagSet("restore", "seqd restore --values-since V --terms-since T [--max-step S] [--margin M] [--from-cluster ID] [--id ID] [--data-dir D] [--raft-addr A] FILE",
 		"Builds the data directory of the first node of a NEW cluster from a backup taken with seqd\n"+
 			"backup. Values handed out after the backup was taken are not in it, so every section's\n"+
 			"high-water mark is raised by a margin, and every section of every space, including spaces\n"+
@@ -105,17 +106,17 @@ func cmdRestore(args []string) error {
 	dataDir := fs.String("data-dir", "./seqd-data", "the new node's data directory; must not hold state")
 	raftAddr := fs.String("raft-addr", "127.0.0.1:7701", "the new node's raft address (as for serve)")
 	advRaft := fs.String("advertise-raft", "", "the new node's advertised raft address (default --raft-addr)")
-	ops, err := parseFlags(fs, args)
+	ops, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(ops) != 1 {
-		return usageErr("restore takes one backup FILE")
+		return cli.Usagef("restore takes one backup FILE")
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if !set["values-since"] || !set["terms-since"] {
-		return usageErr("restore needs --values-since and --terms-since: the margin that keeps values from repeating depends on what happened after the backup (see seqd restore --help)")
+		return cli.Usagef("restore needs --values-since and --terms-since: the margin that keeps values from repeating depends on what happened after the backup (see seqd restore --help)")
 	}
 	if err := advertise("raft", *raftAddr, advRaft); err != nil {
 		return err
@@ -127,7 +128,7 @@ func cmdRestore(args []string) error {
 	if err != nil {
 		for _, refused := range []error{cluster.ErrInvalidConfig, cluster.ErrHasState, cluster.ErrBadBackup, cluster.ErrMarginBelowMinimum, fsm.ErrWrongCluster} {
 			if errors.Is(err, refused) {
-				return usageErr("%v", err)
+				return cli.Usagef("%v", err)
 			}
 		}
 		return err

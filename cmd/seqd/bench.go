@@ -20,6 +20,7 @@ import (
 	"github.com/seqd/seqd"
 	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
 	"github.com/seqd/seqd/client"
+	"github.com/seqd/seqd/internal/cli"
 	"github.com/seqd/seqd/internal/loadgen"
 )
 
@@ -82,7 +83,7 @@ func cmdBench(args []string) error {
 	if len(args) > 0 && args[0] == "baseline-server" {
 		return benchBaselineServer(args[1:])
 	}
-	fs := newFlagSet("bench", benchSynopsis, benchDescription)
+	fs := cli.NewFlagSet("bench", benchSynopsis, benchDescription)
 	var (
 		addr        = fs.String("addr", "127.0.0.1:7700", "comma-separated API addresses of cluster nodes")
 		protocol    = fs.String("protocol", "connect", "wire protocol: connect, grpc or grpcweb")
@@ -116,43 +117,43 @@ func cmdBench(args []string) error {
 		http2       = fs.Bool("http2", false, "use h2c for the Connect and gRPC-Web protocols too (the client's default is HTTP/1.1 for them, h2c for gRPC)")
 		cpuProfile  = fs.String("cpuprofile", "", "write a CPU profile of the bench process (the load generator and client) to this file")
 	)
-	ops, err := parseFlags(fs, args)
+	ops, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(ops) != 0 {
-		return usageErr("bench takes no arguments, got %q", ops)
+		return cli.Usagef("bench takes no arguments, got %q", ops)
 	}
 	m, err := loadgen.ParseMix(*mix)
 	if err != nil {
-		return usageErr("%v", err)
+		return cli.Usagef("%v", err)
 	}
 	switch {
 	case *conc < 1:
-		return usageErr("--concurrency must be at least 1")
+		return cli.Usagef("--concurrency must be at least 1")
 	case *batch < 1:
-		return usageErr("--batch must be at least 1")
+		return cli.Usagef("--batch must be at least 1")
 	case *runs < 1:
-		return usageErr("--runs must be at least 1")
+		return cli.Usagef("--runs must be at least 1")
 	case *clients < 1:
-		return usageErr("--clients must be at least 1")
+		return cli.Usagef("--clients must be at least 1")
 	case *keys < 1:
-		return usageErr("--keys must be at least 1")
+		return cli.Usagef("--keys must be at least 1")
 	case *duration <= 0 && *count <= 0:
-		return usageErr("give a positive --duration or --count")
+		return cli.Usagef("give a positive --duration or --count")
 	}
 	switch *dist {
 	case "uniform", "sequential":
 	case "zipf":
 		if *zipfS <= 1 {
-			return usageErr("--zipf-s must be above 1")
+			return cli.Usagef("--zipf-s must be above 1")
 		}
 	default:
-		return usageErr("--dist must be uniform, zipf or sequential, got %q", *dist)
+		return cli.Usagef("--dist must be uniform, zipf or sequential, got %q", *dist)
 	}
 	addrs := splitAddrs(*addr)
 	if len(addrs) == 0 {
-		return usageErr("--addr is empty")
+		return cli.Usagef("--addr is empty")
 	}
 	opts := client.Options{
 		Protocol: client.Protocol(*protocol), RetryFor: *callTimeout,
@@ -160,7 +161,7 @@ func cmdBench(args []string) error {
 		HTTP2: *http2,
 	}
 	if _, err := client.New(addrs, opts); err != nil {
-		return usageErr("%v", err)
+		return cli.Usagef("%v", err)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -185,15 +186,15 @@ func cmdBench(args []string) error {
 	cls := make([]*client.Client, *clients)
 	for i := range cls {
 		if cls[i], err = client.New(addrs, opts); err != nil {
-			return usageErr("%v", err)
+			return cli.Usagef("%v", err)
 		}
 	}
 	for _, mx := range m {
 		switch {
 		case mx.Kind == loadgen.Reserve && *batch > seqd.MaxReserveCount:
-			return usageErr("--batch %d: Reserve takes at most %d values per call", *batch, seqd.MaxReserveCount)
+			return cli.Usagef("--batch %d: Reserve takes at most %d values per call", *batch, seqd.MaxReserveCount)
 		case mx.Kind != loadgen.Reserve && *batch > seqd.MaxKeys:
-			return usageErr("--batch %d: Next and Current take at most %d keys per call", *batch, seqd.MaxKeys)
+			return cli.Usagef("--batch %d: Next and Current take at most %d keys per call", *batch, seqd.MaxKeys)
 		}
 	}
 	// A call the cluster refuses for what it is (unknown space, malformed,
@@ -264,7 +265,7 @@ func cmdBench(args []string) error {
 		}
 		res, err := loadgen.Run(runCtx, target, cfg)
 		if err != nil {
-			return usageErr("%v", err)
+			return cli.Usagef("%v", err)
 		}
 		if cause := context.Cause(runCtx); cause != nil && ctx.Err() == nil {
 			return fmt.Errorf("stopped: the cluster refuses the calls: %w", callErr(cause))
@@ -393,17 +394,17 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 // benchBaselineServer serves SequenceService from a handler that only
 // increments a counter, on seqd's HTTP server settings.
 func benchBaselineServer(args []string) error {
-	fs := newFlagSet("bench baseline-server", "seqd bench baseline-server [--listen ADDR] [--compress]",
+	fs := cli.NewFlagSet("bench baseline-server", "seqd bench baseline-server [--listen ADDR] [--compress]",
 		"Serves seq.v1.SequenceService from a bare connect-go handler (an atomic counter per call,\n"+
 			"no raft, no allocator) with seqd's HTTP server and handler options, until interrupted.")
 	listen := fs.String("listen", "127.0.0.1:7790", "listen address")
 	compress := fs.Bool("compress", false, "gzip responses as connect-go does by default (seqd does not compress SequenceService answers)")
-	ops, err := parseFlags(fs, args)
+	ops, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(ops) != 0 {
-		return usageErr("baseline-server takes no arguments")
+		return cli.Usagef("baseline-server takes no arguments")
 	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	healthv1 "github.com/seqd/seqd/api/gen/grpc/health/v1"
 	"github.com/seqd/seqd/api/gen/grpc/health/v1/healthv1connect"
 	"github.com/seqd/seqd/client"
+	"github.com/seqd/seqd/internal/cli"
 )
 
 // clientFlags are the flags every client command takes.
@@ -90,7 +91,7 @@ func (f clientFlags) dial() (*client.Client, context.Context, context.CancelFunc
 	// is enough, a routing table refresh would only add a ClusterStatus.
 	c, err := client.New(addrs, client.Options{Protocol: client.Protocol(*f.protocol), RetryFor: *f.timeout, HTTPClient: h, DisableRouting: true})
 	if err != nil {
-		return nil, nil, nil, usageErr("%v", err)
+		return nil, nil, nil, cli.Usagef("%v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *f.timeout)
 	return c, ctx, cancel, nil
@@ -106,13 +107,13 @@ func callErr(err error) error {
 
 func parseKeys(ops []string) ([]uint64, error) {
 	if len(ops) == 0 {
-		return nil, usageErr("at least one KEY is required")
+		return nil, cli.Usagef("at least one KEY is required")
 	}
 	keys := make([]uint64, len(ops))
 	for i, s := range ops {
 		k, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
-			return nil, usageErr("KEY %q is not an unsigned 64-bit integer", s)
+			return nil, cli.Usagef("KEY %q is not an unsigned 64-bit integer", s)
 		}
 		keys[i] = k
 	}
@@ -120,10 +121,10 @@ func parseKeys(ops []string) ([]uint64, error) {
 }
 
 func keysCommand(args []string, name, desc string, do func(*client.Client, context.Context, string, []uint64) ([]uint64, error)) error {
-	fs := newFlagSet(name, "seqd "+name+" [--space S] KEY...", desc)
+	fs := cli.NewFlagSet(name, "seqd "+name+" [--space S] KEY...", desc)
 	space := fs.String("space", seqd.DefaultSpaceName, "space name")
 	cf := addClientFlags(fs)
-	ops, err := parseFlags(fs, args)
+	ops, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
@@ -161,16 +162,16 @@ func cmdCurrent(args []string) error {
 }
 
 func cmdReserve(args []string) error {
-	fs := newFlagSet("reserve", "seqd reserve [--space S] KEY COUNT",
+	fs := cli.NewFlagSet("reserve", "seqd reserve [--space S] KEY COUNT",
 		"Reserves COUNT consecutive values for KEY and prints the first and the last, space-separated.")
 	space := fs.String("space", seqd.DefaultSpaceName, "space name")
 	cf := addClientFlags(fs)
-	ops, err := parseFlags(fs, args)
+	ops, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(ops) != 2 {
-		return usageErr("reserve takes KEY COUNT")
+		return cli.Usagef("reserve takes KEY COUNT")
 	}
 	keys, err := parseKeys(ops[:1])
 	if err != nil {
@@ -178,7 +179,7 @@ func cmdReserve(args []string) error {
 	}
 	count, err := strconv.ParseUint(ops[1], 10, 32)
 	if err != nil || count == 0 {
-		return usageErr("COUNT %q must be a whole number from 1 to 1000000", ops[1])
+		return cli.Usagef("COUNT %q must be a whole number from 1 to 1000000", ops[1])
 	}
 	c, ctx, cancel, err := cf.dial()
 	if err != nil {
@@ -195,24 +196,24 @@ func cmdReserve(args []string) error {
 
 func cmdSpace(args []string) error {
 	if len(args) == 0 {
-		return usageErr("space needs a subcommand: create or list")
+		return cli.Usagef("space needs a subcommand: create or list")
 	}
 	switch args[0] {
 	case "create":
-		fs := newFlagSet("space create", "seqd space create NAME [--step N] [--section-size N]",
+		fs := cli.NewFlagSet("space create", "seqd space create NAME [--step N] [--section-size N]",
 			"Creates a space. Creating an existing space with the same settings succeeds.")
 		step := fs.Uint64("step", 10000, "values the leader reserves per raise of a section's high-water mark")
 		size := fs.Uint64("section-size", 100000, "keys per section (sharing one high-water mark)")
 		cf := addClientFlags(fs)
-		ops, err := parseFlags(fs, args[1:])
+		ops, err := cli.ParseFlags(fs, args[1:])
 		if err != nil {
 			return err
 		}
 		if len(ops) != 1 {
-			return usageErr("space create takes one NAME")
+			return cli.Usagef("space create takes one NAME")
 		}
 		if *step == 0 || *size == 0 {
-			return usageErr("--step and --section-size must be at least 1")
+			return cli.Usagef("--step and --section-size must be at least 1")
 		}
 		c, ctx, cancel, err := cf.dial()
 		if err != nil {
@@ -230,14 +231,14 @@ func cmdSpace(args []string) error {
 		fmt.Printf("%s space %s step=%d section_size=%d\n", verb, resp.GetSpace().GetName(), resp.GetSpace().GetStep(), resp.GetSpace().GetSectionSize())
 		return nil
 	case "list":
-		fs := newFlagSet("space list", "seqd space list", "Lists every space with its settings.")
+		fs := cli.NewFlagSet("space list", "seqd space list", "Lists every space with its settings.")
 		cf := addClientFlags(fs)
-		ops, err := parseFlags(fs, args[1:])
+		ops, err := cli.ParseFlags(fs, args[1:])
 		if err != nil {
 			return err
 		}
 		if len(ops) != 0 {
-			return usageErr("space list takes no arguments")
+			return cli.Usagef("space list takes no arguments")
 		}
 		c, ctx, cancel, err := cf.dial()
 		if err != nil {
@@ -255,19 +256,19 @@ func cmdSpace(args []string) error {
 		}
 		return tw.Flush()
 	default:
-		return usageErr("unknown space subcommand %q (want create or list)", args[0])
+		return cli.Usagef("unknown space subcommand %q (want create or list)", args[0])
 	}
 }
 
 func cmdStatus(args []string) error {
-	fs := newFlagSet("status", "seqd status", "Shows every node with its raft state, the leader and the term.")
+	fs := cli.NewFlagSet("status", "seqd status", "Shows every node with its raft state, the leader and the term.")
 	cf := addClientFlags(fs)
-	ops, err := parseFlags(fs, args)
+	ops, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(ops) != 0 {
-		return usageErr("status takes no arguments")
+		return cli.Usagef("status takes no arguments")
 	}
 	c, ctx, cancel, err := cf.dial()
 	if err != nil {
@@ -327,19 +328,19 @@ func cmdStatus(args []string) error {
 
 func cmdNode(args []string) error {
 	if len(args) == 0 || args[0] != "remove" {
-		return usageErr("node needs a subcommand: remove ID")
+		return cli.Usagef("node needs a subcommand: remove ID")
 	}
-	fs := newFlagSet("node remove", "seqd node remove ID",
+	fs := cli.NewFlagSet("node remove", "seqd node remove ID",
 		"Removes server ID from the raft configuration. It stops voting, and the leader never adds it\n"+
 			"back while it keeps its data: to bring the machine back, stop it, delete its data directory\n"+
 			"and start it again (it joins as a non-voter and is promoted once caught up).")
 	cf := addClientFlags(fs)
-	ops, err := parseFlags(fs, args[1:])
+	ops, err := cli.ParseFlags(fs, args[1:])
 	if err != nil {
 		return err
 	}
 	if len(ops) != 1 || ops[0] == "" {
-		return usageErr("node remove takes one ID")
+		return cli.Usagef("node remove takes one ID")
 	}
 	c, ctx, cancel, err := cf.dial()
 	if err != nil {
@@ -354,18 +355,18 @@ func cmdNode(args []string) error {
 }
 
 func cmdHealth(args []string) error {
-	fs := newFlagSet("health", "seqd health [--addr A] [--service S]",
+	fs := cli.NewFlagSet("health", "seqd health [--addr A] [--service S]",
 		"Asks one node for its standard gRPC health status. Exits 0 when SERVING, 1 otherwise\n"+
 			"(for container health checks and scripts).")
 	service := fs.String("service", "seq.v1.SequenceService", "service to ask about (\"\" for the server)")
 	cf := addClientFlags(fs)
 	*cf.timeout = 3 * time.Second
-	ops, err := parseFlags(fs, args)
+	ops, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(ops) != 0 {
-		return usageErr("health takes no arguments")
+		return cli.Usagef("health takes no arguments")
 	}
 	h, addrs, err := cf.httpClient()
 	if err != nil {

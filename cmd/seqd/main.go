@@ -18,6 +18,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+
+	"github.com/seqd/seqd/internal/cli"
 )
 
 const usage = `seqd: per-key monotonic 64-bit sequences from a Raft-replicated cluster.
@@ -85,7 +87,7 @@ func run(args []string) int {
 		return 0
 	case errors.Is(err, flag.ErrHelp):
 		return 0
-	case errors.Is(err, errUsage):
+	case errors.Is(err, cli.ErrUsage):
 		fmt.Fprintf(os.Stderr, "seqd: %v\n", err)
 		return 2
 	default:

@@ -20,13 +20,14 @@ import (
 	sockaddr "github.com/hashicorp/go-sockaddr"
 
 	"github.com/seqd/seqd/cluster"
+	"github.com/seqd/seqd/internal/cli"
 	"github.com/seqd/seqd/server"
 )
 
 func serve(args []string) error {
 	def := server.DefaultConfig()
 	dc := def.Cluster
-	fs := newFlagSet("serve", "seqd serve [flags]",
+	fs := cli.NewFlagSet("serve", "seqd serve [flags]",
 		"Runs a seqd node. With no flags it bootstraps a single-node cluster in ./seqd-data.\n"+
 			"A node with existing state never bootstraps again: restart it with unchanged flags.")
 	var (
@@ -70,12 +71,12 @@ func serve(args []string) error {
 		shutdownWait  = fs.Duration("shutdown-timeout", 10*time.Second, "how long a graceful shutdown may take")
 		pprofAddr     = fs.String("pprof-addr", "", "serve Go's profiler (net/http/pprof) on this address, e.g. 127.0.0.1:7790 (off by default; keep it private)")
 	)
-	operands, err := parseFlags(fs, args)
+	operands, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(operands) > 0 {
-		return usageErr("serve takes no arguments, got %q", operands)
+		return cli.Usagef("serve takes no arguments, got %q", operands)
 	}
 	lvl, err := parseLevel(*logLevel)
 	if err != nil {
@@ -92,14 +93,14 @@ func serve(args []string) error {
 	case "json":
 		handler = slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})
 	default:
-		return usageErr("--log-format must be text or json, got %q", *logFormat)
+		return cli.Usagef("--log-format must be text or json, got %q", *logFormat)
 	}
 	logger := slog.New(handler)
 	if *id == "" {
-		return usageErr("--id is required (the host name is unknown)")
+		return cli.Usagef("--id is required (the host name is unknown)")
 	}
 	if *expect < 0 {
-		return usageErr("--bootstrap-expect must be 0 or more, got %d", *expect)
+		return cli.Usagef("--bootstrap-expect must be 0 or more, got %d", *expect)
 	}
 	for _, a := range []struct {
 		what      string
@@ -115,20 +116,20 @@ func serve(args []string) error {
 	var gkey []byte
 	if *gossipKey != "" {
 		if gkey, err = base64.StdEncoding.DecodeString(*gossipKey); err != nil {
-			return usageErr("--gossip-key is not base64: %v", err)
+			return cli.Usagef("--gossip-key is not base64: %v", err)
 		}
 	}
 	if *tokenSeq && *token == "" {
-		return usageErr("--token-sequence needs --token")
+		return cli.Usagef("--token-sequence needs --token")
 	}
 	if (*tlsCert == "") != (*tlsKey == "") {
-		return usageErr("--tls-cert and --tls-key go together")
+		return cli.Usagef("--tls-cert and --tls-key go together")
 	}
 	var serverTLS, peerTLS *tls.Config
 	if *tlsCert != "" {
 		cert, err := tls.LoadX509KeyPair(*tlsCert, *tlsKey)
 		if err != nil {
-			return usageErr("API TLS key pair: %v", err)
+			return cli.Usagef("API TLS key pair: %v", err)
 		}
 		serverTLS = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
 		peerTLS = &tls.Config{MinVersion: tls.VersionTLS12}
@@ -163,7 +164,7 @@ func serve(args []string) error {
 	})
 	if err != nil {
 		if errors.Is(err, cluster.ErrInvalidConfig) {
-			return usageErr("%v", err)
+			return cli.Usagef("%v", err)
 		}
 		return err
 	}
@@ -224,11 +225,11 @@ func pprofMux() *http.ServeMux {
 func loadCA(path string) (*x509.CertPool, error) {
 	pem, err := os.ReadFile(path)
 	if err != nil {
-		return nil, usageErr("CA bundle: %v", err)
+		return nil, cli.Usagef("CA bundle: %v", err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(pem) {
-		return nil, usageErr("CA bundle %s holds no PEM certificate", path)
+		return nil, cli.Usagef("CA bundle %s holds no PEM certificate", path)
 	}
 	return pool, nil
 }
@@ -236,7 +237,7 @@ func loadCA(path string) (*x509.CertPool, error) {
 func parseLevel(s string) (slog.Level, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(s)); err != nil {
-		return 0, usageErr("unknown log level %q (want debug, info, warn or error)", s)
+		return 0, cli.Usagef("unknown log level %q (want debug, info, warn or error)", s)
 	}
 	return l, nil
 }
@@ -247,24 +248,24 @@ func parseLevel(s string) (slog.Level, error) {
 func advertise(what, bind string, adv *string) error {
 	bhost, bport, err := net.SplitHostPort(bind)
 	if err != nil || bport == "" {
-		return usageErr("%s address %q is not host:port", what, bind)
+		return cli.Usagef("%s address %q is not host:port", what, bind)
 	}
 	if *adv == "" {
 		*adv = bind
 		if ip := net.ParseIP(bhost); bhost == "" || (ip != nil && ip.IsUnspecified()) {
 			priv, err := sockaddr.GetPrivateIP()
 			if err != nil || priv == "" {
-				return usageErr("%s address %q: no private IP found to advertise; set --advertise-%s", what, bind, strings.ToLower(what))
+				return cli.Usagef("%s address %q: no private IP found to advertise; set --advertise-%s", what, bind, strings.ToLower(what))
 			}
 			*adv = net.JoinHostPort(priv, bport)
 		}
 	}
 	host, port, err := net.SplitHostPort(*adv)
 	if err != nil || port == "" || port == "0" {
-		return usageErr("advertised %s address %q is not host:port with a fixed port", what, *adv)
+		return cli.Usagef("advertised %s address %q is not host:port with a fixed port", what, *adv)
 	}
 	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-		return usageErr("advertised %s address %q: other nodes cannot dial an unspecified host", what, *adv)
+		return cli.Usagef("advertised %s address %q: other nodes cannot dial an unspecified host", what, *adv)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"errors"
@@ -9,29 +9,30 @@ import (
 	"strings"
 )
 
-// errUsage marks errors in the command line; main exits 2 for them.
-var errUsage = errors.New("usage")
+// ErrUsage marks errors in the command line; main exits 2 for them.
+var ErrUsage = errors.New("usage")
 
-func usageErr(format string, args ...any) error {
+// Usagef returns a command-line error with the formatted message.
+func Usagef(format string, args ...any) error {
 	return usageError(fmt.Sprintf(format, args...))
 }
 
 // usageError is a command-line error: its text is the message alone, and
-// errors.Is(err, errUsage) holds.
+// errors.Is(err, ErrUsage) holds.
 type usageError string
 
 func (e usageError) Error() string        { return string(e) }
-func (e usageError) Is(target error) bool { return target == errUsage }
+func (e usageError) Is(target error) bool { return target == ErrUsage }
 
-// envName returns the environment variable that sets flag name.
-func envName(name string) string {
+// EnvName returns the environment variable that sets flag name.
+func EnvName(name string) string {
 	return "SEQD_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
 
-// parseFlags parses args with flags and operands interspersed, then fills
+// ParseFlags parses args with flags and operands interspersed, then fills
 // every flag not given on the command line from SEQD_<NAME> in the
 // environment. It returns the operands.
-func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+func ParseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	fs.SetOutput(io.Discard)
 	var operands []string
 	for {
@@ -41,7 +42,7 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 				fs.Usage()
 				return nil, err
 			}
-			return nil, usageErr("%v (see %s -h)", err, fs.Name())
+			return nil, Usagef("%v (see %s -h)", err, fs.Name())
 		}
 		args = fs.Args()
 		if len(args) == 0 {
@@ -61,18 +62,18 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 		if set[f.Name] || err != nil {
 			return
 		}
-		if v, ok := os.LookupEnv(envName(f.Name)); ok {
+		if v, ok := os.LookupEnv(EnvName(f.Name)); ok {
 			if e := fs.Set(f.Name, v); e != nil {
-				err = usageErr("invalid %s=%q: %v", envName(f.Name), v, e)
+				err = Usagef("invalid %s=%q: %v", EnvName(f.Name), v, e)
 			}
 		}
 	})
 	return operands, err
 }
 
-// newFlagSet returns a flag set whose usage text lists the flags with their
+// NewFlagSet returns a flag set whose usage text lists the flags with their
 // environment variables.
-func newFlagSet(name, synopsis, description string) *flag.FlagSet {
+func NewFlagSet(name, synopsis, description string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.Usage = func() {
 		out := fs.Output()
@@ -82,7 +83,7 @@ func newFlagSet(name, synopsis, description string) *flag.FlagSet {
 			if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" {
 				def = fmt.Sprintf(" (default %s)", f.DefValue)
 			}
-			fmt.Fprintf(out, "  --%s\n      %s%s [%s]\n", f.Name, f.Usage, def, envName(f.Name))
+			fmt.Fprintf(out, "  --%s\n      %s%s [%s]\n", f.Name, f.Usage, def, EnvName(f.Name))
 		})
 	}
 	return fs
