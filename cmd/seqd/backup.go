@@ -47,7 +47,7 @@ func cmdBackup(args []string) error {
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return callErr(err)
+		return cli.CallError(err)
 	}
 	// Read it back: a backup that does not open is no backup.
 	sum, err := fsm.InspectBackup(tmp)

@@ -180,7 +180,7 @@ func cmdBench(args []string) error {
 		_, err := admin.CreateSpace(sctx, *space, *step, *sectionSize)
 		cancel()
 		if err != nil && connect.CodeOf(err) != connect.CodeAlreadyExists {
-			return fmt.Errorf("creating space %s: %w", *space, callErr(err))
+			return fmt.Errorf("creating space %s: %w", *space, cli.CallError(err))
 		}
 	}
 	cls := make([]*client.Client, *clients)
@@ -268,7 +268,7 @@ func cmdBench(args []string) error {
 			return cli.Usagef("%v", err)
 		}
 		if cause := context.Cause(runCtx); cause != nil && ctx.Err() == nil {
-			return fmt.Errorf("stopped: the cluster refuses the calls: %w", callErr(cause))
+			return fmt.Errorf("stopped: the cluster refuses the calls: %w", cli.CallError(cause))
 		}
 		rep.Runs = append(rep.Runs, res)
 		fmt.Fprint(out, res.Summary())

@@ -97,14 +97,6 @@ func (f clientFlags) dial() (*client.Client, context.Context, context.CancelFunc
 	return c, ctx, cancel, nil
 }
 
-// callErr formats a failed call as "code: message".
-func callErr(err error) error {
-	if ce, ok := err.(*connect.Error); ok {
-		return fmt.Errorf("%s: %s", ce.Code(), ce.Message())
-	}
-	return err
-}
-
 func parseKeys(ops []string) ([]uint64, error) {
 	if len(ops) == 0 {
 		return nil, cli.Usagef("at least one KEY is required")
@@ -139,7 +131,7 @@ func keysCommand(args []string, name, desc string, do func(*client.Client, conte
 	defer cancel()
 	vals, err := do(c, ctx, *space, keys)
 	if err != nil {
-		return callErr(err)
+		return cli.CallError(err)
 	}
 	for _, v := range vals {
 		fmt.Println(v)
@@ -188,7 +180,7 @@ func cmdReserve(args []string) error {
 	defer cancel()
 	first, err := c.Reserve(ctx, *space, keys[0], uint32(count))
 	if err != nil {
-		return callErr(err)
+		return cli.CallError(err)
 	}
 	fmt.Println(first, first+count-1)
 	return nil
@@ -222,7 +214,7 @@ func cmdSpace(args []string) error {
 		defer cancel()
 		resp, err := c.CreateSpace(ctx, ops[0], *step, *size)
 		if err != nil {
-			return callErr(err)
+			return cli.CallError(err)
 		}
 		verb := "created"
 		if !resp.GetCreated() {
@@ -247,7 +239,7 @@ func cmdSpace(args []string) error {
 		defer cancel()
 		spaces, err := c.ListSpaces(ctx)
 		if err != nil {
-			return callErr(err)
+			return cli.CallError(err)
 		}
 		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "NAME\tSTEP\tSECTION_SIZE")
@@ -277,7 +269,7 @@ func cmdStatus(args []string) error {
 	defer cancel()
 	st, err := c.ClusterStatus(ctx)
 	if err != nil {
-		return callErr(err)
+		return cli.CallError(err)
 	}
 	leader := st.GetLeaderId()
 	if leader == "" {
@@ -348,7 +340,7 @@ func cmdNode(args []string) error {
 	}
 	defer cancel()
 	if err := c.RemoveNode(ctx, ops[0]); err != nil {
-		return callErr(err)
+		return cli.CallError(err)
 	}
 	fmt.Printf("removed %s\n", ops[0])
 	return nil
@@ -381,7 +373,7 @@ func cmdHealth(args []string) error {
 	hc := healthv1connect.NewHealthClient(h, base, connect.WithGRPC())
 	resp, err := hc.Check(ctx, connect.NewRequest(&healthv1.HealthCheckRequest{Service: *service}))
 	if err != nil {
-		return callErr(err)
+		return cli.CallError(err)
 	}
 	st := resp.Msg.GetStatus()
 	fmt.Println(st)

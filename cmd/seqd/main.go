@@ -14,8 +14,6 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"os"
 
@@ -82,16 +80,5 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "seqd: unknown command %q\n\n%s", cmd, usage)
 		return 2
 	}
-	switch {
-	case err == nil:
-		return 0
-	case errors.Is(err, flag.ErrHelp):
-		return 0
-	case errors.Is(err, cli.ErrUsage):
-		fmt.Fprintf(os.Stderr, "seqd: %v\n", err)
-		return 2
-	default:
-		fmt.Fprintf(os.Stderr, "seqd: %v\n", err)
-		return 1
-	}
+	return cli.Exit("seqd", err)
 }

@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"connectrpc.com/connect"
 )
 
 // ErrUsage marks errors in the command line; main exits 2 for them.
@@ -23,6 +25,31 @@ type usageError string
 
 func (e usageError) Error() string        { return string(e) }
 func (e usageError) Is(target error) bool { return target == ErrUsage }
+
+// Exit returns the exit status for a command's error and prints the error
+// (as "prog: message") on stderr: 0 for none or a help request, 2 for a
+// usage error, 1 for anything else (the call or the server failed).
+func Exit(prog string, err error) int {
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, ErrUsage):
+		fmt.Fprintf(os.Stderr, "%s: %v\n", prog, err)
+		return 2
+	default:
+		fmt.Fprintf(os.Stderr, "%s: %v\n", prog, err)
+		return 1
+	}
+}
+
+// CallError formats a failed call as "code: message" (a Connect error), or
+// returns err as it is.
+func CallError(err error) error {
+	if ce, ok := err.(*connect.Error); ok {
+		return fmt.Errorf("%s: %s", ce.Code(), ce.Message())
+	}
+	return err
+}
 
 // EnvName returns the environment variable that sets flag name.
 func EnvName(name string) string {
