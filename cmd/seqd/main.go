@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/seqd/seqd/internal/bench"
 	"github.com/seqd/seqd/internal/cli"
 )
 
@@ -64,7 +65,7 @@ func run(args []string) int {
 	case "status":
 		err = cmdStatus(rest)
 	case "bench":
-		err = cmdBench(rest)
+		err = bench.Run(rest)
 	case "node":
 		err = cmdNode(rest)
 	case "health":

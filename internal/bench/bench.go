@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -79,7 +79,8 @@ type raftReport struct {
 	LeaderChanged bool    `json:"leader_changed,omitempty"`
 }
 
-func cmdBench(args []string) error {
+// Run runs the load tool with its command-line arguments.
+func Run(args []string) error {
 	if len(args) > 0 && args[0] == "baseline-server" {
 		return benchBaselineServer(args[1:])
 	}
