@@ -1,5 +1,5 @@
 // Command seqd-compare runs seqd's load generator (internal/loadgen, the one
-// behind `seqd bench`) against other id services, so that their numbers come
+// behind `seqbench`) against other id services, so that their numbers come
 // from the same workload, the same loop and the same histograms:
 //
 //	redis      INCR of the key, through go-redis (one connection per caller)
@@ -11,7 +11,7 @@
 //
 // It lives in its own module so that seqd itself never depends on these
 // client libraries. `seqd-compare table FILE...` turns JSON reports (from
-// this command and from `seqd bench --json`) into a markdown table.
+// this command and from `seqbench --json`) into a markdown table.
 //
 // scripts/compare.sh starts the servers and runs everything.
 package main
@@ -255,7 +255,7 @@ func etcdTarget(addrs string) (loadgen.Target, func(), error) {
 }
 
 // table prints a markdown table of median ids/s and latency from JSON
-// reports (this command's and `seqd bench --json`'s).
+// reports (this command's and `seqbench --json`'s).
 func table(files []string) error {
 	fmt.Println("| target | concurrency | batch | calls/s | ids/s | p50 ms | p99 ms | p99.9 ms | max ms | runs | raft entries/s | load (median run) |")
 	fmt.Println("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")

@@ -76,10 +76,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-log "building seqd and seqd-compare"
+log "building seqd, seqbench and seqd-compare"
 go build -o "$work/seqd" ./cmd/seqd
+go build -o "$work/seqbench" ./cmd/seqbench
 (cd bench && go build -o "$work/seqd-compare" .)
 seqd=$work/seqd
+seqbench=$work/seqbench
 cmp=$work/seqd-compare
 
 {
@@ -144,7 +146,7 @@ if want etcd; then
 fi
 if want baseline; then
   log "starting the bare connect-go baseline on :$base_port"
-  "$seqd" bench baseline-server --listen "127.0.0.1:$base_port" >"$work/baseline.log" 2>&1 &
+  "$seqbench" baseline-server --listen "127.0.0.1:$base_port" >"$work/baseline.log" 2>&1 &
   pids+=($!)
 fi
 declare -A seqd_pid
@@ -196,11 +198,11 @@ cpu_note() { # name
   printf '%s\t%s\tuser %d%%\tsys %d%%\tidle %d%%\tsoftirq %d%%\tsteal %d%%\n' "$1" "$r" \
     $((100 * d[1] / t)) $((100 * d[3] / t)) $((100 * d[4] / t)) $((100 * d[7] / t)) $((100 * d[8] / t)) >>"$OUT/runs/cpu.tsv"
 }
-sq() { # name, seqd bench flags...
+sq() { # name, seqbench flags...
   local name=$1; shift
   log "round $r: $name (load $(cut -d' ' -f1 /proc/loadavg))"
   cpu_mark
-  "$seqd" bench --progress 0 "${common[@]}" "$@" >"$OUT/runs/$name.r$r.json"
+  "$seqbench" --progress 0 "${common[@]}" "$@" >"$OUT/runs/$name.r$r.json"
   cpu_note "$name"
 }
 cp_() { # name, seqd-compare flags...
@@ -269,7 +271,7 @@ if want memory; then
   lpid=${seqd_pid[$leader]}
   rss0=$(awk '/VmRSS/ {print $2}' "/proc/$lpid/status")
   log "memory: 10M keys on $leader (pid $lpid, RSS ${rss0} kB before)"
-  "$seqd" bench --progress 0 --addr "$seqd_addrs" --concurrency 8 --batch 1000 --dist sequential \
+  "$seqbench" --progress 0 --addr "$seqd_addrs" --concurrency 8 --batch 1000 --dist sequential \
     --keys 10000000 --key-offset 100000000 --count 10000 --warmup 0 --json >"$OUT/runs/memory-10M-keys.json"
   sleep 2
   rss1=$(awk '/VmRSS/ {print $2}' "/proc/$lpid/status")

@@ -125,6 +125,7 @@ func TestCommandLineErrors(t *testing.T) {
 		{nil, []string{"space"}, 2, "subcommand"},
 		{nil, []string{"next", "--protocol", "carrier-pigeon", "1"}, 2, "protocol"},
 		{nil, []string{"next", "--addr", dead, "--timeout", "300ms", "1"}, 1, "unavailable"},
+		{nil, []string{"bench", "--concurrency", "0"}, 2, "deprecated"},
 	}
 	for _, c := range cases {
 		_, stderr, code := runCLI(t, c.env, c.args...)

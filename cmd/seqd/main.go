@@ -31,7 +31,7 @@ Usage:
   seqd space create NAME [--step N] [--section-size N]
   seqd space list
   seqd status                                show nodes, leader, term and lease
-  seqd bench [flags]                         load a cluster and report throughput and latency
+  seqd bench [flags]                         deprecated: use seqbench (the same flags)
   seqd node remove ID                        remove a server from the raft configuration
   seqd backup FILE                           save the cluster's high-water marks to FILE
   seqd restore --margin N [flags] FILE       build a new cluster's first node from a backup
@@ -65,7 +65,10 @@ func run(args []string) int {
 	case "status":
 		err = cmdStatus(rest)
 	case "bench":
-		err = bench.Run(rest)
+		// Deprecated: the load tool is its own command now. The alias stays
+		// for one release so that scripts keep working.
+		fmt.Fprintln(os.Stderr, `seqd: "seqd bench" is deprecated and goes in the next release; use seqbench (go run ./cmd/seqbench), which takes the same flags`)
+		err = bench.Run("seqd bench", rest)
 	case "node":
 		err = cmdNode(rest)
 	case "health":

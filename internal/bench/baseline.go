@@ -2,15 +2,22 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"net"
 	"net/http"
+	"os"
+	"os/signal"
 	"sync/atomic"
+	"syscall"
+	"time"
 
 	"connectrpc.com/connect"
 
 	"github.com/seqd/seqd/api"
 	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
 	"github.com/seqd/seqd/api/gen/seq/v1/seqv1connect"
+	"github.com/seqd/seqd/internal/cli"
 )
 
 // baseline implements SequenceService with one atomic counter: the cost of
@@ -57,4 +64,34 @@ func newBaselineServer(compress bool) *http.Server {
 	mux := http.NewServeMux()
 	mux.Handle(seqv1connect.NewSequenceServiceHandler(&baseline{}, opts...))
 	return api.NewHTTPServer(mux)
+}
+
+// baselineServer serves SequenceService from a handler that only
+// increments a counter, on seqd's HTTP server settings.
+func baselineServer(prog string, args []string) error {
+	fs := cli.NewFlagSet(prog+" baseline-server", prog+" baseline-server [--listen ADDR] [--compress]",
+		"Serves seq.v1.SequenceService from a bare connect-go handler (an atomic counter per call,\n"+
+			"no raft, no allocator) with seqd's HTTP server and handler options, until interrupted.")
+	listen := fs.String("listen", "127.0.0.1:7790", "listen address")
+	compress := fs.Bool("compress", false, "gzip responses as connect-go does by default (seqd does not compress SequenceService answers)")
+	ops, err := cli.ParseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(ops) != 0 {
+		return cli.Usagef("baseline-server takes no arguments")
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	srv := newBaselineServer(*compress)
+	go func() { _ = srv.Serve(ln) }()
+	fmt.Fprintf(os.Stderr, "baseline SequenceService on %s\n", ln.Addr())
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	<-sig
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return srv.Shutdown(ctx)
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -24,7 +23,11 @@ import (
 	"github.com/seqd/seqd/internal/loadgen"
 )
 
-const benchSynopsis = "seqd bench [flags]\n       seqd bench baseline-server [--listen ADDR] [--compress]"
+// synopsis is the usage line of the command prog (seqbench, or the
+// deprecated seqd bench).
+func synopsis(prog string) string {
+	return prog + " [flags]\n       " + prog + " baseline-server [--listen ADDR] [--compress]"
+}
 
 const benchDescription = `Drives a load against a running cluster through the Go client and reports
 throughput (calls/s and ids/s) and latency percentiles (HdrHistogram: p50, p90,
@@ -45,12 +48,12 @@ unless --coalesce=false. Before and after the run the bench asks the cluster for
 the leader's raft applied index and reports raft entries per second next to
 ids per second (the allocator raises a section's mark once per step values).
 
-"seqd bench baseline-server" serves SequenceService from a bare connect-go
+"baseline-server" serves SequenceService from a bare connect-go
 handler that only increments a counter (no raft, no allocator, no lease), on
 the same HTTP server settings as seqd: run the bench against it to measure the
 RPC ceiling of the machine.`
 
-// benchReport is the JSON output of seqd bench.
+// benchReport is the JSON output of the load tool.
 type benchReport struct {
 	Target   string            `json:"target"`
 	Protocol string            `json:"protocol"`
@@ -79,12 +82,14 @@ type raftReport struct {
 	LeaderChanged bool    `json:"leader_changed,omitempty"`
 }
 
-// Run runs the load tool with its command-line arguments.
-func Run(args []string) error {
+// Run runs the load tool, or with "baseline-server" first the baseline
+// server, with its command-line arguments; prog names the command in usage
+// texts and errors (seqbench, or seqd bench).
+func Run(prog string, args []string) error {
 	if len(args) > 0 && args[0] == "baseline-server" {
-		return benchBaselineServer(args[1:])
+		return baselineServer(prog, args[1:])
 	}
-	fs := cli.NewFlagSet("bench", benchSynopsis, benchDescription)
+	fs := cli.NewFlagSet(prog, synopsis(prog), benchDescription)
 	var (
 		addr        = fs.String("addr", "127.0.0.1:7700", "comma-separated API addresses of cluster nodes")
 		protocol    = fs.String("protocol", "connect", "wire protocol: connect, grpc or grpcweb")
@@ -123,7 +128,7 @@ func Run(args []string) error {
 		return err
 	}
 	if len(ops) != 0 {
-		return cli.Usagef("bench takes no arguments, got %q", ops)
+		return cli.Usagef("%s takes no arguments, got %q", prog, ops)
 	}
 	m, err := loadgen.ParseMix(*mix)
 	if err != nil {
@@ -390,34 +395,4 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
-}
-
-// benchBaselineServer serves SequenceService from a handler that only
-// increments a counter, on seqd's HTTP server settings.
-func benchBaselineServer(args []string) error {
-	fs := cli.NewFlagSet("bench baseline-server", "seqd bench baseline-server [--listen ADDR] [--compress]",
-		"Serves seq.v1.SequenceService from a bare connect-go handler (an atomic counter per call,\n"+
-			"no raft, no allocator) with seqd's HTTP server and handler options, until interrupted.")
-	listen := fs.String("listen", "127.0.0.1:7790", "listen address")
-	compress := fs.Bool("compress", false, "gzip responses as connect-go does by default (seqd does not compress SequenceService answers)")
-	ops, err := cli.ParseFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(ops) != 0 {
-		return cli.Usagef("baseline-server takes no arguments")
-	}
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		return err
-	}
-	srv := newBaselineServer(*compress)
-	go func() { _ = srv.Serve(ln) }()
-	fmt.Fprintf(os.Stderr, "baseline SequenceService on %s\n", ln.Addr())
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	<-sig
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	return srv.Shutdown(ctx)
 }

@@ -5,8 +5,8 @@
 // uniform, zipf or sequential distribution, a mix of operations, throughput
 // in calls/s and ids/s, and latency percentiles from HdrHistograms.
 //
-// It knows nothing about seqd: a Target runs one operation. `seqd bench`
-// drives seqd through package client; the bench/ module drives Redis,
+// It knows nothing about seqd: a Target runs one operation. `seqbench`
+// (internal/bench) drives seqd through package client; the bench/ module drives Redis,
 // PostgreSQL and etcd with the same workload.
 package loadgen
 
