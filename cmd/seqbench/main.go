@@ -7,6 +7,9 @@
 // Every flag can also be set as SEQD_<NAME> in the environment. Exit status:
 // 0 on success, 1 when the load fails (no call succeeded, or the cluster
 // refuses the calls), 2 for a malformed command line.
+//
+// The failover benchmarks (kill -9 of the leader of real seqd processes) are
+// Go benchmarks of this package: go test -run '^$' -bench Failover ./cmd/seqbench.
 package main
 
 import (

@@ -5,87 +5,22 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/seqd/seqd/client"
+	"github.com/seqd/seqd/internal/proctest"
 	"github.com/seqd/seqd/internal/testcluster"
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// seqdBinary builds cmd/seqd once per test run.
-func seqdBinary(t testing.TB) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "seqd-e2e-bin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "seqd")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
-
-// handedOut holds every port freePort returned: the kernel may hand a
-// just-closed ephemeral port out again, and two servers of one test given
-// the same port fail to start (seen: p1's and p3's raft ports equal).
-var handedOut sync.Map
-
-// freePort returns a TCP and UDP port free on 127.0.0.1 right now and never
-// returned before in this process.
-func freePort(t testing.TB) int {
-	t.Helper()
-	for {
-		if p := freePortOnce(t); p > 0 {
-			if _, dup := handedOut.LoadOrStore(p, true); !dup {
-				return p
-			}
-		}
-	}
-}
-
-func freePortOnce(t testing.TB) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	// memberlist binds UDP on the same port: make sure it is free too.
-	port := ln.Addr().(*net.TCPAddr).Port
-	u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
-	if err != nil {
-		return 0
-	}
-	u.Close()
-	return port
-}
-
 func runCLI(t *testing.T, env []string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	cmd := exec.Command(seqdBinary(t), args...)
+	cmd := exec.Command(proctest.Binary(t), args...)
 	cmd.Env = append(os.Environ(), env...)
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
@@ -100,7 +35,7 @@ func runCLI(t *testing.T, env []string, args ...string) (stdout, stderr string, 
 }
 
 func TestCommandLineErrors(t *testing.T) {
-	dead := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	dead := fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t))
 	cases := []struct {
 		env  []string
 		args []string
@@ -138,194 +73,6 @@ func TestCommandLineErrors(t *testing.T) {
 	}
 }
 
-// proc is one seqd serve process.
-type proc struct {
-	id                string
-	api, raft, gossip string
-	dir               string
-	args              []string
-	env               []string // extra environment
-	bin               string   // the binary to run (default: this tree's seqd)
-	mu                sync.Mutex
-	cmd               *exec.Cmd
-	log               *syncBuffer
-	done              chan struct{} // closed when the process has exited
-}
-
-func (p *proc) start(t testing.TB) {
-	t.Helper()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	bin := p.bin
-	if bin == "" {
-		bin = seqdBinary(t)
-	}
-	cmd := exec.Command(bin, p.args...)
-	cmd.Env = append(os.Environ(), p.env...)
-	p.log = &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = p.log, p.log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p.cmd = cmd
-	done := make(chan struct{})
-	p.done = done
-	go func() { cmd.Wait(); close(done) }()
-}
-
-// logText returns what the process has logged so far.
-func (p *proc) logText() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.log.String()
-}
-
-// syncBuffer is a bytes.Buffer safe for a writer and readers at once.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func (p *proc) signal(sig syscall.Signal) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd != nil && p.cmd.Process != nil {
-		_ = p.cmd.Process.Signal(sig)
-	}
-}
-
-// kill9 kills the process (SIGKILL) and waits until it is gone.
-func (p *proc) kill9() {
-	p.mu.Lock()
-	cmd, done := p.cmd, p.done
-	p.mu.Unlock()
-	if cmd == nil || cmd.Process == nil {
-		return
-	}
-	_ = cmd.Process.Signal(syscall.SIGCONT)
-	_ = cmd.Process.Kill()
-	<-done
-}
-
-func startProcs(t testing.TB, n int, extra ...string) []*proc {
-	t.Helper()
-	ps := newProcs(t, n, extra...)
-	for _, p := range ps {
-		p.start(t)
-	}
-	return ps
-}
-
-// newProcs prepares n processes that form one cluster (same --join list,
-// including each one's own address, and --bootstrap-expect n) without
-// starting them.
-func newProcs(t testing.TB, n int, extra ...string) []*proc {
-	t.Helper()
-	ps := make([]*proc, n)
-	var joins []string
-	for i := range ps {
-		ps[i] = &proc{
-			id:     fmt.Sprintf("p%d", i+1),
-			api:    fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-			raft:   fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-			gossip: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-			dir:    filepath.Join(t.TempDir(), fmt.Sprintf("p%d", i+1)),
-		}
-		joins = append(joins, ps[i].gossip)
-	}
-	for _, p := range ps {
-		p.args = append([]string{"serve", "--id", p.id, "--data-dir", p.dir,
-			"--api-addr", p.api, "--raft-addr", p.raft, "--gossip-addr", p.gossip,
-			"--join", strings.Join(joins, ","), "--bootstrap-expect", strconv.Itoa(n)}, extra...)
-	}
-	t.Cleanup(func() {
-		for _, p := range ps {
-			p.kill9()
-			if t.Failed() && p.log != nil {
-				t.Logf("log of %s:\n%s", p.id, p.log.String())
-			}
-		}
-	})
-	return ps
-}
-
-// leaderOf asks each process which node leads and serves.
-func leaderOf(ps []*proc) *proc {
-	for _, q := range ps {
-		cl, err := client.New([]string{q.api}, client.Options{RetryFor: time.Millisecond, AttemptTimeout: 500 * time.Millisecond})
-		if err != nil {
-			continue
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-		st, err := cl.ClusterStatus(ctx)
-		cancel()
-		if err != nil {
-			continue
-		}
-		for _, n := range st.GetNodes() {
-			if n.GetServing() {
-				for _, p := range ps {
-					if p.id == n.GetId() {
-						return p
-					}
-				}
-			}
-		}
-	}
-	return nil
-}
-
-func waitLeader(t testing.TB, ps []*proc, exclude *proc, timeout time.Duration) *proc {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if l := leaderOf(ps); l != nil && l != exclude {
-			return l
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("no serving leader within %v", timeout)
-	return nil
-}
-
-// waitVouched waits until process p reports itself vouched for (its raft
-// gate open): a restarted server takes part in raft only from then, so a
-// test that fails the leader next waits for it, as a rolling procedure does.
-func waitVouched(t testing.TB, p *proc, timeout time.Duration) {
-	t.Helper()
-	cl, err := client.New([]string{p.api}, client.Options{RetryFor: time.Millisecond, AttemptTimeout: 500 * time.Millisecond, DisableRouting: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-		st, err := cl.ClusterStatus(ctx)
-		cancel()
-		if err == nil {
-			for _, n := range st.GetNodes() {
-				if n.GetId() == p.id && n.GetRaftOpen() {
-					return
-				}
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s was not vouched for within %v; log:\n%s", p.id, timeout, p.logText())
-}
-
 // TestProcessClusterUnderKillAndPause starts three real seqd processes with
 // the documented flags, hammers all three nodes, and repeatedly kill -9s the
 // leader (then restarts it) and SIGSTOPs it for seconds (then SIGCONTs it).
@@ -334,17 +81,17 @@ func TestProcessClusterUnderKillAndPause(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes for about a minute")
 	}
-	ps := startProcs(t, 3, "--lease", "500ms", "--raft-heartbeat-timeout", "300ms",
+	ps := proctest.Start(t, 3, "--lease", "500ms", "--raft-heartbeat-timeout", "300ms",
 		"--raft-election-timeout", "300ms", "--raft-leader-lease-timeout", "150ms", "--log-level", "info")
 	var addrs []string
 	for _, p := range ps {
-		addrs = append(addrs, p.api)
+		addrs = append(addrs, p.API)
 	}
 	cl, err := client.New(addrs, client.Options{RetryFor: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	leader := waitLeader(t, ps, nil, 30*time.Second)
+	leader := proctest.WaitLeader(t, ps, nil, 30*time.Second)
 	if _, err := cl.CreateSpace(context.Background(), "e2e", 50, 8); err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +102,7 @@ func TestProcessClusterUnderKillAndPause(t *testing.T) {
 	for round := range 3 {
 		// kill -9 the leader; measure until a new leader serves a value.
 		killed := time.Now()
-		leader.kill9()
+		leader.Kill9()
 		for {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			_, err := cl.Next(ctx, "default", uint64(round))
@@ -364,65 +111,30 @@ func TestProcessClusterUnderKillAndPause(t *testing.T) {
 				break
 			}
 			if time.Since(killed) > 30*time.Second {
-				t.Fatalf("round %d: no value served within 30s of killing %s", round, leader.id)
+				t.Fatalf("round %d: no value served within 30s of killing %s", round, leader.ID)
 			}
 		}
 		failovers = append(failovers, time.Since(killed))
-		next := waitLeader(t, ps, leader, 30*time.Second)
+		next := proctest.WaitLeader(t, ps, leader, 30*time.Second)
 		w.WaitOK(t, 100, 30*time.Second)
-		leader.start(t)
-		waitVouched(t, leader, 30*time.Second)
+		leader.Start(t)
+		proctest.WaitVouched(t, leader, 30*time.Second)
 		w.WaitOK(t, 100, 30*time.Second)
 		leader = next
 
 		// SIGSTOP the leader for 3s: others elect a new leader; when the old
 		// one resumes its lease has long expired.
-		leader.signal(syscall.SIGSTOP)
-		next = waitLeader(t, ps, leader, 30*time.Second)
+		leader.Signal(syscall.SIGSTOP)
+		next = proctest.WaitLeader(t, ps, leader, 30*time.Second)
 		w.WaitOK(t, 100, 30*time.Second)
 		time.Sleep(time.Duration(2+round) * time.Second) // a fault window, not a wait for a condition
-		leader.signal(syscall.SIGCONT)
+		leader.Signal(syscall.SIGCONT)
 		w.WaitOK(t, 100, 30*time.Second)
 		leader = next
 	}
 	w.Stop()
 	w.Check(t)
 	t.Logf("kill -9 leader → first value served: %v (lease 500ms, heartbeat/election 300ms)", failovers)
-}
-
-// waitHealthy waits until every process answers, all agree on the term and
-// the leader, and the leader serves.
-func waitHealthy(t testing.TB, ps []*proc, timeout time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		leaders := map[string]bool{}
-		terms := map[uint64]bool{}
-		serving := false
-		for _, q := range ps {
-			cl, err := client.New([]string{q.api}, client.Options{RetryFor: time.Millisecond, AttemptTimeout: 500 * time.Millisecond})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-			st, err := cl.ClusterStatus(ctx)
-			cancel()
-			if err != nil {
-				leaders["?"] = true
-				continue
-			}
-			leaders[st.GetLeaderId()] = true
-			terms[st.GetTerm()] = true
-			for _, n := range st.GetNodes() {
-				serving = serving || n.GetServing()
-			}
-		}
-		if len(leaders) == 1 && !leaders["?"] && !leaders[""] && len(terms) == 1 && serving {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("cluster not healthy within %v", timeout)
 }
 
 // TestProcessBootstrapAtDifferentTimesAndGracefulHandover starts two of three
@@ -433,11 +145,11 @@ func TestProcessBootstrapAtDifferentTimesAndGracefulHandover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
 	}
-	ps := newProcs(t, 3, "--lease", "500ms", "--raft-heartbeat-timeout", "300ms",
+	ps := proctest.New(t, 3, "--lease", "500ms", "--raft-heartbeat-timeout", "300ms",
 		"--raft-election-timeout", "300ms", "--raft-leader-lease-timeout", "150ms")
-	ps[2].start(t)
-	ps[0].start(t)
-	cl, err := client.New([]string{ps[0].api, ps[2].api}, client.Options{RetryFor: 200 * time.Millisecond, AttemptTimeout: 200 * time.Millisecond})
+	ps[2].Start(t)
+	ps[0].Start(t)
+	cl, err := client.New([]string{ps[0].API, ps[2].API}, client.Options{RetryFor: 200 * time.Millisecond, AttemptTimeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -448,11 +160,11 @@ func TestProcessBootstrapAtDifferentTimesAndGracefulHandover(t *testing.T) {
 			t.Fatal("two of three servers served without the third: they bootstrapped early")
 		}
 	}
-	ps[1].start(t)
-	leader := waitLeader(t, ps, nil, 30*time.Second)
+	ps[1].Start(t)
+	leader := proctest.WaitLeader(t, ps, nil, 30*time.Second)
 	var addrs []string
 	for _, p := range ps {
-		addrs = append(addrs, p.api)
+		addrs = append(addrs, p.API)
 	}
 	cl, err = client.New(addrs, client.Options{})
 	if err != nil {
@@ -463,12 +175,12 @@ func TestProcessBootstrapAtDifferentTimesAndGracefulHandover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	leader.signal(syscall.SIGTERM)
-	<-leader.done
-	if !strings.Contains(leader.log.String(), "leadership handed over") {
-		t.Errorf("the leader did not hand leadership over on SIGTERM; its log:\n%s", leader.log.String())
+	leader.Signal(syscall.SIGTERM)
+	<-leader.Done()
+	if !strings.Contains(leader.LogText(), "leadership handed over") {
+		t.Errorf("the leader did not hand leadership over on SIGTERM; its log:\n%s", leader.LogText())
 	}
-	next := waitLeader(t, ps, leader, 30*time.Second)
+	next := proctest.WaitLeader(t, ps, leader, 30*time.Second)
 	after, err := cl.Next(ctx, "default", 5)
 	if err != nil {
 		t.Fatal(err)
@@ -476,10 +188,10 @@ func TestProcessBootstrapAtDifferentTimesAndGracefulHandover(t *testing.T) {
 	if after[0] <= before[0] {
 		t.Fatalf("value %d after handover, %d before", after[0], before[0])
 	}
-	t.Logf("%s handed over to %s; values %d then %d", leader.id, next.id, before[0], after[0])
+	t.Logf("%s handed over to %s; values %d then %d", leader.ID, next.ID, before[0], after[0])
 	// The old leader rejoins with the same flags.
-	leader.start(t)
-	waitHealthy(t, ps, 30*time.Second)
+	leader.Start(t)
+	proctest.WaitHealthy(t, ps, 30*time.Second)
 }
 
 // TestMetricsEndpoint scrapes /metrics of a real process after some calls.
@@ -487,9 +199,9 @@ func TestMetricsEndpoint(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a real process")
 	}
-	ps := startProcs(t, 1)
-	waitLeader(t, ps, nil, 30*time.Second)
-	cl, err := client.New([]string{ps[0].api}, client.Options{})
+	ps := proctest.Start(t, 1)
+	proctest.WaitLeader(t, ps, nil, 30*time.Second)
+	cl, err := client.New([]string{ps[0].API}, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -503,7 +215,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	if _, err := cl.Next(ctx, "nope", 1); err == nil {
 		t.Fatal("unknown space accepted")
 	}
-	resp, err := http.Get("http://" + ps[0].api + "/metrics")
+	resp, err := http.Get("http://" + ps[0].API + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -538,12 +250,12 @@ func TestHealthCommand(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a real process")
 	}
-	ps := startProcs(t, 1)
-	waitLeader(t, ps, nil, 30*time.Second)
-	if out, _, code := runCLI(t, nil, "health", "--addr", ps[0].api); code != 0 || !strings.Contains(out, "SERVING") {
+	ps := proctest.Start(t, 1)
+	proctest.WaitLeader(t, ps, nil, 30*time.Second)
+	if out, _, code := runCLI(t, nil, "health", "--addr", ps[0].API); code != 0 || !strings.Contains(out, "SERVING") {
 		t.Fatalf("health of a serving node: exit %d, %q", code, out)
 	}
-	dead := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	dead := fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t))
 	if _, _, code := runCLI(t, nil, "health", "--addr", dead, "--timeout", "500ms"); code != 1 {
 		t.Fatalf("health of nothing: exit %d, want 1", code)
 	}
@@ -555,9 +267,9 @@ func TestStatusPageAndCORS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a real process")
 	}
-	ps := startProcs(t, 1, "--cors-origin", "http://app.example.test")
-	waitLeader(t, ps, nil, 30*time.Second)
-	base := "http://" + ps[0].api
+	ps := proctest.Start(t, 1, "--cors-origin", "http://app.example.test")
+	proctest.WaitLeader(t, ps, nil, 30*time.Second)
+	base := "http://" + ps[0].API
 	resp, err := http.Get(base + "/ui/")
 	if err != nil {
 		t.Fatal(err)

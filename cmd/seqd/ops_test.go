@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seqd/seqd/client"
+	"github.com/seqd/seqd/internal/proctest"
 	"github.com/seqd/seqd/internal/testcluster"
 )
 
@@ -65,46 +66,46 @@ func TestProcessOperations(t *testing.T) {
 	}
 	timing := []string{"--lease", "500ms", "--raft-heartbeat-timeout", "300ms",
 		"--raft-election-timeout", "300ms", "--raft-leader-lease-timeout", "150ms"}
-	ps := newProcs(t, 5, timing...)
+	ps := proctest.New(t, 5, timing...)
 	// Only the first three form the cluster; the other two join later with
 	// the same flags (they see servers with state and wait to be added).
 	// Every --join list names the first three only: a server bootstraps
 	// only once it sees every server its --join names.
-	first := strings.Join([]string{ps[0].gossip, ps[1].gossip, ps[2].gossip}, ",")
+	first := strings.Join([]string{ps[0].Gossip, ps[1].Gossip, ps[2].Gossip}, ",")
 	for _, p := range ps {
-		for i, a := range p.args {
+		for i, a := range p.Args {
 			switch a {
 			case "--bootstrap-expect":
-				p.args[i+1] = "3"
+				p.Args[i+1] = "3"
 			case "--join":
-				p.args[i+1] = first
+				p.Args[i+1] = first
 			}
 		}
 	}
 	for _, p := range ps[:3] {
-		p.start(t)
+		p.Start(t)
 	}
 	var addrs []string
 	for _, p := range ps {
-		addrs = append(addrs, p.api)
+		addrs = append(addrs, p.API)
 	}
-	waitLeader(t, ps[:3], nil, 30*time.Second)
+	proctest.WaitLeader(t, ps[:3], nil, 30*time.Second)
 	w := testcluster.StartSmartWorkload(t, "default", 16, addrs[:3], 3)
 	w.WaitOK(t, 200, 30*time.Second)
 
 	// Grow.
-	ps[3].start(t)
-	ps[4].start(t)
+	ps[3].Start(t)
+	ps[4].Start(t)
 	waitVoters(t, addrs, "p1", "p2", "p3", "p4", "p5")
 	w.WaitOK(t, 200, 30*time.Second)
 
 	// Shrink: remove two (one may lead), then stop them.
 	for _, p := range ps[3:] {
-		if out, errOut, code := runCLI(t, nil, "node", "remove", "--addr", strings.Join(addrs[:3], ","), p.id); code != 0 {
-			t.Fatalf("node remove %s: exit %d %s %s", p.id, code, out, errOut)
+		if out, errOut, code := runCLI(t, nil, "node", "remove", "--addr", strings.Join(addrs[:3], ","), p.ID); code != 0 {
+			t.Fatalf("node remove %s: exit %d %s %s", p.ID, code, out, errOut)
 		}
-		p.signal(15)
-		<-p.done
+		p.Signal(15)
+		<-p.Done()
 		w.WaitOK(t, 100, 30*time.Second)
 	}
 	waitVoters(t, addrs[:3], "p1", "p2", "p3")
@@ -112,22 +113,22 @@ func TestProcessOperations(t *testing.T) {
 	// Wipe p3 and restart it with the same flags: it refuses raft until
 	// removed, then rejoins as a new server.
 	victim := ps[2]
-	if l := leaderOf(ps[:3]); l == victim {
+	if l := proctest.LeaderOf(ps[:3]); l == victim {
 		victim = ps[1]
 	}
-	victim.kill9()
-	if err := os.RemoveAll(victim.dir); err != nil {
+	victim.Kill9()
+	if err := os.RemoveAll(victim.Dir); err != nil {
 		t.Fatal(err)
 	}
-	victim.start(t)
+	victim.Start(t)
 	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(victim.logText(), "seqd node remove "+victim.id) {
+	for !strings.Contains(victim.LogText(), "seqd node remove "+victim.ID) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the wiped server did not say what to do; log:\n%s", victim.logText())
+			t.Fatalf("the wiped server did not say what to do; log:\n%s", victim.LogText())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if _, _, code := runCLI(t, nil, "node", "remove", "--addr", strings.Join(addrs[:3], ","), victim.id); code != 0 {
+	if _, _, code := runCLI(t, nil, "node", "remove", "--addr", strings.Join(addrs[:3], ","), victim.ID); code != 0 {
 		t.Fatalf("removing the wiped server failed")
 	}
 	waitVoters(t, addrs[:3], "p1", "p2", "p3")
@@ -146,19 +147,19 @@ func TestProcessOperations(t *testing.T) {
 		maxIssued = max(maxIssued, op.Last)
 	}
 	for _, p := range ps[:3] {
-		p.kill9()
+		p.Kill9()
 	}
-	r := newProcs(t, 1, timing...)[0]
+	r := proctest.New(t, 1, timing...)[0]
 	// Bounds for what happened after the backup: the workload's values
 	// since (per section at most all of them) and the terms (generous).
 	out, errOut, code := runCLI(t, nil, "restore", "--values-since", strconv.Itoa(len(w.Ops())*20), "--terms-since", "50",
-		"--id", r.id, "--data-dir", r.dir, "--raft-addr", r.raft, file)
+		"--id", r.ID, "--data-dir", r.Dir, "--raft-addr", r.Raft, file)
 	if code != 0 {
 		t.Fatalf("restore: exit %d %s %s", code, out, errOut)
 	}
 	t.Logf("restore: %s", out)
-	r.start(t)
-	cl, err := client.New([]string{r.api}, client.Options{})
+	r.Start(t)
+	cl, err := client.New([]string{r.API}, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

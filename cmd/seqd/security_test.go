@@ -25,6 +25,7 @@ import (
 	"github.com/seqd/seqd/api"
 	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
 	"github.com/seqd/seqd/api/gen/seq/v1/seqv1connect"
+	"github.com/seqd/seqd/internal/proctest"
 )
 
 // testCA makes a CA and issues certificates for 127.0.0.1.
@@ -122,11 +123,11 @@ func TestSecurity(t *testing.T) {
 	gossipKey := base64.StdEncoding.EncodeToString(key)
 	const token = "s3cret-token"
 
-	ps := newProcs(t, 3, "--lease", "500ms", "--raft-heartbeat-timeout", "300ms",
+	ps := proctest.New(t, 3, "--lease", "500ms", "--raft-heartbeat-timeout", "300ms",
 		"--raft-election-timeout", "300ms", "--raft-leader-lease-timeout", "150ms")
-	addFlags := func(p *proc, ca *testCA, gkey string) {
-		cert, k := ca.issue(t, p.id)
-		p.args = append(p.args, "--tls-cert", cert, "--tls-key", k, "--tls-ca", ca.pem,
+	addFlags := func(p *proctest.Proc, ca *testCA, gkey string) {
+		cert, k := ca.issue(t, p.ID)
+		p.Args = append(p.Args, "--tls-cert", cert, "--tls-key", k, "--tls-ca", ca.pem,
 			"--raft-tls-cert", cert, "--raft-tls-key", k, "--raft-tls-ca", ca.pem,
 			"--gossip-key", gkey, "--token-sequence")
 	}
@@ -135,8 +136,8 @@ func TestSecurity(t *testing.T) {
 	}
 	env := []string{"SEQD_TOKEN=" + token}
 	for _, p := range ps {
-		p.env = env
-		p.start(t)
+		p.Env = env
+		p.Start(t)
 	}
 
 	h := tlsClient(t, ca.pem)
@@ -144,14 +145,14 @@ func TestSecurity(t *testing.T) {
 	seqClient := func(addr string, opts ...connect.ClientOption) seqv1connect.SequenceServiceClient {
 		return seqv1connect.NewSequenceServiceClient(h, "https://"+addr, opts...)
 	}
-	admin := seqv1connect.NewAdminServiceClient(h, "https://"+ps[0].api, authed)
+	admin := seqv1connect.NewAdminServiceClient(h, "https://"+ps[0].API, authed)
 	ctx := context.Background()
 
 	// Wait until the cluster serves (through any node, with the token).
 	deadline := time.Now().Add(30 * time.Second)
 	var last []uint64
 	for {
-		r, err := seqClient(ps[1].api, authed).Next(ctx, connect.NewRequest(&seqv1.NextRequest{Keys: []uint64{1}}))
+		r, err := seqClient(ps[1].API, authed).Next(ctx, connect.NewRequest(&seqv1.NextRequest{Keys: []uint64{1}}))
 		if err == nil {
 			last = r.Msg.GetValues()
 			break
@@ -163,12 +164,12 @@ func TestSecurity(t *testing.T) {
 	}
 	// Every node answers over TLS with the token (followers forward it).
 	for _, p := range ps {
-		r, err := seqClient(p.api, authed).Next(ctx, connect.NewRequest(&seqv1.NextRequest{Keys: []uint64{1}}))
+		r, err := seqClient(p.API, authed).Next(ctx, connect.NewRequest(&seqv1.NextRequest{Keys: []uint64{1}}))
 		if err != nil {
-			t.Fatalf("via %s: %v", p.id, err)
+			t.Fatalf("via %s: %v", p.ID, err)
 		}
 		if r.Msg.GetValues()[0] <= last[0] {
-			t.Fatalf("via %s: %v after %v", p.id, r.Msg.GetValues(), last)
+			t.Fatalf("via %s: %v after %v", p.ID, r.Msg.GetValues(), last)
 		}
 		last = r.Msg.GetValues()
 	}
@@ -177,36 +178,36 @@ func TestSecurity(t *testing.T) {
 	}
 
 	// Without the token, or with a wrong one: unauthenticated.
-	noToken := seqv1connect.NewAdminServiceClient(h, "https://"+ps[0].api)
+	noToken := seqv1connect.NewAdminServiceClient(h, "https://"+ps[0].API)
 	if _, err := noToken.ListSpaces(ctx, connect.NewRequest(&seqv1.ListSpacesRequest{})); connect.CodeOf(err) != connect.CodeUnauthenticated {
 		t.Fatalf("admin without token: %v, want unauthenticated", err)
 	}
-	if _, err := seqClient(ps[2].api).Next(ctx, connect.NewRequest(&seqv1.NextRequest{Keys: []uint64{1}})); connect.CodeOf(err) != connect.CodeUnauthenticated {
+	if _, err := seqClient(ps[2].API).Next(ctx, connect.NewRequest(&seqv1.NextRequest{Keys: []uint64{1}})); connect.CodeOf(err) != connect.CodeUnauthenticated {
 		t.Fatalf("sequence call without token: %v, want unauthenticated", err)
 	}
 	wrong := connect.WithInterceptors(api.BearerToken("guess"))
-	if _, err := seqClient(ps[2].api, wrong).Next(ctx, connect.NewRequest(&seqv1.NextRequest{Keys: []uint64{1}})); connect.CodeOf(err) != connect.CodeUnauthenticated {
+	if _, err := seqClient(ps[2].API, wrong).Next(ctx, connect.NewRequest(&seqv1.NextRequest{Keys: []uint64{1}})); connect.CodeOf(err) != connect.CodeUnauthenticated {
 		t.Fatalf("sequence call with a wrong token: %v, want unauthenticated", err)
 	}
 	// Plain HTTP, and a client that does not trust the CA, get nothing.
-	plain := seqv1connect.NewSequenceServiceClient(&http.Client{Timeout: 3 * time.Second}, "http://"+ps[0].api, authed)
+	plain := seqv1connect.NewSequenceServiceClient(&http.Client{Timeout: 3 * time.Second}, "http://"+ps[0].API, authed)
 	if _, err := plain.Next(ctx, connect.NewRequest(&seqv1.NextRequest{Keys: []uint64{1}})); err == nil {
 		t.Fatal("plain HTTP was served")
 	}
 	other := newTestCA(t, "other-ca")
-	untrusting := seqv1connect.NewSequenceServiceClient(tlsClient(t, other.pem), "https://"+ps[0].api, authed)
+	untrusting := seqv1connect.NewSequenceServiceClient(tlsClient(t, other.pem), "https://"+ps[0].API, authed)
 	if _, err := untrusting.Next(ctx, connect.NewRequest(&seqv1.NextRequest{Keys: []uint64{1}})); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("a client that does not trust the CA: %v", err)
 	}
 
 	// The command line, over TLS with the token from the environment.
-	if out, errOut, code := runCLI(t, env, "next", "--addr", ps[0].api, "--tls-ca", ca.pem, "5"); code != 0 {
+	if out, errOut, code := runCLI(t, env, "next", "--addr", ps[0].API, "--tls-ca", ca.pem, "5"); code != 0 {
 		t.Fatalf("seqd next over TLS with a token: exit %d %s %s", code, out, errOut)
 	}
-	if out, _, code := runCLI(t, env, "health", "--addr", ps[1].api, "--tls-ca", ca.pem); code != 0 || !strings.Contains(out, "SERVING") {
+	if out, _, code := runCLI(t, env, "health", "--addr", ps[1].API, "--tls-ca", ca.pem); code != 0 || !strings.Contains(out, "SERVING") {
 		t.Fatalf("seqd health over TLS: exit %d %s", code, out)
 	}
-	if _, errOut, code := runCLI(t, nil, "status", "--addr", ps[0].api, "--tls-ca", ca.pem, "--timeout", "2s"); code != 1 || !strings.Contains(errOut, "unauthenticated") {
+	if _, errOut, code := runCLI(t, nil, "status", "--addr", ps[0].API, "--tls-ca", ca.pem, "--timeout", "2s"); code != 1 || !strings.Contains(errOut, "unauthenticated") {
 		t.Fatalf("seqd status without the token: exit %d %s", code, errOut)
 	}
 
@@ -214,21 +215,21 @@ func TestSecurity(t *testing.T) {
 	// key), one without the gossip key (right certificates).
 	var joins []string
 	for _, p := range ps {
-		joins = append(joins, p.gossip)
+		joins = append(joins, p.Gossip)
 	}
-	intruders := newProcs(t, 2)
+	intruders := proctest.New(t, 2)
 	for i, p := range intruders {
-		p.id = fmt.Sprintf("intruder%d", i+1)
-		p.args = []string{"serve", "--id", p.id, "--data-dir", p.dir, "--api-addr", p.api, "--raft-addr", p.raft,
-			"--gossip-addr", p.gossip, "--join", strings.Join(joins, ","), "--bootstrap-expect", "3"}
-		p.env = env
+		p.ID = fmt.Sprintf("intruder%d", i+1)
+		p.Args = []string{"serve", "--id", p.ID, "--data-dir", p.Dir, "--api-addr", p.API, "--raft-addr", p.Raft,
+			"--gossip-addr", p.Gossip, "--join", strings.Join(joins, ","), "--bootstrap-expect", "3"}
+		p.Env = env
 	}
 	addFlags(intruders[0], other, gossipKey)
 	otherKey := make([]byte, 32)
 	rand.Read(otherKey)
 	addFlags(intruders[1], ca, base64.StdEncoding.EncodeToString(otherKey))
 	for _, p := range intruders {
-		p.start(t)
+		p.Start(t)
 	}
 	// Observe for a while: neither becomes a voter nor receives state; the
 	// one without the gossip key is not even seen.
@@ -252,7 +253,7 @@ func TestSecurity(t *testing.T) {
 	}
 	// Asked directly, the intruder with the foreign certificate holds no
 	// state: raft never let it read anything.
-	direct := seqv1connect.NewAdminServiceClient(tlsClient(t, other.pem), "https://"+intruders[0].api, authed)
+	direct := seqv1connect.NewAdminServiceClient(tlsClient(t, other.pem), "https://"+intruders[0].API, authed)
 	st, err := direct.ClusterStatus(ctx, connect.NewRequest(&seqv1.ClusterStatusRequest{}))
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/seqd/seqd/client"
+	"github.com/seqd/seqd/internal/proctest"
 	"github.com/seqd/seqd/internal/testcluster"
 )
 
@@ -59,14 +60,14 @@ func TestRollingUpgradeFromPreviousRelease(t *testing.T) {
 	prev := buildPrevious(t)
 	timing := []string{"--lease", "500ms", "--raft-heartbeat-timeout", "300ms",
 		"--raft-election-timeout", "300ms", "--raft-leader-lease-timeout", "150ms"}
-	ps := newProcs(t, 3, timing...)
+	ps := proctest.New(t, 3, timing...)
 	var addrs []string
 	for _, p := range ps {
-		p.bin = prev
-		p.start(t)
-		addrs = append(addrs, p.api)
+		p.Bin = prev
+		p.Start(t)
+		addrs = append(addrs, p.API)
 	}
-	waitLeader(t, ps, nil, 30*time.Second)
+	proctest.WaitLeader(t, ps, nil, 30*time.Second)
 	w := testcluster.StartSmartWorkload(t, "default", 16, addrs, 3)
 	w.WaitOK(t, 200, 30*time.Second)
 
@@ -74,43 +75,43 @@ func TestRollingUpgradeFromPreviousRelease(t *testing.T) {
 		t.Helper()
 		for _, p := range ps {
 			select {
-			case <-p.done:
-				t.Fatalf("%s: %s (%s) exited; log:\n%s", stage, p.id, p.binName(), p.logText())
+			case <-p.Done():
+				t.Fatalf("%s: %s (%s) exited; log:\n%s", stage, p.ID, binName(p), p.LogText())
 			default:
 			}
 		}
 	}
-	upgrade := func(p *proc) {
+	upgrade := func(p *proctest.Proc) {
 		t.Helper()
-		p.signal(15)
-		<-p.done
+		p.Signal(15)
+		<-p.Done()
 		w.WaitOK(t, 50, 30*time.Second)
-		p.bin = ""
-		p.start(t)
+		p.Bin = ""
+		p.Start(t)
 		waitVoters(t, addrs, "p1", "p2", "p3")
 		w.WaitOK(t, 100, 30*time.Second)
-		alive("upgrading " + p.id)
+		alive("upgrading " + p.ID)
 	}
 	// Upgrade a follower, then hand leadership over (restarting old leaders
 	// on the old build) until the upgraded server leads two old ones: the
 	// new build must then keep writing protocol 1 only.
 	first := ps[0]
-	if l := leaderOf(ps); l == first {
+	if l := proctest.LeaderOf(ps); l == first {
 		first = ps[1]
 	}
 	upgrade(first)
 	for attempt := 0; ; attempt++ {
-		l := leaderOf(ps)
+		l := proctest.LeaderOf(ps)
 		if l == first {
 			break
 		}
 		if attempt == 8 {
-			t.Fatalf("leadership never reached the upgraded server %s", first.id)
+			t.Fatalf("leadership never reached the upgraded server %s", first.ID)
 		}
 		if l != nil {
-			l.signal(15)
-			<-l.done
-			l.start(t) // the old build again
+			l.Signal(15)
+			<-l.Done()
+			l.Start(t) // the old build again
 			waitVoters(t, addrs, "p1", "p2", "p3")
 		}
 		w.WaitOK(t, 50, 30*time.Second)
@@ -157,23 +158,23 @@ func TestRollingUpgradeFromPreviousRelease(t *testing.T) {
 	w.WaitOK(t, 100, 30*time.Second)
 	// A rolling restart that raises --lease on the way.
 	for _, p := range ps {
-		p.signal(15)
-		<-p.done
-		for i, a := range p.args {
+		p.Signal(15)
+		<-p.Done()
+		for i, a := range p.Args {
 			if a == "--lease" {
-				p.args[i+1] = "2s"
+				p.Args[i+1] = "2s"
 			}
 		}
-		p.start(t)
+		p.Start(t)
 		waitVoters(t, addrs, "p1", "p2", "p3")
 		w.WaitOK(t, 100, 30*time.Second)
-		alive("changing --lease on " + p.id)
+		alive("changing --lease on " + p.ID)
 	}
 	w.Stop()
 	w.Check(t)
 	for _, p := range ps {
-		if strings.Contains(p.logText(), "panic") {
-			t.Errorf("%s logged a panic:\n%s", p.id, p.logText())
+		if strings.Contains(p.LogText(), "panic") {
+			t.Errorf("%s logged a panic:\n%s", p.ID, p.LogText())
 		}
 	}
 	if st, err := os.Stat(prev); err != nil || st.Size() == 0 {
@@ -181,8 +182,8 @@ func TestRollingUpgradeFromPreviousRelease(t *testing.T) {
 	}
 }
 
-func (p *proc) binName() string {
-	if p.bin == "" {
+func binName(p *proctest.Proc) string {
+	if p.Bin == "" {
 		return "this build"
 	}
 	return "previous release"

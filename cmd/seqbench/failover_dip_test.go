@@ -11,6 +11,7 @@ import (
 
 	"github.com/seqd/seqd/client"
 	"github.com/seqd/seqd/internal/loadgen"
+	"github.com/seqd/seqd/internal/proctest"
 )
 
 // BenchmarkFailoverDip measures the throughput dip around a failover, as a
@@ -25,7 +26,7 @@ import (
 // SEQD_FAILOVER_TIMING=fast uses the low-latency timing from the README.
 // Skipped with -short.
 //
-//	go test -run '^$' -bench FailoverDip -benchtime 5x -timeout 30m ./cmd/seqd
+//	go test -run '^$' -bench FailoverDip -benchtime 5x -timeout 30m ./cmd/seqbench
 func BenchmarkFailoverDip(b *testing.B) {
 	if testing.Short() {
 		b.Skip("kills and restarts real processes; takes many seconds per iteration")
@@ -41,10 +42,10 @@ func BenchmarkFailoverDip(b *testing.B) {
 	}
 	const before = 3 * time.Second
 	const tick = 100 * time.Millisecond
-	ps := startProcs(b, 3, extra...)
+	ps := proctest.Start(b, 3, extra...)
 	var addrs []string
 	for _, p := range ps {
-		addrs = append(addrs, p.api)
+		addrs = append(addrs, p.API)
 	}
 	cl, err := client.New(addrs, client.Options{RetryFor: time.Minute})
 	if err != nil {
@@ -57,8 +58,8 @@ func BenchmarkFailoverDip(b *testing.B) {
 	var zeros, recovers []time.Duration
 	var first string
 	for i := 0; b.Loop(); i++ {
-		waitHealthy(b, ps, time.Minute)
-		leader := waitLeader(b, ps, nil, time.Minute)
+		proctest.WaitHealthy(b, ps, time.Minute)
+		leader := proctest.WaitLeader(b, ps, nil, time.Minute)
 		if _, err := cl.Next(context.Background(), "default", 1); err != nil {
 			b.Fatal(err)
 		}
@@ -66,7 +67,7 @@ func BenchmarkFailoverDip(b *testing.B) {
 		killed := make(chan time.Duration, 1)
 		go func() {
 			time.Sleep(before)
-			leader.kill9()
+			leader.Kill9()
 			killed <- time.Since(start)
 		}()
 		res, err := loadgen.Run(context.Background(), target, loadgen.Config{
@@ -87,8 +88,8 @@ func BenchmarkFailoverDip(b *testing.B) {
 			first = fmt.Sprintf("steady %.0f ids/s; kill at %.2fs; last interval with no value ends %v after the kill; back to 90%% after %v\n%s",
 				steady, killAt, zero, rec, timelineText(res.Timeline, killAt))
 		}
-		leader.start(b)
-		waitVouched(b, leader, time.Minute)
+		leader.Start(b)
+		proctest.WaitVouched(b, leader, time.Minute)
 	}
 	slices.Sort(zeros)
 	slices.Sort(recovers)

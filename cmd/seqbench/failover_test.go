@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seqd/seqd/client"
+	"github.com/seqd/seqd/internal/proctest"
 )
 
 // BenchmarkFailover measures, per iteration, the time from kill -9 of the
@@ -18,7 +19,7 @@ import (
 // SEQD_FAILOVER_TIMING=fast uses the low-latency timing from the README;
 // anything else uses seqd's defaults. Skipped with -short.
 //
-//	go test -run '^$' -bench Failover -benchtime 20x ./cmd/seqd
+//	go test -run '^$' -bench Failover -benchtime 20x ./cmd/seqbench
 func BenchmarkFailover(b *testing.B) {
 	if testing.Short() {
 		b.Skip("kills and restarts real processes; takes seconds per iteration")
@@ -30,10 +31,10 @@ func BenchmarkFailover(b *testing.B) {
 			"--raft-election-timeout", "300ms", "--raft-leader-lease-timeout", "150ms"}
 		timing = "fast (heartbeat 300ms, election 300ms, raft leader lease 150ms, lease 500ms)"
 	}
-	ps := startProcs(b, 3, extra...)
+	ps := proctest.Start(b, 3, extra...)
 	var addrs []string
 	for _, p := range ps {
-		addrs = append(addrs, p.api)
+		addrs = append(addrs, p.API)
 	}
 	cl, err := client.New(addrs, client.Options{MinBackoff: 2 * time.Millisecond, MaxBackoff: 10 * time.Millisecond,
 		AttemptTimeout: 300 * time.Millisecond, RetryFor: time.Minute})
@@ -43,19 +44,19 @@ func BenchmarkFailover(b *testing.B) {
 	ctx := context.Background()
 	var took []time.Duration
 	for i := 0; b.Loop(); i++ {
-		leader := waitLeader(b, ps, nil, time.Minute)
+		leader := proctest.WaitLeader(b, ps, nil, time.Minute)
 		// Every node caught up and the client pointed at the leader.
 		if _, err := cl.Next(ctx, "default", 1); err != nil {
 			b.Fatal(err)
 		}
 		start := time.Now()
-		leader.kill9()
+		leader.Kill9()
 		if _, err := cl.Next(ctx, "default", 1); err != nil {
 			b.Fatal(err)
 		}
 		took = append(took, time.Since(start))
-		leader.start(b)
-		waitHealthy(b, ps, time.Minute)
+		leader.Start(b)
+		proctest.WaitHealthy(b, ps, time.Minute)
 	}
 	slices.Sort(took)
 	b.ReportMetric(float64(took[len(took)/2].Milliseconds()), "failover-p50-ms")

@@ -5,9 +5,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/seqd/seqd/internal/proctest"
 )
 
-// TestBenchCommand runs `seqd bench` against one real process: a short run
+// TestBenchCommand runs seqbench against one real process: a short run
 // reports throughput, percentiles and raft entries (JSON checked), bad flags
 // exit 2 before any load, and a load the cluster refuses (unknown space)
 // stops at once with exit 1.
@@ -15,11 +17,11 @@ func TestBenchCommand(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a real process")
 	}
-	ps := startProcs(t, 1)
-	waitLeader(t, ps, nil, 30*time.Second)
-	addr := ps[0].api
+	ps := proctest.Start(t, 1)
+	proctest.WaitLeader(t, ps, nil, 30*time.Second)
+	addr := ps[0].API
 
-	out, errOut, code := runCLI(t, nil, "bench", "--addr", addr, "--count", "2000", "--warmup", "0",
+	out, errOut, code := runSeqbench(t, "--addr", addr, "--count", "2000", "--warmup", "0",
 		"--concurrency", "8", "--keys", "100", "--step", "100", "--space", "benchspace", "--json", "--progress", "0")
 	if code != 0 {
 		t.Fatalf("bench: exit %d\n%s", code, errOut)
@@ -74,14 +76,14 @@ func TestBenchCommand(t *testing.T) {
 		{[]string{"--mix", "frob=1"}, 2, "frob"},
 		{[]string{"--space", "nope", "--no-raft-stats", "--duration", "5s"}, 1, "not_found"},
 	} {
-		args := append([]string{"bench", "--addr", addr, "--progress", "0", "--warmup", "0"}, c.args...)
+		args := append([]string{"--addr", addr, "--progress", "0", "--warmup", "0"}, c.args...)
 		start := time.Now()
-		_, errOut, code := runCLI(t, nil, args...)
+		_, errOut, code := runSeqbench(t, args...)
 		if code != c.code || !strings.Contains(errOut, c.msg) {
-			t.Errorf("seqd %v: exit %d, stderr %q; want exit %d mentioning %q", args, code, errOut, c.code, c.msg)
+			t.Errorf("seqbench %v: exit %d, stderr %q; want exit %d mentioning %q", args, code, errOut, c.code, c.msg)
 		}
 		if took := time.Since(start); took > 4*time.Second {
-			t.Errorf("seqd %v took %v: a refused load must stop at the first error", args, took)
+			t.Errorf("seqbench %v took %v: a refused load must stop at the first error", args, took)
 		}
 	}
 }
