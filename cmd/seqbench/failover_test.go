@@ -2,65 +2,192 @@ package main_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/seqd/seqd/client"
+	"github.com/seqd/seqd/internal/loadgen"
 	"github.com/seqd/seqd/internal/proctest"
 )
 
-// BenchmarkFailover measures, per iteration, the time from kill -9 of the
-// leader process of a 3-process cluster to the first value served by the new
-// leader (seen by a client that polls every few milliseconds over all nodes).
-// It reports the median and worst as failover-p50-ms and failover-max-ms.
+// BenchmarkFailover measures a failover of a 3-process cluster under load:
+// 16 callers run Next (coalesced, a client with default options) and after
+// 3s the leader is kill -9'd. Per iteration it reports
 //
-// SEQD_FAILOVER_TIMING=fast uses the low-latency timing from the README;
-// anything else uses seqd's defaults. Skipped with -short.
+//   - failover-ms: from the kill to the first value served by the new
+//     leader, as a probe client sees it that retries every few milliseconds
+//     (the README's failover table);
+//   - dip-zero-ms: from the kill to the end of the last 100ms interval in
+//     which the callers got no value (the outage as the load sees it);
+//   - recover90-ms: until throughput is back to 90% of the steady rate
+//     before the kill for 1s.
 //
-//	go test -run '^$' -bench Failover -benchtime 20x ./cmd/seqbench
+// It reports the medians (-p50-ms) and the worst (-max-ms) of each, and logs
+// the first iteration's throughput timeline. Between iterations the killed
+// server is restarted and vouched for, and the cluster is healthy again.
+//
+// SEQD_FAILOVER_TIMING=fast uses the low-latency timing from the README.
+// Skipped with -short.
+//
+//	go test -run '^$' -bench '^BenchmarkFailover$' -benchtime 20x -timeout 30m ./cmd/seqbench
 func BenchmarkFailover(b *testing.B) {
 	if testing.Short() {
-		b.Skip("kills and restarts real processes; takes seconds per iteration")
+		b.Skip("kills and restarts real processes; takes many seconds per iteration")
 	}
 	var extra []string
 	timing := "defaults (heartbeat 1s, election 1s, raft leader lease 500ms, lease 2s)"
+	after := 12 * time.Second
 	if os.Getenv("SEQD_FAILOVER_TIMING") == "fast" {
 		extra = []string{"--lease", "500ms", "--raft-heartbeat-timeout", "300ms",
 			"--raft-election-timeout", "300ms", "--raft-leader-lease-timeout", "150ms"}
 		timing = "fast (heartbeat 300ms, election 300ms, raft leader lease 150ms, lease 500ms)"
+		after = 6 * time.Second
 	}
+	const before = 3 * time.Second
+	const tick = 100 * time.Millisecond
 	ps := proctest.Start(b, 3, extra...)
 	var addrs []string
 	for _, p := range ps {
 		addrs = append(addrs, p.API)
 	}
-	cl, err := client.New(addrs, client.Options{MinBackoff: 2 * time.Millisecond, MaxBackoff: 10 * time.Millisecond,
-		AttemptTimeout: 300 * time.Millisecond, RetryFor: time.Minute})
+	cl, err := client.New(addrs, client.Options{RetryFor: time.Minute})
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx := context.Background()
-	var took []time.Duration
+	// The probe retries fast, so that it sees the new leader within a few
+	// milliseconds of its first value.
+	probe, err := client.New(addrs, client.Options{MinBackoff: 2 * time.Millisecond, MaxBackoff: 10 * time.Millisecond,
+		AttemptTimeout: 300 * time.Millisecond, RetryFor: time.Minute, DisableCoalescing: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	target := loadgen.TargetFunc(func(ctx context.Context, op *loadgen.Op) error {
+		_, err := cl.Next(ctx, "default", op.Keys...)
+		return err
+	})
+	var failovers, zeros, recovers []time.Duration
+	var first string
 	for i := 0; b.Loop(); i++ {
+		proctest.WaitHealthy(b, ps, time.Minute)
 		leader := proctest.WaitLeader(b, ps, nil, time.Minute)
-		// Every node caught up and the client pointed at the leader.
-		if _, err := cl.Next(ctx, "default", 1); err != nil {
-			b.Fatal(err)
+		// Every node caught up, and both clients pointed at the leader.
+		for _, c := range []*client.Client{cl, probe} {
+			if _, err := c.Next(context.Background(), "default", 1); err != nil {
+				b.Fatal(err)
+			}
 		}
 		start := time.Now()
-		leader.Kill9()
-		if _, err := cl.Next(ctx, "default", 1); err != nil {
+		killed := make(chan time.Duration, 1)
+		failover := make(chan time.Duration, 1)
+		go func() {
+			time.Sleep(before)
+			t0 := time.Now()
+			leader.Kill9()
+			killed <- time.Since(start)
+			if _, err := probe.Next(context.Background(), "default", 1); err != nil {
+				b.Errorf("failover %d: the probe got no value within a minute: %v", i, err)
+			}
+			failover <- time.Since(t0)
+		}()
+		res, err := loadgen.Run(context.Background(), target, loadgen.Config{
+			Concurrency: 16, Duration: before + after, Timeline: tick, Keys: 100000,
+		})
+		if err != nil {
 			b.Fatal(err)
 		}
-		took = append(took, time.Since(start))
+		killAt := (<-killed).Seconds()
+		took := <-failover
+		if b.Failed() {
+			b.FailNow()
+		}
+		zero, rec, steady := dip(res.Timeline, killAt, tick.Seconds())
+		if rec < 0 {
+			b.Logf("failover %d: throughput not back to 90%% of %.0f ids/s within %v", i, steady, after)
+			rec = after
+		}
+		failovers = append(failovers, took)
+		zeros = append(zeros, zero)
+		recovers = append(recovers, rec)
+		if i == 0 {
+			first = fmt.Sprintf("steady %.0f ids/s; kill at %.2fs; first value %v after the kill; last interval with no value ends %v after it; back to 90%% after %v\n%s",
+				steady, killAt, took, zero, rec, timelineText(res.Timeline, killAt))
+		}
 		leader.Start(b)
-		proctest.WaitHealthy(b, ps, time.Minute)
+		proctest.WaitVouched(b, leader, time.Minute)
 	}
-	slices.Sort(took)
-	b.ReportMetric(float64(took[len(took)/2].Milliseconds()), "failover-p50-ms")
-	b.ReportMetric(float64(took[len(took)-1].Milliseconds()), "failover-max-ms")
+	slices.Sort(failovers)
+	slices.Sort(zeros)
+	slices.Sort(recovers)
+	b.ReportMetric(float64(failovers[len(failovers)/2].Milliseconds()), "failover-p50-ms")
+	b.ReportMetric(float64(failovers[len(failovers)-1].Milliseconds()), "failover-max-ms")
+	b.ReportMetric(float64(zeros[len(zeros)/2].Milliseconds()), "dip-zero-p50-ms")
+	b.ReportMetric(float64(zeros[len(zeros)-1].Milliseconds()), "dip-zero-max-ms")
+	b.ReportMetric(float64(recovers[len(recovers)/2].Milliseconds()), "recover90-p50-ms")
+	b.ReportMetric(float64(recovers[len(recovers)-1].Milliseconds()), "recover90-max-ms")
 	b.ReportMetric(0, "ns/op")
-	b.Logf("timing %s: %d failovers, kill -9 → first value: %v", timing, len(took), took)
+	b.Logf("timing %s, %d failovers: kill -9 → first value %v; outage (kill → end of the last 100ms with no value) %v; back to 90%% of steady %v\nfirst failover: %s",
+		timing, len(zeros), failovers, zeros, recovers, first)
+}
+
+// dip analyses a timeline around a kill at killAt seconds: the steady rate
+// (median of the 100ms rates from 1s to the kill), the end of the last
+// interval after the kill without any value, and the start of the first 1s
+// window after the kill whose mean rate is at least 90% of the steady rate
+// (-1 if none).
+func dip(tl []loadgen.Sample, killAt, tick float64) (zero, recover time.Duration, steady float64) {
+	var pre []float64
+	for _, s := range tl {
+		if s.T > 1 && s.T <= killAt {
+			pre = append(pre, s.IDsPerSec)
+		}
+	}
+	if len(pre) > 0 {
+		slices.Sort(pre)
+		steady = pre[len(pre)/2]
+	}
+	sec := func(t float64) time.Duration {
+		return time.Duration((t - killAt) * float64(time.Second)).Round(time.Millisecond)
+	}
+	first := -1
+	for i, s := range tl {
+		if s.T <= killAt {
+			continue
+		}
+		if first < 0 {
+			first = i
+		}
+		if s.IDsPerSec == 0 {
+			zero = sec(s.T)
+		}
+	}
+	recover = -1
+	need := int(1/tick + 0.5)
+	for i := first; first >= 0 && i+need <= len(tl); i++ {
+		sum := 0.0
+		for _, s := range tl[i : i+need] {
+			sum += s.IDsPerSec
+		}
+		if sum/float64(need) >= 0.9*steady {
+			recover = max(sec(tl[i].T-tick), 0)
+			break
+		}
+	}
+	return zero, recover, steady
+}
+
+func timelineText(tl []loadgen.Sample, killAt float64) string {
+	var b strings.Builder
+	b.WriteString("  t(s)  ids/s (per 100ms interval)\n")
+	for _, s := range tl {
+		mark := ""
+		if s.T > killAt && s.T-0.1 <= killAt {
+			mark = "  <- kill -9 of the leader"
+		}
+		fmt.Fprintf(&b, "  %5.1f  %8.0f%s\n", s.T, s.IDsPerSec, mark)
+	}
+	return b.String()
 }
