@@ -5,57 +5,39 @@ import (
 	"context"
 	"errors"
 	"io"
-	"time"
 
 	"connectrpc.com/connect"
 
-	"github.com/seqd/seqd"
 	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
 )
 
 // Backup fetches a consistent copy of the cluster's replicated state from the
 // leader and writes it to w (only once it has been received whole). It
-// follows the leader hint of unavailable answers, for up to RetryFor.
+// retries as every call does (unavailable answers, following the leader
+// hint, and transport failures, for up to RetryFor), but no single attempt
+// is bounded by AttemptTimeout: a backup takes as long as its data does
+// (ctx bounds it).
 func (c *Client) Backup(ctx context.Context, w io.Writer) (int64, error) {
-	deadline := time.Now().Add(c.opts.RetryFor)
-	for {
-		c.mu.Lock()
-		idx := c.leader
-		n := c.nodes[idx]
-		c.mu.Unlock()
+	buf, err := retry(c, ctx, 0, nil, func(ctx context.Context, n *node) (*bytes.Buffer, error) {
+		stream, err := n.admin.Backup(ctx, connect.NewRequest(&seqv1.BackupRequest{}))
+		if err != nil {
+			return nil, err
+		}
+		defer stream.Close()
 		var buf bytes.Buffer
-		err := func() error {
-			stream, err := n.admin.Backup(ctx, connect.NewRequest(&seqv1.BackupRequest{}))
-			if err != nil {
-				return err
-			}
-			defer stream.Close()
-			for stream.Receive() {
-				buf.Write(stream.Msg().GetData())
-			}
-			return stream.Err()
-		}()
-		if err == nil {
-			if buf.Len() == 0 {
-				return 0, errors.New("client: empty backup")
-			}
-			return buf.WriteTo(w)
+		for stream.Receive() {
+			buf.Write(stream.Msg().GetData())
 		}
-		if connect.CodeOf(err) != connect.CodeUnavailable || ctx.Err() != nil || time.Now().After(deadline) {
-			return 0, err
+		if err := stream.Err(); err != nil {
+			return nil, err
 		}
-		c.mu.Lock()
-		var ce *connect.Error
-		if errors.As(err, &ce) && ce.Meta().Get(seqd.HeaderLeader) != "" && ce.Meta().Get(seqd.HeaderLeader) != n.addr {
-			c.leader = c.addNodeLocked(ce.Meta().Get(seqd.HeaderLeader))
-		} else if c.leader == idx {
-			c.leader = (idx + 1) % len(c.nodes)
-		}
-		c.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(c.opts.MinBackoff):
-		}
+		return &buf, nil
+	})
+	if err != nil {
+		return 0, err
 	}
+	if buf.Len() == 0 {
+		return 0, errors.New("client: empty backup")
+	}
+	return buf.WriteTo(w)
 }

@@ -377,6 +377,13 @@ func call[T any](c *Client, ctx context.Context, f func(context.Context, *node) 
 // callUntil is call that also stops retrying once gone (if not nil) reports
 // true: a coalesced request whose callers all gave up.
 func callUntil[T any](c *Client, ctx context.Context, gone func() bool, f func(context.Context, *node) (*T, error)) (*T, error) {
+	return retry(c, ctx, c.opts.AttemptTimeout, gone, f)
+}
+
+// retry is the one retry loop of the client: call and callUntil with
+// attempts bounded by attemptTimeout (0: only by ctx, for a call whose
+// length depends on the data, such as a backup's stream).
+func retry[T any](c *Client, ctx context.Context, attemptTimeout time.Duration, gone func() bool, f func(context.Context, *node) (*T, error)) (*T, error) {
 	deadline := time.Now().Add(c.opts.RetryFor)
 	backoff := c.opts.MinBackoff
 	for attempt := 0; ; attempt++ {
@@ -385,7 +392,10 @@ func callUntil[T any](c *Client, ctx context.Context, gone func() bool, f func(c
 		n := c.nodes[idx]
 		c.mu.Unlock()
 
-		actx, cancel := context.WithTimeout(ctx, c.opts.AttemptTimeout)
+		actx, cancel := ctx, context.CancelFunc(func() {})
+		if attemptTimeout > 0 {
+			actx, cancel = context.WithTimeout(ctx, attemptTimeout)
+		}
 		resp, err := f(actx, n)
 		timedOut := actx.Err() != nil && ctx.Err() == nil
 		cancel()
