@@ -124,6 +124,9 @@ func keysCommand(args []string, name, desc string, do func(*client.Client, conte
 	if err != nil {
 		return err
 	}
+	if len(keys) > seqd.MaxKeys {
+		return cli.Usagef("%s takes at most %d keys per call, got %d", name, seqd.MaxKeys, len(keys))
+	}
 	c, ctx, cancel, err := cf.dial()
 	if err != nil {
 		return err
@@ -169,9 +172,9 @@ func cmdReserve(args []string) error {
 	if err != nil {
 		return err
 	}
-	count, err := strconv.ParseUint(ops[1], 10, 32)
-	if err != nil || count == 0 {
-		return cli.Usagef("COUNT %q must be a whole number from 1 to 1000000", ops[1])
+	count, err := strconv.ParseUint(ops[1], 10, 64)
+	if err != nil || count == 0 || count > seqd.MaxReserveCount {
+		return cli.Usagef("COUNT %q must be a whole number from 1 to %d", ops[1], seqd.MaxReserveCount)
 	}
 	c, ctx, cancel, err := cf.dial()
 	if err != nil {

@@ -8,11 +8,13 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/client"
 	"github.com/seqd/seqd/internal/proctest"
 	"github.com/seqd/seqd/internal/testcluster"
@@ -36,6 +38,10 @@ func runCLI(t *testing.T, env []string, args ...string) (stdout, stderr string, 
 
 func TestCommandLineErrors(t *testing.T) {
 	dead := fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t))
+	tooManyKeys := make([]string, seqd.MaxKeys+1)
+	for i := range tooManyKeys {
+		tooManyKeys[i] = strconv.Itoa(i)
+	}
 	cases := []struct {
 		env  []string
 		args []string
@@ -57,6 +63,14 @@ func TestCommandLineErrors(t *testing.T) {
 		{nil, []string{"next", "-5"}, 2, ""},
 		{nil, []string{"reserve", "1"}, 2, "KEY COUNT"},
 		{nil, []string{"reserve", "1", "0"}, 2, "COUNT"},
+		// The server's limits, checked before any call: a usage error.
+		{nil, []string{"reserve", "1", "1000001"}, 2, "from 1 to 1000000"},
+		{nil, []string{"reserve", "1", "99999999999"}, 2, "from 1 to 1000000"},
+		{nil, append([]string{"next"}, tooManyKeys...), 2, "next takes at most 10000 keys per call, got 10001"},
+		{nil, append([]string{"current", "--space", "s"}, tooManyKeys...), 2, "current takes at most 10000 keys per call, got 10001"},
+		// At the limits the command calls (and here finds nothing to call).
+		{nil, []string{"reserve", "--addr", dead, "--timeout", "300ms", "1", "1000000"}, 1, ""},
+		{nil, append([]string{"next", "--addr", dead, "--timeout", "300ms"}, tooManyKeys[1:]...), 1, ""},
 		{nil, []string{"space"}, 2, "subcommand"},
 		{nil, []string{"next", "--protocol", "carrier-pigeon", "1"}, 2, "protocol"},
 		{nil, []string{"next", "--addr", dead, "--timeout", "300ms", "1"}, 1, "unavailable"},
