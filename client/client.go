@@ -24,6 +24,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -38,6 +39,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/seqd/seqd"
+	"github.com/seqd/seqd/api/gen/grpc/health/v1/healthv1connect"
 	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
 	"github.com/seqd/seqd/api/gen/seq/v1/seqv1connect"
 )
@@ -96,6 +98,18 @@ type Options struct {
 	// in flight (default 5ms; negative: wait for a slot).
 	MaxBatchWait time.Duration
 
+	// Token, when set, is sent as a bearer token (Authorization: Bearer
+	// Token) with every call: a cluster started with --token requires it on
+	// AdminService calls, and with --token-sequence on every call.
+	Token string
+	// TLS, when set, makes the client call the nodes over HTTPS with this
+	// configuration (typically RootCAs: the CA of the cluster's --tls-cert).
+	// Addresses without a scheme, given to New or learned from the cluster,
+	// are then dialled with https://. The default HTTPClient negotiates
+	// HTTP/2 (ALPN) for gRPC or with HTTP2 set, and uses HTTP/1.1 otherwise.
+	// A given HTTPClient must carry the TLS configuration itself.
+	TLS *tls.Config
+
 	// DisableRouting keeps the client on the addresses given to New and the
 	// leader hints nodes send. By default the client also reads the
 	// cluster's routing table (ClusterStatus) when it changes and sends
@@ -107,8 +121,9 @@ type Options struct {
 
 // Client calls a seqd cluster. It is safe for concurrent use.
 type Client struct {
-	opts Options
-	http *http.Client
+	opts        Options
+	http        *http.Client
+	connectOpts []connect.ClientOption // protocol and token, for every node
 
 	mu     sync.Mutex
 	nodes  []*node // known nodes, in the order given, then learned ones
@@ -126,9 +141,10 @@ type Client struct {
 }
 
 type node struct {
-	addr  string
-	seq   seqv1connect.SequenceServiceClient
-	admin seqv1connect.AdminServiceClient
+	addr   string
+	seq    seqv1connect.SequenceServiceClient
+	admin  seqv1connect.AdminServiceClient
+	health healthv1connect.HealthClient
 }
 
 // ErrNoAddrs is returned by New without addresses.
@@ -168,11 +184,24 @@ func New(addrs []string, opts Options) (*Client, error) {
 	}
 	c := &Client{opts: opts, http: opts.HTTPClient}
 	if c.http == nil {
-		if opts.Protocol == GRPC || opts.HTTP2 {
+		h2 := opts.Protocol == GRPC || opts.HTTP2
+		switch {
+		case opts.TLS != nil:
+			c.http = newTLS(opts.TLS, h2)
+		case h2:
 			c.http = newH2C()
-		} else {
+		default:
 			c.http = newHTTP1()
 		}
+	}
+	switch opts.Protocol {
+	case GRPC:
+		c.connectOpts = append(c.connectOpts, connect.WithGRPC())
+	case GRPCWeb:
+		c.connectOpts = append(c.connectOpts, connect.WithGRPCWeb())
+	}
+	if opts.Token != "" {
+		c.connectOpts = append(c.connectOpts, connect.WithInterceptors(bearer("Bearer "+opts.Token)))
 	}
 	for _, a := range addrs {
 		if a = strings.TrimSpace(a); a != "" {
@@ -184,6 +213,26 @@ func New(addrs []string, opts Options) (*Client, error) {
 	}
 	c.seeds = len(c.nodes)
 	return c, nil
+}
+
+// newTLS returns the default client over TLS: HTTP/2 when h2 (HTTP/1.1
+// also offered, as ALPN picks), else HTTP/1.1 as newHTTP1.
+func newTLS(cfg *tls.Config, h2 bool) *http.Client {
+	var p http.Protocols
+	p.SetHTTP1(true)
+	t := &http.Transport{
+		TLSClientConfig:     cfg.Clone(),
+		Protocols:           &p,
+		DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: 256,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	if h2 {
+		p.SetHTTP2(true)
+		t.MaxIdleConnsPerHost = 64
+		return &http.Client{Transport: t}
+	}
+	return &http.Client{Transport: oneWrite{t}}
 }
 
 func newH2C() *http.Client {
@@ -205,9 +254,14 @@ func newHTTP1() *http.Client {
 	}}}
 }
 
-func baseURL(addr string) string {
+// baseURL returns the URL of the node at addr: addr itself if it has a
+// scheme, else http://addr, or https://addr over TLS.
+func (c *Client) baseURL(addr string) string {
 	if strings.Contains(addr, "://") {
 		return strings.TrimRight(addr, "/")
+	}
+	if c.opts.TLS != nil {
+		return "https://" + addr
 	}
 	return "http://" + addr
 }
@@ -229,18 +283,12 @@ func indexOf(nodes []*node, addr string) int {
 
 // newNode returns the RPC clients for the node at addr.
 func (c *Client) newNode(addr string) *node {
-	var opts []connect.ClientOption
-	switch c.opts.Protocol {
-	case GRPC:
-		opts = append(opts, connect.WithGRPC())
-	case GRPCWeb:
-		opts = append(opts, connect.WithGRPCWeb())
-	}
-	u := baseURL(addr)
+	u := c.baseURL(addr)
 	return &node{
-		addr:  addr,
-		seq:   seqv1connect.NewSequenceServiceClient(c.http, u, opts...),
-		admin: seqv1connect.NewAdminServiceClient(c.http, u, opts...),
+		addr:   addr,
+		seq:    seqv1connect.NewSequenceServiceClient(c.http, u, c.connectOpts...),
+		admin:  seqv1connect.NewAdminServiceClient(c.http, u, c.connectOpts...),
+		health: healthv1connect.NewHealthClient(c.http, u, c.connectOpts...),
 	}
 }
 

@@ -5,19 +5,14 @@ import (
 	"crypto/tls"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"connectrpc.com/connect"
-
 	"github.com/seqd/seqd"
-	"github.com/seqd/seqd/api"
 	healthv1 "github.com/seqd/seqd/api/gen/grpc/health/v1"
-	"github.com/seqd/seqd/api/gen/grpc/health/v1/healthv1connect"
 	"github.com/seqd/seqd/client"
 	"github.com/seqd/seqd/internal/cli"
 )
@@ -41,57 +36,40 @@ func addClientFlags(fs *flag.FlagSet) clientFlags {
 	}
 }
 
-// httpClient returns the HTTP client and the base addresses for the flags:
-// h2c by default, HTTPS with --tls-ca, and a bearer token on every request
-// with --token.
-func (f clientFlags) httpClient() (*http.Client, []string, error) {
-	addrs := strings.Split(*f.addr, ",")
-	var h *http.Client
+// options returns the client options for the flags: h2c by default, HTTPS
+// (HTTP/2) with --tls-ca, and a bearer token on every call with --token.
+func (f clientFlags) options() (client.Options, error) {
+	// One command makes one or two calls: following the nodes' leader hints
+	// is enough, a routing table refresh would only add a ClusterStatus.
+	opts := client.Options{Protocol: client.Protocol(*f.protocol), RetryFor: *f.timeout, HTTP2: true,
+		DisableRouting: true, Token: *f.token}
 	if *f.tlsCA != "" {
-		pool, err := loadCA(*f.tlsCA)
+		pool, err := cli.LoadCA(*f.tlsCA)
 		if err != nil {
-			return nil, nil, err
+			return opts, err
 		}
-		var p http.Protocols
-		p.SetHTTP1(true)
-		p.SetHTTP2(true)
-		h = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, Protocols: &p}}
-		for i, a := range addrs {
-			if !strings.Contains(a, "://") {
-				addrs[i] = "https://" + strings.TrimSpace(a)
-			}
-		}
-	} else {
-		h = api.NewH2CClient()
+		opts.TLS = &tls.Config{RootCAs: pool}
 	}
-	if *f.token != "" {
-		h.Transport = tokenTransport{base: h.Transport, value: "Bearer " + *f.token}
-	}
-	return h, addrs, nil
+	return opts, nil
 }
 
-// tokenTransport adds an Authorization header to every request.
-type tokenTransport struct {
-	base  http.RoundTripper
-	value string
-}
-
-func (t tokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", t.value)
-	return t.base.RoundTrip(r)
+// newClient returns the client for the flags' addresses and options.
+func (f clientFlags) newClient(opts client.Options) (*client.Client, error) {
+	c, err := client.New(strings.Split(*f.addr, ","), opts)
+	if err != nil {
+		return nil, cli.Usagef("%v", err)
+	}
+	return c, nil
 }
 
 func (f clientFlags) dial() (*client.Client, context.Context, context.CancelFunc, error) {
-	h, addrs, err := f.httpClient()
+	opts, err := f.options()
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	// One command makes one or two calls: following the nodes' leader hints
-	// is enough, a routing table refresh would only add a ClusterStatus.
-	c, err := client.New(addrs, client.Options{Protocol: client.Protocol(*f.protocol), RetryFor: *f.timeout, HTTPClient: h, DisableRouting: true})
+	c, err := f.newClient(opts)
 	if err != nil {
-		return nil, nil, nil, cli.Usagef("%v", err)
+		return nil, nil, nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *f.timeout)
 	return c, ctx, cancel, nil
@@ -363,25 +341,24 @@ func cmdHealth(args []string) error {
 	if len(ops) != 0 {
 		return cli.Usagef("health takes no arguments")
 	}
-	h, addrs, err := cf.httpClient()
+	opts, err := cf.options()
 	if err != nil {
 		return err
 	}
-	base := addrs[0]
-	if !strings.Contains(base, "://") {
-		base = "http://" + base
+	opts.Protocol = client.GRPC // the standard gRPC health check, as container runtimes make it
+	c, err := cf.newClient(opts)
+	if err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *cf.timeout)
 	defer cancel()
-	hc := healthv1connect.NewHealthClient(h, base, connect.WithGRPC())
-	resp, err := hc.Check(ctx, connect.NewRequest(&healthv1.HealthCheckRequest{Service: *service}))
+	st, err := c.Health(ctx, *service)
 	if err != nil {
 		return cli.CallError(err)
 	}
-	st := resp.Msg.GetStatus()
 	fmt.Println(st)
 	if st != healthv1.HealthCheckResponse_SERVING {
-		return fmt.Errorf("%s is %s", addrs[0], st)
+		return fmt.Errorf("%s is %s", strings.TrimSpace(strings.Split(*cf.addr, ",")[0]), st)
 	}
 	return nil
 }

@@ -210,6 +210,17 @@ func TestSecurity(t *testing.T) {
 	if _, errOut, code := runCLI(t, nil, "status", "--addr", ps[0].API, "--tls-ca", ca.pem, "--timeout", "2s"); code != 1 || !strings.Contains(errOut, "unauthenticated") {
 		t.Fatalf("seqd status without the token: exit %d %s", code, errOut)
 	}
+	if out, errOut, code := runCLI(t, env, "status", "--addr", ps[0].API, "--tls-ca", ca.pem); code != 0 || !strings.Contains(out, "leader:") {
+		t.Fatalf("seqd status over TLS with the token: exit %d %s %s", code, out, errOut)
+	}
+	// A backup streams from the leader: asked through a follower, the CLI
+	// follows the leader hint (host:port) over TLS, with the token.
+	for _, p := range ps {
+		file := filepath.Join(t.TempDir(), "backup-via-"+p.ID)
+		if out, errOut, code := runCLI(t, env, "backup", "--addr", p.API, "--tls-ca", ca.pem, file); code != 0 || !strings.Contains(out, "wrote") {
+			t.Fatalf("seqd backup via %s over TLS with the token: exit %d %s %s", p.ID, code, out, errOut)
+		}
+	}
 
 	// Intruders: one with a raft certificate from another CA (right gossip
 	// key), one without the gossip key (right certificates).

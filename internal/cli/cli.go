@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -49,6 +50,20 @@ func CallError(err error) error {
 		return fmt.Errorf("%s: %s", ce.Code(), ce.Message())
 	}
 	return err
+}
+
+// LoadCA reads a CA bundle (PEM) named by a flag, such as --tls-ca; a file
+// that cannot be read or holds no certificate is a usage error.
+func LoadCA(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, Usagef("CA bundle: %v", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, Usagef("CA bundle %s holds no PEM certificate", path)
+	}
+	return pool, nil
 }
 
 // EnvName returns the environment variable that sets flag name.
