@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -134,7 +133,7 @@ func serve(args []string) error {
 		serverTLS = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
 		peerTLS = &tls.Config{MinVersion: tls.VersionTLS12}
 		if *tlsCA != "" {
-			pool, err := loadCA(*tlsCA)
+			pool, err := cli.LoadCA(*tlsCA)
 			if err != nil {
 				return err
 			}
@@ -220,18 +219,6 @@ func pprofMux() *http.ServeMux {
 	m.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	m.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return m
-}
-
-func loadCA(path string) (*x509.CertPool, error) {
-	pem, err := os.ReadFile(path)
-	if err != nil {
-		return nil, cli.Usagef("CA bundle: %v", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, cli.Usagef("CA bundle %s holds no PEM certificate", path)
-	}
-	return pool, nil
 }
 
 func parseLevel(s string) (slog.Level, error) {
