@@ -183,58 +183,6 @@ func nodeMsg(st cluster.LocalStatus) *seqv1.Node {
 	}
 }
 
-// listing asks the cluster, through the node at apiAddr (and then through
-// the leader it names), whether server id is a voter in the raft
-// configuration and whether it was seen holding raft state, as servers of
-// the first release answer (through ClusterStatus). Vouch falls back to it
-// for such servers.
-func (p Peers) listing() func(ctx context.Context, apiAddr, id string) (listed, seen bool, index uint64, err error) {
-	h := p.client()
-	return func(ctx context.Context, apiAddr, id string) (listed, seen bool, index uint64, err error) {
-		for hop := 0; hop < 2; hop++ {
-			c := seqv1connect.NewAdminServiceClient(h, p.scheme()+apiAddr, p.options()...)
-			resp, err := c.ClusterStatus(ctx, connect.NewRequest(&seqv1.ClusterStatusRequest{}))
-			if err != nil {
-				return false, false, 0, err
-			}
-			st := resp.Msg
-			// Ask the leader, unless it is the server asking (whose own
-			// answer would vouch for itself).
-			if la := st.GetLeaderApiAddr(); hop == 0 && la != "" && la != apiAddr && st.GetLeaderId() != st.GetNodeId() && st.GetLeaderId() != id {
-				apiAddr = la // ask the leader: its configuration is the newest
-				continue
-			}
-			for _, n := range st.GetNodes() {
-				if n.GetId() == id {
-					return n.GetVoter(), n.GetSeenWithState(), n.GetRecordedIndex(), nil
-				}
-			}
-			return false, false, 0, nil
-		}
-		return false, false, 0, errors.New("no answer from the leader")
-	}
-}
-
-// Progress asks the node at apiAddr for its own raft term and applied
-// index (ClusterStatus answered locally). It implements cluster.PeerProgress.
-func (p Peers) Progress() cluster.PeerProgress {
-	h := p.client()
-	return func(ctx context.Context, apiAddr string) (uint64, uint64, error) {
-		c := seqv1connect.NewAdminServiceClient(h, p.scheme()+apiAddr, p.options()...)
-		r := connect.NewRequest(&seqv1.ClusterStatusRequest{})
-		r.Header().Set(seqd.HeaderLocalOnly, "1")
-		resp, err := c.ClusterStatus(ctx, r)
-		if err != nil {
-			return 0, 0, err
-		}
-		if len(resp.Msg.GetNodes()) != 1 {
-			return 0, 0, fmt.Errorf("peer %s answered with %d nodes", apiAddr, len(resp.Msg.GetNodes()))
-		}
-		n := resp.Msg.GetNodes()[0]
-		return n.GetTerm(), n.GetAppliedIndex(), nil
-	}
-}
-
 // Backup implements AdminService.Backup. It is answered only by the serving
 // leader (streams are not forwarded): others answer unavailable with the
 // leader's address.

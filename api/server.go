@@ -8,8 +8,6 @@
 package api
 
 import (
-	"context"
-	"fmt"
 	"log/slog"
 	"math"
 	"net"
@@ -21,9 +19,7 @@ import (
 	"connectrpc.com/connect"
 	"connectrpc.com/grpcreflect"
 
-	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/api/gen/grpc/health/v1/healthv1connect"
-	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
 	"github.com/seqd/seqd/api/gen/seq/v1/seqv1connect"
 	"github.com/seqd/seqd/api/gen/seqd/peer/v1/peerv1connect"
 	"github.com/seqd/seqd/cluster"
@@ -65,11 +61,6 @@ func WithPeers(p Peers) Option { return func(s *Server) { s.peerCfg = p } }
 // reflection stay open (probes carry no token).
 func WithToken(token string, guardSequence bool) Option {
 	return func(s *Server) { s.token, s.guardSequence = token, guardSequence }
-}
-
-type peer struct {
-	seq   seqv1connect.SequenceServiceClient
-	admin seqv1connect.AdminServiceClient
 }
 
 // New returns a server for node. logger may be nil.
@@ -143,171 +134,4 @@ func NewHTTPServer(h http.Handler) *http.Server {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 	}
-}
-
-func (s *Server) peer(addr string) *peer {
-	s.peersMu.Lock()
-	defer s.peersMu.Unlock()
-	p := s.peers[addr]
-	if p == nil {
-		base := s.peerCfg.scheme() + addr
-		p = &peer{
-			seq:   seqv1connect.NewSequenceServiceClient(s.peerHTTP, base),
-			admin: seqv1connect.NewAdminServiceClient(s.peerHTTP, base, s.peerCfg.options()...),
-		}
-		s.peers[addr] = p
-	}
-	return p
-}
-
-// route runs a call locally on the leader, or forwards it to the leader.
-func route[Req, Resp any](
-	s *Server, ctx context.Context, req *connect.Request[Req], procedure string,
-	local func(context.Context) (*Resp, error),
-	remote func(context.Context, *peer, *connect.Request[Req]) (*connect.Response[Resp], error),
-) (*connect.Response[Resp], error) {
-	resp, err := routeInner(s, ctx, req, local, remote)
-	err = s.toConnect(err)
-	s.logCall(procedure, err)
-	return resp, err
-}
-
-func routeInner[Req, Resp any](
-	s *Server, ctx context.Context, req *connect.Request[Req],
-	local func(context.Context) (*Resp, error),
-	remote func(context.Context, *peer, *connect.Request[Req]) (*connect.Response[Resp], error),
-) (*connect.Response[Resp], error) {
-	if s.node.IsLeader() {
-		msg, err := local(ctx)
-		if err != nil {
-			return nil, err
-		}
-		resp := connect.NewResponse(msg)
-		s.setAnswerHeaders(resp.Header())
-		return resp, nil
-	}
-	id, addr := s.node.Leader()
-	if req.Header().Get(seqd.HeaderForwarded) != "" || id == "" || addr == "" || id == s.node.ID() {
-		if id == "" {
-			return nil, seqd.ErrNoLeader
-		}
-		return nil, seqd.ErrNotLeader
-	}
-	fctx := ctx
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		fctx, cancel = context.WithTimeout(ctx, forwardTimeout)
-		defer cancel()
-	}
-	freq := connect.NewRequest(req.Msg)
-	freq.Header().Set(seqd.HeaderForwarded, s.node.ID())
-	if a := req.Header().Get("Authorization"); a != "" {
-		freq.Header().Set("Authorization", a) // the caller's token, already checked here
-	}
-	resp, err := remote(fctx, s.peer(addr), freq)
-	if err != nil {
-		if connect.IsWireError(err) {
-			return nil, err // the leader's own answer
-		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		s.log.Warn("forwarding to the leader failed", "leader", id, "addr", addr, "err", err)
-		return nil, fmt.Errorf("%w: leader %s unreachable", seqd.ErrNotLeader, id)
-	}
-	out := connect.NewResponse(resp.Msg)
-	if v := resp.Header().Get(seqd.HeaderRoutingVersion); v != "" {
-		out.Header().Set(seqd.HeaderRoutingVersion, v)
-	}
-	// Tell the caller where the leader is, so that a smart client stops
-	// paying for this extra hop.
-	out.Header().Set(seqd.HeaderLeader, addr)
-	return out, nil
-}
-
-func spaceName(name string) (string, error) {
-	if name == "" {
-		return seqd.DefaultSpaceName, nil
-	}
-	if !seqd.ValidName(name) {
-		return "", fmt.Errorf("%w %q: use 1-64 characters of a-z, 0-9, '_', '.', '-', starting with a letter or digit", errBadSpaceName, name)
-	}
-	return name, nil
-}
-
-func checkKeys(keys []uint64) error {
-	if len(keys) == 0 {
-		return errNoKeys
-	}
-	if len(keys) > seqd.MaxKeys {
-		return fmt.Errorf("%w: %d keys, at most %d", errTooManyKeys, len(keys), seqd.MaxKeys)
-	}
-	return nil
-}
-
-// Next implements SequenceService.Next.
-func (s *Server) Next(ctx context.Context, req *connect.Request[seqv1.NextRequest]) (*connect.Response[seqv1.NextResponse], error) {
-	space, err := spaceName(req.Msg.GetSpace())
-	if err == nil {
-		err = checkKeys(req.Msg.GetKeys())
-	}
-	if err != nil {
-		return nil, s.toConnect(err)
-	}
-	return route(s, ctx, req, seqv1connect.SequenceServiceNextProcedure,
-		func(ctx context.Context) (*seqv1.NextResponse, error) {
-			vals, err := s.node.Allocator().Next(ctx, space, req.Msg.GetKeys())
-			if err != nil {
-				return nil, err
-			}
-			return &seqv1.NextResponse{Values: vals}, nil
-		},
-		func(ctx context.Context, p *peer, r *connect.Request[seqv1.NextRequest]) (*connect.Response[seqv1.NextResponse], error) {
-			return p.seq.Next(ctx, r)
-		})
-}
-
-// Reserve implements SequenceService.Reserve.
-func (s *Server) Reserve(ctx context.Context, req *connect.Request[seqv1.ReserveRequest]) (*connect.Response[seqv1.ReserveResponse], error) {
-	space, err := spaceName(req.Msg.GetSpace())
-	count := req.Msg.GetCount()
-	if err == nil && (count == 0 || count > seqd.MaxReserveCount) {
-		err = fmt.Errorf("%w: count %d, want 1 to %d", errBadCount, count, seqd.MaxReserveCount)
-	}
-	if err != nil {
-		return nil, s.toConnect(err)
-	}
-	return route(s, ctx, req, seqv1connect.SequenceServiceReserveProcedure,
-		func(ctx context.Context) (*seqv1.ReserveResponse, error) {
-			first, err := s.node.Allocator().Reserve(ctx, space, req.Msg.GetKey(), uint64(count))
-			if err != nil {
-				return nil, err
-			}
-			return &seqv1.ReserveResponse{First: first, Count: count}, nil
-		},
-		func(ctx context.Context, p *peer, r *connect.Request[seqv1.ReserveRequest]) (*connect.Response[seqv1.ReserveResponse], error) {
-			return p.seq.Reserve(ctx, r)
-		})
-}
-
-// Current implements SequenceService.Current.
-func (s *Server) Current(ctx context.Context, req *connect.Request[seqv1.CurrentRequest]) (*connect.Response[seqv1.CurrentResponse], error) {
-	space, err := spaceName(req.Msg.GetSpace())
-	if err == nil {
-		err = checkKeys(req.Msg.GetKeys())
-	}
-	if err != nil {
-		return nil, s.toConnect(err)
-	}
-	return route(s, ctx, req, seqv1connect.SequenceServiceCurrentProcedure,
-		func(ctx context.Context) (*seqv1.CurrentResponse, error) {
-			vals, err := s.node.Allocator().Current(ctx, space, req.Msg.GetKeys())
-			if err != nil {
-				return nil, err
-			}
-			return &seqv1.CurrentResponse{Values: vals}, nil
-		},
-		func(ctx context.Context, p *peer, r *connect.Request[seqv1.CurrentRequest]) (*connect.Response[seqv1.CurrentResponse], error) {
-			return p.seq.Current(ctx, r)
-		})
 }

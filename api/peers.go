@@ -1,0 +1,216 @@
+package api
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"connectrpc.com/connect"
+
+	"github.com/seqd/seqd"
+	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
+	"github.com/seqd/seqd/api/gen/seq/v1/seqv1connect"
+	peerv1 "github.com/seqd/seqd/api/gen/seqd/peer/v1"
+	"github.com/seqd/seqd/api/gen/seqd/peer/v1/peerv1connect"
+	"github.com/seqd/seqd/cluster"
+)
+
+// Peers says how this node calls the other nodes' APIs (to forward calls,
+// gather ClusterStatus, and for the leader's membership checks).
+type Peers struct {
+	// HTTP is the client; nil means NewH2CClient() (or an HTTP/2 TLS client
+	// when TLS is set).
+	HTTP *http.Client
+	// TLS, when set, makes peer calls over HTTPS with this configuration
+	// (its RootCAs must trust the other nodes' API certificates).
+	TLS *tls.Config
+	// Token, when set, is sent as a bearer token on internal calls.
+	Token string
+}
+
+func (p Peers) scheme() string {
+	if p.TLS != nil {
+		return "https://"
+	}
+	return "http://"
+}
+
+func (p Peers) client() *http.Client {
+	if p.HTTP != nil {
+		return p.HTTP
+	}
+	if p.TLS != nil {
+		var protos http.Protocols
+		protos.SetHTTP2(true)
+		protos.SetHTTP1(true)
+		return &http.Client{Transport: &http.Transport{TLSClientConfig: p.TLS, Protocols: &protos, MaxIdleConnsPerHost: 64}}
+	}
+	return NewH2CClient()
+}
+
+func (p Peers) options() []connect.ClientOption {
+	if p.Token == "" {
+		return nil
+	}
+	return []connect.ClientOption{connect.WithInterceptors(bearer(p.Token))}
+}
+
+// bearer adds an Authorization header to outgoing unary and streaming calls.
+type bearer string
+
+func (b bearer) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		if req.Header().Get("Authorization") == "" {
+			req.Header().Set("Authorization", "Bearer "+string(b))
+		}
+		return next(ctx, req)
+	}
+}
+
+func (b bearer) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		conn := next(ctx, spec)
+		conn.RequestHeader().Set("Authorization", "Bearer "+string(b))
+		return conn
+	}
+}
+
+func (b bearer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
+}
+
+// BearerToken returns a client interceptor that sends token as a bearer token.
+func BearerToken(token string) connect.Interceptor { return bearer(token) }
+
+type peer struct {
+	seq   seqv1connect.SequenceServiceClient
+	admin seqv1connect.AdminServiceClient
+}
+
+func (s *Server) peer(addr string) *peer {
+	s.peersMu.Lock()
+	defer s.peersMu.Unlock()
+	p := s.peers[addr]
+	if p == nil {
+		base := s.peerCfg.scheme() + addr
+		p = &peer{
+			seq:   seqv1connect.NewSequenceServiceClient(s.peerHTTP, base),
+			admin: seqv1connect.NewAdminServiceClient(s.peerHTTP, base, s.peerCfg.options()...),
+		}
+		s.peers[addr] = p
+	}
+	return p
+}
+
+// peerService implements the internal seqd.peer.v1.PeerService (calls
+// between servers; guarded by the token like AdminService).
+type peerService struct{ s *Server }
+
+// Vouch implements PeerService.Vouch (see cluster.Node.Vouch).
+func (p peerService) Vouch(ctx context.Context, req *connect.Request[peerv1.VouchRequest]) (*connect.Response[peerv1.VouchResponse], error) {
+	m := req.Msg
+	if m.GetId() == "" {
+		err := connect.NewError(connect.CodeInvalidArgument, errors.New("id is required"))
+		p.s.logCall(peerv1connect.PeerServiceVouchProcedure, err)
+		return nil, err
+	}
+	a := p.s.node.Vouch(cluster.VouchRequest{ID: m.GetId(), ClusterID: m.GetClusterId(), HasState: m.GetHasState(), LastIndex: m.GetLastIndex()})
+	p.s.logCall(peerv1connect.PeerServiceVouchProcedure, nil)
+	return connect.NewResponse(&peerv1.VouchResponse{
+		ClusterId: a.ClusterID, Authoritative: a.Authoritative, NodeId: a.NodeID,
+		LeaderId: a.LeaderID, LeaderApiAddr: a.LeaderAPIAddr,
+		InConfiguration: a.InConfiguration, Voter: a.Voter,
+		SeenWithState: a.Seen, RecordedIndex: a.RecordedIndex, RecordedTerm: a.RecordedTerm,
+		LastIndex: a.LastIndex, Protocol: a.Protocol, Voters: a.Voters,
+	}), nil
+}
+
+// Vouch asks the server at apiAddr to vouch for this one (PeerService.Vouch).
+// A server of the first release does not serve PeerService: it is asked
+// through ClusterStatus instead, as that release did, and its answer is
+// never authoritative. It implements cluster.PeerVouch.
+func (p Peers) Vouch() cluster.PeerVouch {
+	h := p.client()
+	listing := p.listing()
+	return func(ctx context.Context, apiAddr string, req cluster.VouchRequest) (cluster.VouchAnswer, error) {
+		c := peerv1connect.NewPeerServiceClient(h, p.scheme()+apiAddr, p.options()...)
+		resp, err := c.Vouch(ctx, connect.NewRequest(&peerv1.VouchRequest{
+			Id: req.ID, ClusterId: req.ClusterID, HasState: req.HasState, LastIndex: req.LastIndex,
+		}))
+		if connect.CodeOf(err) == connect.CodeUnimplemented {
+			voter, seen, index, lerr := listing(ctx, apiAddr, req.ID)
+			if lerr != nil {
+				return cluster.VouchAnswer{}, lerr
+			}
+			// The first release answers from the leader's view when it
+			// knows one; LastIndex is unknown, so it never counts as a
+			// just-bootstrapped cluster.
+			return cluster.VouchAnswer{InConfiguration: voter, Voter: voter, Seen: seen, RecordedIndex: index, LastIndex: 1<<64 - 1}, nil
+		}
+		if err != nil {
+			return cluster.VouchAnswer{}, err
+		}
+		m := resp.Msg
+		return cluster.VouchAnswer{
+			ClusterID: m.GetClusterId(), Authoritative: m.GetAuthoritative(), NodeID: m.GetNodeId(),
+			LeaderID: m.GetLeaderId(), LeaderAPIAddr: m.GetLeaderApiAddr(),
+			InConfiguration: m.GetInConfiguration(), Voter: m.GetVoter(),
+			Seen: m.GetSeenWithState(), RecordedIndex: m.GetRecordedIndex(), RecordedTerm: m.GetRecordedTerm(),
+			LastIndex: m.GetLastIndex(), Protocol: m.GetProtocol(), Voters: m.GetVoters(),
+		}, nil
+	}
+}
+
+// listing asks the cluster, through the node at apiAddr (and then through
+// the leader it names), whether server id is a voter in the raft
+// configuration and whether it was seen holding raft state, as servers of
+// the first release answer (through ClusterStatus). Vouch falls back to it
+// for such servers.
+func (p Peers) listing() func(ctx context.Context, apiAddr, id string) (listed, seen bool, index uint64, err error) {
+	h := p.client()
+	return func(ctx context.Context, apiAddr, id string) (listed, seen bool, index uint64, err error) {
+		for hop := 0; hop < 2; hop++ {
+			c := seqv1connect.NewAdminServiceClient(h, p.scheme()+apiAddr, p.options()...)
+			resp, err := c.ClusterStatus(ctx, connect.NewRequest(&seqv1.ClusterStatusRequest{}))
+			if err != nil {
+				return false, false, 0, err
+			}
+			st := resp.Msg
+			// Ask the leader, unless it is the server asking (whose own
+			// answer would vouch for itself).
+			if la := st.GetLeaderApiAddr(); hop == 0 && la != "" && la != apiAddr && st.GetLeaderId() != st.GetNodeId() && st.GetLeaderId() != id {
+				apiAddr = la // ask the leader: its configuration is the newest
+				continue
+			}
+			for _, n := range st.GetNodes() {
+				if n.GetId() == id {
+					return n.GetVoter(), n.GetSeenWithState(), n.GetRecordedIndex(), nil
+				}
+			}
+			return false, false, 0, nil
+		}
+		return false, false, 0, errors.New("no answer from the leader")
+	}
+}
+
+// Progress asks the node at apiAddr for its own raft term and applied
+// index (ClusterStatus answered locally). It implements cluster.PeerProgress.
+func (p Peers) Progress() cluster.PeerProgress {
+	h := p.client()
+	return func(ctx context.Context, apiAddr string) (uint64, uint64, error) {
+		c := seqv1connect.NewAdminServiceClient(h, p.scheme()+apiAddr, p.options()...)
+		r := connect.NewRequest(&seqv1.ClusterStatusRequest{})
+		r.Header().Set(seqd.HeaderLocalOnly, "1")
+		resp, err := c.ClusterStatus(ctx, r)
+		if err != nil {
+			return 0, 0, err
+		}
+		if len(resp.Msg.GetNodes()) != 1 {
+			return 0, 0, fmt.Errorf("peer %s answered with %d nodes", apiAddr, len(resp.Msg.GetNodes()))
+		}
+		n := resp.Msg.GetNodes()[0]
+		return n.GetTerm(), n.GetAppliedIndex(), nil
+	}
+}
