@@ -162,7 +162,7 @@ func New(cfg Config) (*Server, error) {
 	mux.Handle("/metrics", met.Handler())
 	mux.Handle("/ui/", ui.Handler())
 	mux.Handle("/", s.api.Handler(connect.WithInterceptors(met.Interceptor())))
-	s.http = api.NewHTTPServer(ui.CORS(cfg.CORSOrigins, mux))
+	s.http = api.NewHTTPServer(api.CORS(cfg.CORSOrigins, mux))
 	if cfg.TLS != nil {
 		var p http.Protocols
 		p.SetHTTP1(true)

@@ -1,7 +1,7 @@
 // Command uitest is a test harness for the status page, for a seqd binary
 // that does not mount the page itself. It serves the page (ui.Handler) on
 // --ui-addr and, on --api-addr, a reverse proxy to the cluster's API nodes
-// wrapped in ui.CORS for the page's origin, so the browser calls the API
+// wrapped in api.CORS for the page's origin, so the browser calls the API
 // cross-origin (with preflights) exactly as it would call a seqd started with
 // --cors-origin. Open http://<ui-addr>/ui/?api=http://<api-addr>.
 //
@@ -27,6 +27,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/seqd/seqd/api"
 	"github.com/seqd/seqd/ui"
 )
 
@@ -76,7 +77,7 @@ func main() {
 	for _, s := range []struct {
 		addr string
 		h    http.Handler
-	}{{*uiAddr, pageMux}, {*apiAddr, ui.CORS(allow, proxy)}} {
+	}{{*uiAddr, pageMux}, {*apiAddr, api.CORS(allow, proxy)}} {
 		srv := &http.Server{Addr: s.addr, Handler: s.h, ReadHeaderTimeout: 10 * time.Second}
 		go func() { errs <- srv.ListenAndServe() }()
 	}
