@@ -16,11 +16,10 @@ var allowedHeaders = []string{
 	"X-Grpc-Web", "X-User-Agent", "Authorization",
 }
 
-// Response headers and trailers browser code may read.
-var exposedHeaders = []string{
-	"Grpc-Status", "Grpc-Message", "Grpc-Status-Details-Bin",
-	seqd.HeaderLeader, seqd.HeaderLeaderID, seqd.HeaderRoutingVersion,
-}
+// Response headers and trailers browser code may read: gRPC-Web's status
+// trailers, and every seqd header (seqd.ExposedHeaders, the one list, so a
+// header added there is exposed here too).
+var exposedHeaders = append([]string{"Grpc-Status", "Grpc-Message", "Grpc-Status-Details-Bin"}, seqd.ExposedHeaders...)
 
 // CORS lets browsers on the given origins call next: Connect (unary, JSON or
 // binary, POST and GET) and gRPC-Web. An origin is "scheme://host[:port]"

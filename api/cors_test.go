@@ -5,6 +5,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/seqd/seqd"
 )
 
 func TestCORS(t *testing.T) {
@@ -65,5 +67,36 @@ func TestCORS(t *testing.T) {
 	}
 	if res := do(CORS([]string{""}, next), "POST", "http://a.example", nil); res.Header.Get("Access-Control-Allow-Origin") != "" {
 		t.Errorf("no origins configured, got CORS headers: %v", res.Header)
+	}
+}
+
+// TestCORSExposesEverySeqdHeader: an allowed cross-origin answer exposes
+// every header of seqd.ExposedHeaders and gRPC-Web's status trailers, and a
+// preflight from that origin is allowed.
+func TestCORSExposesEverySeqdHeader(t *testing.T) {
+	h := CORS([]string{"http://app.example"}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	pre := httptest.NewRequest(http.MethodOptions, "/seq.v1.SequenceService/Next", nil)
+	pre.Header.Set("Origin", "http://app.example")
+	pre.Header.Set("Access-Control-Request-Method", "POST")
+	pre.Header.Set("Access-Control-Request-Headers", "content-type,connect-protocol-version,authorization")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, pre)
+	if w.Code != http.StatusNoContent || w.Header().Get("Access-Control-Allow-Origin") != "http://app.example" {
+		t.Fatalf("preflight: %d %v", w.Code, w.Header())
+	}
+
+	req := httptest.NewRequest(http.MethodPost, "/seq.v1.SequenceService/Next", nil)
+	req.Header.Set("Origin", "http://app.example")
+	w = httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	exposed := map[string]bool{}
+	for _, name := range strings.Split(w.Header().Get("Access-Control-Expose-Headers"), ",") {
+		exposed[http.CanonicalHeaderKey(strings.TrimSpace(name))] = true
+	}
+	want := append([]string{"Grpc-Status", "Grpc-Message", "Grpc-Status-Details-Bin"}, seqd.ExposedHeaders...)
+	for _, name := range want {
+		if !exposed[http.CanonicalHeaderKey(name)] {
+			t.Errorf("%s is not exposed: Access-Control-Expose-Headers %q", name, w.Header().Get("Access-Control-Expose-Headers"))
+		}
 	}
 }
