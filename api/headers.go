@@ -21,7 +21,8 @@ type routingHeader struct {
 	value   []string
 }
 
-// setAnswerHeaders adds Seqd-Served-By and Seqd-Routing-Version to h.
+// setAnswerHeaders adds Seqd-Served-By and Seqd-Routing-Version to h. The
+// version is cluster.Node.RoutingVersion, as ClusterStatus reports it.
 func (s *Server) setAnswerHeaders(h http.Header) {
 	a := &s.answerHdrs
 	h[seqd.HeaderServedBy] = a.servedBy // set by New
