@@ -235,7 +235,7 @@ func TestFollowersForwardAndAllProtocolsWork(t *testing.T) {
 		}
 	}
 	// ClusterStatus from any node names the same leader and all three nodes.
-	leader := c.ServingLeader()
+	leader := c.WaitServingLeader(20 * time.Second)
 	for _, addr := range c.APIAddrs() {
 		cl, _ := client.New([]string{addr}, client.Options{})
 		st, err := cl.ClusterStatus(ctx)
