@@ -1,10 +1,3 @@
-// Package api serves seqd's Connect API (package seq.v1): the Connect, gRPC
-// and gRPC-Web protocols on one port, over HTTP/1.1 and h2c.
-//
-// Any node answers any call: a node that is not the leader forwards the call
-// to the leader it knows (once: a forwarded call that reaches a non-leader
-// fails with unavailable). Unavailable errors carry the leader's ID and API
-// address in the Seqd-Leader-Id and Seqd-Leader metadata when known.
 package api
 
 import (

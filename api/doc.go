@@ -1,0 +1,31 @@
+// Package api serves seqd's Connect API (package seq.v1): the Connect, gRPC
+// and gRPC-Web protocols on one port, over HTTP/1.1 and h2c.
+//
+// Any node answers any call: a node that is not the leader forwards the call
+// to the leader it knows (once: a forwarded call that reaches a non-leader
+// fails with unavailable). Unavailable errors carry the leader's ID and API
+// address in the Seqd-Leader-Id and Seqd-Leader metadata when known.
+//
+// What api owns, one concept a file:
+//
+//   - server.go: the Server, its options, and the registration of every
+//     service (sequence, admin, health, reflection, peer) on one handler.
+//   - sequence.go, admin.go, health.go: the Connect handlers of
+//     SequenceService, AdminService and grpc.health.v1.Health.
+//   - forward.go: running a call on the leader or forwarding it there.
+//   - peers.go: the internal peer client (forwarding, ClusterStatus fan-out,
+//     the vouching and progress callbacks cluster/ is given) and the
+//     internal PeerService.
+//   - errors.go: the one map from the errors of the layers below to Connect
+//     codes; it hides internal text and adds the leader hint.
+//   - headers.go: the headers a leader puts on its answers (Seqd-Served-By, and
+//     Seqd-Routing-Version, the node's one routing version, as ClusterStatus
+//     reports it).
+//   - cors.go: the CORS layer for browsers on other origins (Connect and
+//     gRPC-Web), exposing every seqd.ExposedHeaders entry.
+//   - auth.go: the bearer-token check on guarded services.
+//
+// What api never does: touch raft, the state machine (fsm/) or the
+// allocator (sections/) directly. It reaches replicated state only through
+// cluster.Node's methods and the root package's types and errors.
+package api
