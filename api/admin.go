@@ -75,12 +75,11 @@ func spaceMsg(sp seqd.Space) *seqv1.Space {
 func (s *Server) ClusterStatus(ctx context.Context, req *connect.Request[seqv1.ClusterStatusRequest]) (*connect.Response[seqv1.ClusterStatusResponse], error) {
 	local := s.node.Status()
 	self := nodeMsg(local)
-	// The routing version is the node's (cluster.Node.RoutingVersion), the
-	// one setAnswerHeaders puts on every answer: a client that read this
-	// status holds the version answers carry, and refreshes only when it
-	// changes. (LocalStatus.RoutingVersion is computed afresh and may run
-	// ahead of it until the node's next reconcile pass.)
-	version := s.node.RoutingVersion()
+	// The routing version is the one setAnswerHeaders puts on every answer
+	// (cluster.Node.RoutingVersion, computed in one place): a client that
+	// read this status holds the version answers carry, and refreshes only
+	// when it changes.
+	version := local.RoutingVersion
 	if req.Header().Get(seqd.HeaderLocalOnly) != "" {
 		return connect.NewResponse(&seqv1.ClusterStatusResponse{
 			LeaderId: local.LeaderID, Term: local.Term, LeaderApiAddr: local.LeaderAPIAddr,

@@ -53,7 +53,8 @@ type Node struct {
 	vouchedCh     chan struct{} // signalled when the gate opens
 	disk          diskState
 	logScan       logScan // see seenInLog
-	// routingVersion caches RoutingVersion for response headers.
+	// routingVersion is the routing version, computed only by the
+	// reconcile pass (gossip.go) and read by headers and status alike.
 	routingVersion atomic.Uint64
 
 	stop chan struct{}

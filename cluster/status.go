@@ -51,7 +51,8 @@ type LocalStatus struct {
 	// LeaseWait is what this node waited, from its election, before it last
 	// served as leader (its lease or the recorded one, plus a margin).
 	LeaseWait time.Duration
-	// RoutingVersion is the routing-table version (see Node.RoutingVersion).
+	// RoutingVersion is the routing-table version (Node.RoutingVersion: the
+	// one answers carry in Seqd-Routing-Version).
 	RoutingVersion uint64
 	// ValuesTaken counts the values this node's allocator took as leader
 	// (returned, or skipped by calls that failed after taking them).
@@ -93,8 +94,8 @@ func (n *Node) Status() LocalStatus {
 	if n.gossipAddr != "" {
 		st.GossipAddr = n.gossipAddr
 	}
+	st.RoutingVersion = n.RoutingVersion()
 	if g.Configuration != nil {
-		st.RoutingVersion = routingVersion(st.Term, *g.Configuration)
 		for _, s := range g.Configuration.Servers {
 			if string(s.ID) == n.cfg.ID {
 				st.Voter = s.Suffrage == raft.Voter
