@@ -171,6 +171,7 @@ func (e *Env) stopNode(n *nodes.Node, rng *rand.Rand) (string, error) {
 // start it with its usual flags; it joins as a new server and is promoted.
 func (e *Env) repair(n *nodes.Node) error {
 	e.logf("nemesis:   repairing %s: seqd node remove, stop, wipe, start", n.ID)
+	e.unblock(n)
 	ctx, cancel := context.WithTimeout(context.Background(), removeTimeout+10*time.Second)
 	rerr := e.nodeRemove(ctx, n)
 	cancel()
@@ -182,4 +183,38 @@ func (e *Env) repair(n *nodes.Node) error {
 		e.setBroken(n, false)
 	}
 	return errors.Join(rerr, err)
+}
+
+// unblock is README's procedure when seqd node remove cannot run because no
+// leader can be elected: broken server n is gone for good as far as the
+// cluster is concerned (its data is another cluster's, or none), and the
+// other servers that restarted since wait for its answer to be vouched for
+// ("waiting for [n]": with n lost, no majority of answers is left). They
+// are restarted with --assume-gone n (this start only). Servers that do not
+// wait for n are left alone.
+func (e *Env) unblock(n *nodes.Node) {
+	if e.Cluster.Leader(context.Background()) != nil {
+		return
+	}
+	var others []*nodes.Node
+	for _, o := range e.Cluster.Nodes {
+		if o != n && o.State() == nodes.Running {
+			others = append(others, o)
+		}
+	}
+	lead, waited, took := e.leaderOrWait(others, map[string]int64{}, n.ID, recoverTimeout)
+	if lead != nil || len(waited) == 0 {
+		return
+	}
+	var waiting []*nodes.Node
+	for _, id := range waited {
+		waiting = append(waiting, e.Cluster.ByID(id))
+	}
+	e.logf("nemesis:   no leader for %v: %s wait for [%s]; restarting them with --assume-gone %s before repairing it",
+		took.Round(100*time.Millisecond), strings.Join(waited, ","), n.ID, n.ID)
+	if l, d, err := e.assumeGone(waiting, n); l == nil {
+		e.logf("nemesis:   --assume-gone %s: NO leader within %v (%v)", n.ID, d.Round(100*time.Millisecond), err)
+	} else {
+		e.logf("nemesis:   --assume-gone %s: %s leads %v later", n.ID, l.ID, d.Round(100*time.Millisecond))
+	}
 }
