@@ -1,0 +1,172 @@
+package flake
+
+import (
+	"errors"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+func mustGen(t *testing.T, l Layout, w, lo, hi, lead uint64) *Generator {
+	t.Helper()
+	g, err := NewGenerator(l, w, lo, hi, lead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// TestGeneratorProperties drives generators with reference times that jump
+// back and forward, and checks every id: unique, strictly increasing, of its
+// worker, inside its range, and never more than the lead ahead.
+func TestGeneratorProperties(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	l := Layout{EpochMs: 0, UnitMs: 1, TimeBits: 30, WorkerBits: 3, SequenceBits: 2} // 4 ids per unit: borrows often
+	for trial := range 200 {
+		lo := r.Uint64N(1000)
+		hi := lo + r.Uint64N(200)
+		lead := r.Uint64N(20)
+		w := r.Uint64N(l.Workers())
+		g := mustGen(t, l, w, lo, hi, lead)
+		now := lo + r.Uint64N(50) - min(lo, 25)
+		var last int64
+		var ids []int64
+		for range 500 {
+			switch r.IntN(4) {
+			case 0:
+				now -= min(now, r.Uint64N(30)) // a step back
+			case 1:
+				now += r.Uint64N(5)
+			}
+			var err error
+			ids, err = g.Next(ids[:0], 1+r.IntN(8), now)
+			for _, id := range ids {
+				d, derr := l.Decode(id)
+				switch {
+				case derr != nil:
+					t.Fatalf("trial %d: %v", trial, derr)
+				case id <= last:
+					t.Fatalf("trial %d: id %d after %d", trial, id, last)
+				case d.Worker != w:
+					t.Fatalf("trial %d: worker %d, want %d", trial, d.Worker, w)
+				case d.Unit <= lo || d.Unit > hi:
+					t.Fatalf("trial %d: unit %d outside (%d, %d]", trial, d.Unit, lo, hi)
+				case d.Unit > now+lead:
+					t.Fatalf("trial %d: unit %d more than %d ahead of %d", trial, d.Unit, lead, now)
+				}
+				last = id
+			}
+			if err != nil && !errors.Is(err, ErrRangeEnd) && !errors.Is(err, ErrAhead) {
+				t.Fatalf("trial %d: %v", trial, err)
+			}
+		}
+	}
+}
+
+func TestGeneratorBorrowsAndStops(t *testing.T) {
+	l := Layout{UnitMs: 1, TimeBits: 30, WorkerBits: 4, SequenceBits: 2}
+	g := mustGen(t, l, 5, 100, 103, 2)
+	ids, err := g.Next(nil, 20, 101)
+	// Units 101, 102 and 103 at 4 ids each: 101 is now, 102 and 103 are
+	// borrowed within the lead of 2; unit 104 is past hi.
+	if len(ids) != 12 || !errors.Is(err, ErrRangeEnd) {
+		t.Fatalf("got %d ids, %v; want 12, ErrRangeEnd", len(ids), err)
+	}
+	if d, _ := l.Decode(ids[11]); d.Unit != 103 || d.Sequence != 3 {
+		t.Fatalf("last id %+v", d)
+	}
+	g.Extend(110)
+	g.Extend(105) // lower: no change
+	if g.Hi() != 110 {
+		t.Fatalf("Hi = %d", g.Hi())
+	}
+	ids, err = g.Next(nil, 20, 101)
+	if len(ids) != 0 || !errors.Is(err, ErrAhead) {
+		t.Fatalf("after extension at the same time: %d ids, %v; want 0, ErrAhead", len(ids), err)
+	}
+	ids, err = g.Next(nil, 4, 102)
+	if len(ids) != 4 || err != nil {
+		t.Fatalf("one unit later: %d ids, %v", len(ids), err)
+	}
+	if d, _ := l.Decode(ids[0]); d.Unit != 104 || d.Sequence != 0 {
+		t.Fatalf("first id after the extension %+v", d)
+	}
+}
+
+func TestGeneratorStartsAboveLo(t *testing.T) {
+	l, _ := Preset("snowflake")
+	g := mustGen(t, l, 7, 1000, 2000, 5)
+	// A reference far behind the range (a holder whose estimate lags):
+	// the ids still start above lo, and wait once the lead is used.
+	ids, err := g.Next(nil, 1, 990)
+	if !errors.Is(err, ErrAhead) || len(ids) != 0 {
+		t.Fatalf("ids %v, %v; want ErrAhead", ids, err)
+	}
+	ids, err = g.Next(nil, 1, 998)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := l.Decode(ids[0]); d.Unit != 1001 || d.Worker != 7 {
+		t.Fatalf("first id %+v, want unit 1001", d)
+	}
+	if g.Lead(998) != 3 || g.Lead(2000) != 0 {
+		t.Fatalf("Lead = %d, %d", g.Lead(998), g.Lead(2000))
+	}
+}
+
+func TestGeneratorLifetime(t *testing.T) {
+	l := Layout{UnitMs: 1, TimeBits: 20, WorkerBits: 1, SequenceBits: 1}
+	g := mustGen(t, l, 0, l.MaxUnit()-1, l.MaxUnit()+100, 10)
+	if g.Hi() != l.MaxUnit() {
+		t.Fatalf("hi not capped: %d", g.Hi())
+	}
+	ids, err := g.Next(nil, 5, l.MaxUnit())
+	if len(ids) != 2 || !errors.Is(err, ErrLifetime) {
+		t.Fatalf("%d ids, %v; want 2, ErrLifetime", len(ids), err)
+	}
+}
+
+func TestNewGeneratorRejects(t *testing.T) {
+	l, _ := Preset("snowflake")
+	if _, err := NewGenerator(l, l.Workers(), 0, 10, 1); !errors.Is(err, ErrInvalidLayout) {
+		t.Errorf("worker out of range: %v", err)
+	}
+	if _, err := NewGenerator(l, 0, 10, 9, 1); !errors.Is(err, ErrInvalidLayout) {
+		t.Errorf("inverted range: %v", err)
+	}
+	if _, err := NewGenerator(Layout{}, 0, 0, 1, 1); !errors.Is(err, ErrInvalidLayout) {
+		t.Errorf("zero layout: %v", err)
+	}
+}
+
+func TestReference(t *testing.T) {
+	var now time.Duration
+	r := NewReference(func() time.Duration { return now })
+	if _, ok := r.NowMs(); ok {
+		t.Fatal("an estimate before any grant")
+	}
+	r.Observe(5000, 0)
+	now = 250 * time.Millisecond
+	if ms, _ := r.NowMs(); ms != 5250 {
+		t.Fatalf("NowMs = %d, want 5250", ms)
+	}
+	r.Observe(4000, now) // an older leader time: ignored
+	if ms, _ := r.NowMs(); ms != 5250 {
+		t.Fatalf("after an older grant NowMs = %d, want 5250", ms)
+	}
+	r.Observe(9000, now) // a leader ahead: taken
+	now += time.Second
+	if ms, _ := r.NowMs(); ms != 10000 {
+		t.Fatalf("after a newer grant NowMs = %d, want 10000", ms)
+	}
+}
+
+func BenchmarkGeneratorNext(b *testing.B) {
+	l, _ := Preset("snowflake")
+	g, _ := NewGenerator(l, 1, 0, l.MaxUnit(), 1<<40)
+	ids := make([]int64, 0, 1)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		ids, _ = g.Next(ids[:0], 1, uint64(i>>12))
+	}
+}

@@ -1,0 +1,39 @@
+package flake
+
+import "time"
+
+// Reference is a holder's estimate of the cluster's time, in Unix
+// milliseconds. It starts from the leader's time carried in a grant and
+// advances on a clock that does not step (a monotonic or boot-time reading),
+// so the holder's own wall clock stepping back or forward never moves it.
+// It never goes back: a later grant that carries an earlier time is ignored
+// until the estimate catches up. It is not safe for concurrent use.
+type Reference struct {
+	clock  func() time.Duration
+	base   time.Duration // a reading of clock
+	baseMs int64         // the estimate at base
+	set    bool
+}
+
+// NewReference returns a reference that advances on clock, whose readings
+// must never decrease. It has no estimate until the first Observe.
+func NewReference(clock func() time.Duration) *Reference { return &Reference{clock: clock} }
+
+// Observe takes the leader's time leaderMs from a grant answering a request
+// sent at clock reading sentAt. The leader read its clock after sentAt, so
+// taking leaderMs as the time at sentAt makes the estimate lag the leader
+// by at most one round trip, never lead it.
+func (r *Reference) Observe(leaderMs int64, sentAt time.Duration) {
+	if r.set && r.baseMs+(sentAt-r.base).Milliseconds() >= leaderMs {
+		return
+	}
+	r.base, r.baseMs, r.set = sentAt, leaderMs, true
+}
+
+// NowMs is the current estimate, and false before the first Observe.
+func (r *Reference) NowMs() (int64, bool) {
+	if !r.set {
+		return 0, false
+	}
+	return r.baseMs + (r.clock() - r.base).Milliseconds(), true
+}
