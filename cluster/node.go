@@ -57,8 +57,7 @@ type Node struct {
 	// reconcile pass (gossip.go) and read by headers and status alike.
 	routingVersion atomic.Uint64
 
-	stop chan struct{}
-	wg   sync.WaitGroup
+	wg sync.WaitGroup
 
 	memMu       sync.Mutex
 	caughtSince map[string]time.Time // non-voters seen caught up, since when
@@ -76,7 +75,7 @@ func Start(cfg Config) (*Node, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), stop: make(chan struct{}),
+	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID),
 		vouchedCh:   make(chan struct{}, 1),
 		caughtSince: map[string]time.Time{}, warned: map[string]time.Time{}, recordedAt: map[string]time.Time{}}
 	if err := n.open(); err != nil {
@@ -227,7 +226,6 @@ func (n *Node) Kill() error { return n.close() }
 
 func (n *Node) close() error {
 	n.closeOnce.Do(func() {
-		close(n.stop)
 		n.grp.Stop()
 		if n.gossip != nil {
 			n.gossip.close()
@@ -235,10 +233,14 @@ func (n *Node) close() error {
 		if n.ml != nil {
 			_ = n.ml.Shutdown()
 		}
-		if n.closeErr = n.grp.Close(); errors.Is(n.closeErr, group.ErrShutdownStuck) {
+		// Raft stops before the host's goroutines are awaited, and the
+		// stores close only after them, since gossip's reconcile pass
+		// reads the group's raft and FSM until it returns.
+		if n.closeErr = n.grp.ShutdownRaft(); errors.Is(n.closeErr, group.ErrShutdownStuck) {
 			return // the stores stay open under raft's goroutines
 		}
 		n.wg.Wait()
+		n.closeErr = n.grp.Close()
 		_ = n.transport.Close()
 	})
 	return n.closeErr

@@ -68,8 +68,9 @@ type Group struct {
 	stats stats
 
 	stopOnce  sync.Once
+	raftOnce  sync.Once
+	raftErr   error // raft's shutdown error or ErrShutdownStuck
 	closeOnce sync.Once
-	closeErr  error
 }
 
 // stats are counters reported by Status.
@@ -322,31 +323,44 @@ func (g *Group) Stop() {
 	})
 }
 
-// Close stops the group (Stop, then raft) and closes its stores. If raft
-// does not stop within raftShutdownWait, Close returns ErrShutdownStuck and
-// leaves the stores open under raft's goroutines.
-func (g *Group) Close() error {
+// ShutdownRaft stops the group (Stop) and then raft, and waits at most
+// raftShutdownWait for raft to stop; it leaves the stores open. If raft does
+// not stop in time it returns ErrShutdownStuck, and the stores must stay open
+// under raft's goroutines. A host calls it before it waits for its own
+// goroutines that may still read the group, and Close after that.
+func (g *Group) ShutdownRaft() error {
 	g.Stop()
-	g.closeOnce.Do(func() {
-		if g.raft != nil {
-			errc := make(chan error, 1)
-			go func() { errc <- g.raft.Shutdown().Error() }()
-			select {
-			case err := <-errc:
-				g.closeErr = err
-			case <-time.After(raftShutdownWait):
-				g.closeErr = ErrShutdownStuck
-				g.log.Error("raft did not shut down in time; leaving its stores open", "waited", raftShutdownWait)
-				return
-			}
+	g.raftOnce.Do(func() {
+		if g.raft == nil {
+			return
 		}
+		errc := make(chan error, 1)
+		go func() { errc <- g.raft.Shutdown().Error() }()
+		select {
+		case g.raftErr = <-errc:
+		case <-time.After(raftShutdownWait):
+			g.raftErr = ErrShutdownStuck
+			g.log.Error("raft did not shut down in time; leaving its stores open", "waited", raftShutdownWait)
+		}
+	})
+	return g.raftErr
+}
+
+// Close stops the group (ShutdownRaft), waits for its goroutines and closes
+// its stores. If raft does not stop within raftShutdownWait, Close returns
+// ErrShutdownStuck and leaves the stores open under raft's goroutines.
+func (g *Group) Close() error {
+	if err := g.ShutdownRaft(); errors.Is(err, ErrShutdownStuck) {
+		return err
+	}
+	g.closeOnce.Do(func() {
 		g.wg.Wait()
 		if g.alloc != nil {
 			g.alloc.Close()
 		}
 		g.closeStores()
 	})
-	return g.closeErr
+	return g.raftErr
 }
 
 func (g *Group) closeStores() {
