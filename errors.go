@@ -30,3 +30,27 @@ var (
 	// ErrNoLeader means no leader is known right now (Unavailable).
 	ErrNoLeader = errors.New("no leader known")
 )
+
+// The errors of the flake id family (namespaces and workers), each mapped
+// to one Connect code in api/ as the errors above are.
+var (
+	// ErrUnknownNamespace means the flake namespace has not been created
+	// (NotFound).
+	ErrUnknownNamespace = errors.New("unknown namespace")
+	// ErrInvalidNamespace means a namespace's name, layout or obfuscation
+	// setting is out of range (InvalidArgument).
+	ErrInvalidNamespace = errors.New("invalid namespace settings")
+	// ErrNamespaceExists means a namespace was created again with settings
+	// that differ from the stored ones (AlreadyExists).
+	ErrNamespaceExists = errors.New("namespace exists with different settings")
+	// ErrNoWorker means every worker of the namespace's layout is held
+	// (ResourceExhausted).
+	ErrNoWorker = errors.New("no free worker in the namespace")
+	// ErrLifetimeOver means the namespace's layout cannot express the
+	// current time any more: its lifetime is over (ResourceExhausted).
+	ErrLifetimeOver = errors.New("namespace's id layout has run out of time")
+	// ErrFenced means a worker's grant was taken back (reclaimed after its
+	// lease lapsed, or released): its holder must stop issuing ids and
+	// acquire again (FailedPrecondition).
+	ErrFenced = errors.New("worker grant fenced: acquire a new one")
+)

@@ -45,7 +45,7 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 	if err != nil {
 		f.fatal(l, "cannot decode raft log entry", err)
 	}
-	var resp error
+	var resp any
 	c, known := commands[cmd.Kind]
 	switch {
 	case known:
@@ -151,7 +151,7 @@ func (f *FSM) applyCluster(l *raft.Log, id string, protocol uint64) error {
 		if err := m.Put(keyProtocol, u64(protocol)); err != nil {
 			return err
 		}
-		return m.Put(keyFormat, u64(2))
+		return setFormat(tx, 2)
 	}); err != nil {
 		return err
 	}
@@ -178,7 +178,7 @@ func (f *FSM) applyLease(l *raft.Log, rec LeaseRecord) error {
 		if err := m.Put(keyLease, v); err != nil {
 			return err
 		}
-		return m.Put(keyFormat, u64(2))
+		return setFormat(tx, 2)
 	}); err != nil {
 		return err
 	}

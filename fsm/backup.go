@@ -132,7 +132,7 @@ func (f *FSM) WriteBackup(w io.Writer, info BackupInfo) (int64, error) {
 				return err
 			}
 		}
-		return tx.Bucket(bucketMeta).Put(keyFormat, u64(2))
+		return setFormat(tx, 2)
 	})
 	if cerr := db.Close(); err == nil {
 		err = cerr
@@ -201,7 +201,18 @@ type RestoreOptions struct {
 	ClusterID string
 	// FromCluster, when set, must be the backup's cluster ID.
 	FromCluster string
+	// FlakeFloorMs is the time floor (Unix ms) under every flake namespace
+	// of the restored cluster: no worker's new range starts below it. It
+	// must lie above any time the old cluster can have granted, including
+	// after the backup was taken (its leader's time plus the longest range
+	// it hands out); PrepareRestore refuses a backup with flake namespaces
+	// without one, or with one at or below the backup's highest grant.
+	FlakeFloorMs int64
 }
+
+// ErrFlakeFloor means a restore of a backup with flake namespaces was not
+// given a time floor above the backup's highest grant.
+var ErrFlakeFloor = errors.New("fsm: a backup with flake namespaces needs a time floor above its highest grant")
 
 // RestoreSummary describes what PrepareRestore did.
 type RestoreSummary struct {
@@ -211,6 +222,11 @@ type RestoreSummary struct {
 	HighestBefore, HighestAfter uint64
 	// MaxStep is the largest step of the backup's spaces.
 	MaxStep uint64
+	// FlakeNamespaces counts the backup's flake namespaces, and
+	// FlakeHighestMs is the end (Unix ms) of the highest range any of their
+	// workers was granted.
+	FlakeNamespaces int
+	FlakeHighestMs  int64
 	// Info describes the backup (zero for a backup without it, written by
 	// the first release).
 	Info BackupInfo
@@ -303,6 +319,13 @@ func PrepareRestore(path string, o RestoreOptions) (RestoreSummary, error) {
 	if err != nil {
 		return sum, err
 	}
+	if len(st.flake.spaces) > 0 {
+		highest := st.flake.highestGrantMs()
+		sum.FlakeNamespaces, sum.FlakeHighestMs = len(st.flake.spaces), highest
+		if o.FlakeFloorMs <= highest {
+			return sum, fmt.Errorf("%w: %d ms given, highest grant ends at %d ms", ErrFlakeFloor, o.FlakeFloorMs, highest)
+		}
+	}
 	sum.HighestAfter = floor
 	err = db.Update(func(tx *bolt.Tx) error {
 		bases, err := tx.CreateBucketIfNotExists(bucketBases)
@@ -347,13 +370,16 @@ func PrepareRestore(path string, o RestoreOptions) (RestoreSummary, error) {
 		}
 		for _, kv := range []struct{ k, v []byte }{
 			{keyFloor, u64(floor)}, {keyCluster, []byte(o.ClusterID)},
-			{keyProtocol, u64(ProtocolVersion)}, {keyFormat, u64(2)},
+			{keyProtocol, u64(ProtocolVersion)},
 		} {
 			if err := meta.Put(kv.k, kv.v); err != nil {
 				return err
 			}
 		}
-		return nil
+		if err := restoreFlake(tx, o.FlakeFloorMs); err != nil {
+			return err
+		}
+		return setFormat(tx, 2)
 	})
 	if err != nil {
 		if errors.Is(err, ErrMarginTooLarge) {

@@ -48,8 +48,10 @@ var (
 // written as format 1 until they hold format 2 state (a cluster ID, a
 // protocol, a floor, a lease record, backup information), and as format 2
 // from then on; the first release reads format 1 only and refuses format 2
-// with "written by a newer seqd".
-const formatVersion = 2
+// with "written by a newer seqd". Format 3 adds the flake bucket (see
+// flakeFormat): a file is written as format 3 once it holds flake state,
+// and builds that read format 2 at most refuse it the same way.
+const formatVersion = 3
 
 // baseFormat is the format a new file is written in.
 const baseFormat = 1
@@ -68,6 +70,7 @@ type state struct {
 	bases   map[string]uint64
 	seen    map[string]uint64
 	ext     extState
+	flake   flakeState
 	backup  *BackupInfo
 	format  uint64
 	applied uint64
@@ -191,7 +194,7 @@ func loadState(tx *bolt.Tx) (*state, error) {
 	}
 	if err := tx.ForEach(func(name []byte, b *bolt.Bucket) error {
 		switch string(name) {
-		case string(bucketSpaces), string(bucketMarks), string(bucketMeta), string(bucketBases), string(bucketServers), string(bucketBackup):
+		case string(bucketSpaces), string(bucketMarks), string(bucketMeta), string(bucketBases), string(bucketServers), string(bucketBackup), string(bucketFlake):
 			if b == nil {
 				return fmt.Errorf("top-level key %q is not a bucket", name)
 			}
@@ -352,6 +355,13 @@ func loadState(tx *bolt.Tx) (*state, error) {
 	}
 	if st.format < 2 && (st.ext != extState{} || st.backup != nil) {
 		return nil, errors.New("meta: format 2 state in a file that says format 1")
+	}
+	var err error
+	if st.flake, err = loadFlake(tx); err != nil {
+		return nil, err
+	}
+	if st.format < flakeFormat && tx.Bucket(bucketFlake) != nil {
+		return nil, fmt.Errorf("meta: flake state in a file that says format %d", st.format)
 	}
 	return st, nil
 }

@@ -146,6 +146,9 @@ func Decode(b []byte) (Command, error) {
 		if d.err == nil && (len(c.ClusterID) == 0 || len(c.ClusterID) > maxClusterIDLen) {
 			d.fail(fmt.Errorf("cluster id of %d bytes (want 1 to %d)", len(c.ClusterID), maxClusterIDLen))
 		}
+	case KindFlake:
+		c.Kind = k
+		d.flake(&c)
 	case KindLease:
 		c.Kind = k
 		l, m := d.uvarint("lease"), d.uvarint("lease margin")
@@ -203,6 +206,18 @@ func (d *decoder) uvarint(what string) uint64 {
 	}
 	d.off += n
 	return v
+}
+
+func (d *decoder) byte(what string) byte {
+	if d.err != nil {
+		return 0
+	}
+	if d.remaining() < 1 {
+		d.fail(fmt.Errorf("%s: truncated at offset %d", what, d.off))
+		return 0
+	}
+	d.off++
+	return d.b[d.off-1]
 }
 
 func (d *decoder) string(what string) string {

@@ -28,6 +28,12 @@ const (
 	// kind.
 	KindCluster Kind = 5
 	KindLease   Kind = 6
+	// KindFlake is protocol 3: the flake id family's operations (see
+	// EncodeFlake). It carries KindIgnorable, as every kind added after
+	// protocol 2 does, although a leader writes it only on protocol 3
+	// (every server knows it): skipping flake state is never safe once a
+	// server might serve flake ids from it.
+	KindFlake Kind = KindIgnorable | 1
 )
 
 // KindIgnorable is the bit that marks a command kind as safe to skip. A
@@ -40,10 +46,11 @@ const KindIgnorable Kind = 0x80
 // ProtocolVersion is the highest replicated-command protocol this build
 // writes and reads. Protocol 1 is the commands of the first release
 // (create space, raise, no-op, server seen); protocol 2 adds KindCluster and
-// KindLease. A cluster moves to protocol 2 through a KindCluster entry,
-// which its leader writes only once every server in the raft configuration
-// advertises protocol 2 (through gossip).
-const ProtocolVersion = 2
+// KindLease; protocol 3 adds KindFlake. A cluster moves to a newer protocol
+// through a KindCluster entry, which its leader writes only once every
+// server in the raft configuration advertises that protocol (through
+// gossip).
+const ProtocolVersion = 3
 
 // Command is the decoded form of a raft log entry. Space is set for
 // KindCreateSpace, Marks for KindRaise and Server for KindServerSeen; the
@@ -60,6 +67,9 @@ type Command struct {
 	Protocol  uint64
 	// KindLease: the granting leader's lease and lease margin.
 	Lease, LeaseMargin time.Duration
+	// KindFlake: the leader's time (Unix ms) and the operations.
+	NowMs int64
+	Flake []FlakeOp
 }
 
 // command is the registry entry of one command kind.
@@ -73,7 +83,7 @@ type command struct {
 	protocol uint64
 	// apply applies a decoded command of the kind to f at entry l, and
 	// answers as FSM.Apply documents.
-	apply func(f *FSM, l *raft.Log, c Command) error
+	apply func(f *FSM, l *raft.Log, c Command) any
 }
 
 // commands registers every command kind this build knows, one entry per
@@ -85,22 +95,25 @@ type command struct {
 // written by an earlier build are replayed from the log and from snapshots
 // for as long as they exist.
 var commands = map[Kind]command{
-	KindCreateSpace: {"create space", 1, func(f *FSM, l *raft.Log, c Command) error {
+	KindCreateSpace: {"create space", 1, func(f *FSM, l *raft.Log, c Command) any {
 		return f.applyCreate(l, c.Space)
 	}},
-	KindRaise: {"raise", 1, func(f *FSM, l *raft.Log, c Command) error {
+	KindRaise: {"raise", 1, func(f *FSM, l *raft.Log, c Command) any {
 		return f.applyRaise(l, c.Marks)
 	}},
-	KindNoop: {"noop", 1, func(*FSM, *raft.Log, Command) error {
+	KindNoop: {"noop", 1, func(*FSM, *raft.Log, Command) any {
 		return nil
 	}},
-	KindServerSeen: {"server seen", 1, func(f *FSM, l *raft.Log, c Command) error {
+	KindServerSeen: {"server seen", 1, func(f *FSM, l *raft.Log, c Command) any {
 		return f.applyServerSeen(l, c.Server, c.Index)
 	}},
-	KindCluster: {"cluster", 2, func(f *FSM, l *raft.Log, c Command) error {
+	KindCluster: {"cluster", 2, func(f *FSM, l *raft.Log, c Command) any {
 		return f.applyCluster(l, c.ClusterID, c.Protocol)
 	}},
-	KindLease: {"lease", 2, func(f *FSM, l *raft.Log, c Command) error {
+	KindLease: {"lease", 2, func(f *FSM, l *raft.Log, c Command) any {
 		return f.applyLease(l, LeaseRecord{Lease: c.Lease, Margin: c.LeaseMargin})
+	}},
+	KindFlake: {"flake", 3, func(f *FSM, l *raft.Log, c Command) any {
+		return f.applyFlake(l, c.NowMs, c.Flake)
 	}},
 }

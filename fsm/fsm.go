@@ -38,6 +38,7 @@ type FSM struct {
 	bases  map[string]uint64
 	seen   map[string]uint64
 	ext    extState
+	flake  flakeState
 
 	diskMu   sync.Mutex
 	onDisk   func(full bool, err error)
@@ -102,7 +103,7 @@ func (f *FSM) Close() error {
 // install replaces the in-memory mirror with st.
 func (f *FSM) install(st *state) {
 	f.mu.Lock()
-	f.spaces, f.marks, f.bases, f.seen, f.ext = st.spaces, st.marks, st.bases, st.seen, st.ext
+	f.spaces, f.marks, f.bases, f.seen, f.ext, f.flake = st.spaces, st.marks, st.bases, st.seen, st.ext, st.flake
 	f.applied.Store(st.applied)
 	f.mu.Unlock()
 }

@@ -138,6 +138,8 @@ func encode(c Command) []byte {
 		return EncodeCluster(c.ClusterID, c.Protocol)
 	case KindLease:
 		return EncodeLease(c.Lease, c.LeaseMargin)
+	case KindFlake:
+		return EncodeFlake(c.NowMs, c.Flake)
 	}
 	panic(fmt.Sprintf("unknown kind %d", c.Kind))
 }

@@ -1,0 +1,493 @@
+package fsm
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/hashicorp/raft"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/seqd/seqd"
+	"github.com/seqd/seqd/flake"
+)
+
+// The flake id family's replicated state (see the package flake): per
+// namespace its layout, obfuscation setting and reference floor, and per
+// worker the highest time unit ever granted to it (hwm), its holder and its
+// fencing token. Uniqueness of flake ids rests on one rule kept here: a
+// worker's new range starts at or above its hwm and above the namespace's
+// floor, and every grant or extension raises the hwm to the range's end, so
+// the ranges of one worker never overlap. No apply reads a clock: the
+// leader's time travels in the entry (Command.NowMs).
+
+// Obfuscation settings of a namespace.
+const (
+	// ObfuscateNone leaves ids in the clear (decodable by anyone).
+	ObfuscateNone = ""
+	// ObfuscateFF1 applies a keyed permutation (FF1) to every id's bits.
+	ObfuscateFF1 = "ff1"
+	// ObfuscateFF1Hour keeps the hour in the clear, for insert locality,
+	// and permutes the bits below it.
+	ObfuscateFF1Hour = "ff1-hour"
+)
+
+// Limits of the flake commands.
+const (
+	// MaxHolderLen bounds a holder's incarnation id.
+	MaxHolderLen = 64
+	// MaxLabelLen bounds a holder's label (a node id or pod name).
+	MaxLabelLen = 128
+	// historyLen is how many past uses each worker remembers.
+	historyLen = 8
+)
+
+// Namespace is a flake namespace: its ids' layout and obfuscation, fixed at
+// creation, and its reference floor, in time units of the layout, that no
+// grant starts below. The floor rises with the leader time of every grant
+// and renewal and with a restore's time floor, and never falls, so the
+// cluster's notion of a namespace's time never goes back even when a
+// leader's wall clock does.
+type Namespace struct {
+	Name        string
+	Layout      flake.Layout
+	Obfuscation string
+	Floor       uint64
+}
+
+// Worker is the replicated state of one worker of a namespace.
+type Worker struct {
+	ID uint64
+	// HWM is the highest time unit ever granted to the worker: the end of
+	// its last range. No later range starts below it.
+	HWM uint64
+	// Token is the fencing token: it rises on every grant and reclaim.
+	Token uint64
+	// Holder is the holding incarnation's id, "" when the worker is free.
+	Holder string
+	// Label names the holder for people (the last holder once free).
+	Label string
+	// LeaseMs is the lease the holder renews within; RenewedMs the
+	// leader's time of the last grant or renewal. The worker may be
+	// reclaimed once the leader's time passes RenewedMs + 2·LeaseMs (the
+	// lease plus a grace of one more lease).
+	LeaseMs   uint64
+	RenewedMs int64
+	// History lists the last uses of the worker, oldest first, for
+	// forensics: which holder label issued ids in which time range.
+	History []Use
+}
+
+// Use is one holder's range of a worker: time units (Lo, Hi].
+type Use struct {
+	Label  string
+	Token  uint64
+	Lo, Hi uint64
+}
+
+// held reports whether w is held by a holder whose lease may still run at
+// the leader's time nowMs.
+func (w Worker) held(nowMs int64) bool {
+	return w.Holder != "" && nowMs-w.RenewedMs <= 2*int64(w.LeaseMs)
+}
+
+// Grant is the answer to an acquire or renew: worker Worker of Namespace,
+// fencing token Token, and the time units (Lo, Hi] its holder may issue ids
+// in. NowMs is the leader's time the entry carried.
+type Grant struct {
+	Namespace    string
+	Worker       uint64
+	Token        uint64
+	Lo, Hi       uint64
+	NowMs        int64
+	Reclaimed    bool   // the worker was taken from a holder whose lease had lapsed
+	ReclaimedOld string // that holder's label
+}
+
+// OpType is the type of one operation in a KindFlake command.
+type OpType uint8
+
+// The flake operations. The values are part of the replicated log format.
+const (
+	OpCreateNamespace OpType = 1
+	OpAcquire         OpType = 2
+	OpRenew           OpType = 3
+	OpRelease         OpType = 4
+	OpReclaim         OpType = 5
+	OpFloor           OpType = 6
+)
+
+// FlakeOp is one operation of a KindFlake command. Which fields count
+// depends on Type:
+//
+//   - OpCreateNamespace: Namespace, Layout, Obfuscation.
+//   - OpAcquire: Namespace, Holder, Label, Span (units), LeaseMs.
+//   - OpRenew: Namespace, Worker, Token, Holder, Span, LeaseMs.
+//   - OpRelease: Namespace, Worker, Token, Holder.
+//   - OpReclaim: Namespace, Worker (an operator's forced reclaim).
+//   - OpFloor: FloorMs (a restore's time floor, for every namespace).
+type FlakeOp struct {
+	Type        OpType
+	Namespace   string
+	Layout      flake.Layout
+	Obfuscation string
+	Holder      string
+	Label       string
+	Worker      uint64
+	Token       uint64
+	Span        uint64
+	LeaseMs     uint64
+	FloorMs     int64
+}
+
+// FlakeResult answers one FlakeOp: Grant for acquire and renew, and Err,
+// nil or an error wrapping one of the root package's errors
+// (ErrUnknownNamespace, ErrInvalidNamespace, ErrNamespaceExists, ErrNoWorker,
+// ErrLifetimeOver, ErrFenced). A failed op changes nothing.
+type FlakeResult struct {
+	Grant Grant
+	Err   error
+}
+
+// FlakeResponse is what Apply answers a KindFlake command with: one result
+// per op, in order.
+type FlakeResponse struct {
+	Results []FlakeResult
+}
+
+// flakeNS is one namespace in the mirror.
+type flakeNS struct {
+	ns      Namespace
+	workers map[uint64]Worker
+}
+
+// flakeState is the mirror of the flake bucket.
+type flakeState struct {
+	floorMs int64 // a restore's time floor under every namespace
+	spaces  map[string]*flakeNS
+}
+
+// Namespace returns the named namespace, its floor raised to the
+// cluster-wide time floor.
+func (f *FSM) Namespace(name string) (Namespace, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	n, ok := f.flake.spaces[name]
+	if !ok {
+		return Namespace{}, false
+	}
+	return f.flake.effective(n.ns), true
+}
+
+// Namespaces returns every namespace, sorted by name.
+func (f *FSM) Namespaces() []Namespace {
+	f.mu.RLock()
+	out := make([]Namespace, 0, len(f.flake.spaces))
+	for _, n := range f.flake.spaces {
+		out = append(out, f.flake.effective(n.ns))
+	}
+	f.mu.RUnlock()
+	slices.SortFunc(out, func(a, b Namespace) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Workers returns the workers of the namespace that have ever been used,
+// sorted by id, and false for an unknown namespace.
+func (f *FSM) Workers(name string) ([]Worker, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	n, ok := f.flake.spaces[name]
+	if !ok {
+		return nil, false
+	}
+	out := slices.Collect(maps.Values(n.workers))
+	for i := range out {
+		out[i].History = slices.Clone(out[i].History)
+	}
+	slices.SortFunc(out, func(a, b Worker) int { return cmpU64(a.ID, b.ID) })
+	return out, true
+}
+
+// FlakeFloorMs is the cluster-wide time floor a restore set (0 if none).
+func (f *FSM) FlakeFloorMs() int64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.flake.floorMs
+}
+
+func cmpU64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// effective returns ns with its floor raised to the cluster's time floor.
+func (s *flakeState) effective(ns Namespace) Namespace {
+	if s.floorMs > 0 {
+		ns.Floor = max(ns.Floor, unitCeil(ns.Layout, s.floorMs))
+	}
+	return ns
+}
+
+// unitCeil is the first unit that starts at or after ms: a floor above
+// every unit that ms could have been in.
+func unitCeil(l flake.Layout, ms int64) uint64 {
+	t := l.Unit(ms)
+	if l.UnitStart(t) < ms {
+		t++
+	}
+	return t
+}
+
+// applyFlake applies the ops of one KindFlake command against a working
+// copy of the touched namespaces, writes what changed in one transaction,
+// and then installs it in the mirror.
+func (f *FSM) applyFlake(l *raft.Log, nowMs int64, ops []FlakeOp) any {
+	f.mu.RLock()
+	w := flakeTxn{now: nowMs, floorMs: f.flake.floorMs, base: f.flake.spaces, touched: map[string]*flakeNS{}}
+	res := make([]FlakeResult, len(ops))
+	for i, op := range ops {
+		res[i] = w.apply(op)
+	}
+	f.mu.RUnlock()
+	if len(w.touched) > 0 || w.floorMs != f.flake.floorMs {
+		if err := f.write(l, func(tx *bolt.Tx) error { return w.persist(tx) }); err != nil {
+			return err
+		}
+		f.mu.Lock()
+		f.flake.floorMs = w.floorMs
+		maps.Copy(f.flake.spaces, w.touched)
+		f.mu.Unlock()
+	}
+	return &FlakeResponse{Results: res}
+}
+
+// flakeTxn is one command's working copy: namespaces it changed are copied
+// into touched (copy on write), the mirror (base) is only read.
+type flakeTxn struct {
+	now      int64
+	floorMs  int64
+	base     map[string]*flakeNS
+	touched  map[string]*flakeNS
+	dirtyWks map[string]map[uint64]bool
+}
+
+// get returns the namespace's working copy, copying it from base first.
+func (t *flakeTxn) get(name string) (*flakeNS, bool) {
+	if n, ok := t.touched[name]; ok {
+		return n, true
+	}
+	b, ok := t.base[name]
+	if !ok {
+		return nil, false
+	}
+	n := &flakeNS{ns: b.ns, workers: maps.Clone(b.workers)}
+	t.touched[name] = n
+	return n, true
+}
+
+func (t *flakeTxn) dirty(ns string, w uint64) {
+	if t.dirtyWks == nil {
+		t.dirtyWks = map[string]map[uint64]bool{}
+	}
+	if t.dirtyWks[ns] == nil {
+		t.dirtyWks[ns] = map[uint64]bool{}
+	}
+	t.dirtyWks[ns][w] = true
+}
+
+func (t *flakeTxn) apply(op FlakeOp) FlakeResult {
+	switch op.Type {
+	case OpCreateNamespace:
+		return FlakeResult{Err: t.create(op)}
+	case OpFloor:
+		t.floorMs = max(t.floorMs, op.FloorMs)
+		return FlakeResult{}
+	}
+	if _, ok := t.base[op.Namespace]; !ok {
+		if _, ok := t.touched[op.Namespace]; !ok {
+			return FlakeResult{Err: fmt.Errorf("%w: %q", seqd.ErrUnknownNamespace, op.Namespace)}
+		}
+	}
+	switch op.Type {
+	case OpAcquire:
+		return t.acquire(op)
+	case OpRenew:
+		return t.renew(op)
+	case OpRelease:
+		return FlakeResult{Err: t.release(op)}
+	case OpReclaim:
+		return FlakeResult{Err: t.reclaim(op)}
+	}
+	return FlakeResult{Err: fmt.Errorf("%w: flake op %d", seqd.ErrInvalidArgument, op.Type)}
+}
+
+// ValidateNamespace checks a namespace's name, layout and obfuscation.
+func ValidateNamespace(name string, l flake.Layout, obfuscation string) error {
+	if !seqd.ValidName(name) {
+		return fmt.Errorf("%w: name %q (want 1 to %d of a-z, 0-9, and _ . - after the first)", seqd.ErrInvalidNamespace, name, seqd.MaxNameLen)
+	}
+	if err := l.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", seqd.ErrInvalidNamespace, err)
+	}
+	switch obfuscation {
+	case ObfuscateNone, ObfuscateFF1, ObfuscateFF1Hour:
+	default:
+		return fmt.Errorf("%w: obfuscation %q (want %q, %q or none)", seqd.ErrInvalidNamespace, obfuscation, ObfuscateFF1, ObfuscateFF1Hour)
+	}
+	return nil
+}
+
+func (t *flakeTxn) create(op FlakeOp) error {
+	if err := ValidateNamespace(op.Namespace, op.Layout, op.Obfuscation); err != nil {
+		return err
+	}
+	n, ok := t.touched[op.Namespace]
+	if !ok {
+		n, ok = t.base[op.Namespace]
+	}
+	if ok {
+		if n.ns.Layout != op.Layout || n.ns.Obfuscation != op.Obfuscation {
+			return fmt.Errorf("%w: %q", seqd.ErrNamespaceExists, op.Namespace)
+		}
+		return nil // created before with the same settings
+	}
+	if op.Layout.EpochMs > t.now {
+		return fmt.Errorf("%w: epoch %d is after the leader's time %d", seqd.ErrInvalidNamespace, op.Layout.EpochMs, t.now)
+	}
+	if op.Layout.End() <= t.now {
+		return fmt.Errorf("%w: %q ended at %d", seqd.ErrLifetimeOver, op.Namespace, op.Layout.End())
+	}
+	t.touched[op.Namespace] = &flakeNS{
+		ns:      Namespace{Name: op.Namespace, Layout: op.Layout, Obfuscation: op.Obfuscation, Floor: unitCeil(op.Layout, max(t.now, t.floorMs))},
+		workers: map[uint64]Worker{},
+	}
+	return nil
+}
+
+// raiseFloor raises the namespace's floor to the leader's time and the
+// restore floor, and returns it.
+func (t *flakeTxn) raiseFloor(n *flakeNS) uint64 {
+	n.ns.Floor = max(n.ns.Floor, n.ns.Layout.Unit(t.now), unitCeil(n.ns.Layout, t.floorMs))
+	return n.ns.Floor
+}
+
+func validHolder(op FlakeOp) error {
+	switch {
+	case op.Holder == "" || len(op.Holder) > MaxHolderLen:
+		return fmt.Errorf("%w: holder id of %d bytes (want 1 to %d)", seqd.ErrInvalidArgument, len(op.Holder), MaxHolderLen)
+	case len(op.Label) > MaxLabelLen:
+		return fmt.Errorf("%w: label of %d bytes (at most %d)", seqd.ErrInvalidArgument, len(op.Label), MaxLabelLen)
+	case op.Span == 0 || op.LeaseMs == 0:
+		return fmt.Errorf("%w: span and lease must be positive", seqd.ErrInvalidArgument)
+	}
+	return nil
+}
+
+func (t *flakeTxn) acquire(op FlakeOp) FlakeResult {
+	if err := validHolder(op); err != nil {
+		return FlakeResult{Err: err}
+	}
+	n, _ := t.get(op.Namespace)
+	floor := t.raiseFloor(n)
+	if floor >= n.ns.Layout.MaxUnit() {
+		return FlakeResult{Err: fmt.Errorf("%w: %q", seqd.ErrLifetimeOver, op.Namespace)}
+	}
+	// The lowest free worker: one never used (the used ones are 0 to
+	// len-1, since a new one is taken only when none is free), or one
+	// released, or one whose holder's lease has lapsed.
+	id, found := uint64(len(n.workers)), false
+	for wid, w := range n.workers {
+		if !w.held(t.now) && (!found || wid < id) {
+			id, found = wid, true
+		}
+	}
+	if !found && id >= n.ns.Layout.Workers() {
+		return FlakeResult{Err: fmt.Errorf("%w: all %d workers of %q are held", seqd.ErrNoWorker, n.ns.Layout.Workers(), op.Namespace)}
+	}
+	w := n.workers[id]
+	g := Grant{Namespace: op.Namespace, Worker: id, NowMs: t.now}
+	if w.Holder != "" {
+		g.Reclaimed, g.ReclaimedOld = true, w.Label
+	}
+	w.ID = id
+	w.Token++
+	g.Token = w.Token
+	g.Lo = max(w.HWM, floor)
+	g.Hi = min(g.Lo+op.Span, n.ns.Layout.MaxUnit())
+	w.HWM = g.Hi
+	w.Holder, w.Label, w.LeaseMs, w.RenewedMs = op.Holder, op.Label, op.LeaseMs, t.now
+	w.History = append(w.History, Use{Label: op.Label, Token: w.Token, Lo: g.Lo, Hi: g.Hi})
+	if len(w.History) > historyLen {
+		w.History = slices.Clone(w.History[len(w.History)-historyLen:])
+	}
+	n.workers[id] = w
+	t.dirty(op.Namespace, id)
+	return FlakeResult{Grant: g}
+}
+
+// fenced checks that op's holder still holds the worker with op's token.
+func (t *flakeTxn) fenced(n *flakeNS, op FlakeOp) (Worker, error) {
+	w, ok := n.workers[op.Worker]
+	if !ok || w.Holder == "" || w.Holder != op.Holder || w.Token != op.Token {
+		return w, fmt.Errorf("%w: worker %d of %q (token %d)", seqd.ErrFenced, op.Worker, op.Namespace, op.Token)
+	}
+	return w, nil
+}
+
+func (t *flakeTxn) renew(op FlakeOp) FlakeResult {
+	if err := validHolder(op); err != nil {
+		return FlakeResult{Err: err}
+	}
+	n, _ := t.get(op.Namespace)
+	w, err := t.fenced(n, op)
+	if err != nil {
+		return FlakeResult{Err: err}
+	}
+	floor := t.raiseFloor(n)
+	hi := min(max(w.HWM, floor+op.Span), n.ns.Layout.MaxUnit())
+	lo := w.HWM
+	if k := len(w.History); k > 0 && w.History[k-1].Token == w.Token {
+		lo = w.History[k-1].Lo
+		w.History = slices.Clone(w.History)
+		w.History[k-1].Hi = hi
+	}
+	w.HWM = hi
+	w.LeaseMs, w.RenewedMs = op.LeaseMs, t.now
+	n.workers[op.Worker] = w
+	t.dirty(op.Namespace, op.Worker)
+	return FlakeResult{Grant: Grant{Namespace: op.Namespace, Worker: w.ID, Token: w.Token, Lo: lo, Hi: hi, NowMs: t.now}}
+}
+
+func (t *flakeTxn) release(op FlakeOp) error {
+	n, _ := t.get(op.Namespace)
+	w, err := t.fenced(n, op)
+	if err != nil {
+		return err
+	}
+	w.Holder = ""
+	n.workers[op.Worker] = w
+	t.dirty(op.Namespace, op.Worker)
+	return nil
+}
+
+func (t *flakeTxn) reclaim(op FlakeOp) error {
+	n, _ := t.get(op.Namespace)
+	w, ok := n.workers[op.Worker]
+	if !ok {
+		return fmt.Errorf("%w: worker %d of %q was never used", seqd.ErrInvalidArgument, op.Worker, op.Namespace)
+	}
+	if w.Holder == "" {
+		return nil
+	}
+	w.Holder = ""
+	w.Token++
+	n.workers[op.Worker] = w
+	t.dirty(op.Namespace, op.Worker)
+	return nil
+}
