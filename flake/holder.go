@@ -1,0 +1,360 @@
+package flake
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/seqd/seqd"
+)
+
+// Grant is a worker granted to a holder: worker Worker of Namespace with
+// fencing token Token, the time units (Lo, Hi] of Layout it may issue ids
+// in, the leader's time LeaderMs when the grant was decided, and the lease
+// LeaseMs within which the holder must renew.
+type Grant struct {
+	Namespace string
+	Layout    Layout
+	Worker    uint64
+	Token     uint64
+	Lo, Hi    uint64
+	LeaderMs  int64
+	LeaseMs   uint32
+}
+
+// Granter is the cluster as a holder sees it: the leader decides grants
+// through the Raft log. Renew answers an error wrapping seqd.ErrFenced when
+// the grant was taken back.
+type Granter interface {
+	Acquire(ctx context.Context, namespace, holder, label string) (Grant, error)
+	Renew(ctx context.Context, g Grant, holder string) (Grant, error)
+	Release(ctx context.Context, g Grant, holder string) error
+}
+
+// ErrClosed means the holder was closed.
+var ErrClosed = errors.New("flake: holder closed")
+
+// HolderConfig configures a Holder.
+type HolderConfig struct {
+	Granter   Granter
+	Namespace string
+	// Label names the holder for people (a node id, a host or pod name).
+	Label string
+	// Clock is a clock that never steps (see Reference); the default is
+	// Go's monotonic clock.
+	Clock func() time.Duration
+	// Workers is how many workers the holder may hold at once, for more
+	// than one worker's rate (default 1).
+	Workers int
+	// Lead bounds how far ids may run ahead of the reference time by
+	// borrowing (default 1 s, at least one unit).
+	Lead   time.Duration
+	Logger *slog.Logger
+}
+
+// Holder issues flake ids of one namespace locally from workers granted to
+// it through a Granter: a seqd node in service mode, or an embedded
+// generator in a client. It acquires a worker on first use, renews each
+// grant in the background every third of its lease and extends its range
+// ahead of need, stops issuing from a grant at the first of its lease's end
+// (counted from when the last renewal was sent) or its range's end, acquires
+// anew when fenced, and releases its workers on Close.
+//
+// Its incarnation id is random and new for every Holder: a grant belongs to
+// this Holder alone and is never persisted, so no restart, clock step or
+// reschedule can use one range twice. A Holder is safe for concurrent use.
+type Holder struct {
+	cfg       HolderConfig
+	id        string
+	log       *slog.Logger
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+
+	mu      sync.Mutex
+	ref     *Reference
+	workers []*held
+	next    int           // round robin over workers
+	acquire chan struct{} // non-nil while an acquire runs; closed, after acqErr is set, when it ends
+	acqErr  error
+	closed  bool
+}
+
+// held is one grant and its generator.
+type held struct {
+	g        Grant
+	gen      *Generator
+	leaseEnd time.Duration // a Clock reading: issue only before it
+	fenced   bool
+	kick     chan struct{} // renew now (the range ran out)
+}
+
+// NewHolder returns a holder; it acquires nothing until the first Next.
+func NewHolder(cfg HolderConfig) *Holder {
+	if cfg.Clock == nil {
+		origin := time.Now()
+		cfg.Clock = func() time.Duration { return time.Since(origin) }
+	}
+	if cfg.Workers < 1 {
+		cfg.Workers = 1
+	}
+	if cfg.Lead <= 0 {
+		cfg.Lead = time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	h := &Holder{cfg: cfg, id: hex.EncodeToString(b), stop: make(chan struct{})}
+	h.log = cfg.Logger.With("namespace", cfg.Namespace, "holder", h.id)
+	h.ref = NewReference(cfg.Clock)
+	return h
+}
+
+// ID is the holder's incarnation id.
+func (h *Holder) ID() string { return h.id }
+
+// Next returns n ids, strictly increasing, from one of the holder's
+// workers. It waits, up to ctx's deadline, for a grant, for a range
+// extension, and for the reference time when ids would run more than the
+// lead ahead of it; it answers an error wrapping seqd.ErrExhausted if the
+// deadline is too close for that wait.
+func (h *Holder) Next(ctx context.Context, n int) ([]int64, error) {
+	ids := make([]int64, 0, n)
+	var bound *held // once a call has ids from a worker, it stays on it
+	for {
+		wait, err := h.try(ctx, &ids, n, &bound)
+		if err != nil {
+			return nil, err
+		}
+		if len(ids) == n {
+			return ids, nil
+		}
+		if wait == 0 {
+			continue
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+			return nil, fmt.Errorf("%w: %d ids would run more than %v ahead of the clock", seqd.ErrExhausted, n, h.cfg.Lead)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-h.stop:
+			t.Stop()
+			return nil, ErrClosed
+		case <-t.C:
+		}
+	}
+}
+
+// ErrGrantLost means a call's worker stopped being usable (its lease ran
+// out or it was fenced) before the call had all its ids; the ids it had
+// are dropped (gaps) and the call may be retried.
+var ErrGrantLost = fmt.Errorf("%w: flake worker's lease ended during the call", seqd.ErrNotServing)
+
+// try issues what it can into ids under the lock, from *bound if set and
+// otherwise from the first usable worker (round robin), which it then binds.
+// It answers how long to wait before trying again (0: at once).
+func (h *Holder) try(ctx context.Context, ids *[]int64, n int, bound **held) (time.Duration, error) {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return 0, ErrClosed
+	}
+	now := h.cfg.Clock()
+	usable := func(w *held) bool { return !w.fenced && now < w.leaseEnd }
+	w := *bound
+	if w != nil && !usable(w) {
+		h.mu.Unlock()
+		return 0, ErrGrantLost
+	}
+	for i := 0; w == nil && i < len(h.workers); i++ {
+		c := h.workers[h.next%len(h.workers)]
+		h.next++
+		if usable(c) {
+			w = c
+		}
+	}
+	if w == nil {
+		h.mu.Unlock()
+		return 0, h.acquireOne(ctx)
+	}
+	refMs, _ := h.ref.NowMs()
+	before := len(*ids)
+	var err error
+	*ids, err = w.gen.Next(*ids, n-len(*ids), w.g.Layout.Unit(refMs))
+	if len(*ids) > before {
+		*bound = w
+	}
+	unit := time.Duration(w.g.Layout.UnitMs) * time.Millisecond
+	held := len(h.workers)
+	h.mu.Unlock()
+	switch {
+	case err == nil:
+		return 0, nil
+	case errors.Is(err, ErrLifetime):
+		return 0, fmt.Errorf("%w: %v", seqd.ErrLifetimeOver, err)
+	case errors.Is(err, ErrRangeEnd):
+		w.kickRenew() // the renewal extends the range
+		return min(unit, 5*time.Millisecond), nil
+	}
+	// ErrAhead: this worker is at its lead. A call not yet bound may use
+	// another worker (acquiring one if the holder may hold more);
+	// otherwise it waits for the reference to reach the next unit.
+	if *bound == nil && held < h.cfg.Workers {
+		if err := h.acquireOne(ctx); err == nil {
+			return 0, nil
+		} else if !errors.Is(err, seqd.ErrNoWorker) {
+			return 0, err
+		}
+	}
+	return unit, nil
+}
+
+// kickRenew asks w's renewal loop to renew at once.
+func (w *held) kickRenew() {
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// acquireOne acquires one more worker; concurrent callers share one
+// acquisition.
+func (h *Holder) acquireOne(ctx context.Context) error {
+	h.mu.Lock()
+	if ch := h.acquire; ch != nil {
+		h.mu.Unlock()
+		select {
+		case <-ch:
+			h.mu.Lock()
+			err := h.acqErr
+			h.mu.Unlock()
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	ch := make(chan struct{})
+	h.acquire = ch
+	h.mu.Unlock()
+	sent := h.cfg.Clock()
+	g, err := h.cfg.Granter.Acquire(ctx, h.cfg.Namespace, h.id, h.cfg.Label)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	defer func() { h.acquire = nil; close(ch) }()
+	h.acqErr = err
+	if err != nil {
+		return err
+	}
+	gen, err := NewGenerator(g.Layout, g.Worker, g.Lo, g.Hi, leadUnits(g.Layout, h.cfg.Lead))
+	if err != nil {
+		h.acqErr = err
+		return err
+	}
+	if h.closed {
+		go func() { _ = h.cfg.Granter.Release(context.Background(), g, h.id) }()
+		return ErrClosed
+	}
+	h.ref.Observe(g.LeaderMs, sent)
+	w := &held{g: g, gen: gen, leaseEnd: sent + time.Duration(g.LeaseMs)*time.Millisecond, kick: make(chan struct{}, 1)}
+	h.workers = append(h.workers, w)
+	h.log.Info("flake worker acquired", "worker", g.Worker, "token", g.Token, "lo", g.Lo, "hi", g.Hi)
+	h.wg.Add(1)
+	go h.renewLoop(w)
+	return nil
+}
+
+func leadUnits(l Layout, lead time.Duration) uint64 {
+	return max(1, uint64(lead.Milliseconds())/uint64(l.UnitMs))
+}
+
+// renewLoop renews w every third of its lease until the holder closes or
+// the grant is fenced.
+func (h *Holder) renewLoop(w *held) {
+	defer h.wg.Done()
+	for {
+		h.mu.Lock()
+		period := time.Duration(w.g.LeaseMs) * time.Millisecond / 3
+		h.mu.Unlock()
+		t := time.NewTimer(period)
+		select {
+		case <-h.stop:
+			t.Stop()
+			return
+		case <-w.kick:
+			t.Stop()
+		case <-t.C:
+		}
+		if !h.renew(w) {
+			return
+		}
+	}
+}
+
+// renew renews w once; it answers false once w is fenced.
+func (h *Holder) renew(w *held) bool {
+	h.mu.Lock()
+	g := w.g
+	h.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(g.LeaseMs)*time.Millisecond/3)
+	defer cancel()
+	sent := h.cfg.Clock()
+	ng, err := h.cfg.Granter.Renew(ctx, g, h.id)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case errors.Is(err, seqd.ErrFenced):
+		w.fenced = true
+		h.drop(w)
+		h.log.Warn("flake worker fenced: acquiring anew", "worker", g.Worker, "token", g.Token)
+		return false
+	case err != nil:
+		h.log.Warn("flake worker renewal failed", "worker", g.Worker, "err", err)
+		return true
+	}
+	h.ref.Observe(ng.LeaderMs, sent)
+	w.g.Hi, w.g.LeaseMs = ng.Hi, ng.LeaseMs
+	w.gen.Extend(ng.Hi)
+	w.leaseEnd = max(w.leaseEnd, sent+time.Duration(ng.LeaseMs)*time.Millisecond)
+	return true
+}
+
+// drop removes w from the held workers; the caller holds h.mu.
+func (h *Holder) drop(w *held) {
+	for i, x := range h.workers {
+		if x == w {
+			h.workers = append(h.workers[:i], h.workers[i+1:]...)
+			return
+		}
+	}
+}
+
+// Close stops issuing, stops the renewals and releases every worker (best
+// effort, within ctx).
+func (h *Holder) Close(ctx context.Context) error {
+	var errs error
+	h.closeOnce.Do(func() {
+		h.mu.Lock()
+		h.closed = true
+		ws := h.workers
+		h.workers = nil
+		h.mu.Unlock()
+		close(h.stop)
+		h.wg.Wait()
+		for _, w := range ws {
+			if err := h.cfg.Granter.Release(ctx, w.g, h.id); err != nil && !errors.Is(err, seqd.ErrFenced) {
+				errs = errors.Join(errs, err)
+			}
+		}
+	})
+	return errs
+}

@@ -1,0 +1,258 @@
+package flake_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/seqd/seqd"
+	"github.com/seqd/seqd/flake"
+	"github.com/seqd/seqd/fsm"
+)
+
+// fsmGranter is a granter backed by a real state machine on a real bbolt
+// file: every call is one applied entry, with the leader time nowMs.
+type fsmGranter struct {
+	mu      sync.Mutex
+	f       *fsm.FSM
+	index   uint64
+	nowMs   atomic.Int64
+	leaseMs uint32
+	span    uint64
+	down    atomic.Bool // the leader is unreachable
+	calls   atomic.Int64
+}
+
+func newGranter(t *testing.T, l flake.Layout) *fsmGranter {
+	t.Helper()
+	f, err := fsm.Open(filepath.Join(t.TempDir(), "fsm.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	g := &fsmGranter{f: f, leaseMs: 600, span: 2000}
+	g.nowMs.Store(time.Now().UnixMilli())
+	if r := g.apply(fsm.FlakeOp{Type: fsm.OpCreateNamespace, Namespace: "n", Layout: l}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	return g
+}
+
+var errDown = errors.New("leader unreachable")
+
+func (g *fsmGranter) apply(op fsm.FlakeOp) fsm.FlakeResult {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.index++
+	g.calls.Add(1)
+	resp := g.f.Apply(&raft.Log{Index: g.index, Term: 1, Type: raft.LogCommand, Data: fsm.EncodeFlake(g.nowMs.Load(), []fsm.FlakeOp{op})})
+	return resp.(*fsm.FlakeResponse).Results[0]
+}
+
+func (g *fsmGranter) grant(r fsm.FlakeResult) (flake.Grant, error) {
+	if r.Err != nil {
+		return flake.Grant{}, r.Err
+	}
+	ns, _ := g.f.Namespace(r.Grant.Namespace)
+	return flake.Grant{Namespace: r.Grant.Namespace, Layout: ns.Layout, Worker: r.Grant.Worker, Token: r.Grant.Token,
+		Lo: r.Grant.Lo, Hi: r.Grant.Hi, LeaderMs: r.Grant.NowMs, LeaseMs: g.leaseMs}, nil
+}
+
+func (g *fsmGranter) Acquire(_ context.Context, ns, holder, label string) (flake.Grant, error) {
+	if g.down.Load() {
+		return flake.Grant{}, errDown
+	}
+	return g.grant(g.apply(fsm.FlakeOp{Type: fsm.OpAcquire, Namespace: ns, Holder: holder, Label: label, Span: g.span, LeaseMs: uint64(g.leaseMs)}))
+}
+
+func (g *fsmGranter) Renew(_ context.Context, gr flake.Grant, holder string) (flake.Grant, error) {
+	if g.down.Load() {
+		return flake.Grant{}, errDown
+	}
+	return g.grant(g.apply(fsm.FlakeOp{Type: fsm.OpRenew, Namespace: gr.Namespace, Worker: gr.Worker, Token: gr.Token, Holder: holder, Span: g.span, LeaseMs: uint64(g.leaseMs)}))
+}
+
+func (g *fsmGranter) Release(_ context.Context, gr flake.Grant, holder string) error {
+	if g.down.Load() {
+		return errDown
+	}
+	return g.apply(fsm.FlakeOp{Type: fsm.OpRelease, Namespace: gr.Namespace, Worker: gr.Worker, Token: gr.Token, Holder: holder}).Err
+}
+
+func layout(t *testing.T) flake.Layout {
+	l, _ := flake.Preset("snowflake")
+	return l
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestHoldersNeverRepeat: several holders on one namespace, some fenced
+// and re-acquiring on the way, never issue an id twice, and each call's ids
+// strictly increase.
+func TestHoldersNeverRepeat(t *testing.T) {
+	l := layout(t)
+	g := newGranter(t, l)
+	ctx := ctxT(t)
+	var hs []*flake.Holder
+	for i := range 3 {
+		h := flake.NewHolder(flake.HolderConfig{Granter: g, Namespace: "n", Label: "h" + string(rune('0'+i))})
+		t.Cleanup(func() { _ = h.Close(context.Background()) })
+		hs = append(hs, h)
+	}
+	seen := map[int64]bool{}
+	for round := range 300 {
+		if round%50 == 25 {
+			// An operator reclaims worker 1: its holder is fenced at its
+			// next renewal and acquires anew.
+			if r := g.apply(fsm.FlakeOp{Type: fsm.OpReclaim, Namespace: "n", Worker: 1}); r.Err != nil {
+				t.Fatal(r.Err)
+			}
+		}
+		for _, h := range hs {
+			ids, err := h.Next(ctx, 1+round%40)
+			if err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+			for i, id := range ids {
+				if seen[id] {
+					t.Fatalf("round %d: id %d issued twice", round, id)
+				}
+				seen[id] = true
+				if i > 0 && id <= ids[i-1] {
+					t.Fatalf("round %d: ids not increasing: %v", round, ids)
+				}
+			}
+		}
+		if round%10 == 0 {
+			time.Sleep(5 * time.Millisecond) // let renewals run between rounds
+		}
+	}
+	if len(seen) == 0 {
+		t.Fatal("no ids")
+	}
+}
+
+// TestHolderIgnoresItsWallClock: the holder's time comes from the grant
+// and its own steady clock, so a leader whose time jumps back an hour
+// changes nothing, and the ids decode to about the leader's time.
+func TestHolderTimeComesFromTheGrant(t *testing.T) {
+	l := layout(t)
+	g := newGranter(t, l)
+	var mono atomic.Int64
+	clock := func() time.Duration { return time.Duration(mono.Load()) }
+	h := flake.NewHolder(flake.HolderConfig{Granter: g, Namespace: "n", Clock: clock})
+	defer h.Close(context.Background())
+	ctx := ctxT(t)
+	ids, err := h.Next(ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := l.Decode(ids[0])
+	if diff := d.UnixMs - g.nowMs.Load(); diff < 0 || diff > 2 {
+		t.Fatalf("first id at %d, leader time %d", d.UnixMs, g.nowMs.Load())
+	}
+	// The leader's clock steps back an hour; the holder's steady clock
+	// moves on 50 ms. Ids keep rising, at the time the holder measured.
+	g.nowMs.Add(-3_600_000)
+	mono.Add(int64(50 * time.Millisecond))
+	more, err := h.Next(ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if more[0] <= ids[len(ids)-1] {
+		t.Fatalf("ids went back: %d after %d", more[0], ids[len(ids)-1])
+	}
+	d2, _ := l.Decode(more[0])
+	if d2.UnixMs-d.UnixMs < 49 || d2.UnixMs-d.UnixMs > 51 { // the first id was one unit above the grant's start
+		t.Fatalf("50 ms later the id decodes %d ms later", d2.UnixMs-d.UnixMs)
+	}
+}
+
+// TestHolderStopsAtLeaseEnd: with the leader unreachable, the holder stops
+// issuing once its lease (counted from the last renewal sent) has run out,
+// and says so instead of issuing.
+func TestHolderStopsAtLeaseEnd(t *testing.T) {
+	l := layout(t)
+	g := newGranter(t, l)
+	var mono atomic.Int64
+	clock := func() time.Duration { return time.Duration(mono.Load()) }
+	h := flake.NewHolder(flake.HolderConfig{Granter: g, Namespace: "n", Clock: clock})
+	defer h.Close(context.Background())
+	ctx := ctxT(t)
+	if _, err := h.Next(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	g.down.Store(true)
+	mono.Add(int64(599 * time.Millisecond)) // within the 600 ms lease
+	if _, err := h.Next(ctx, 1); err != nil {
+		t.Fatalf("within the lease: %v", err)
+	}
+	mono.Add(int64(2 * time.Millisecond))
+	if ids, err := h.Next(ctx, 1); !errors.Is(err, errDown) {
+		t.Fatalf("after the lease: %v, %v; want the acquire's error", ids, err)
+	}
+	g.down.Store(false)
+	ids, err := h.Next(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := l.Decode(ids[0]); d.Worker != 1 {
+		// Worker 0's lease has not lapsed at the leader, so the new grant
+		// is another worker.
+		t.Fatalf("after re-acquiring: worker %d", d.Worker)
+	}
+}
+
+// TestHolderCloseReleases: Close releases the workers, so the next holder
+// gets worker 0 again, above everything issued from it.
+func TestHolderCloseReleases(t *testing.T) {
+	l := layout(t)
+	g := newGranter(t, l)
+	ctx := ctxT(t)
+	h := flake.NewHolder(flake.HolderConfig{Granter: g, Namespace: "n"})
+	ids, err := h.Next(ctx, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Next(ctx, 1); !errors.Is(err, flake.ErrClosed) {
+		t.Fatalf("Next after Close: %v", err)
+	}
+	h2 := flake.NewHolder(flake.HolderConfig{Granter: g, Namespace: "n"})
+	defer h2.Close(ctx)
+	more, err := h2.Next(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := l.Decode(more[0])
+	if d.Worker != 0 || more[0] <= ids[4] {
+		t.Fatalf("after release: worker %d, id %d after %d", d.Worker, more[0], ids[4])
+	}
+}
+
+// TestHolderDeadlineTooShort: a call for more ids than the lead allows
+// within its deadline answers resource_exhausted rather than waiting past
+// it.
+func TestHolderDeadlineTooShort(t *testing.T) {
+	l := flake.Layout{EpochMs: flake.DefaultEpoch.UnixMilli(), UnitMs: 1000, TimeBits: 31, WorkerBits: 20, SequenceBits: 4} // 16 ids per second
+	g := newGranter(t, l)
+	h := flake.NewHolder(flake.HolderConfig{Granter: g, Namespace: "n", Lead: time.Second})
+	defer h.Close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := h.Next(ctx, 100); !errors.Is(err, seqd.ErrExhausted) {
+		t.Fatalf("100 ids at 16 per second within 100 ms: %v", err)
+	}
+}
