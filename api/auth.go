@@ -22,13 +22,19 @@ func (a authInterceptor) guarded(procedure string) bool {
 		strings.HasPrefix(procedure, "/"+peerv1connect.PeerServiceName+"/") {
 		return true
 	}
-	return a.s.guardSequence && strings.HasPrefix(procedure, "/"+seqv1connect.SequenceServiceName+"/")
+	return a.s.guardSequence && (strings.HasPrefix(procedure, "/"+seqv1connect.SequenceServiceName+"/") ||
+		strings.HasPrefix(procedure, "/"+seqv1connect.IdServiceName+"/"))
 }
 
 func (a authInterceptor) check(procedure, header string) error {
 	if !a.guarded(procedure) {
 		return nil
 	}
+	return a.checkToken(header)
+}
+
+// checkToken checks an Authorization header against the admin token.
+func (a authInterceptor) checkToken(header string) error {
 	got, ok := strings.CutPrefix(header, "Bearer ")
 	if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(a.s.token)) != 1 {
 		return connect.NewError(connect.CodeUnauthenticated, errUnauthenticated)

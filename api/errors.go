@@ -9,6 +9,7 @@ import (
 
 	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/cluster"
+	"github.com/seqd/seqd/flake"
 )
 
 var (
@@ -48,16 +49,21 @@ func classify(err error) (connect.Code, string) {
 		return connect.CodeDeadlineExceeded, "deadline exceeded"
 	case errors.Is(err, context.Canceled):
 		return connect.CodeCanceled, "canceled"
-	case errors.Is(err, seqd.ErrUnknownSpace), errors.Is(err, seqd.ErrUnknownSpace):
+	case errors.Is(err, seqd.ErrUnknownSpace), errors.Is(err, seqd.ErrUnknownNamespace):
 		return connect.CodeNotFound, err.Error()
 	case errors.Is(err, seqd.ErrInvalidArgument), errors.Is(err, seqd.ErrInvalidSpace),
 		errors.Is(err, errNoKeys), errors.Is(err, errTooManyKeys), errors.Is(err, errBadCount),
-		errors.Is(err, errBadSpaceName):
+		errors.Is(err, errBadSpaceName), errors.Is(err, seqd.ErrInvalidNamespace),
+		errors.Is(err, flake.ErrInvalidID), errors.Is(err, flake.ErrInvalidLayout):
 		return connect.CodeInvalidArgument, err.Error()
-	case errors.Is(err, seqd.ErrExhausted):
+	case errors.Is(err, seqd.ErrExhausted), errors.Is(err, seqd.ErrNoWorker), errors.Is(err, seqd.ErrLifetimeOver):
 		return connect.CodeResourceExhausted, err.Error()
-	case errors.Is(err, seqd.ErrSpaceExists):
+	case errors.Is(err, seqd.ErrSpaceExists), errors.Is(err, seqd.ErrNamespaceExists):
 		return connect.CodeAlreadyExists, err.Error()
+	case errors.Is(err, seqd.ErrFenced), errors.Is(err, flake.ErrNoSecret):
+		return connect.CodeFailedPrecondition, err.Error()
+	case errors.Is(err, flake.ErrClosed):
+		return connect.CodeUnavailable, err.Error()
 	case errors.Is(err, cluster.ErrUnknownServer):
 		return connect.CodeNotFound, err.Error()
 	case errors.Is(err, cluster.ErrLastVoter):

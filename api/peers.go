@@ -87,6 +87,7 @@ func BearerToken(token string) connect.Interceptor { return bearer(token) }
 type peer struct {
 	seq   seqv1connect.SequenceServiceClient
 	admin seqv1connect.AdminServiceClient
+	id    seqv1connect.IdServiceClient
 }
 
 func (s *Server) peer(addr string) *peer {
@@ -98,6 +99,7 @@ func (s *Server) peer(addr string) *peer {
 		p = &peer{
 			seq:   seqv1connect.NewSequenceServiceClient(s.peerHTTP, base),
 			admin: seqv1connect.NewAdminServiceClient(s.peerHTTP, base, s.peerCfg.options()...),
+			id:    seqv1connect.NewIdServiceClient(s.peerHTTP, base, s.peerCfg.options()...),
 		}
 		s.peers[addr] = p
 	}

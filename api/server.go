@@ -41,6 +41,8 @@ type Server struct {
 	guardSequence bool
 
 	answerHdrs answerHeaders // see headers.go
+
+	ids ids // service-mode flake ids (id.go)
 }
 
 // Option configures a Server.
@@ -107,10 +109,11 @@ func (s *Server) Handler(extra ...connect.HandlerOption) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(seqv1connect.NewSequenceServiceHandler(s, seqOpts...))
 	mux.Handle(seqv1connect.NewAdminServiceHandler(s, opts...))
+	mux.Handle(seqv1connect.NewIdServiceHandler(s, seqOpts...))
 	mux.Handle(healthv1connect.NewHealthHandler(health{s}, opts...))
 	mux.Handle(peerv1connect.NewPeerServiceHandler(peerService{s}, opts...))
 	// Reflection (v1 and v1alpha), so grpcurl and buf curl need no proto files.
-	reflector := grpcreflect.NewStaticReflector(seqv1connect.SequenceServiceName, seqv1connect.AdminServiceName, healthv1connect.HealthName)
+	reflector := grpcreflect.NewStaticReflector(seqv1connect.SequenceServiceName, seqv1connect.AdminServiceName, seqv1connect.IdServiceName, healthv1connect.HealthName)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
 	return mux

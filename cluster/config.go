@@ -75,6 +75,9 @@ type Config struct {
 	// LeaseClock times the lease (default sections.BootClock, which counts
 	// time the host spends suspended).
 	LeaseClock sections.Clock
+	// WallClock reads the wall clock in Unix ms (default time.Now); a
+	// leader puts its reading in flake grants.
+	WallClock func() int64
 
 	// Lease is the leader lease L (default 2s); LeaseMargin (default L/10,
 	// at least 50ms) is added to a new leader's wait for clock-rate drift.

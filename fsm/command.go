@@ -117,3 +117,8 @@ var commands = map[Kind]command{
 		return f.applyFlake(l, c.NowMs, c.Flake)
 	}},
 }
+
+// KindProtocol is the replicated-command protocol that introduced kind k (0
+// for a kind this build does not know). A leader writes a command of kind
+// k only once the group's protocol (FSM.Protocol) is at least this.
+func KindProtocol(k Kind) uint64 { return commands[k].protocol }

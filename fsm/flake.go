@@ -53,7 +53,12 @@ type Namespace struct {
 	Name        string
 	Layout      flake.Layout
 	Obfuscation string
-	Floor       uint64
+	// KeyCheck identifies the obfuscation key (derived from the cluster
+	// secret, never the key itself): a server whose secret derives another
+	// check refuses to serve the namespace, since ids permuted under two
+	// keys could collide.
+	KeyCheck string
+	Floor    uint64
 }
 
 // Worker is the replicated state of one worker of a namespace.
@@ -121,7 +126,7 @@ const (
 // FlakeOp is one operation of a KindFlake command. Which fields count
 // depends on Type:
 //
-//   - OpCreateNamespace: Namespace, Layout, Obfuscation.
+//   - OpCreateNamespace: Namespace, Layout, Obfuscation, KeyCheck.
 //   - OpAcquire: Namespace, Holder, Label, Span (units), LeaseMs.
 //   - OpRenew: Namespace, Worker, Token, Holder, Span, LeaseMs.
 //   - OpRelease: Namespace, Worker, Token, Holder.
@@ -132,6 +137,7 @@ type FlakeOp struct {
 	Namespace   string
 	Layout      flake.Layout
 	Obfuscation string
+	KeyCheck    string
 	Holder      string
 	Label       string
 	Worker      uint64
@@ -336,7 +342,11 @@ func ValidateNamespace(name string, l flake.Layout, obfuscation string) error {
 		return fmt.Errorf("%w: %w", seqd.ErrInvalidNamespace, err)
 	}
 	switch obfuscation {
-	case ObfuscateNone, ObfuscateFF1, ObfuscateFF1Hour:
+	case ObfuscateNone:
+	case ObfuscateFF1, ObfuscateFF1Hour:
+		if l.Bits() < 20 {
+			return fmt.Errorf("%w: obfuscation needs a layout of at least 20 bits", seqd.ErrInvalidNamespace)
+		}
 	default:
 		return fmt.Errorf("%w: obfuscation %q (want %q, %q or none)", seqd.ErrInvalidNamespace, obfuscation, ObfuscateFF1, ObfuscateFF1Hour)
 	}
@@ -347,12 +357,15 @@ func (t *flakeTxn) create(op FlakeOp) error {
 	if err := ValidateNamespace(op.Namespace, op.Layout, op.Obfuscation); err != nil {
 		return err
 	}
+	if (op.Obfuscation == ObfuscateNone) != (op.KeyCheck == "") || len(op.KeyCheck) > MaxHolderLen {
+		return fmt.Errorf("%w: an obfuscated namespace needs a key check, and only it", seqd.ErrInvalidNamespace)
+	}
 	n, ok := t.touched[op.Namespace]
 	if !ok {
 		n, ok = t.base[op.Namespace]
 	}
 	if ok {
-		if n.ns.Layout != op.Layout || n.ns.Obfuscation != op.Obfuscation {
+		if n.ns.Layout != op.Layout || n.ns.Obfuscation != op.Obfuscation || n.ns.KeyCheck != op.KeyCheck {
 			return fmt.Errorf("%w: %q", seqd.ErrNamespaceExists, op.Namespace)
 		}
 		return nil // created before with the same settings
@@ -364,7 +377,7 @@ func (t *flakeTxn) create(op FlakeOp) error {
 		return fmt.Errorf("%w: %q ended at %d", seqd.ErrLifetimeOver, op.Namespace, op.Layout.End())
 	}
 	t.touched[op.Namespace] = &flakeNS{
-		ns:      Namespace{Name: op.Namespace, Layout: op.Layout, Obfuscation: op.Obfuscation, Floor: unitCeil(op.Layout, max(t.now, t.floorMs))},
+		ns:      Namespace{Name: op.Namespace, Layout: op.Layout, Obfuscation: op.Obfuscation, KeyCheck: op.KeyCheck, Floor: unitCeil(op.Layout, max(t.now, t.floorMs))},
 		workers: map[uint64]Worker{},
 	}
 	return nil

@@ -63,7 +63,7 @@ func (t *flakeTxn) persist(tx *bolt.Tx) error {
 
 // Record layouts (uvarints and length-prefixed strings, decoded strictly):
 // namespace: epoch ms, unit ms, time bits, worker bits, sequence bits,
-// obfuscation, floor; worker: hwm, token, holder, label, lease ms, renewed
+// obfuscation, key check, floor; worker: hwm, token, holder, label, lease ms, renewed
 // ms, history count, then per use: label, token, lo, hi.
 
 func encodeNamespace(ns Namespace) []byte {
@@ -71,6 +71,7 @@ func encodeNamespace(ns Namespace) []byte {
 	b = binary.AppendUvarint(b, uint64(ns.Layout.UnitMs))
 	b = append(b, ns.Layout.TimeBits, ns.Layout.WorkerBits, ns.Layout.SequenceBits)
 	b = appendString(b, ns.Obfuscation)
+	b = appendString(b, ns.KeyCheck)
 	return binary.AppendUvarint(b, ns.Floor)
 }
 
@@ -82,6 +83,7 @@ func decodeNamespace(name string, v []byte) (Namespace, error) {
 	ns.Layout.UnitMs = uint32(min(unit, 1<<32-1))
 	ns.Layout.TimeBits, ns.Layout.WorkerBits, ns.Layout.SequenceBits = d.byte("time bits"), d.byte("worker bits"), d.byte("sequence bits")
 	ns.Obfuscation = d.string("obfuscation")
+	ns.KeyCheck = d.string("key check")
 	ns.Floor = d.uvarint("floor")
 	if d.err == nil && d.remaining() != 0 {
 		d.fail(fmt.Errorf("%d trailing bytes", d.remaining()))

@@ -15,7 +15,8 @@ const maxFlakeOps = 4096
 //
 // Layout: 0x81, uvarint nowMs, uvarint count, then count times a type byte
 // and the op's fields (see FlakeOp): create: string namespace, uvarint
-// epoch ms, uvarint unit ms, three bit-width bytes, string obfuscation;
+// epoch ms, uvarint unit ms, three bit-width bytes, string obfuscation,
+// string key check;
 // acquire: string namespace, string holder, string label, uvarint span,
 // uvarint lease ms; renew: string namespace, uvarint worker, uvarint token,
 // string holder, uvarint span, uvarint lease ms; release: string namespace,
@@ -33,6 +34,7 @@ func EncodeFlake(nowMs int64, ops []FlakeOp) []byte {
 			b = binary.AppendUvarint(b, uint64(op.Layout.UnitMs))
 			b = append(b, op.Layout.TimeBits, op.Layout.WorkerBits, op.Layout.SequenceBits)
 			b = appendString(b, op.Obfuscation)
+			b = appendString(b, op.KeyCheck)
 		case OpAcquire:
 			b = appendString(b, op.Namespace)
 			b = appendString(b, op.Holder)
@@ -81,6 +83,7 @@ func (d *decoder) flake(c *Command) {
 			op.Layout.EpochMs, op.Layout.UnitMs = int64(epoch), uint32(unit)
 			op.Layout.TimeBits, op.Layout.WorkerBits, op.Layout.SequenceBits = d.byte("time bits"), d.byte("worker bits"), d.byte("sequence bits")
 			op.Obfuscation = d.string("obfuscation")
+			op.KeyCheck = d.string("key check")
 		case OpAcquire:
 			op.Namespace, op.Holder, op.Label = d.string("namespace"), d.string("holder"), d.string("label")
 			op.Span, op.LeaseMs = d.uvarint("span"), d.uvarint("lease")

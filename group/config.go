@@ -47,6 +47,9 @@ type Config struct {
 	UnsafeDisableLease bool
 	// LeaseClock times the lease (nil: sections' boot-time clock).
 	LeaseClock sections.Clock
+	// WallClock reads the wall clock, in Unix ms, for the time a leader
+	// puts in flake grants (nil: time.Now).
+	WallClock func() int64
 	// MaxKeysPerSection bounds the allocator's memory (0: unbounded).
 	MaxKeysPerSection int
 	// OnRaise observes every high-water-mark raise (metrics).

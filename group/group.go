@@ -233,29 +233,38 @@ func (g *Group) CreateSpace(ctx context.Context, s seqd.Space) (created bool, er
 func (g *Group) Apply(ctx context.Context, cmd []byte) error { return g.apply(ctx, cmd) }
 
 func (g *Group) apply(ctx context.Context, data []byte) error {
+	_, err := g.applyResponse(ctx, data)
+	return err
+}
+
+// applyResponse is apply that also answers the FSM's response when it is
+// not an error.
+func (g *Group) applyResponse(ctx context.Context, data []byte) (any, error) {
 	f := g.raft.Apply(data, applyTimeout)
 	done := make(chan struct{})
 	var err error
+	var resp any
 	go func() {
 		defer close(done)
 		if err = f.Error(); err != nil {
 			return
 		}
-		if rerr, ok := f.Response().(error); ok {
+		resp = f.Response()
+		if rerr, ok := resp.(error); ok {
 			err = rerr
 		}
 	}()
 	select {
 	case <-done:
 	case <-ctx.Done():
-		return ctx.Err()
+		return nil, ctx.Err()
 	}
 	switch {
 	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
 		errors.Is(err, raft.ErrLeadershipTransferInProgress):
-		return fmt.Errorf("%w: %v", seqd.ErrNotLeader, err)
+		return nil, fmt.Errorf("%w: %v", seqd.ErrNotLeader, err)
 	}
-	return err
+	return resp, err
 }
 
 // store adapts the group to sections.Store.

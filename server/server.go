@@ -50,6 +50,11 @@ type Config struct {
 	Token         string
 	TokenSequence bool
 
+	// ClusterSecret is the secret flake obfuscation keys derive from (the
+	// same on every server; at least 16 bytes). It is never written to the
+	// Raft log or snapshots. Without it, obfuscated namespaces are refused.
+	ClusterSecret []byte
+
 	// CORSOrigins lists the browser origins allowed to call the API ("*":
 	// any; none: no CORS).
 	CORSOrigins []string
@@ -157,7 +162,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	met.SetNode(node)
 	s := &Server{node: node, metrics: met, ln: ln, log: log, errc: make(chan error, 1)}
-	s.api = api.New(node, log, api.WithPeers(peers), api.WithToken(cfg.Token, cfg.TokenSequence))
+	s.api = api.New(node, log, api.WithPeers(peers), api.WithToken(cfg.Token, cfg.TokenSequence), api.WithClusterSecret(cfg.ClusterSecret))
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", met.Handler())
 	mux.Handle("/ui/", ui.Handler())
@@ -189,6 +194,12 @@ func (s *Server) Err() <-chan error { return s.errc }
 // over first (dropping its lease before anything else), then the node
 // stops, then the API stops taking calls.
 func (s *Server) Close(ctx context.Context) error {
+	// Workers go back first, while the cluster can still commit it.
+	rctx, cancel := context.WithTimeout(ctx, time.Second)
+	if err := s.api.Close(rctx); err != nil {
+		s.log.Info("releasing flake workers", "err", err)
+	}
+	cancel()
 	err := s.node.Shutdown(ctx)
 	if herr := s.http.Shutdown(ctx); herr != nil && !errors.Is(herr, http.ErrServerClosed) {
 		s.log.Warn("API server shutdown", "err", herr)
@@ -200,5 +211,10 @@ func (s *Server) Close(ctx context.Context) error {
 // leadership handover, no gossip leave.
 func (s *Server) Kill() error {
 	s.http.Close()
+	// The holders stop at once; their workers are not released (as in a
+	// crash: the leader reclaims them once their leases lapse).
+	dead, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = s.api.Close(dead)
 	return s.node.Kill()
 }

@@ -19,7 +19,9 @@ import (
 	sockaddr "github.com/hashicorp/go-sockaddr"
 
 	"github.com/seqd/seqd/cluster"
+	"github.com/seqd/seqd/flake"
 	"github.com/seqd/seqd/internal/cli"
+	"github.com/seqd/seqd/internal/clockoffset"
 	"github.com/seqd/seqd/server"
 )
 
@@ -64,7 +66,9 @@ func serve(args []string) error {
 		raftCA        = fs.String("raft-tls-ca", "", "CA that signs every server's raft certificate (PEM)")
 		gossipKey     = fs.String("gossip-key", "", "base64 key (16, 24 or 32 bytes) that encrypts gossip; the same on every server")
 		token         = fs.String("token", "", "bearer token required on AdminService calls (prefer SEQD_TOKEN to keep it out of ps)")
-		tokenSeq      = fs.Bool("token-sequence", false, "require the token on SequenceService calls too")
+		tokenSeq      = fs.Bool("token-sequence", false, "require the token on SequenceService and IdService calls too")
+		secretFile    = fs.String("cluster-secret-file", "", "file holding the cluster secret (at least 16 bytes, the same on every server) that obfuscated flake namespaces derive their keys from; never written to the log or snapshots")
+		clockOffset   = fs.String("unsafe-clock-offset-file", "", "TESTING ONLY: add the integer number of milliseconds in this file (re-read every 100ms) to this node's wall clock, as harnesses that step clocks do")
 		corsOrigins   = fs.String("cors-origin", "", "comma-separated browser origins allowed to call the API (CORS for Connect and gRPC-Web; * for any)")
 		unsafeNoLease = fs.Bool("unsafe-disable-lease", false, "TESTING ONLY: serve without the leader lease; breaks per-key order when an old leader keeps serving after a new one is elected")
 		shutdownWait  = fs.Duration("shutdown-timeout", 10*time.Second, "how long a graceful shutdown may take")
@@ -118,6 +122,21 @@ func serve(args []string) error {
 			return cli.Usagef("--gossip-key is not base64: %v", err)
 		}
 	}
+	var secret []byte
+	if *secretFile != "" {
+		b, err := os.ReadFile(*secretFile)
+		if err != nil {
+			return cli.Usagef("--cluster-secret-file: %v", err)
+		}
+		if secret = []byte(strings.TrimSpace(string(b))); len(secret) < flake.MinSecretLen {
+			return cli.Usagef("--cluster-secret-file: the secret has %d bytes, at least %d needed", len(secret), flake.MinSecretLen)
+		}
+	}
+	var wallClock func() int64
+	if *clockOffset != "" {
+		logger.Warn("UNSAFE: the wall clock is offset by the milliseconds in --unsafe-clock-offset-file (testing only)", "file", *clockOffset)
+		wallClock = clockoffset.New(*clockOffset).NowMs
+	}
 	if *tokenSeq && *token == "" {
 		return cli.Usagef("--token-sequence needs --token")
 	}
@@ -154,9 +173,10 @@ func serve(args []string) error {
 			MaxKeysPerSection: *maxKeys, UnsafeDisableLease: *unsafeNoLease,
 			MaxVoters: *maxVoters, MinVoters: *minVoters, DeadServerGrace: *deadGrace,
 			RaftTLS: cluster.RaftTLS{CertFile: *raftCert, KeyFile: *raftKey, CAFile: *raftCA}, GossipKey: gkey,
-			RaftLogLevel: rlvl,
+			RaftLogLevel: rlvl, WallClock: wallClock,
 		},
-		TLS: serverTLS, PeerTLS: peerTLS,
+		ClusterSecret: secret,
+		TLS:           serverTLS, PeerTLS: peerTLS,
 		Token: *token, TokenSequence: *tokenSeq,
 		CORSOrigins: splitList(*corsOrigins),
 		Logger:      logger,

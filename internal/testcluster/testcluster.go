@@ -41,6 +41,8 @@ type Options struct {
 	DeadServerGrace time.Duration
 	// SnapshotThreshold and TrailingLogs are passed to every node (0: defaults).
 	SnapshotThreshold, TrailingLogs uint64
+	// ClusterSecret is every node's flake obfuscation secret.
+	ClusterSecret []byte
 }
 
 // Cluster is a set of in-process nodes.
@@ -196,7 +198,8 @@ func (m *Member) start(expect int) error {
 			SnapshotInterval: snapshotInterval(m.c.opts.SnapshotThreshold),
 			MinVoters:        m.c.opts.MinVoters, DeadServerGrace: m.c.opts.DeadServerGrace,
 		},
-		Logger: m.c.log.With("node", m.ID),
+		ClusterSecret: m.c.opts.ClusterSecret,
+		Logger:        m.c.log.With("node", m.ID),
 	})
 	if err != nil {
 		layer.Close()

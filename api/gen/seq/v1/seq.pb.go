@@ -1081,7 +1081,7 @@ var File_seq_v1_seq_proto protoreflect.FileDescriptor
 
 const file_seq_v1_seq_proto_rawDesc = "" +
 	"\n" +
-	"\x10seq/v1/seq.proto\x12\x06seq.v1\x1a\x1egoogle/protobuf/duration.proto\"7\n" +
+	"\x10seq/v1/seq.proto\x12\x06seq.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x0fseq/v1/id.proto\"7\n" +
 	"\vNextRequest\x12\x14\n" +
 	"\x05space\x18\x01 \x01(\tR\x05space\x12\x12\n" +
 	"\x04keys\x18\x02 \x03(\x04R\x04keys\"&\n" +
@@ -1154,11 +1154,15 @@ const file_seq_v1_seq_proto_rawDesc = "" +
 	"\x0fSequenceService\x121\n" +
 	"\x04Next\x12\x13.seq.v1.NextRequest\x1a\x14.seq.v1.NextResponse\x12:\n" +
 	"\aReserve\x12\x16.seq.v1.ReserveRequest\x1a\x17.seq.v1.ReserveResponse\x12?\n" +
-	"\aCurrent\x12\x16.seq.v1.CurrentRequest\x1a\x17.seq.v1.CurrentResponse\"\x03\x90\x02\x012\xf3\x02\n" +
+	"\aCurrent\x12\x16.seq.v1.CurrentRequest\x1a\x17.seq.v1.CurrentResponse\"\x03\x90\x02\x012\xb8\x05\n" +
 	"\fAdminService\x12F\n" +
 	"\vCreateSpace\x12\x1a.seq.v1.CreateSpaceRequest\x1a\x1b.seq.v1.CreateSpaceResponse\x12H\n" +
 	"\n" +
-	"ListSpaces\x12\x19.seq.v1.ListSpacesRequest\x1a\x1a.seq.v1.ListSpacesResponse\"\x03\x90\x02\x01\x12Q\n" +
+	"ListSpaces\x12\x19.seq.v1.ListSpacesRequest\x1a\x1a.seq.v1.ListSpacesResponse\"\x03\x90\x02\x01\x12R\n" +
+	"\x0fCreateNamespace\x12\x1e.seq.v1.CreateNamespaceRequest\x1a\x1f.seq.v1.CreateNamespaceResponse\x12T\n" +
+	"\x0eListNamespaces\x12\x1d.seq.v1.ListNamespacesRequest\x1a\x1e.seq.v1.ListNamespacesResponse\"\x03\x90\x02\x01\x12K\n" +
+	"\vListWorkers\x12\x1a.seq.v1.ListWorkersRequest\x1a\x1b.seq.v1.ListWorkersResponse\"\x03\x90\x02\x01\x12L\n" +
+	"\rReclaimWorker\x12\x1c.seq.v1.ReclaimWorkerRequest\x1a\x1d.seq.v1.ReclaimWorkerResponse\x12Q\n" +
 	"\rClusterStatus\x12\x1c.seq.v1.ClusterStatusRequest\x1a\x1d.seq.v1.ClusterStatusResponse\"\x03\x90\x02\x01\x12C\n" +
 	"\n" +
 	"RemoveNode\x12\x19.seq.v1.RemoveNodeRequest\x1a\x1a.seq.v1.RemoveNodeResponse\x129\n" +
@@ -1178,25 +1182,33 @@ func file_seq_v1_seq_proto_rawDescGZIP() []byte {
 
 var file_seq_v1_seq_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_seq_v1_seq_proto_goTypes = []any{
-	(*NextRequest)(nil),           // 0: seq.v1.NextRequest
-	(*NextResponse)(nil),          // 1: seq.v1.NextResponse
-	(*ReserveRequest)(nil),        // 2: seq.v1.ReserveRequest
-	(*ReserveResponse)(nil),       // 3: seq.v1.ReserveResponse
-	(*CurrentRequest)(nil),        // 4: seq.v1.CurrentRequest
-	(*CurrentResponse)(nil),       // 5: seq.v1.CurrentResponse
-	(*BackupRequest)(nil),         // 6: seq.v1.BackupRequest
-	(*BackupResponse)(nil),        // 7: seq.v1.BackupResponse
-	(*RemoveNodeRequest)(nil),     // 8: seq.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil),    // 9: seq.v1.RemoveNodeResponse
-	(*Space)(nil),                 // 10: seq.v1.Space
-	(*CreateSpaceRequest)(nil),    // 11: seq.v1.CreateSpaceRequest
-	(*CreateSpaceResponse)(nil),   // 12: seq.v1.CreateSpaceResponse
-	(*ListSpacesRequest)(nil),     // 13: seq.v1.ListSpacesRequest
-	(*ListSpacesResponse)(nil),    // 14: seq.v1.ListSpacesResponse
-	(*ClusterStatusRequest)(nil),  // 15: seq.v1.ClusterStatusRequest
-	(*Node)(nil),                  // 16: seq.v1.Node
-	(*ClusterStatusResponse)(nil), // 17: seq.v1.ClusterStatusResponse
-	(*durationpb.Duration)(nil),   // 18: google.protobuf.Duration
+	(*NextRequest)(nil),             // 0: seq.v1.NextRequest
+	(*NextResponse)(nil),            // 1: seq.v1.NextResponse
+	(*ReserveRequest)(nil),          // 2: seq.v1.ReserveRequest
+	(*ReserveResponse)(nil),         // 3: seq.v1.ReserveResponse
+	(*CurrentRequest)(nil),          // 4: seq.v1.CurrentRequest
+	(*CurrentResponse)(nil),         // 5: seq.v1.CurrentResponse
+	(*BackupRequest)(nil),           // 6: seq.v1.BackupRequest
+	(*BackupResponse)(nil),          // 7: seq.v1.BackupResponse
+	(*RemoveNodeRequest)(nil),       // 8: seq.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),      // 9: seq.v1.RemoveNodeResponse
+	(*Space)(nil),                   // 10: seq.v1.Space
+	(*CreateSpaceRequest)(nil),      // 11: seq.v1.CreateSpaceRequest
+	(*CreateSpaceResponse)(nil),     // 12: seq.v1.CreateSpaceResponse
+	(*ListSpacesRequest)(nil),       // 13: seq.v1.ListSpacesRequest
+	(*ListSpacesResponse)(nil),      // 14: seq.v1.ListSpacesResponse
+	(*ClusterStatusRequest)(nil),    // 15: seq.v1.ClusterStatusRequest
+	(*Node)(nil),                    // 16: seq.v1.Node
+	(*ClusterStatusResponse)(nil),   // 17: seq.v1.ClusterStatusResponse
+	(*durationpb.Duration)(nil),     // 18: google.protobuf.Duration
+	(*CreateNamespaceRequest)(nil),  // 19: seq.v1.CreateNamespaceRequest
+	(*ListNamespacesRequest)(nil),   // 20: seq.v1.ListNamespacesRequest
+	(*ListWorkersRequest)(nil),      // 21: seq.v1.ListWorkersRequest
+	(*ReclaimWorkerRequest)(nil),    // 22: seq.v1.ReclaimWorkerRequest
+	(*CreateNamespaceResponse)(nil), // 23: seq.v1.CreateNamespaceResponse
+	(*ListNamespacesResponse)(nil),  // 24: seq.v1.ListNamespacesResponse
+	(*ListWorkersResponse)(nil),     // 25: seq.v1.ListWorkersResponse
+	(*ReclaimWorkerResponse)(nil),   // 26: seq.v1.ReclaimWorkerResponse
 }
 var file_seq_v1_seq_proto_depIdxs = []int32{
 	10, // 0: seq.v1.CreateSpaceResponse.space:type_name -> seq.v1.Space
@@ -1208,19 +1220,27 @@ var file_seq_v1_seq_proto_depIdxs = []int32{
 	4,  // 6: seq.v1.SequenceService.Current:input_type -> seq.v1.CurrentRequest
 	11, // 7: seq.v1.AdminService.CreateSpace:input_type -> seq.v1.CreateSpaceRequest
 	13, // 8: seq.v1.AdminService.ListSpaces:input_type -> seq.v1.ListSpacesRequest
-	15, // 9: seq.v1.AdminService.ClusterStatus:input_type -> seq.v1.ClusterStatusRequest
-	8,  // 10: seq.v1.AdminService.RemoveNode:input_type -> seq.v1.RemoveNodeRequest
-	6,  // 11: seq.v1.AdminService.Backup:input_type -> seq.v1.BackupRequest
-	1,  // 12: seq.v1.SequenceService.Next:output_type -> seq.v1.NextResponse
-	3,  // 13: seq.v1.SequenceService.Reserve:output_type -> seq.v1.ReserveResponse
-	5,  // 14: seq.v1.SequenceService.Current:output_type -> seq.v1.CurrentResponse
-	12, // 15: seq.v1.AdminService.CreateSpace:output_type -> seq.v1.CreateSpaceResponse
-	14, // 16: seq.v1.AdminService.ListSpaces:output_type -> seq.v1.ListSpacesResponse
-	17, // 17: seq.v1.AdminService.ClusterStatus:output_type -> seq.v1.ClusterStatusResponse
-	9,  // 18: seq.v1.AdminService.RemoveNode:output_type -> seq.v1.RemoveNodeResponse
-	7,  // 19: seq.v1.AdminService.Backup:output_type -> seq.v1.BackupResponse
-	12, // [12:20] is the sub-list for method output_type
-	4,  // [4:12] is the sub-list for method input_type
+	19, // 9: seq.v1.AdminService.CreateNamespace:input_type -> seq.v1.CreateNamespaceRequest
+	20, // 10: seq.v1.AdminService.ListNamespaces:input_type -> seq.v1.ListNamespacesRequest
+	21, // 11: seq.v1.AdminService.ListWorkers:input_type -> seq.v1.ListWorkersRequest
+	22, // 12: seq.v1.AdminService.ReclaimWorker:input_type -> seq.v1.ReclaimWorkerRequest
+	15, // 13: seq.v1.AdminService.ClusterStatus:input_type -> seq.v1.ClusterStatusRequest
+	8,  // 14: seq.v1.AdminService.RemoveNode:input_type -> seq.v1.RemoveNodeRequest
+	6,  // 15: seq.v1.AdminService.Backup:input_type -> seq.v1.BackupRequest
+	1,  // 16: seq.v1.SequenceService.Next:output_type -> seq.v1.NextResponse
+	3,  // 17: seq.v1.SequenceService.Reserve:output_type -> seq.v1.ReserveResponse
+	5,  // 18: seq.v1.SequenceService.Current:output_type -> seq.v1.CurrentResponse
+	12, // 19: seq.v1.AdminService.CreateSpace:output_type -> seq.v1.CreateSpaceResponse
+	14, // 20: seq.v1.AdminService.ListSpaces:output_type -> seq.v1.ListSpacesResponse
+	23, // 21: seq.v1.AdminService.CreateNamespace:output_type -> seq.v1.CreateNamespaceResponse
+	24, // 22: seq.v1.AdminService.ListNamespaces:output_type -> seq.v1.ListNamespacesResponse
+	25, // 23: seq.v1.AdminService.ListWorkers:output_type -> seq.v1.ListWorkersResponse
+	26, // 24: seq.v1.AdminService.ReclaimWorker:output_type -> seq.v1.ReclaimWorkerResponse
+	17, // 25: seq.v1.AdminService.ClusterStatus:output_type -> seq.v1.ClusterStatusResponse
+	9,  // 26: seq.v1.AdminService.RemoveNode:output_type -> seq.v1.RemoveNodeResponse
+	7,  // 27: seq.v1.AdminService.Backup:output_type -> seq.v1.BackupResponse
+	16, // [16:28] is the sub-list for method output_type
+	4,  // [4:16] is the sub-list for method input_type
 	4,  // [4:4] is the sub-list for extension type_name
 	4,  // [4:4] is the sub-list for extension extendee
 	0,  // [0:4] is the sub-list for field type_name
@@ -1231,6 +1251,7 @@ func file_seq_v1_seq_proto_init() {
 	if File_seq_v1_seq_proto != nil {
 		return
 	}
+	file_seq_v1_id_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -51,6 +51,18 @@ const (
 	AdminServiceCreateSpaceProcedure = "/seq.v1.AdminService/CreateSpace"
 	// AdminServiceListSpacesProcedure is the fully-qualified name of the AdminService's ListSpaces RPC.
 	AdminServiceListSpacesProcedure = "/seq.v1.AdminService/ListSpaces"
+	// AdminServiceCreateNamespaceProcedure is the fully-qualified name of the AdminService's
+	// CreateNamespace RPC.
+	AdminServiceCreateNamespaceProcedure = "/seq.v1.AdminService/CreateNamespace"
+	// AdminServiceListNamespacesProcedure is the fully-qualified name of the AdminService's
+	// ListNamespaces RPC.
+	AdminServiceListNamespacesProcedure = "/seq.v1.AdminService/ListNamespaces"
+	// AdminServiceListWorkersProcedure is the fully-qualified name of the AdminService's ListWorkers
+	// RPC.
+	AdminServiceListWorkersProcedure = "/seq.v1.AdminService/ListWorkers"
+	// AdminServiceReclaimWorkerProcedure is the fully-qualified name of the AdminService's
+	// ReclaimWorker RPC.
+	AdminServiceReclaimWorkerProcedure = "/seq.v1.AdminService/ReclaimWorker"
 	// AdminServiceClusterStatusProcedure is the fully-qualified name of the AdminService's
 	// ClusterStatus RPC.
 	AdminServiceClusterStatusProcedure = "/seq.v1.AdminService/ClusterStatus"
@@ -200,6 +212,17 @@ type AdminServiceClient interface {
 	// settings succeeds (created = false); different settings fail with already_exists.
 	CreateSpace(context.Context, *connect.Request[v1.CreateSpaceRequest]) (*connect.Response[v1.CreateSpaceResponse], error)
 	ListSpaces(context.Context, *connect.Request[v1.ListSpacesRequest]) (*connect.Response[v1.ListSpacesResponse], error)
+	// CreateNamespace creates a flake namespace (see IdService). Creating one
+	// that exists with the same settings succeeds (created = false); different
+	// settings fail with already_exists. A layout is fixed for a namespace's
+	// life: a new layout, or a new obfuscation key, is a new namespace.
+	CreateNamespace(context.Context, *connect.Request[v1.CreateNamespaceRequest]) (*connect.Response[v1.CreateNamespaceResponse], error)
+	ListNamespaces(context.Context, *connect.Request[v1.ListNamespacesRequest]) (*connect.Response[v1.ListNamespacesResponse], error)
+	// ListWorkers lists a namespace's workers ever used, with their holders.
+	ListWorkers(context.Context, *connect.Request[v1.ListWorkersRequest]) (*connect.Response[v1.ListWorkersResponse], error)
+	// ReclaimWorker takes a worker back from its holder now (fencing it),
+	// without waiting for its lease to lapse.
+	ReclaimWorker(context.Context, *connect.Request[v1.ReclaimWorkerRequest]) (*connect.Response[v1.ReclaimWorkerResponse], error)
 	// ClusterStatus reports the leader, the term and every known node.
 	ClusterStatus(context.Context, *connect.Request[v1.ClusterStatusRequest]) (*connect.Response[v1.ClusterStatusResponse], error)
 	// RemoveNode removes a server from the raft configuration (it stops voting
@@ -237,6 +260,32 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		createNamespace: connect.NewClient[v1.CreateNamespaceRequest, v1.CreateNamespaceResponse](
+			httpClient,
+			baseURL+AdminServiceCreateNamespaceProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("CreateNamespace")),
+			connect.WithClientOptions(opts...),
+		),
+		listNamespaces: connect.NewClient[v1.ListNamespacesRequest, v1.ListNamespacesResponse](
+			httpClient,
+			baseURL+AdminServiceListNamespacesProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("ListNamespaces")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		listWorkers: connect.NewClient[v1.ListWorkersRequest, v1.ListWorkersResponse](
+			httpClient,
+			baseURL+AdminServiceListWorkersProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("ListWorkers")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		reclaimWorker: connect.NewClient[v1.ReclaimWorkerRequest, v1.ReclaimWorkerResponse](
+			httpClient,
+			baseURL+AdminServiceReclaimWorkerProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("ReclaimWorker")),
+			connect.WithClientOptions(opts...),
+		),
 		clusterStatus: connect.NewClient[v1.ClusterStatusRequest, v1.ClusterStatusResponse](
 			httpClient,
 			baseURL+AdminServiceClusterStatusProcedure,
@@ -261,11 +310,15 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 
 // adminServiceClient implements AdminServiceClient.
 type adminServiceClient struct {
-	createSpace   *connect.Client[v1.CreateSpaceRequest, v1.CreateSpaceResponse]
-	listSpaces    *connect.Client[v1.ListSpacesRequest, v1.ListSpacesResponse]
-	clusterStatus *connect.Client[v1.ClusterStatusRequest, v1.ClusterStatusResponse]
-	removeNode    *connect.Client[v1.RemoveNodeRequest, v1.RemoveNodeResponse]
-	backup        *connect.Client[v1.BackupRequest, v1.BackupResponse]
+	createSpace     *connect.Client[v1.CreateSpaceRequest, v1.CreateSpaceResponse]
+	listSpaces      *connect.Client[v1.ListSpacesRequest, v1.ListSpacesResponse]
+	createNamespace *connect.Client[v1.CreateNamespaceRequest, v1.CreateNamespaceResponse]
+	listNamespaces  *connect.Client[v1.ListNamespacesRequest, v1.ListNamespacesResponse]
+	listWorkers     *connect.Client[v1.ListWorkersRequest, v1.ListWorkersResponse]
+	reclaimWorker   *connect.Client[v1.ReclaimWorkerRequest, v1.ReclaimWorkerResponse]
+	clusterStatus   *connect.Client[v1.ClusterStatusRequest, v1.ClusterStatusResponse]
+	removeNode      *connect.Client[v1.RemoveNodeRequest, v1.RemoveNodeResponse]
+	backup          *connect.Client[v1.BackupRequest, v1.BackupResponse]
 }
 
 // CreateSpace calls seq.v1.AdminService.CreateSpace.
@@ -276,6 +329,26 @@ func (c *adminServiceClient) CreateSpace(ctx context.Context, req *connect.Reque
 // ListSpaces calls seq.v1.AdminService.ListSpaces.
 func (c *adminServiceClient) ListSpaces(ctx context.Context, req *connect.Request[v1.ListSpacesRequest]) (*connect.Response[v1.ListSpacesResponse], error) {
 	return c.listSpaces.CallUnary(ctx, req)
+}
+
+// CreateNamespace calls seq.v1.AdminService.CreateNamespace.
+func (c *adminServiceClient) CreateNamespace(ctx context.Context, req *connect.Request[v1.CreateNamespaceRequest]) (*connect.Response[v1.CreateNamespaceResponse], error) {
+	return c.createNamespace.CallUnary(ctx, req)
+}
+
+// ListNamespaces calls seq.v1.AdminService.ListNamespaces.
+func (c *adminServiceClient) ListNamespaces(ctx context.Context, req *connect.Request[v1.ListNamespacesRequest]) (*connect.Response[v1.ListNamespacesResponse], error) {
+	return c.listNamespaces.CallUnary(ctx, req)
+}
+
+// ListWorkers calls seq.v1.AdminService.ListWorkers.
+func (c *adminServiceClient) ListWorkers(ctx context.Context, req *connect.Request[v1.ListWorkersRequest]) (*connect.Response[v1.ListWorkersResponse], error) {
+	return c.listWorkers.CallUnary(ctx, req)
+}
+
+// ReclaimWorker calls seq.v1.AdminService.ReclaimWorker.
+func (c *adminServiceClient) ReclaimWorker(ctx context.Context, req *connect.Request[v1.ReclaimWorkerRequest]) (*connect.Response[v1.ReclaimWorkerResponse], error) {
+	return c.reclaimWorker.CallUnary(ctx, req)
 }
 
 // ClusterStatus calls seq.v1.AdminService.ClusterStatus.
@@ -299,6 +372,17 @@ type AdminServiceHandler interface {
 	// settings succeeds (created = false); different settings fail with already_exists.
 	CreateSpace(context.Context, *connect.Request[v1.CreateSpaceRequest]) (*connect.Response[v1.CreateSpaceResponse], error)
 	ListSpaces(context.Context, *connect.Request[v1.ListSpacesRequest]) (*connect.Response[v1.ListSpacesResponse], error)
+	// CreateNamespace creates a flake namespace (see IdService). Creating one
+	// that exists with the same settings succeeds (created = false); different
+	// settings fail with already_exists. A layout is fixed for a namespace's
+	// life: a new layout, or a new obfuscation key, is a new namespace.
+	CreateNamespace(context.Context, *connect.Request[v1.CreateNamespaceRequest]) (*connect.Response[v1.CreateNamespaceResponse], error)
+	ListNamespaces(context.Context, *connect.Request[v1.ListNamespacesRequest]) (*connect.Response[v1.ListNamespacesResponse], error)
+	// ListWorkers lists a namespace's workers ever used, with their holders.
+	ListWorkers(context.Context, *connect.Request[v1.ListWorkersRequest]) (*connect.Response[v1.ListWorkersResponse], error)
+	// ReclaimWorker takes a worker back from its holder now (fencing it),
+	// without waiting for its lease to lapse.
+	ReclaimWorker(context.Context, *connect.Request[v1.ReclaimWorkerRequest]) (*connect.Response[v1.ReclaimWorkerResponse], error)
 	// ClusterStatus reports the leader, the term and every known node.
 	ClusterStatus(context.Context, *connect.Request[v1.ClusterStatusRequest]) (*connect.Response[v1.ClusterStatusResponse], error)
 	// RemoveNode removes a server from the raft configuration (it stops voting
@@ -332,6 +416,32 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	adminServiceCreateNamespaceHandler := connect.NewUnaryHandler(
+		AdminServiceCreateNamespaceProcedure,
+		svc.CreateNamespace,
+		connect.WithSchema(adminServiceMethods.ByName("CreateNamespace")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceListNamespacesHandler := connect.NewUnaryHandler(
+		AdminServiceListNamespacesProcedure,
+		svc.ListNamespaces,
+		connect.WithSchema(adminServiceMethods.ByName("ListNamespaces")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceListWorkersHandler := connect.NewUnaryHandler(
+		AdminServiceListWorkersProcedure,
+		svc.ListWorkers,
+		connect.WithSchema(adminServiceMethods.ByName("ListWorkers")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceReclaimWorkerHandler := connect.NewUnaryHandler(
+		AdminServiceReclaimWorkerProcedure,
+		svc.ReclaimWorker,
+		connect.WithSchema(adminServiceMethods.ByName("ReclaimWorker")),
+		connect.WithHandlerOptions(opts...),
+	)
 	adminServiceClusterStatusHandler := connect.NewUnaryHandler(
 		AdminServiceClusterStatusProcedure,
 		svc.ClusterStatus,
@@ -357,6 +467,14 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 			adminServiceCreateSpaceHandler.ServeHTTP(w, r)
 		case AdminServiceListSpacesProcedure:
 			adminServiceListSpacesHandler.ServeHTTP(w, r)
+		case AdminServiceCreateNamespaceProcedure:
+			adminServiceCreateNamespaceHandler.ServeHTTP(w, r)
+		case AdminServiceListNamespacesProcedure:
+			adminServiceListNamespacesHandler.ServeHTTP(w, r)
+		case AdminServiceListWorkersProcedure:
+			adminServiceListWorkersHandler.ServeHTTP(w, r)
+		case AdminServiceReclaimWorkerProcedure:
+			adminServiceReclaimWorkerHandler.ServeHTTP(w, r)
 		case AdminServiceClusterStatusProcedure:
 			adminServiceClusterStatusHandler.ServeHTTP(w, r)
 		case AdminServiceRemoveNodeProcedure:
@@ -378,6 +496,22 @@ func (UnimplementedAdminServiceHandler) CreateSpace(context.Context, *connect.Re
 
 func (UnimplementedAdminServiceHandler) ListSpaces(context.Context, *connect.Request[v1.ListSpacesRequest]) (*connect.Response[v1.ListSpacesResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("seq.v1.AdminService.ListSpaces is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) CreateNamespace(context.Context, *connect.Request[v1.CreateNamespaceRequest]) (*connect.Response[v1.CreateNamespaceResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("seq.v1.AdminService.CreateNamespace is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) ListNamespaces(context.Context, *connect.Request[v1.ListNamespacesRequest]) (*connect.Response[v1.ListNamespacesResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("seq.v1.AdminService.ListNamespaces is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) ListWorkers(context.Context, *connect.Request[v1.ListWorkersRequest]) (*connect.Response[v1.ListWorkersResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("seq.v1.AdminService.ListWorkers is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) ReclaimWorker(context.Context, *connect.Request[v1.ReclaimWorkerRequest]) (*connect.Response[v1.ReclaimWorkerResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("seq.v1.AdminService.ReclaimWorker is not implemented"))
 }
 
 func (UnimplementedAdminServiceHandler) ClusterStatus(context.Context, *connect.Request[v1.ClusterStatusRequest]) (*connect.Response[v1.ClusterStatusResponse], error) {

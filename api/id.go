@@ -1,0 +1,290 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/seqd/seqd"
+	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
+	"github.com/seqd/seqd/api/gen/seq/v1/seqv1connect"
+	"github.com/seqd/seqd/cluster"
+	"github.com/seqd/seqd/flake"
+)
+
+// The grants this server hands out (service mode and embedded generators
+// alike): a holder renews every third of the lease, and a range reaches
+// rangeLeases leases past the leader's time, so that a holder keeps
+// issuing through a leader failover for that long.
+const (
+	grantLease    = 10 * time.Second
+	rangeLeases   = 3
+	maxIDsPerCall = 10000
+	// DefaultNamespace is the namespace of NextIds calls that name none.
+	DefaultNamespace = "default"
+)
+
+var errBadIDCount = fmt.Errorf("%w: count must be 1 to %d", seqd.ErrInvalidArgument, maxIDsPerCall)
+
+// ids is the service-mode state: one holder per namespace this server
+// issues ids of, and the obfuscators of obfuscated namespaces.
+type ids struct {
+	secret []byte
+
+	mu      sync.Mutex
+	holders map[string]*flake.Holder
+	obf     map[string]*flake.Obfuscator
+	closed  bool
+}
+
+// WithClusterSecret sets the secret obfuscation keys derive from (see
+// flake.DeriveKey); without it, obfuscated namespaces are refused.
+func WithClusterSecret(secret []byte) Option {
+	return func(s *Server) { s.ids.secret = secret }
+}
+
+func nsName(name string) (string, error) {
+	if name == "" {
+		return DefaultNamespace, nil
+	}
+	if !seqd.ValidName(name) {
+		return "", fmt.Errorf("%w: namespace %q", seqd.ErrInvalidNamespace, name)
+	}
+	return name, nil
+}
+
+// NextIds implements IdService.NextIds: this server answers from its own
+// worker, without a hop to the leader.
+func (s *Server) NextIds(ctx context.Context, req *connect.Request[seqv1.NextIdsRequest]) (*connect.Response[seqv1.NextIdsResponse], error) {
+	out, err := s.nextIDs(ctx, req.Msg.GetNamespace(), req.Msg.GetCount())
+	err = s.toConnect(err)
+	s.logCall(seqv1connect.IdServiceNextIdsProcedure, err)
+	if err != nil {
+		return nil, err
+	}
+	resp := connect.NewResponse(&seqv1.NextIdsResponse{Ids: out})
+	s.setAnswerHeaders(resp.Header())
+	return resp, nil
+}
+
+func (s *Server) nextIDs(ctx context.Context, namespace string, count uint32) ([]int64, error) {
+	if count == 0 || count > maxIDsPerCall {
+		return nil, errBadIDCount
+	}
+	name, err := nsName(namespace)
+	if err != nil {
+		return nil, err
+	}
+	h, obf, err := s.holder(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	out, err := h.Next(ctx, int(count))
+	if err != nil {
+		return nil, err
+	}
+	if obf != nil {
+		for i, id := range out {
+			out[i] = obf.Encode(id)
+		}
+	}
+	return out, nil
+}
+
+// holder returns the namespace's holder, creating it on first use once the
+// namespace is known (here, or else at the leader).
+func (s *Server) holder(ctx context.Context, name string) (*flake.Holder, *flake.Obfuscator, error) {
+	s.ids.mu.Lock()
+	h, ok := s.ids.holders[name]
+	obf := s.ids.obf[name]
+	closed := s.ids.closed
+	s.ids.mu.Unlock()
+	switch {
+	case closed:
+		return nil, nil, flake.ErrClosed
+	case ok:
+		return h, obf, nil
+	}
+	ns, err := s.namespace(ctx, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if ns.Obfuscation != cluster.ObfuscateNone {
+		if obf, err = s.obfuscator(ns); err != nil {
+			return nil, nil, err
+		}
+	}
+	s.ids.mu.Lock()
+	defer s.ids.mu.Unlock()
+	if s.ids.closed {
+		return nil, nil, flake.ErrClosed
+	}
+	if h, ok := s.ids.holders[name]; ok {
+		return h, s.ids.obf[name], nil
+	}
+	if s.ids.holders == nil {
+		s.ids.holders, s.ids.obf = map[string]*flake.Holder{}, map[string]*flake.Obfuscator{}
+	}
+	h = flake.NewHolder(flake.HolderConfig{Granter: granter{s}, Namespace: name, Label: s.node.ID(), Logger: s.log})
+	s.ids.holders[name], s.ids.obf[name] = h, obf
+	return h, obf, nil
+}
+
+// obfuscator derives the namespace's permutation from the cluster secret,
+// refusing a secret other than the one the namespace was created with.
+func (s *Server) obfuscator(ns cluster.Namespace) (*flake.Obfuscator, error) {
+	if len(s.ids.secret) == 0 {
+		return nil, fmt.Errorf("%w: this server has no cluster secret", flake.ErrNoSecret)
+	}
+	key, check, err := flake.DeriveKey(s.ids.secret, ns.Name)
+	if err != nil {
+		return nil, err
+	}
+	if check != ns.KeyCheck {
+		return nil, fmt.Errorf("%w: this server's secret is not the one %q was created with", flake.ErrNoSecret, ns.Name)
+	}
+	return flake.NewObfuscator(ns.Layout, ns.Obfuscation, key)
+}
+
+// namespace reads a namespace from this server's state, or from the
+// leader's when this one has not applied its creation yet.
+func (s *Server) namespace(ctx context.Context, name string) (cluster.Namespace, error) {
+	if ns, ok := s.node.Namespace(name); ok {
+		return ns, nil
+	}
+	resp, err := routeInner(s, ctx, connect.NewRequest(&seqv1.ListNamespacesRequest{}),
+		func(context.Context) (*seqv1.ListNamespacesResponse, error) {
+			return &seqv1.ListNamespacesResponse{}, nil // the leader's own state was read above
+		},
+		func(ctx context.Context, p *peer, r *connect.Request[seqv1.ListNamespacesRequest]) (*connect.Response[seqv1.ListNamespacesResponse], error) {
+			return p.admin.ListNamespaces(ctx, r)
+		})
+	if err != nil {
+		return cluster.Namespace{}, err
+	}
+	for _, m := range resp.Msg.GetNamespaces() {
+		if m.GetName() == name {
+			return namespaceFromMsg(m), nil
+		}
+	}
+	if name == DefaultNamespace {
+		// The default namespace exists from its first use, with the
+		// default layout, as the default space does.
+		cr, err := s.CreateNamespace(ctx, connect.NewRequest(&seqv1.CreateNamespaceRequest{Name: DefaultNamespace}))
+		if err != nil {
+			return cluster.Namespace{}, err
+		}
+		return namespaceFromMsg(cr.Msg.GetNamespace()), nil
+	}
+	return cluster.Namespace{}, fmt.Errorf("%w: %q", seqd.ErrUnknownNamespace, name)
+}
+
+// Close releases the workers this server holds (best effort, within ctx)
+// and stops issuing ids.
+func (s *Server) Close(ctx context.Context) error {
+	s.ids.mu.Lock()
+	s.ids.closed = true
+	hs := s.ids.holders
+	s.ids.holders = nil
+	s.ids.mu.Unlock()
+	var errs error
+	for _, h := range hs {
+		errs = errors.Join(errs, h.Close(ctx))
+	}
+	return errs
+}
+
+// Decode implements IdService.Decode. Ids of an obfuscated namespace
+// decode only for callers with the admin token.
+func (s *Server) Decode(ctx context.Context, req *connect.Request[seqv1.DecodeRequest]) (*connect.Response[seqv1.DecodeResponse], error) {
+	out, err := s.decode(ctx, req)
+	err = s.toConnect(err)
+	s.logCall(seqv1connect.IdServiceDecodeProcedure, err)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(out), nil
+}
+
+func (s *Server) decode(ctx context.Context, req *connect.Request[seqv1.DecodeRequest]) (*seqv1.DecodeResponse, error) {
+	name, err := nsName(req.Msg.GetNamespace())
+	if err != nil {
+		return nil, err
+	}
+	ns, err := s.namespace(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	id := req.Msg.GetId()
+	if ns.Obfuscation != cluster.ObfuscateNone {
+		if s.token != "" {
+			if err := (authInterceptor{s}).checkToken(req.Header().Get("Authorization")); err != nil {
+				return nil, err
+			}
+		}
+		obf, err := s.obfuscator(ns)
+		if err != nil {
+			return nil, err
+		}
+		if id, err = obf.Decode(id); err != nil {
+			return nil, err
+		}
+	}
+	d, err := ns.Layout.Decode(id)
+	if err != nil {
+		return nil, err
+	}
+	out := &seqv1.DecodeResponse{UnixMs: d.UnixMs, Worker: uint32(d.Worker), Sequence: uint32(d.Sequence)}
+	if ws, ok := s.node.Workers(name); ok {
+		for _, w := range ws {
+			if w.ID != d.Worker {
+				continue
+			}
+			for _, u := range w.History {
+				if u.Lo < d.Unit && d.Unit <= u.Hi {
+					out.HolderLabel = u.Label
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// GetLayout implements IdService.GetLayout.
+func (s *Server) GetLayout(ctx context.Context, req *connect.Request[seqv1.GetLayoutRequest]) (*connect.Response[seqv1.GetLayoutResponse], error) {
+	name, err := nsName(req.Msg.GetNamespace())
+	var ns cluster.Namespace
+	if err == nil {
+		ns, err = s.namespace(ctx, name)
+	}
+	err = s.toConnect(err)
+	s.logCall(seqv1connect.IdServiceGetLayoutProcedure, err)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(layoutMsg(ns)), nil
+}
+
+func layoutMsg(ns cluster.Namespace) *seqv1.GetLayoutResponse {
+	l := ns.Layout
+	return &seqv1.GetLayoutResponse{EpochUnixMs: l.EpochMs, UnitMs: l.UnitMs, TimeBits: uint32(l.TimeBits),
+		WorkerBits: uint32(l.WorkerBits), SequenceBits: uint32(l.SequenceBits), Obfuscation: ns.Obfuscation}
+}
+
+func layoutFromMsg(m *seqv1.GetLayoutResponse) flake.Layout {
+	return flake.Layout{EpochMs: m.GetEpochUnixMs(), UnitMs: m.GetUnitMs(), TimeBits: uint8(min(m.GetTimeBits(), 255)),
+		WorkerBits: uint8(min(m.GetWorkerBits(), 255)), SequenceBits: uint8(min(m.GetSequenceBits(), 255))}
+}
+
+func namespaceMsg(ns cluster.Namespace) *seqv1.Namespace {
+	return &seqv1.Namespace{Name: ns.Name, Layout: layoutMsg(ns), FloorUnixMs: ns.Layout.UnitStart(ns.Floor), EndUnixMs: ns.Layout.End(), KeyCheck: ns.KeyCheck}
+}
+
+func namespaceFromMsg(m *seqv1.Namespace) cluster.Namespace {
+	l := layoutFromMsg(m.GetLayout())
+	return cluster.Namespace{Name: m.GetName(), Layout: l, Obfuscation: m.GetLayout().GetObfuscation(), KeyCheck: m.GetKeyCheck()}
+}

@@ -1,0 +1,289 @@
+package api
+
+import (
+	"context"
+	"fmt"
+
+	"connectrpc.com/connect"
+
+	"github.com/seqd/seqd"
+	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
+	"github.com/seqd/seqd/api/gen/seq/v1/seqv1connect"
+	"github.com/seqd/seqd/cluster"
+	"github.com/seqd/seqd/flake"
+)
+
+// CreateNamespace implements AdminService.CreateNamespace.
+func (s *Server) CreateNamespace(ctx context.Context, req *connect.Request[seqv1.CreateNamespaceRequest]) (*connect.Response[seqv1.CreateNamespaceResponse], error) {
+	op, err := s.createOp(req.Msg)
+	if err != nil {
+		err = s.toConnect(err)
+		s.logCall(seqv1connect.AdminServiceCreateNamespaceProcedure, err)
+		return nil, err
+	}
+	return route(s, ctx, req, seqv1connect.AdminServiceCreateNamespaceProcedure,
+		func(ctx context.Context) (*seqv1.CreateNamespaceResponse, error) {
+			_, existed := s.node.Namespace(op.Namespace)
+			if op.Obfuscation != cluster.ObfuscateNone {
+				// The leader derives the key check from its own secret.
+				_, check, err := flake.DeriveKey(s.ids.secret, op.Namespace)
+				if err != nil {
+					return nil, err
+				}
+				op.KeyCheck = check
+			}
+			res, err := s.node.ApplyFlake(ctx, []cluster.FlakeOp{op})
+			if err != nil {
+				return nil, err
+			}
+			if res[0].Err != nil {
+				return nil, res[0].Err
+			}
+			ns, _ := s.node.Namespace(op.Namespace)
+			return &seqv1.CreateNamespaceResponse{Namespace: namespaceMsg(ns), Created: !existed}, nil
+		},
+		func(ctx context.Context, p *peer, r *connect.Request[seqv1.CreateNamespaceRequest]) (*connect.Response[seqv1.CreateNamespaceResponse], error) {
+			return p.admin.CreateNamespace(ctx, r)
+		})
+}
+
+// createOp checks a CreateNamespace request and builds its op.
+func (s *Server) createOp(m *seqv1.CreateNamespaceRequest) (cluster.FlakeOp, error) {
+	op := cluster.FlakeOp{Type: cluster.OpCreateNamespace, Namespace: m.GetName(), Obfuscation: m.GetObfuscation()}
+	if m.GetName() == "" {
+		return op, fmt.Errorf("%w: a name is required", seqd.ErrInvalidNamespace)
+	}
+	custom := m.GetTimeBits() != 0
+	switch {
+	case custom && m.GetLayout() != "":
+		return op, fmt.Errorf("%w: give a preset layout or custom widths, not both", seqd.ErrInvalidNamespace)
+	case custom:
+		if m.GetTimeBits() > 64 || m.GetWorkerBits() > 64 || m.GetSequenceBits() > 64 {
+			return op, fmt.Errorf("%w: bit widths above 64", seqd.ErrInvalidNamespace)
+		}
+		op.Layout = flake.Layout{EpochMs: m.GetEpochUnixMs(), UnitMs: m.GetUnitMs(), TimeBits: uint8(m.GetTimeBits()),
+			WorkerBits: uint8(m.GetWorkerBits()), SequenceBits: uint8(m.GetSequenceBits())}
+		if op.Layout.EpochMs == 0 {
+			op.Layout.EpochMs = flake.DefaultEpoch.UnixMilli()
+		}
+		if op.Layout.UnitMs == 0 {
+			op.Layout.UnitMs = 1
+		}
+	default:
+		name := m.GetLayout()
+		if name == "" {
+			name = flake.DefaultLayoutName
+		}
+		l, ok := flake.Preset(name)
+		if !ok {
+			return op, fmt.Errorf("%w: unknown layout %q (presets: %v)", seqd.ErrInvalidNamespace, name, flake.PresetNames())
+		}
+		if m.GetEpochUnixMs() != 0 || m.GetUnitMs() != 0 || m.GetWorkerBits() != 0 || m.GetSequenceBits() != 0 {
+			return op, fmt.Errorf("%w: custom fields need time_bits (or drop them for a preset)", seqd.ErrInvalidNamespace)
+		}
+		op.Layout = l
+	}
+	if err := cluster.ValidateNamespace(op.Namespace, op.Layout, op.Obfuscation); err != nil {
+		return op, err
+	}
+	if op.Obfuscation != cluster.ObfuscateNone && len(s.ids.secret) == 0 {
+		return op, fmt.Errorf("%w: start the servers with --cluster-secret-file (or SEQD_CLUSTER_SECRET)", flake.ErrNoSecret)
+	}
+	return op, nil
+}
+
+// ListNamespaces implements AdminService.ListNamespaces (answered by the
+// leader).
+func (s *Server) ListNamespaces(ctx context.Context, req *connect.Request[seqv1.ListNamespacesRequest]) (*connect.Response[seqv1.ListNamespacesResponse], error) {
+	return route(s, ctx, req, seqv1connect.AdminServiceListNamespacesProcedure,
+		func(context.Context) (*seqv1.ListNamespacesResponse, error) {
+			out := &seqv1.ListNamespacesResponse{}
+			for _, ns := range s.node.Namespaces() {
+				out.Namespaces = append(out.Namespaces, namespaceMsg(ns))
+			}
+			return out, nil
+		},
+		func(ctx context.Context, p *peer, r *connect.Request[seqv1.ListNamespacesRequest]) (*connect.Response[seqv1.ListNamespacesResponse], error) {
+			return p.admin.ListNamespaces(ctx, r)
+		})
+}
+
+// ListWorkers implements AdminService.ListWorkers (answered by the leader).
+func (s *Server) ListWorkers(ctx context.Context, req *connect.Request[seqv1.ListWorkersRequest]) (*connect.Response[seqv1.ListWorkersResponse], error) {
+	return route(s, ctx, req, seqv1connect.AdminServiceListWorkersProcedure,
+		func(context.Context) (*seqv1.ListWorkersResponse, error) {
+			name, err := nsName(req.Msg.GetNamespace())
+			if err != nil {
+				return nil, err
+			}
+			ws, ok := s.node.Workers(name)
+			if !ok {
+				return nil, fmt.Errorf("%w: %q", seqd.ErrUnknownNamespace, name)
+			}
+			out := &seqv1.ListWorkersResponse{}
+			for _, w := range ws {
+				m := &seqv1.Worker{Id: uint32(w.ID), Hwm: w.HWM, Token: w.Token, Held: w.Holder != "", Label: w.Label,
+					RenewedUnixMs: w.RenewedMs, LeaseMs: uint32(min(w.LeaseMs, 1<<32-1))}
+				for _, u := range w.History {
+					m.History = append(m.History, &seqv1.WorkerUse{Label: u.Label, Token: u.Token, Lo: u.Lo, Hi: u.Hi})
+				}
+				out.Workers = append(out.Workers, m)
+			}
+			return out, nil
+		},
+		func(ctx context.Context, p *peer, r *connect.Request[seqv1.ListWorkersRequest]) (*connect.Response[seqv1.ListWorkersResponse], error) {
+			return p.admin.ListWorkers(ctx, r)
+		})
+}
+
+// ReclaimWorker implements AdminService.ReclaimWorker.
+func (s *Server) ReclaimWorker(ctx context.Context, req *connect.Request[seqv1.ReclaimWorkerRequest]) (*connect.Response[seqv1.ReclaimWorkerResponse], error) {
+	return route(s, ctx, req, seqv1connect.AdminServiceReclaimWorkerProcedure,
+		func(ctx context.Context) (*seqv1.ReclaimWorkerResponse, error) {
+			name, err := nsName(req.Msg.GetNamespace())
+			if err != nil {
+				return nil, err
+			}
+			if _, err := s.flakeOp(ctx, cluster.FlakeOp{Type: cluster.OpReclaim, Namespace: name, Worker: uint64(req.Msg.GetWorker())}); err != nil {
+				return nil, err
+			}
+			return &seqv1.ReclaimWorkerResponse{}, nil
+		},
+		func(ctx context.Context, p *peer, r *connect.Request[seqv1.ReclaimWorkerRequest]) (*connect.Response[seqv1.ReclaimWorkerResponse], error) {
+			return p.admin.ReclaimWorker(ctx, r)
+		})
+}
+
+// flakeOp applies one op on the leader and answers its grant.
+func (s *Server) flakeOp(ctx context.Context, op cluster.FlakeOp) (*seqv1.WorkerGrant, error) {
+	res, err := s.node.ApplyFlake(ctx, []cluster.FlakeOp{op})
+	if err != nil {
+		return nil, err
+	}
+	if res[0].Err != nil {
+		return nil, res[0].Err
+	}
+	g := res[0].Grant
+	ns, _ := s.node.Namespace(op.Namespace)
+	return &seqv1.WorkerGrant{Namespace: g.Namespace, Worker: uint32(g.Worker), Token: g.Token, Lo: g.Lo, Hi: g.Hi,
+		LeaderUnixMs: g.NowMs, LeaseMs: uint32(grantLease.Milliseconds()), Layout: layoutMsg(ns)}, nil
+}
+
+// spanUnits is the range length of a grant: rangeLeases leases of the
+// layout's units.
+func (s *Server) spanUnits(name string) uint64 {
+	ns, ok := s.node.Namespace(name)
+	if !ok {
+		return 1
+	}
+	return max(1, uint64(rangeLeases*grantLease.Milliseconds())/uint64(ns.Layout.UnitMs))
+}
+
+func holderOp(m interface {
+	GetNamespace() string
+	GetHolder() string
+}) (cluster.FlakeOp, error) {
+	name, err := nsName(m.GetNamespace())
+	if err != nil {
+		return cluster.FlakeOp{}, err
+	}
+	if m.GetHolder() == "" {
+		return cluster.FlakeOp{}, fmt.Errorf("%w: holder is required", seqd.ErrInvalidArgument)
+	}
+	return cluster.FlakeOp{Namespace: name, Holder: m.GetHolder(), LeaseMs: uint64(grantLease.Milliseconds())}, nil
+}
+
+// AcquireWorker implements IdService.AcquireWorker (answered by the leader).
+func (s *Server) AcquireWorker(ctx context.Context, req *connect.Request[seqv1.AcquireWorkerRequest]) (*connect.Response[seqv1.WorkerGrant], error) {
+	return route(s, ctx, req, seqv1connect.IdServiceAcquireWorkerProcedure,
+		func(ctx context.Context) (*seqv1.WorkerGrant, error) {
+			op, err := holderOp(req.Msg)
+			if err != nil {
+				return nil, err
+			}
+			op.Type, op.Label, op.Span = cluster.OpAcquire, req.Msg.GetLabel(), s.spanUnits(op.Namespace)
+			return s.flakeOp(ctx, op)
+		},
+		func(ctx context.Context, p *peer, r *connect.Request[seqv1.AcquireWorkerRequest]) (*connect.Response[seqv1.WorkerGrant], error) {
+			return p.id.AcquireWorker(ctx, r)
+		})
+}
+
+// RenewWorker implements IdService.RenewWorker (answered by the leader).
+func (s *Server) RenewWorker(ctx context.Context, req *connect.Request[seqv1.RenewWorkerRequest]) (*connect.Response[seqv1.WorkerGrant], error) {
+	return route(s, ctx, req, seqv1connect.IdServiceRenewWorkerProcedure,
+		func(ctx context.Context) (*seqv1.WorkerGrant, error) {
+			op, err := holderOp(req.Msg)
+			if err != nil {
+				return nil, err
+			}
+			op.Type, op.Worker, op.Token, op.Span = cluster.OpRenew, uint64(req.Msg.GetWorker()), req.Msg.GetToken(), s.spanUnits(op.Namespace)
+			return s.flakeOp(ctx, op)
+		},
+		func(ctx context.Context, p *peer, r *connect.Request[seqv1.RenewWorkerRequest]) (*connect.Response[seqv1.WorkerGrant], error) {
+			return p.id.RenewWorker(ctx, r)
+		})
+}
+
+// ReleaseWorker implements IdService.ReleaseWorker (answered by the leader).
+func (s *Server) ReleaseWorker(ctx context.Context, req *connect.Request[seqv1.ReleaseWorkerRequest]) (*connect.Response[seqv1.ReleaseWorkerResponse], error) {
+	return route(s, ctx, req, seqv1connect.IdServiceReleaseWorkerProcedure,
+		func(ctx context.Context) (*seqv1.ReleaseWorkerResponse, error) {
+			op, err := holderOp(req.Msg)
+			if err != nil {
+				return nil, err
+			}
+			op.Type, op.Worker, op.Token = cluster.OpRelease, uint64(req.Msg.GetWorker()), req.Msg.GetToken()
+			if _, err := s.flakeOp(ctx, op); err != nil {
+				return nil, err
+			}
+			return &seqv1.ReleaseWorkerResponse{}, nil
+		},
+		func(ctx context.Context, p *peer, r *connect.Request[seqv1.ReleaseWorkerRequest]) (*connect.Response[seqv1.ReleaseWorkerResponse], error) {
+			return p.id.ReleaseWorker(ctx, r)
+		})
+}
+
+// granter is this server's own holders' way to the leader: the leader
+// decides locally, a follower asks the leader over IdService.
+type granter struct{ s *Server }
+
+func (g granter) Acquire(ctx context.Context, namespace, holder, label string) (flake.Grant, error) {
+	resp, err := g.s.AcquireWorker(ctx, connect.NewRequest(&seqv1.AcquireWorkerRequest{Namespace: namespace, Holder: holder, Label: label}))
+	if err != nil {
+		return flake.Grant{}, FromConnect(err)
+	}
+	return GrantFromMsg(resp.Msg), nil
+}
+
+func (g granter) Renew(ctx context.Context, gr flake.Grant, holder string) (flake.Grant, error) {
+	resp, err := g.s.RenewWorker(ctx, connect.NewRequest(&seqv1.RenewWorkerRequest{Namespace: gr.Namespace, Worker: uint32(gr.Worker), Token: gr.Token, Holder: holder}))
+	if err != nil {
+		return flake.Grant{}, FromConnect(err)
+	}
+	return GrantFromMsg(resp.Msg), nil
+}
+
+func (g granter) Release(ctx context.Context, gr flake.Grant, holder string) error {
+	_, err := g.s.ReleaseWorker(ctx, connect.NewRequest(&seqv1.ReleaseWorkerRequest{Namespace: gr.Namespace, Worker: uint32(gr.Worker), Token: gr.Token, Holder: holder}))
+	return FromConnect(err)
+}
+
+// GrantFromMsg converts a WorkerGrant.
+func GrantFromMsg(m *seqv1.WorkerGrant) flake.Grant {
+	return flake.Grant{Namespace: m.GetNamespace(), Layout: layoutFromMsg(m.GetLayout()), Worker: uint64(m.GetWorker()),
+		Token: m.GetToken(), Lo: m.GetLo(), Hi: m.GetHi(), LeaderMs: m.GetLeaderUnixMs(), LeaseMs: m.GetLeaseMs()}
+}
+
+// FromConnect turns the Connect codes a holder acts on back into the root
+// package's errors: failed_precondition is seqd.ErrFenced and
+// resource_exhausted seqd.ErrNoWorker; anything else is kept (wrapped).
+func FromConnect(err error) error {
+	switch connect.CodeOf(err) {
+	case connect.CodeFailedPrecondition:
+		return fmt.Errorf("%w: %v", seqd.ErrFenced, err)
+	case connect.CodeResourceExhausted:
+		return fmt.Errorf("%w: %v", seqd.ErrNoWorker, err)
+	}
+	return err
+}

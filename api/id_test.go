@@ -1,0 +1,285 @@
+package api_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/seqd/seqd/api"
+	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
+	"github.com/seqd/seqd/api/gen/seq/v1/seqv1connect"
+	"github.com/seqd/seqd/flake"
+	"github.com/seqd/seqd/internal/testcluster"
+)
+
+func idClient(addr string) seqv1connect.IdServiceClient {
+	return seqv1connect.NewIdServiceClient(api.NewH2CClient(), "http://"+addr)
+}
+
+func adminClient(addr string) seqv1connect.AdminServiceClient {
+	return seqv1connect.NewAdminServiceClient(api.NewH2CClient(), "http://"+addr)
+}
+
+// nextIDs calls NextIds, retrying unavailable (a cluster that is still
+// moving to the flake protocol) for up to 20 s.
+func nextIDs(t *testing.T, c seqv1connect.IdServiceClient, ns string, n uint32) []int64 {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		resp, err := c.NextIds(ctx, connect.NewRequest(&seqv1.NextIdsRequest{Namespace: ns, Count: n}))
+		cancel()
+		if err == nil {
+			return resp.Msg.GetIds()
+		}
+		if connect.CodeOf(err) != connect.CodeUnavailable || time.Now().After(deadline) {
+			t.Fatalf("NextIds(%q, %d): %v", ns, n, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestNextIdsEveryNodeItsOwnWorker: every node answers NextIds from its own
+// worker; no id repeats across nodes, each response strictly increases,
+// and decoding names the node that issued it.
+func TestNextIdsEveryNodeItsOwnWorker(t *testing.T) {
+	c := testcluster.Start(t, 3, testcluster.Options{})
+	c.WaitServingLeader(20 * time.Second)
+	l, _ := flake.Preset("snowflake")
+	seen := map[int64]string{}
+	workers := map[uint64]string{}
+	for round := range 20 {
+		for i, addr := range c.APIAddrs() {
+			ids := nextIDs(t, idClient(addr), "", uint32(1+round*37%500))
+			for j, id := range ids {
+				if by, dup := seen[id]; dup {
+					t.Fatalf("id %d from %s was issued by %s too", id, addr, by)
+				}
+				seen[id] = addr
+				if j > 0 && id <= ids[j-1] {
+					t.Fatalf("ids of one response not increasing: %d after %d", id, ids[j-1])
+				}
+				d, err := l.Decode(id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if w, ok := workers[d.Worker]; ok && w != c.Nodes[i].ID {
+					t.Fatalf("worker %d used by %s and %s", d.Worker, w, c.Nodes[i].ID)
+				}
+				workers[d.Worker] = c.Nodes[i].ID
+				if diff := time.Since(time.UnixMilli(d.UnixMs)); diff < -time.Second || diff > time.Second {
+					t.Fatalf("id %d decodes to %v, %v from now", id, time.UnixMilli(d.UnixMs), diff)
+				}
+			}
+		}
+	}
+	if len(workers) != 3 {
+		t.Fatalf("workers %v, want one per node", workers)
+	}
+	resp, err := idClient(c.Nodes[0].APIAddr).Decode(context.Background(), connect.NewRequest(&seqv1.DecodeRequest{Id: nextIDs(t, idClient(c.Nodes[1].APIAddr), "", 1)[0]}))
+	if err != nil || resp.Msg.GetHolderLabel() != c.Nodes[1].ID {
+		t.Fatalf("Decode: %v %v, want the holder %s", resp, err, c.Nodes[1].ID)
+	}
+}
+
+// TestIdBadInputCodes: each kind of bad input gets its documented code.
+func TestIdBadInputCodes(t *testing.T) {
+	c := testcluster.Start(t, 1, testcluster.Options{})
+	c.WaitServingLeader(20 * time.Second)
+	addr := c.Nodes[0].APIAddr
+	ids, admin := idClient(addr), adminClient(addr)
+	nextIDs(t, ids, "", 1) // the cluster is on the flake protocol
+	ctx := context.Background()
+	if _, err := admin.CreateNamespace(ctx, connect.NewRequest(&seqv1.CreateNamespaceRequest{Name: "orders", Layout: "sonyflake"})); err != nil {
+		t.Fatal(err)
+	}
+	next := func(ns string, n uint32) error {
+		_, err := ids.NextIds(ctx, connect.NewRequest(&seqv1.NextIdsRequest{Namespace: ns, Count: n}))
+		return err
+	}
+	create := func(r *seqv1.CreateNamespaceRequest) error {
+		_, err := admin.CreateNamespace(ctx, connect.NewRequest(r))
+		return err
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want connect.Code
+	}{
+		{"count 0", next("", 0), connect.CodeInvalidArgument},
+		{"count 10001", next("", 10001), connect.CodeInvalidArgument},
+		{"malformed namespace", next("Bad Name", 1), connect.CodeInvalidArgument},
+		{"unknown namespace", next("nope", 1), connect.CodeNotFound},
+		{"unknown preset", create(&seqv1.CreateNamespaceRequest{Name: "x", Layout: "tiny"}), connect.CodeInvalidArgument},
+		{"64-bit layout", create(&seqv1.CreateNamespaceRequest{Name: "x", TimeBits: 42, WorkerBits: 10, SequenceBits: 12}), connect.CodeInvalidArgument},
+		{"preset and widths", create(&seqv1.CreateNamespaceRequest{Name: "x", Layout: "js", TimeBits: 30}), connect.CodeInvalidArgument},
+		{"exists with another layout", create(&seqv1.CreateNamespaceRequest{Name: "orders", Layout: "wide"}), connect.CodeAlreadyExists},
+		{"obfuscation without a secret", create(&seqv1.CreateNamespaceRequest{Name: "y", Obfuscation: "ff1"}), connect.CodeFailedPrecondition},
+		{"bad obfuscation", create(&seqv1.CreateNamespaceRequest{Name: "y", Obfuscation: "rot13"}), connect.CodeInvalidArgument},
+	} {
+		if got := connect.CodeOf(tc.err); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, tc.err, tc.want)
+		}
+	}
+	if _, err := ids.Decode(ctx, connect.NewRequest(&seqv1.DecodeRequest{Id: -4})); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Errorf("Decode(-4): %v", err)
+	}
+	g, err := ids.AcquireWorker(ctx, connect.NewRequest(&seqv1.AcquireWorkerRequest{Namespace: "orders", Holder: "h1", Label: "test"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ids.RenewWorker(ctx, connect.NewRequest(&seqv1.RenewWorkerRequest{Namespace: "orders", Worker: g.Msg.GetWorker(), Token: g.Msg.GetToken() + 1, Holder: "h1"})); connect.CodeOf(err) != connect.CodeFailedPrecondition {
+		t.Errorf("renewal with a wrong token: %v", err)
+	}
+	if _, err := ids.AcquireWorker(ctx, connect.NewRequest(&seqv1.AcquireWorkerRequest{Namespace: "orders"})); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Errorf("acquire without a holder: %v", err)
+	}
+	// Worker exhaustion: a layout with 2 workers, one held by this
+	// server's own holder after a NextIds.
+	if err := create(&seqv1.CreateNamespaceRequest{Name: "tiny", TimeBits: 40, WorkerBits: 1, SequenceBits: 4}); err != nil {
+		t.Fatal(err)
+	}
+	nextIDs(t, ids, "tiny", 1)
+	if _, err := ids.AcquireWorker(ctx, connect.NewRequest(&seqv1.AcquireWorkerRequest{Namespace: "tiny", Holder: "a"})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ids.AcquireWorker(ctx, connect.NewRequest(&seqv1.AcquireWorkerRequest{Namespace: "tiny", Holder: "b"})); connect.CodeOf(err) != connect.CodeResourceExhausted {
+		t.Errorf("a third worker of two: %v", err)
+	}
+	ws, err := admin.ListWorkers(ctx, connect.NewRequest(&seqv1.ListWorkersRequest{Namespace: "tiny"}))
+	if err != nil || len(ws.Msg.GetWorkers()) != 2 || !ws.Msg.GetWorkers()[0].GetHeld() || ws.Msg.GetWorkers()[0].GetLabel() != c.Nodes[0].ID {
+		t.Fatalf("ListWorkers: %v %v", ws, err)
+	}
+}
+
+// TestNextIdsThroughLeaderKill: calls to the surviving nodes keep
+// succeeding while the leader is killed and a new one takes over: they
+// answer from their own ranges, which outlast the failover.
+func TestNextIdsThroughLeaderKill(t *testing.T) {
+	c := testcluster.Start(t, 3, testcluster.Options{})
+	leader := c.WaitServingLeader(20 * time.Second)
+	var survivors []*testcluster.Member
+	for _, m := range c.Nodes {
+		if m != leader {
+			survivors = append(survivors, m)
+			nextIDs(t, idClient(m.APIAddr), "", 1) // holds its worker
+		}
+	}
+	var (
+		mu     sync.Mutex
+		seen   = map[int64]bool{}
+		failed atomic.Int64
+		calls  atomic.Int64
+		worst  atomic.Int64
+	)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, m := range survivors {
+		wg.Add(1)
+		go func(cl seqv1connect.IdServiceClient) {
+			defer wg.Done()
+			for i := 0; i < 100000; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				start := time.Now()
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				resp, err := cl.NextIds(ctx, connect.NewRequest(&seqv1.NextIdsRequest{Count: 10}))
+				cancel()
+				calls.Add(1)
+				if d := int64(time.Since(start)); d > worst.Load() {
+					worst.Store(d)
+				}
+				if err != nil {
+					failed.Add(1)
+					t.Errorf("NextIds: %v", err)
+					continue
+				}
+				mu.Lock()
+				for _, id := range resp.Msg.GetIds() {
+					if seen[id] {
+						t.Errorf("id %d twice", id)
+					}
+					seen[id] = true
+				}
+				mu.Unlock()
+			}
+		}(idClient(m.APIAddr))
+	}
+	time.Sleep(200 * time.Millisecond) // calls before the kill
+	leader.Kill()
+	c.WaitServingLeader(20*time.Second, leader)
+	// Keep calling until the survivors renewed through the new leader.
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		ok := true
+		for _, m := range survivors {
+			ws, err := adminClient(m.APIAddr).ListWorkers(context.Background(), connect.NewRequest(&seqv1.ListWorkersRequest{}))
+			if err != nil {
+				ok = false
+				break
+			}
+			renewed := false
+			for _, w := range ws.Msg.GetWorkers() {
+				if w.GetLabel() == m.ID && time.Since(time.UnixMilli(w.GetRenewedUnixMs())) < 2*time.Second {
+					renewed = true
+				}
+			}
+			ok = ok && renewed
+		}
+		if ok {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	if failed.Load() != 0 || calls.Load() < 100 {
+		t.Fatalf("%d of %d calls failed", failed.Load(), calls.Load())
+	}
+	t.Logf("%d calls through the failover, none failed; worst %v", calls.Load(), time.Duration(worst.Load()))
+}
+
+// TestObfuscatedNamespace: with a cluster secret, an obfuscated
+// namespace's ids are unique and positive, decode (with the secret) to the
+// time of the call, and do not look sequential.
+func TestObfuscatedNamespace(t *testing.T) {
+	c := testcluster.Start(t, 1, testcluster.Options{ClusterSecret: []byte("a-cluster-secret-for-tests")})
+	c.WaitServingLeader(20 * time.Second)
+	addr := c.Nodes[0].APIAddr
+	ctx := context.Background()
+	nextIDs(t, idClient(addr), "", 1)
+	for _, mode := range []string{"ff1", "ff1-hour"} {
+		if _, err := adminClient(addr).CreateNamespace(ctx, connect.NewRequest(&seqv1.CreateNamespaceRequest{Name: "o-" + mode, Obfuscation: mode})); err != nil {
+			t.Fatal(err)
+		}
+		ids := nextIDs(t, idClient(addr), "o-"+mode, 1000)
+		seen := map[int64]bool{}
+		rising := 0
+		for i, id := range ids {
+			if id <= 0 || seen[id] {
+				t.Fatalf("%s: id %d", mode, id)
+			}
+			seen[id] = true
+			if i > 0 && id > ids[i-1] {
+				rising++
+			}
+		}
+		if mode == "ff1" && (rising < 300 || rising > 700) {
+			t.Fatalf("%s: %d of 999 neighbours rise: the ids look ordered", mode, rising)
+		}
+		d, err := idClient(addr).Decode(ctx, connect.NewRequest(&seqv1.DecodeRequest{Namespace: "o-" + mode, Id: ids[0]}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := time.Since(time.UnixMilli(d.Msg.GetUnixMs())); diff < -time.Second || diff > 5*time.Second {
+			t.Fatalf("%s: decoded time %v off by %v", mode, time.UnixMilli(d.Msg.GetUnixMs()), diff)
+		}
+	}
+}

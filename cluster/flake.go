@@ -1,0 +1,49 @@
+package cluster
+
+import (
+	"context"
+
+	"github.com/seqd/seqd/fsm"
+)
+
+// The flake state's types, as the API layer sees them (it talks to groups
+// through cluster/ and group/, never fsm/).
+type (
+	FlakeOp     = fsm.FlakeOp
+	FlakeResult = fsm.FlakeResult
+	Namespace   = fsm.Namespace
+	Worker      = fsm.Worker
+	WorkerUse   = fsm.Use
+)
+
+// The flake operations and obfuscation settings (see fsm).
+const (
+	OpCreateNamespace = fsm.OpCreateNamespace
+	OpAcquire         = fsm.OpAcquire
+	OpRenew           = fsm.OpRenew
+	OpRelease         = fsm.OpRelease
+	OpReclaim         = fsm.OpReclaim
+
+	ObfuscateNone    = fsm.ObfuscateNone
+	ObfuscateFF1     = fsm.ObfuscateFF1
+	ObfuscateFF1Hour = fsm.ObfuscateFF1Hour
+)
+
+// ValidateNamespace checks a namespace's name, layout and obfuscation
+// (see fsm.ValidateNamespace).
+var ValidateNamespace = fsm.ValidateNamespace
+
+// ApplyFlake decides flake operations on the leader (see
+// group.Group.ApplyFlake).
+func (n *Node) ApplyFlake(ctx context.Context, ops []fsm.FlakeOp) ([]fsm.FlakeResult, error) {
+	return n.grp.ApplyFlake(ctx, ops)
+}
+
+// Namespace returns a flake namespace as this server's state has it.
+func (n *Node) Namespace(name string) (fsm.Namespace, bool) { return n.fsm.Namespace(name) }
+
+// Namespaces returns every flake namespace as this server's state has it.
+func (n *Node) Namespaces() []fsm.Namespace { return n.fsm.Namespaces() }
+
+// Workers returns a namespace's workers as this server's state has it.
+func (n *Node) Workers(name string) ([]fsm.Worker, bool) { return n.fsm.Workers(name) }
