@@ -144,6 +144,7 @@ type node struct {
 	addr   string
 	seq    seqv1connect.SequenceServiceClient
 	admin  seqv1connect.AdminServiceClient
+	id     seqv1connect.IdServiceClient
 	health healthv1connect.HealthClient
 }
 
@@ -288,6 +289,7 @@ func (c *Client) newNode(addr string) *node {
 		addr:   addr,
 		seq:    seqv1connect.NewSequenceServiceClient(c.http, u, c.connectOpts...),
 		admin:  seqv1connect.NewAdminServiceClient(c.http, u, c.connectOpts...),
+		id:     seqv1connect.NewIdServiceClient(c.http, u, c.connectOpts...),
 		health: healthv1connect.NewHealthClient(c.http, u, c.connectOpts...),
 	}
 }

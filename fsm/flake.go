@@ -411,16 +411,25 @@ func (t *flakeTxn) acquire(op FlakeOp) FlakeResult {
 	if floor >= n.ns.Layout.MaxUnit() {
 		return FlakeResult{Err: fmt.Errorf("%w: %q", seqd.ErrLifetimeOver, op.Namespace)}
 	}
-	// The lowest free worker: one never used (the used ones are 0 to
-	// len-1, since a new one is taken only when none is free), or one
-	// released, or one whose holder's lease has lapsed.
-	id, found := uint64(len(n.workers)), false
+	// A free worker (released, or its holder's lease lapsed) whose range
+	// would start soonest: its hwm may lie up to a range ahead of the
+	// floor, and the new holder's ids would have to wait for time to
+	// reach it. One never used (the used ones are 0 to len-1) starts at
+	// the floor; it is taken when no free used worker does as well.
+	id, found := uint64(0), false
 	for wid, w := range n.workers {
-		if !w.held(t.now) && (!found || wid < id) {
+		if w.held(t.now) {
+			continue
+		}
+		if !found || w.HWM < n.workers[id].HWM || (w.HWM == n.workers[id].HWM && wid < id) {
 			id, found = wid, true
 		}
 	}
-	if !found && id >= n.ns.Layout.Workers() {
+	unused := uint64(len(n.workers))
+	if (!found || n.workers[id].HWM > floor) && unused < n.ns.Layout.Workers() {
+		id, found = unused, true
+	}
+	if !found {
 		return FlakeResult{Err: fmt.Errorf("%w: all %d workers of %q are held", seqd.ErrNoWorker, n.ns.Layout.Workers(), op.Namespace)}
 	}
 	w := n.workers[id]

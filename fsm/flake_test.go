@@ -422,3 +422,26 @@ func TestFlakeRestoreFloor(t *testing.T) {
 		t.Fatalf("grant after restore %+v, floor unit %d", ng, snowflake().Unit(floor))
 	}
 }
+
+// TestFlakeAcquirePrefersWorkersThatStartNow: a worker released with its
+// range still ahead of the floor is not handed out while a never-used one
+// can start at the floor; once time passes its hwm, it is reused before
+// new ones, lowest hwm first.
+func TestFlakeAcquirePrefersWorkersThatStartNow(t *testing.T) {
+	f, _ := openTest(t)
+	a := &applier{t: t, f: f}
+	mustFlake(t, a.flake(t0, create("n", snowflake())))
+	g0 := a.grant(t0, acquire("n", "a")) // range 1000 units ahead
+	if r := a.flake(t0, FlakeOp{Type: OpRelease, Namespace: "n", Worker: 0, Token: g0.Token, Holder: "a"})[0]; r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	g1 := a.grant(t0+1, acquire("n", "b"))
+	if g1.Worker != 1 || g1.Lo != snowflake().Unit(t0+1) {
+		t.Fatalf("while worker 0's range is ahead: %+v", g1)
+	}
+	later := snowflake().UnitStart(g0.Hi) + 1
+	g2 := a.grant(later, acquire("n", "c"))
+	if g2.Worker != 0 || g2.Lo != snowflake().Unit(later) {
+		t.Fatalf("after worker 0's range passed: %+v", g2)
+	}
+}
