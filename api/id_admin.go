@@ -87,7 +87,7 @@ func (s *Server) createOp(m *seqv1.CreateNamespaceRequest) (cluster.FlakeOp, err
 		return op, err
 	}
 	if op.Obfuscation != cluster.ObfuscateNone && len(s.ids.secret) == 0 {
-		return op, fmt.Errorf("%w: start the servers with --cluster-secret-file (or SEQD_CLUSTER_SECRET)", flake.ErrNoSecret)
+		return op, fmt.Errorf("%w: start every server with --cluster-secret-file (or SEQD_CLUSTER_SECRET_FILE)", flake.ErrNoSecret)
 	}
 	return op, nil
 }

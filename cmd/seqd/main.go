@@ -6,6 +6,7 @@
 //	seqd current [--space S] KEY...     the current value of each key
 //	seqd space create NAME [--step N] [--section-size N]
 //	seqd space list
+//	seqd id next|decode|namespace|workers  flake ids
 //	seqd status                         the cluster's nodes, leader and term
 //	seqd node remove ID                 remove a server from the raft configuration
 //
@@ -21,7 +22,7 @@ import (
 	"github.com/seqd/seqd/internal/cli"
 )
 
-const usage = `seqd: per-key monotonic 64-bit sequences from a Raft-replicated cluster.
+const usage = `seqd: per-key monotonic 64-bit sequences and unique time-ordered ids from a Raft-replicated cluster.
 
 Usage:
   seqd serve [flags]                         run a node (no flags: a single-node cluster)
@@ -30,6 +31,11 @@ Usage:
   seqd current [--space S] KEY...            print the current value of each key
   seqd space create NAME [--step N] [--section-size N]
   seqd space list
+  seqd id next [--namespace N] [COUNT]       print COUNT new flake ids (unique, time-ordered)
+  seqd id decode [--namespace N] ID...       print each flake id's time, worker and holder
+  seqd id namespace create NAME [--layout L] [--obfuscation ff1|ff1-hour]
+  seqd id namespace list
+  seqd id workers [--namespace N] [--reclaim W]
   seqd status                                show nodes, leader, term and lease
   seqd bench [flags]                         deprecated: use seqbench (the same flags)
   seqd node remove ID                        remove a server from the raft configuration
@@ -64,6 +70,8 @@ func run(args []string) int {
 		err = cmdSpace(rest)
 	case "status":
 		err = cmdStatus(rest)
+	case "id":
+		err = cmdID(rest)
 	case "bench":
 		// Deprecated: the load tool is its own command now. The alias stays
 		// for one release so that scripts keep working.
