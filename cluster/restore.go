@@ -31,6 +31,11 @@ type RestoreConfig struct {
 	// FromCluster, when set, must be the ID of the cluster the backup was
 	// taken from.
 	FromCluster string
+	// FlakeFloorMs is the time floor (Unix ms) of the backup's flake
+	// namespaces: it must lie after any time the old cluster can have
+	// granted (see fsm.RestoreOptions.FlakeFloorMs); required when the
+	// backup holds flake namespaces.
+	FlakeFloorMs int64
 	// ID, DataDir and RaftAdvertise are the new node's, as it will be
 	// started with `seqd serve` (--id, --data-dir, --raft-addr/--advertise-raft).
 	ID, DataDir, RaftAdvertise string
@@ -123,7 +128,7 @@ func PrepareRestore(rc RestoreConfig) (RestoreResult, error) {
 			ErrMarginBelowMinimum, res.Margin, res.MinMargin, rc.ValuesSince, rc.TermsSince, max(sum.MaxStep, rc.MaxStep))
 	}
 	res.ClusterID = NewClusterID()
-	res.RestoreSummary, err = fsm.PrepareRestore(work, fsm.RestoreOptions{Margin: res.Margin, ClusterID: res.ClusterID})
+	res.RestoreSummary, err = fsm.PrepareRestore(work, fsm.RestoreOptions{Margin: res.Margin, ClusterID: res.ClusterID, FlakeFloorMs: rc.FlakeFloorMs})
 	if err != nil {
 		if errors.Is(err, fsm.ErrMarginTooLarge) {
 			return res, fmt.Errorf("%w: %v", ErrInvalidConfig, err)

@@ -12,6 +12,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/seqd/seqd"
+	"github.com/seqd/seqd/flake"
 	"github.com/seqd/seqd/fsm"
 )
 
@@ -132,5 +133,60 @@ func TestRestoreRefusesBadInput(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("restore output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestRestoreFlakeFloor: a backup with flake namespaces restores only with
+// a --flake-floor after its highest grant (exit 2 and nothing written
+// otherwise).
+func TestRestoreFlakeFloor(t *testing.T) {
+	dir := t.TempDir()
+	f, err := fsm.Open(filepath.Join(dir, "fsm.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	now := time.Now().UnixMilli()
+	l, _ := flake.Preset("snowflake")
+	for i, cmd := range [][]byte{
+		fsm.EncodeCluster("c1", 3),
+		fsm.EncodeFlake(now, []fsm.FlakeOp{{Type: fsm.OpCreateNamespace, Namespace: "orders", Layout: l},
+			{Type: fsm.OpAcquire, Namespace: "orders", Holder: "h", Label: "old", Span: 30000, LeaseMs: 10000}}),
+	} {
+		if err, ok := f.Apply(&raft.Log{Index: uint64(i + 1), Type: raft.LogCommand, Data: cmd}).(error); ok {
+			t.Fatal(err)
+		}
+	}
+	backup := filepath.Join(dir, "backup.db")
+	out, err := os.Create(backup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteBackup(out, fsm.BackupInfo{ClusterID: "c1", Term: 2, Index: 2, Taken: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	out.Close()
+	restore := func(extra ...string) (string, string, int, string) {
+		d := filepath.Join(t.TempDir(), "d")
+		args := append(append([]string{"restore", "--values-since", "10", "--terms-since", "2"}, extra...), "--id", "r1", "--data-dir", d, "--raft-addr", "127.0.0.1:7711", backup)
+		o, e, code := runCLI(t, nil, args...)
+		return o, e, code, d
+	}
+	rfc := func(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano) }
+	for _, extra := range [][]string{nil, {"--flake-floor", rfc(now)}, {"--flake-floor", rfc(now + 29_000)}} {
+		_, e, code, d := restore(extra...)
+		if code != 2 || !strings.Contains(e, "time floor") {
+			t.Fatalf("restore %v: exit %d, %q; want 2 naming the time floor", extra, code, e)
+		}
+		if entries, _ := os.ReadDir(d); len(entries) != 0 {
+			t.Fatalf("a refused restore wrote %v", entries)
+		}
+	}
+	if _, e, code, _ := restore("--flake-floor", "yesterday"); code != 2 || !strings.Contains(e, "--flake-floor") {
+		t.Fatalf("a malformed floor: exit %d, %q", code, e)
+	}
+	o, e, code, _ := restore("--flake-floor", rfc(now+31_000))
+	if code != 0 || !strings.Contains(o, "flake: 1 namespaces") {
+		t.Fatalf("restore: exit %d, %q %q", code, o, e)
 	}
 }
