@@ -35,11 +35,11 @@ forbid "$mod/cluster" "^$mod/(api|server)(/|$)" "must not import api/ or server/
 bad=$(direct "$mod/api" | grep -E "^$mod/(fsm|sections)(/|$)" || true)
 if [ -n "$bad" ]; then echo "import rule broken: $mod/api talks to groups through cluster/ and group/, never fsm/ or sections/; it imports:"; echo "$bad" | sed 's/^/  /'; fail=1; fi
 # flake/ is pure (the embedded generator in client/ uses it): the standard
-# library, the root package and its own packages only.
-bad=$(go list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' "$mod/flake/..." | grep -vE "^$mod(/flake(/.*)?)?$" || true)
-if [ -n "$bad" ]; then echo "import rule broken: $mod/flake imports more than the standard library and the root package:"; echo "$bad" | sed 's/^/  /'; fail=1; fi
-bad=$(deps "$mod/client" | grep "^$mod" | grep -vE "^$mod(/client|/flake(/.*)?|/api/gen/.*)?$" || true)
-if [ -n "$bad" ]; then echo "import rule broken: $mod/client imports more than the root package, flake/ and generated code:"; echo "$bad" | sed 's/^/  /'; fail=1; fi
+# library, the root package, bootclock/ and its own packages only.
+bad=$(go list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' "$mod/flake/..." "$mod/bootclock" | grep -vE "^$mod(/flake(/.*)?|/bootclock)?$" || true)
+if [ -n "$bad" ]; then echo "import rule broken: $mod/flake or bootclock/ imports more than the standard library, the root package and bootclock/:"; echo "$bad" | sed 's/^/  /'; fail=1; fi
+bad=$(deps "$mod/client" | grep "^$mod" | grep -vE "^$mod(/client|/flake(/.*)?|/bootclock|/api/gen/.*)?$" || true)
+if [ -n "$bad" ]; then echo "import rule broken: $mod/client imports more than the root package, flake/, bootclock/ and generated code:"; echo "$bad" | sed 's/^/  /'; fail=1; fi
 
 [ $fail = 0 ] && echo "import rules: ok"
 exit $fail

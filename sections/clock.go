@@ -1,6 +1,10 @@
 package sections
 
-import "time"
+import (
+	"time"
+
+	"github.com/seqd/seqd/bootclock"
+)
 
 // Clock is a reading of a clock that counts time spent suspended, from an
 // arbitrary fixed origin. The allocator times its lease with it: Grant takes
@@ -20,9 +24,7 @@ import "time"
 // decrease.
 type Clock func() time.Duration
 
-// monoOrigin is the origin of monotonic.
-var monoOrigin = time.Now()
-
-// monotonic reads Go's monotonic clock, which may stand still while the host
-// is suspended: the fallback of BootClock where no clock counts suspension.
-func monotonic() time.Duration { return time.Since(monoOrigin) }
+// BootClock is the default Clock: bootclock.Now, which reads CLOCK_BOOTTIME
+// on Linux (time since boot, including time suspended) and falls back to
+// Go's monotonic clock where that clock is refused or missing.
+func BootClock() time.Duration { return bootclock.Now() }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package sections
+package bootclock
 
 import (
 	"fmt"
@@ -32,11 +32,11 @@ func boottime() (time.Duration, syscall.Errno) {
 	return time.Duration(ts.Nano()), e
 }
 
-// BootClock is the default Clock. On Linux it reads CLOCK_BOOTTIME (time
+// Now reads the boot-time clock. On Linux it reads CLOCK_BOOTTIME (time
 // since boot, including time suspended). If the kernel refuses that clock
 // when the package is loaded, it reads Go's monotonic clock instead, which
 // does not count suspension.
-func BootClock() time.Duration {
+func Now() time.Duration {
 	if !hasBoottime {
 		return monotonic()
 	}
@@ -44,7 +44,7 @@ func BootClock() time.Duration {
 	if err != 0 {
 		// It worked when the package was loaded; a lease timed by another
 		// clock from now on would be unsound.
-		panic(fmt.Sprintf("sections: clock_gettime(CLOCK_BOOTTIME): %v", err))
+		panic(fmt.Sprintf("bootclock: clock_gettime(CLOCK_BOOTTIME): %v", err))
 	}
 	return d
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package sections_test
+package bootclock_test
 
 import (
 	"syscall"
@@ -8,7 +8,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/seqd/seqd/sections"
+	"github.com/seqd/seqd/bootclock"
 )
 
 func clockGettime(t *testing.T, clock uintptr) time.Duration {
@@ -20,20 +20,20 @@ func clockGettime(t *testing.T, clock uintptr) time.Duration {
 	return time.Duration(ts.Nano())
 }
 
-// On Linux BootClock reads CLOCK_BOOTTIME, which counts time suspended and so
+// On Linux Now reads CLOCK_BOOTTIME, which counts time suspended and so
 // never reads less than CLOCK_MONOTONIC.
-func TestBootClockIsCLOCK_BOOTTIME(t *testing.T) {
+func TestNowIsCLOCK_BOOTTIME(t *testing.T) {
 	const clockMonotonic, clockBoottime = 1, 7
 	for range 100 {
-		b1 := sections.BootClock()
+		b1 := bootclock.Now()
 		direct := clockGettime(t, clockBoottime)
-		b2 := sections.BootClock()
+		b2 := bootclock.Now()
 		if direct < b1 || direct > b2 {
-			t.Fatalf("clock_gettime(CLOCK_BOOTTIME) = %v, not within BootClock readings [%v, %v]", direct, b1, b2)
+			t.Fatalf("clock_gettime(CLOCK_BOOTTIME) = %v, not within Now readings [%v, %v]", direct, b1, b2)
 		}
 		mono := clockGettime(t, clockMonotonic)
-		if b := sections.BootClock(); b < mono {
-			t.Fatalf("BootClock() = %v, below CLOCK_MONOTONIC read before it (%v)", b, mono)
+		if b := bootclock.Now(); b < mono {
+			t.Fatalf("Now() = %v, below CLOCK_MONOTONIC read before it (%v)", b, mono)
 		}
 	}
 }
