@@ -10,18 +10,25 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"github.com/seqd/seqd/client"
+	"github.com/seqd/seqd/fsm"
 	"github.com/seqd/seqd/internal/proctest"
 	"github.com/seqd/seqd/internal/testcluster"
 )
 
-// previousRelease is the last commit of the first release's data format
-// and command set (protocol 1): what a rolling upgrade starts from.
-const previousRelease = "2be74fd"
+// previousReleases are the builds a rolling upgrade starts from: the last
+// commit of the first release's data format and command set (protocol 1),
+// and the last commit before flake ids (protocol 2, data format 2).
+var previousReleases = []struct {
+	commit   string
+	protocol uint64
+}{{"2be74fd", 1}, {"dc5fb21", 2}}
 
 // buildPrevious builds seqd at previousRelease from this repository's git
 // history (git archive into a temporary directory, go build there).
-func buildPrevious(t *testing.T) string {
+func buildPrevious(t *testing.T, previousRelease string) string {
 	t.Helper()
 	if err := exec.Command("git", "cat-file", "-e", previousRelease+"^{commit}").Run(); err != nil {
 		t.Skipf("commit %s is not in this checkout's history (a shallow clone?): %v", previousRelease, err)
@@ -50,14 +57,22 @@ func buildPrevious(t *testing.T) string {
 // previous release under load, replaces its servers one at a time with this
 // build (SIGTERM, start the new binary with the same flags and data), and
 // checks that no server of either build stops, that clients see no anomaly
-// (C1-C3), and that once every server runs this build the cluster moves to
-// protocol 2 (a cluster ID, lease records) and keeps serving. Then one more
-// rolling restart changes --lease: the lease records make that safe.
+// (C1-C3), that flake ids are refused (unavailable) while servers of the
+// previous build run, and that once every server runs this build the
+// cluster moves to this build's protocol (a cluster ID, lease records, flake
+// ids) and keeps serving. Then one more rolling restart changes --lease:
+// the lease records make that safe.
 func TestRollingUpgradeFromPreviousRelease(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the previous release and runs processes for about a minute")
+		t.Skip("builds the previous releases and runs processes for about two minutes")
 	}
-	prev := buildPrevious(t)
+	for _, prev := range previousReleases {
+		t.Run(prev.commit, func(t *testing.T) { rollingUpgrade(t, prev.commit, prev.protocol) })
+	}
+}
+
+func rollingUpgrade(t *testing.T, commit string, prevProtocol uint64) {
+	prev := buildPrevious(t, commit)
 	timing := []string{"--lease", "500ms", "--raft-heartbeat-timeout", "300ms",
 		"--raft-election-timeout", "300ms", "--raft-leader-lease-timeout", "150ms"}
 	ps := proctest.New(t, 3, timing...)
@@ -94,7 +109,7 @@ func TestRollingUpgradeFromPreviousRelease(t *testing.T) {
 	}
 	// Upgrade a follower, then hand leadership over (restarting old leaders
 	// on the old build) until the upgraded server leads two old ones: the
-	// new build must then keep writing protocol 1 only.
+	// new build must then keep writing the previous protocol only.
 	first := ps[0]
 	if l := proctest.LeaderOf(ps); l == first {
 		first = ps[1]
@@ -118,20 +133,31 @@ func TestRollingUpgradeFromPreviousRelease(t *testing.T) {
 	}
 	w.WaitOK(t, 300, 30*time.Second)
 	alive("the upgraded server leading two of the previous release")
-	if st, err := client.New(addrs, client.Options{}); err == nil {
+	if st, err := client.New([]string{first.API}, client.Options{DisableRouting: true}); err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		s, err := st.ClusterStatus(ctx)
 		cancel()
-		if err == nil && s.GetClusterId() != "" {
-			t.Fatalf("the cluster moved to protocol 2 while servers of the previous release run: %v", s)
+		for _, n := range s.GetNodes() {
+			if err == nil && n.GetProtocol() > prevProtocol {
+				t.Fatalf("the cluster moved past protocol %d while servers of the previous release run: %v", prevProtocol, s)
+			}
 		}
+		// Flake ids need every server on this build's protocol: the
+		// upgraded leader refuses them, and nothing stops.
+		ctx, cancel = context.WithTimeout(context.Background(), 2*time.Second)
+		_, err = st.NextIds(ctx, "", 1)
+		cancel()
+		if connect.CodeOf(err) != connect.CodeUnavailable {
+			t.Fatalf("NextIds on a mixed cluster: %v, want unavailable", err)
+		}
+		alive("NextIds on a mixed cluster")
 	}
 	for _, p := range ps {
 		if p != first {
 			upgrade(p)
 		}
 	}
-	// Every server runs this build: the cluster moves to protocol 2.
+	// Every server runs this build: the cluster moves to its protocol.
 	cl, err := client.New(addrs, client.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -144,18 +170,34 @@ func TestRollingUpgradeFromPreviousRelease(t *testing.T) {
 		done := err == nil && st.GetClusterId() != ""
 		if done {
 			for _, n := range st.GetNodes() {
-				done = done && n.GetProtocol() == 2 && n.GetClusterId() == st.GetClusterId()
+				done = done && n.GetProtocol() == fsm.ProtocolVersion && n.GetClusterId() == st.GetClusterId()
 			}
 		}
 		if done {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the upgraded cluster did not move to protocol 2: %v %v", st, err)
+			t.Fatalf("the upgraded cluster did not move to protocol %d: %v %v", fsm.ProtocolVersion, st, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	w.WaitOK(t, 100, 30*time.Second)
+	seen := map[int64]bool{}
+	for _, a := range addrs {
+		one, _ := client.New([]string{a}, client.Options{DisableRouting: true})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ids, err := one.NextIds(ctx, "", 100)
+		cancel()
+		if err != nil {
+			t.Fatalf("NextIds on %s after the upgrade: %v", a, err)
+		}
+		for _, id := range ids {
+			if seen[id] {
+				t.Fatalf("id %d twice", id)
+			}
+			seen[id] = true
+		}
+	}
 	// A rolling restart that raises --lease on the way.
 	for _, p := range ps {
 		p.Signal(15)
