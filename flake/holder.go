@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/seqd/seqd"
+	"github.com/seqd/seqd/bootclock"
 )
 
 // Grant is a worker granted to a holder: worker Worker of Namespace with
@@ -45,8 +46,10 @@ type HolderConfig struct {
 	Namespace string
 	// Label names the holder for people (a node id, a host or pod name).
 	Label string
-	// Clock is a clock that never steps (see Reference); the default is
-	// Go's monotonic clock.
+	// Clock is a clock that never steps and counts time suspended (see
+	// Reference): the holder's lease is timed by it, and a clock that
+	// stood still while the host was suspended would let the holder issue
+	// past its lease. The default is bootclock.Now.
 	Clock func() time.Duration
 	// Workers is how many workers the holder may hold at once, for more
 	// than one worker's rate (default 1).
@@ -97,8 +100,7 @@ type held struct {
 // NewHolder returns a holder; it acquires nothing until the first Next.
 func NewHolder(cfg HolderConfig) *Holder {
 	if cfg.Clock == nil {
-		origin := time.Now()
-		cfg.Clock = func() time.Duration { return time.Since(origin) }
+		cfg.Clock = bootclock.Now
 	}
 	if cfg.Workers < 1 {
 		cfg.Workers = 1
@@ -231,21 +233,46 @@ func (w *held) kickRenew() {
 // acquisition.
 func (h *Holder) acquireOne(ctx context.Context) error {
 	h.mu.Lock()
-	if ch := h.acquire; ch != nil {
+	if h.closed {
 		h.mu.Unlock()
-		select {
-		case <-ch:
-			h.mu.Lock()
-			err := h.acqErr
-			h.mu.Unlock()
-			return err
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		return ErrClosed
 	}
-	ch := make(chan struct{})
-	h.acquire = ch
+	ch := h.acquire
+	if ch == nil {
+		// The acquisition runs on its own, not under the caller's context:
+		// a grant committed after the caller gave up is still installed,
+		// rather than left to hold a worker until its lease lapses.
+		ch = make(chan struct{})
+		h.acquire = ch
+		h.wg.Add(1)
+		go h.acquireAsync(ch)
+	}
 	h.mu.Unlock()
+	select {
+	case <-ch:
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.acqErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// acquireTimeout bounds one acquisition.
+const acquireTimeout = 10 * time.Second
+
+// acquireAsync acquires one worker and installs it, then closes ch.
+func (h *Holder) acquireAsync(ch chan struct{}) {
+	defer h.wg.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), acquireTimeout)
+	defer cancel()
+	go func() {
+		select {
+		case <-h.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	sent := h.cfg.Clock()
 	g, err := h.cfg.Granter.Acquire(ctx, h.cfg.Namespace, h.id, h.cfg.Label)
 	h.mu.Lock()
@@ -253,16 +280,19 @@ func (h *Holder) acquireOne(ctx context.Context) error {
 	defer func() { h.acquire = nil; close(ch) }()
 	h.acqErr = err
 	if err != nil {
-		return err
+		return
 	}
 	gen, err := NewGenerator(g.Layout, g.Worker, g.Lo, g.Hi, leadUnits(g.Layout, h.cfg.Lead))
 	if err != nil {
 		h.acqErr = err
-		return err
+		return
 	}
 	if h.closed {
-		go func() { _ = h.cfg.Granter.Release(context.Background(), g, h.id) }()
-		return ErrClosed
+		h.acqErr = ErrClosed
+		rctx, rcancel := context.WithTimeout(context.Background(), time.Second)
+		defer rcancel()
+		_ = h.cfg.Granter.Release(rctx, g, h.id)
+		return
 	}
 	h.ref.Observe(g.LeaderMs, sent)
 	w := &held{g: g, gen: gen, leaseEnd: sent + time.Duration(g.LeaseMs)*time.Millisecond, kick: make(chan struct{}, 1)}
@@ -270,7 +300,6 @@ func (h *Holder) acquireOne(ctx context.Context) error {
 	h.log.Info("flake worker acquired", "worker", g.Worker, "token", g.Token, "lo", g.Lo, "hi", g.Hi)
 	h.wg.Add(1)
 	go h.renewLoop(w)
-	return nil
 }
 
 func leadUnits(l Layout, lead time.Duration) uint64 {

@@ -213,8 +213,9 @@ func TestHolderStopsAtLeaseEnd(t *testing.T) {
 	}
 }
 
-// TestHolderCloseReleases: Close releases the workers, so the next holder
-// gets worker 0 again, above everything issued from it.
+// TestHolderCloseReleases: Close releases the workers. The next holder
+// gets a never-used worker while the released one's range is still ahead
+// of the clock (it would have to wait for it), and nothing repeats.
 func TestHolderCloseReleases(t *testing.T) {
 	l := layout(t)
 	g := newGranter(t, l)
@@ -237,8 +238,12 @@ func TestHolderCloseReleases(t *testing.T) {
 		t.Fatal(err)
 	}
 	d, _ := l.Decode(more[0])
-	if d.Worker != 0 || more[0] <= ids[4] {
-		t.Fatalf("after release: worker %d, id %d after %d", d.Worker, more[0], ids[4])
+	if d.Worker != 1 || more[0] == ids[4] {
+		t.Fatalf("after release: worker %d (id %d), want the never-used 1", d.Worker, more[0])
+	}
+	ws, _ := g.f.Workers("n")
+	if len(ws) != 2 || ws[0].Holder != "" || ws[1].Holder != h2.ID() {
+		t.Fatalf("workers after release: %+v", ws)
 	}
 }
 
@@ -254,5 +259,38 @@ func TestHolderDeadlineTooShort(t *testing.T) {
 	defer cancel()
 	if _, err := h.Next(ctx, 100); !errors.Is(err, seqd.ErrExhausted) {
 		t.Fatalf("100 ids at 16 per second within 100 ms: %v", err)
+	}
+}
+
+// TestLeaderClockStepDoesNotReclaim: a leader clock stepping forward (or a
+// new leader whose clock is ahead) does not take a worker from a holder
+// still within its lease: only a leader's permit (its steady clock watched
+// the last renewal stand for two leases) does. Without that, holder b got
+// a's worker and a later call to a returned a smaller id (G2).
+func TestLeaderClockStepDoesNotReclaim(t *testing.T) {
+	l := layout(t)
+	g := newGranter(t, l)
+	g.leaseMs = 3000
+	ctx := ctxT(t)
+	a := flake.NewHolder(flake.HolderConfig{Granter: g, Namespace: "n", Label: "a"})
+	defer a.Close(ctx)
+	if _, err := a.Next(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	g.nowMs.Add(3_600_000) // the leader's clock an hour ahead
+	b := flake.NewHolder(flake.HolderConfig{Granter: g, Namespace: "n", Label: "b", Lead: time.Hour})
+	defer b.Close(ctx)
+	x, err := b.Next(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := a.Next(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dx, _ := l.Decode(x[0])
+	dy, _ := l.Decode(y[0])
+	if dx.Worker == dy.Worker {
+		t.Fatalf("b got a's worker %d on a clock step: %d then %d", dx.Worker, x[0], y[0])
 	}
 }

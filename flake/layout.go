@@ -125,6 +125,8 @@ func (l Layout) Validate() error {
 		return fmt.Errorf("%w: unit %d ms, need 1 to %d", ErrInvalidLayout, l.UnitMs, MaxUnitMs)
 	case l.EpochMs < 0:
 		return fmt.Errorf("%w: epoch %d is before 1970", ErrInvalidLayout, l.EpochMs)
+	case l.End() == 1<<63-1:
+		return fmt.Errorf("%w: a lifetime of 2^%d units of %d ms from %d ms overflows 64-bit Unix milliseconds", ErrInvalidLayout, l.TimeBits, l.UnitMs, l.EpochMs)
 	}
 	return nil
 }

@@ -63,6 +63,7 @@ func TestValidateRejects(t *testing.T) {
 		"zero unit":     func(l *Layout) { l.UnitMs = 0 },
 		"long unit":     func(l *Layout) { l.UnitMs = MaxUnitMs + 1 },
 		"early epoch":   func(l *Layout) { l.EpochMs = -1 },
+		"endless":       func(l *Layout) { l.UnitMs = MaxUnitMs; l.TimeBits = 41 },
 	} {
 		l := ok
 		mut(&l)
@@ -128,5 +129,8 @@ func TestEndSaturates(t *testing.T) {
 	l := Layout{EpochMs: 1 << 62, UnitMs: MaxUnitMs, TimeBits: 40, WorkerBits: 10, SequenceBits: 12}
 	if l.End() != 1<<63-1 {
 		t.Fatalf("End = %d", l.End())
+	}
+	if err := l.Validate(); !errors.Is(err, ErrInvalidLayout) {
+		t.Fatalf("a layout whose end overflows validated: %v", err)
 	}
 }

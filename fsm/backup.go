@@ -202,11 +202,12 @@ type RestoreOptions struct {
 	// FromCluster, when set, must be the backup's cluster ID.
 	FromCluster string
 	// FlakeFloorMs is the time floor (Unix ms) under every flake namespace
-	// of the restored cluster: no worker's new range starts below it. It
-	// must lie above any time the old cluster can have granted, including
-	// after the backup was taken (its leader's time plus the longest range
-	// it hands out); PrepareRestore refuses a backup with flake namespaces
-	// without one, or with one at or below the backup's highest grant.
+	// of the restored cluster, including namespaces created after the
+	// backup: no worker's new range starts below it. It must lie above any
+	// time the old cluster can have granted, including after the backup
+	// was taken (its leader's time plus the longest range it hands out);
+	// PrepareRestore refuses a backup with flake namespaces without one,
+	// or with one at or below the backup's highest grant.
 	FlakeFloorMs int64
 }
 

@@ -73,12 +73,16 @@ type Worker struct {
 	Holder string
 	// Label names the holder for people (the last holder once free).
 	Label string
-	// LeaseMs is the lease the holder renews within; RenewedMs the
-	// leader's time of the last grant or renewal. The worker may be
-	// reclaimed once the leader's time passes RenewedMs + 2·LeaseMs (the
-	// lease plus a grace of one more lease).
-	LeaseMs   uint64
-	RenewedMs int64
+	// LeaseMs is the lease the holder renews within, RenewedMs the
+	// leader's wall-clock time of the last grant or renewal (for people),
+	// and RenewedIndex its raft log index. A held worker is taken from
+	// its holder only by an acquire that carries a Permit naming its token
+	// and RenewedIndex: the leader issues one once its own steady clock has
+	// seen that renewal stand for two leases (see group.Group.ApplyFlake),
+	// never by comparing wall clocks, which may step.
+	LeaseMs      uint64
+	RenewedMs    int64
+	RenewedIndex uint64
 	// History lists the last uses of the worker, oldest first, for
 	// forensics: which holder label issued ids in which time range.
 	History []Use
@@ -91,10 +95,12 @@ type Use struct {
 	Lo, Hi uint64
 }
 
-// held reports whether w is held by a holder whose lease may still run at
-// the leader's time nowMs.
-func (w Worker) held(nowMs int64) bool {
-	return w.Holder != "" && nowMs-w.RenewedMs <= 2*int64(w.LeaseMs)
+// Permit lets an acquire take worker Worker from its holder: the leader
+// saw its last renewal (RenewedIndex, with fencing token Token) stand for
+// longer than the lease plus a grace on its own steady clock. The permit is
+// void if the worker was renewed, released or granted since.
+type Permit struct {
+	Worker, Token, RenewedIndex uint64
 }
 
 // Grant is the answer to an acquire or renew: worker Worker of Namespace,
@@ -127,7 +133,8 @@ const (
 // depends on Type:
 //
 //   - OpCreateNamespace: Namespace, Layout, Obfuscation, KeyCheck.
-//   - OpAcquire: Namespace, Holder, Label, Span (units), LeaseMs.
+//   - OpAcquire: Namespace, Holder, Label, Span (units), LeaseMs, and
+//     Permits for held workers it may take.
 //   - OpRenew: Namespace, Worker, Token, Holder, Span, LeaseMs.
 //   - OpRelease: Namespace, Worker, Token, Holder.
 //   - OpReclaim: Namespace, Worker (an operator's forced reclaim).
@@ -145,6 +152,7 @@ type FlakeOp struct {
 	Span        uint64
 	LeaseMs     uint64
 	FloorMs     int64
+	Permits     []Permit
 }
 
 // FlakeResult answers one FlakeOp: Grant for acquire and renew, and Err,
@@ -255,7 +263,7 @@ func unitCeil(l flake.Layout, ms int64) uint64 {
 // and then installs it in the mirror.
 func (f *FSM) applyFlake(l *raft.Log, nowMs int64, ops []FlakeOp) any {
 	f.mu.RLock()
-	w := flakeTxn{now: nowMs, floorMs: f.flake.floorMs, base: f.flake.spaces, touched: map[string]*flakeNS{}}
+	w := flakeTxn{index: l.Index, now: nowMs, floorMs: f.flake.floorMs, base: f.flake.spaces, touched: map[string]*flakeNS{}}
 	res := make([]FlakeResult, len(ops))
 	for i, op := range ops {
 		res[i] = w.apply(op)
@@ -276,6 +284,7 @@ func (f *FSM) applyFlake(l *raft.Log, nowMs int64, ops []FlakeOp) any {
 // flakeTxn is one command's working copy: namespaces it changed are copied
 // into touched (copy on write), the mirror (base) is only read.
 type flakeTxn struct {
+	index    uint64 // the entry's raft log index
 	now      int64
 	floorMs  int64
 	base     map[string]*flakeNS
@@ -383,11 +392,17 @@ func (t *flakeTxn) create(op FlakeOp) error {
 	return nil
 }
 
-// raiseFloor raises the namespace's floor to the leader's time and the
-// restore floor, and returns it.
-func (t *flakeTxn) raiseFloor(n *flakeNS) uint64 {
-	n.ns.Floor = max(n.ns.Floor, n.ns.Layout.Unit(t.now), unitCeil(n.ns.Layout, t.floorMs))
-	return n.ns.Floor
+// floorFor is the namespace's floor raised to the leader's time and the
+// restore floor; an op that succeeds stores it.
+func (t *flakeTxn) floorFor(n *flakeNS) uint64 {
+	return max(n.ns.Floor, n.ns.Layout.Unit(t.now), unitCeil(n.ns.Layout, t.floorMs))
+}
+
+// grantTime is the time a grant tells its holder: the leader's time, or
+// the floor's if the leader's clock is behind it (after a step back), so
+// that a new holder's reference starts where its range does.
+func (t *flakeTxn) grantTime(n *flakeNS, floor uint64) int64 {
+	return max(t.now, n.ns.Layout.UnitStart(floor))
 }
 
 func validHolder(op FlakeOp) error {
@@ -407,18 +422,22 @@ func (t *flakeTxn) acquire(op FlakeOp) FlakeResult {
 		return FlakeResult{Err: err}
 	}
 	n, _ := t.get(op.Namespace)
-	floor := t.raiseFloor(n)
+	floor := t.floorFor(n)
 	if floor >= n.ns.Layout.MaxUnit() {
 		return FlakeResult{Err: fmt.Errorf("%w: %q", seqd.ErrLifetimeOver, op.Namespace)}
 	}
-	// A free worker (released, or its holder's lease lapsed) whose range
+	permitted := map[uint64]Permit{}
+	for _, p := range op.Permits {
+		permitted[p.Worker] = p
+	}
+	// A free worker (released, or held under a valid permit) whose range
 	// would start soonest: its hwm may lie up to a range ahead of the
 	// floor, and the new holder's ids would have to wait for time to
 	// reach it. One never used (the used ones are 0 to len-1) starts at
 	// the floor; it is taken when no free used worker does as well.
 	id, found := uint64(0), false
 	for wid, w := range n.workers {
-		if w.held(t.now) {
+		if p, ok := permitted[wid]; w.Holder != "" && (!ok || p.Token != w.Token || p.RenewedIndex != w.RenewedIndex) {
 			continue
 		}
 		if !found || w.HWM < n.workers[id].HWM || (w.HWM == n.workers[id].HWM && wid < id) {
@@ -432,8 +451,9 @@ func (t *flakeTxn) acquire(op FlakeOp) FlakeResult {
 	if !found {
 		return FlakeResult{Err: fmt.Errorf("%w: all %d workers of %q are held", seqd.ErrNoWorker, n.ns.Layout.Workers(), op.Namespace)}
 	}
+	n.ns.Floor = floor
 	w := n.workers[id]
-	g := Grant{Namespace: op.Namespace, Worker: id, NowMs: t.now}
+	g := Grant{Namespace: op.Namespace, Worker: id, NowMs: t.grantTime(n, floor)}
 	if w.Holder != "" {
 		g.Reclaimed, g.ReclaimedOld = true, w.Label
 	}
@@ -443,7 +463,7 @@ func (t *flakeTxn) acquire(op FlakeOp) FlakeResult {
 	g.Lo = max(w.HWM, floor)
 	g.Hi = min(g.Lo+op.Span, n.ns.Layout.MaxUnit())
 	w.HWM = g.Hi
-	w.Holder, w.Label, w.LeaseMs, w.RenewedMs = op.Holder, op.Label, op.LeaseMs, t.now
+	w.Holder, w.Label, w.LeaseMs, w.RenewedMs, w.RenewedIndex = op.Holder, op.Label, op.LeaseMs, t.now, t.index
 	w.History = append(w.History, Use{Label: op.Label, Token: w.Token, Lo: g.Lo, Hi: g.Hi})
 	if len(w.History) > historyLen {
 		w.History = slices.Clone(w.History[len(w.History)-historyLen:])
@@ -471,7 +491,8 @@ func (t *flakeTxn) renew(op FlakeOp) FlakeResult {
 	if err != nil {
 		return FlakeResult{Err: err}
 	}
-	floor := t.raiseFloor(n)
+	floor := t.floorFor(n)
+	n.ns.Floor = floor
 	hi := min(max(w.HWM, floor+op.Span), n.ns.Layout.MaxUnit())
 	lo := w.HWM
 	if k := len(w.History); k > 0 && w.History[k-1].Token == w.Token {
@@ -480,10 +501,10 @@ func (t *flakeTxn) renew(op FlakeOp) FlakeResult {
 		w.History[k-1].Hi = hi
 	}
 	w.HWM = hi
-	w.LeaseMs, w.RenewedMs = op.LeaseMs, t.now
+	w.LeaseMs, w.RenewedMs, w.RenewedIndex = op.LeaseMs, t.now, t.index
 	n.workers[op.Worker] = w
 	t.dirty(op.Namespace, op.Worker)
-	return FlakeResult{Grant: Grant{Namespace: op.Namespace, Worker: w.ID, Token: w.Token, Lo: lo, Hi: hi, NowMs: t.now}}
+	return FlakeResult{Grant: Grant{Namespace: op.Namespace, Worker: w.ID, Token: w.Token, Lo: lo, Hi: hi, NowMs: t.grantTime(n, floor)}}
 }
 
 func (t *flakeTxn) release(op FlakeOp) error {

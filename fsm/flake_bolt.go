@@ -63,8 +63,9 @@ func (t *flakeTxn) persist(tx *bolt.Tx) error {
 
 // Record layouts (uvarints and length-prefixed strings, decoded strictly):
 // namespace: epoch ms, unit ms, time bits, worker bits, sequence bits,
-// obfuscation, key check, floor; worker: hwm, token, holder, label, lease ms, renewed
-// ms, history count, then per use: label, token, lo, hi.
+// obfuscation, key check, floor; worker: hwm, token, holder, label, lease
+// ms, renewed ms, renewed index, history count, then per use: label,
+// token, lo, hi.
 
 func encodeNamespace(ns Namespace) []byte {
 	b := binary.AppendUvarint(nil, uint64(ns.Layout.EpochMs))
@@ -104,6 +105,7 @@ func encodeWorker(w Worker) []byte {
 	b = appendString(b, w.Label)
 	b = binary.AppendUvarint(b, w.LeaseMs)
 	b = binary.AppendUvarint(b, uint64(w.RenewedMs))
+	b = binary.AppendUvarint(b, w.RenewedIndex)
 	b = binary.AppendUvarint(b, uint64(len(w.History)))
 	for _, u := range w.History {
 		b = appendString(b, u.Label)
@@ -119,7 +121,7 @@ func decodeWorker(id uint64, v []byte) (Worker, error) {
 	w := Worker{ID: id}
 	w.HWM, w.Token = d.uvarint("hwm"), d.uvarint("token")
 	w.Holder, w.Label = d.string("holder"), d.string("label")
-	w.LeaseMs, w.RenewedMs = d.uvarint("lease"), int64(d.uvarint("renewed"))
+	w.LeaseMs, w.RenewedMs, w.RenewedIndex = d.uvarint("lease"), int64(d.uvarint("renewed")), d.uvarint("renewed index")
 	n := d.uvarint("history count")
 	if d.err == nil && n > historyLen {
 		d.fail(fmt.Errorf("history of %d uses", n))
@@ -173,6 +175,9 @@ func loadFlake(tx *bolt.Tx) (flakeState, error) {
 			if err != nil {
 				return fmt.Errorf("worker %d: %w", id, err)
 			}
+			if w.HWM > ns.Layout.MaxUnit() {
+				return fmt.Errorf("worker %d: hwm %d past the layout's last unit %d", id, w.HWM, ns.Layout.MaxUnit())
+			}
 			n.workers[id] = w
 			return nil
 		}); err != nil {
@@ -208,9 +213,15 @@ func (s *flakeState) highestGrantMs() int64 {
 // dropped (their fencing tokens rise, so a stale holder is refused even if
 // it reached the new cluster).
 func restoreFlake(tx *bolt.Tx, floorMs int64) error {
-	root := tx.Bucket(bucketFlake)
-	if root == nil {
-		return nil
+	if floorMs <= 0 {
+		return nil // PrepareRestore refused this for a backup with flake state
+	}
+	// The floor is written even without flake state: the old cluster may
+	// have created namespaces after the backup, and the restored one must
+	// not grant below what those handed out.
+	root, err := tx.CreateBucketIfNotExists(bucketFlake)
+	if err != nil {
+		return err
 	}
 	if err := root.Put(keyFlakeFloor, u64(uint64(floorMs))); err != nil {
 		return err

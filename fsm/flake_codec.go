@@ -18,7 +18,8 @@ const maxFlakeOps = 4096
 // epoch ms, uvarint unit ms, three bit-width bytes, string obfuscation,
 // string key check;
 // acquire: string namespace, string holder, string label, uvarint span,
-// uvarint lease ms; renew: string namespace, uvarint worker, uvarint token,
+// uvarint lease ms, uvarint permit count, then per permit uvarint worker,
+// token and renewed index; renew: string namespace, uvarint worker, uvarint token,
 // string holder, uvarint span, uvarint lease ms; release: string namespace,
 // uvarint worker, uvarint token, string holder; reclaim: string namespace,
 // uvarint worker; floor: uvarint floor ms.
@@ -41,6 +42,12 @@ func EncodeFlake(nowMs int64, ops []FlakeOp) []byte {
 			b = appendString(b, op.Label)
 			b = binary.AppendUvarint(b, op.Span)
 			b = binary.AppendUvarint(b, op.LeaseMs)
+			b = binary.AppendUvarint(b, uint64(len(op.Permits)))
+			for _, p := range op.Permits {
+				b = binary.AppendUvarint(b, p.Worker)
+				b = binary.AppendUvarint(b, p.Token)
+				b = binary.AppendUvarint(b, p.RenewedIndex)
+			}
 		case OpRenew:
 			b = appendString(b, op.Namespace)
 			b = binary.AppendUvarint(b, op.Worker)
@@ -87,6 +94,13 @@ func (d *decoder) flake(c *Command) {
 		case OpAcquire:
 			op.Namespace, op.Holder, op.Label = d.string("namespace"), d.string("holder"), d.string("label")
 			op.Span, op.LeaseMs = d.uvarint("span"), d.uvarint("lease")
+			np := d.uvarint("permit count")
+			if d.err == nil && np > uint64(d.remaining()/3) {
+				d.fail(fmt.Errorf("permit count %d exceeds the remaining bytes", np))
+			}
+			for j := uint64(0); d.err == nil && j < np; j++ {
+				op.Permits = append(op.Permits, Permit{Worker: d.uvarint("permit worker"), Token: d.uvarint("permit token"), RenewedIndex: d.uvarint("permit index")})
+			}
 		case OpRenew:
 			op.Namespace = d.string("namespace")
 			op.Worker, op.Token = d.uvarint("worker"), d.uvarint("token")

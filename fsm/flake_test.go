@@ -66,6 +66,7 @@ func TestFlakeCodecRoundTrip(t *testing.T) {
 	ops := []FlakeOp{
 		{Type: OpCreateNamespace, Namespace: "orders", Layout: snowflake(), Obfuscation: ObfuscateFF1, KeyCheck: "k1"},
 		{Type: OpAcquire, Namespace: "orders", Holder: "h1", Label: "node-1", Span: 30000, LeaseMs: 3000},
+		{Type: OpAcquire, Namespace: "orders", Holder: "h2", Span: 1, LeaseMs: 1, Permits: []Permit{{Worker: 3, Token: 4, RenewedIndex: 5}, {Worker: 1 << 30}}},
 		{Type: OpRenew, Namespace: "orders", Worker: 7, Token: 9, Holder: "h1", Span: 30000, LeaseMs: 3000},
 		{Type: OpRelease, Namespace: "orders", Worker: 7, Token: 9, Holder: "h1"},
 		{Type: OpReclaim, Namespace: "orders", Worker: 1 << 20},
@@ -239,17 +240,30 @@ func TestFlakeFencingAndReclaim(t *testing.T) {
 			t.Fatalf("%+v: %v, want ErrFenced", op, r.Err)
 		}
 	}
-	// Worker 1's holder stops renewing. Within the lease plus grace (2 ×
-	// 3000 ms) it is not reclaimed; after it, an acquire takes it with a
-	// higher token, above everything it was granted, and the old holder
-	// is fenced.
-	if r := a.flake(t0+6000, acquire("n", "three"))[0]; !errors.Is(r.Err, seqd.ErrNoWorker) {
-		t.Fatalf("reclaimed within the grace: %+v", r)
+	// Worker 1's holder stops renewing. However far the leader's clock
+	// moves, no acquire takes a held worker without a permit; nor with a
+	// permit for an older renewal, or another token. With a valid permit
+	// it takes it with a higher token, above everything it was granted,
+	// and the old holder is fenced.
+	if r := a.flake(t0+3_600_000, acquire("n", "three"))[0]; !errors.Is(r.Err, seqd.ErrNoWorker) {
+		t.Fatalf("reclaimed without a permit: %+v", r)
+	}
+	w1 := must(f.Workers("n"))[1]
+	stale := acquire("n", "three")
+	stale.Permits = []Permit{{Worker: 1, Token: w1.Token, RenewedIndex: w1.RenewedIndex - 1}, {Worker: 0, Token: 99, RenewedIndex: must(f.Workers("n"))[0].RenewedIndex}}
+	if r := a.flake(t0+6000, stale)[0]; !errors.Is(r.Err, seqd.ErrNoWorker) {
+		t.Fatalf("reclaimed with a stale permit: %+v", r)
 	}
 	a.grant(t0+6000, renew(g1r, "one")) // worker 0 stays held
-	g3 := a.grant(t0+6001, acquire("n", "three"))
+	ok := acquire("n", "three")
+	ok.Permits = []Permit{{Worker: 1, Token: w1.Token, RenewedIndex: w1.RenewedIndex}}
+	g3 := a.grant(t0+6001, ok)
 	if g3.Worker != 1 || g3.Token != g2.Token+1 || g3.Lo < g2.Hi || !g3.Reclaimed || g3.ReclaimedOld != "label-two" {
 		t.Fatalf("reclaim %+v after %+v", g3, g2)
+	}
+	// The same permit again is void: the worker was granted since.
+	if r := a.flake(t0+6001, ok)[0]; !errors.Is(r.Err, seqd.ErrNoWorker) {
+		t.Fatalf("a permit used twice: %+v", r)
 	}
 	if r := a.flake(t0+6001, renew(g2, "two"))[0]; !errors.Is(r.Err, seqd.ErrFenced) {
 		t.Fatalf("the reclaimed holder renewed: %v", r.Err)
@@ -443,5 +457,68 @@ func TestFlakeAcquirePrefersWorkersThatStartNow(t *testing.T) {
 	g2 := a.grant(later, acquire("n", "c"))
 	if g2.Worker != 0 || g2.Lo != snowflake().Unit(later) {
 		t.Fatalf("after worker 0's range passed: %+v", g2)
+	}
+}
+
+// TestFlakeGrantTimeNeverBehindTheFloor: after the leader's clock steps
+// back, a grant tells its holder the floor's time (where its range
+// starts), not the leader's, so a new holder does not wait for the step.
+func TestFlakeGrantTimeNeverBehindTheFloor(t *testing.T) {
+	f, _ := openTest(t)
+	a := &applier{t: t, f: f}
+	mustFlake(t, a.flake(t0, create("n", snowflake())))
+	a.grant(t0, acquire("n", "a"))
+	g := a.grant(t0-3_600_000, acquire("n", "b"))
+	if g.NowMs != snowflake().UnitStart(snowflake().Unit(t0)) || g.Lo != snowflake().Unit(t0) {
+		t.Fatalf("grant after a step back: %+v, want the floor's time %d", g, t0)
+	}
+	// A failed acquire changes nothing, not even the floor.
+	tiny := flake.Layout{EpochMs: flake.DefaultEpoch.UnixMilli(), UnitMs: 1, TimeBits: 40, WorkerBits: 1, SequenceBits: 4}
+	mustFlake(t, a.flake(t0, create("tiny", tiny)))
+	a.grant(t0, acquire("tiny", "a"))
+	a.grant(t0, acquire("tiny", "b"))
+	before, _ := f.Namespace("tiny")
+	if r := a.flake(t0+5_000_000, acquire("tiny", "c"))[0]; !errors.Is(r.Err, seqd.ErrNoWorker) {
+		t.Fatalf("a third worker of two: %v", r.Err)
+	}
+	if after, _ := f.Namespace("tiny"); after != before {
+		t.Fatalf("a failed acquire moved the namespace from %+v to %+v", before, after)
+	}
+}
+
+// TestFlakeRestoreFloorWithoutNamespaces: the restore's time floor holds
+// for namespaces created after the backup too (the old cluster may have
+// served flake ids the backup does not know of).
+func TestFlakeRestoreFloorWithoutNamespaces(t *testing.T) {
+	dir := t.TempDir()
+	f, err := Open(filepath.Join(dir, "fsm.db"), quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var buf bytes.Buffer
+	if _, err := f.Backup(&buf); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "backup.db")
+	if err := os.WriteFile(path, buf.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	floor := t0 + 3_600_000
+	if _, err := PrepareRestore(path, RestoreOptions{Margin: 10, ClusterID: "new", FlakeFloorMs: floor}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(path, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if r.FlakeFloorMs() != floor {
+		t.Fatalf("restored floor %d, want %d", r.FlakeFloorMs(), floor)
+	}
+	ra := &applier{t: t, f: r, index: 100}
+	mustFlake(t, ra.flake(t0, create("n", snowflake())))
+	if g := ra.grant(t0, acquire("n", "new")); g.Lo < snowflake().Unit(floor) {
+		t.Fatalf("grant %+v starts below the restore floor unit %d", g, snowflake().Unit(floor))
 	}
 }

@@ -67,7 +67,9 @@ type Group struct {
 
 	stats stats
 
-	stopOnce  sync.Once
+	stopOnce   sync.Once
+	flakeWatch flakeWatch // flake.go
+
 	raftOnce  sync.Once
 	raftErr   error // raft's shutdown error or ErrShutdownStuck
 	closeOnce sync.Once
