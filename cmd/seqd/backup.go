@@ -96,8 +96,10 @@ func cmdRestore(args []string) error {
 			"--from-cluster, a margin below the minimum, a backup with flake namespaces without a --flake-floor\n"+
 			"after its highest grant.\n\n"+
 			"Flake ids: --flake-floor T (RFC 3339) is the time under every flake namespace of the restored\n"+
-			"cluster: no worker's range starts below it. It must be after any time the old cluster can have\n"+
-			"granted: the time its last server stopped plus 30 s (the length of a grant's range), or later.\n\n"+
+			"cluster, including namespaces created after the backup: no worker's range starts below it. It\n"+
+			"must be after any time the old cluster can have granted: the time its last server stopped plus\n"+
+			"30 s (the length of a grant's range), or later. The default, the restore's own time plus one\n"+
+			"minute, is right when the old cluster stopped before the restore and its clocks were right.\n\n"+
 			"The restored cluster gets a new cluster ID: never restore into a member of a running cluster (it\n"+
 			"would refuse to serve). Then start the node with seqd serve and the same --id, --data-dir and\n"+
 			"addresses, and add more nodes with empty data directories and --join.")
@@ -106,7 +108,7 @@ func cmdRestore(args []string) error {
 	maxStep := fs.Uint64("max-step", 0, "largest step of any space, also of spaces created after the backup (default: the backup's largest)")
 	margin := fs.Uint64("margin", 0, "margin to use instead of the minimum (must not be below it)")
 	from := fs.String("from-cluster", "", "refuse unless the backup was taken from this cluster ID")
-	flakeFloor := fs.String("flake-floor", "", "RFC 3339 time under every flake namespace: after the old cluster's last server stopped, plus 30 s (required when the backup has flake namespaces)")
+	flakeFloor := fs.String("flake-floor", "", "RFC 3339 time under every flake namespace: after the old cluster's last server stopped, plus 30 s (default: now plus one minute)")
 	id := fs.String("id", host, "the new node's ID (as for serve)")
 	dataDir := fs.String("data-dir", "./seqd-data", "the new node's data directory; must not hold state")
 	raftAddr := fs.String("raft-addr", "127.0.0.1:7701", "the new node's raft address (as for serve)")
@@ -126,7 +128,7 @@ func cmdRestore(args []string) error {
 	if err := advertise("raft", *raftAddr, advRaft); err != nil {
 		return err
 	}
-	var floorMs int64
+	floorMs := time.Now().Add(time.Minute).UnixMilli()
 	if *flakeFloor != "" {
 		ft, err := time.Parse(time.RFC3339, *flakeFloor)
 		if err != nil {
@@ -153,10 +155,8 @@ func cmdRestore(args []string) error {
 		orNone(info.ClusterID), info.Term, info.Index, info.Taken.Format(time.RFC3339), res.Spaces, res.Sections, res.MaxStep)
 	fmt.Printf("minimum margin for %d values and %d terms since the backup: %d; margin used: %d\n", *values, *terms, res.MinMargin, res.Margin)
 	fmt.Printf("restored into %s as new cluster %s; highest mark %d -> %d\n", abs, res.ClusterID, res.HighestBefore, res.HighestAfter)
-	if res.FlakeNamespaces > 0 {
-		fmt.Printf("flake: %d namespaces, highest grant ends %s; time floor %s\n", res.FlakeNamespaces,
-			time.UnixMilli(res.FlakeHighestMs).UTC().Format(time.RFC3339Nano), time.UnixMilli(floorMs).UTC().Format(time.RFC3339Nano))
-	}
+	fmt.Printf("flake: %d namespaces, highest grant ends %s; time floor %s\n", res.FlakeNamespaces,
+		time.UnixMilli(res.FlakeHighestMs).UTC().Format(time.RFC3339Nano), time.UnixMilli(floorMs).UTC().Format(time.RFC3339Nano))
 	fmt.Printf("next: seqd serve --id %s --data-dir %s --raft-addr %s [other flags as before]\n", *id, *dataDir, *raftAddr)
 	return nil
 }

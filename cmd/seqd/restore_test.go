@@ -138,7 +138,8 @@ func TestRestoreRefusesBadInput(t *testing.T) {
 
 // TestRestoreFlakeFloor: a backup with flake namespaces restores only with
 // a --flake-floor after its highest grant (exit 2 and nothing written
-// otherwise).
+// otherwise); without the flag the floor is the restore's time plus a
+// minute.
 func TestRestoreFlakeFloor(t *testing.T) {
 	dir := t.TempDir()
 	f, err := fsm.Open(filepath.Join(dir, "fsm.db"), nil)
@@ -173,7 +174,7 @@ func TestRestoreFlakeFloor(t *testing.T) {
 		return o, e, code, d
 	}
 	rfc := func(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano) }
-	for _, extra := range [][]string{nil, {"--flake-floor", rfc(now)}, {"--flake-floor", rfc(now + 29_000)}} {
+	for _, extra := range [][]string{{"--flake-floor", rfc(now)}, {"--flake-floor", rfc(now + 29_000)}} {
 		_, e, code, d := restore(extra...)
 		if code != 2 || !strings.Contains(e, "time floor") {
 			t.Fatalf("restore %v: exit %d, %q; want 2 naming the time floor", extra, code, e)
@@ -186,7 +187,16 @@ func TestRestoreFlakeFloor(t *testing.T) {
 		t.Fatalf("a malformed floor: exit %d, %q", code, e)
 	}
 	o, e, code, _ := restore("--flake-floor", rfc(now+31_000))
-	if code != 0 || !strings.Contains(o, "flake: 1 namespaces") {
+	if code != 0 || !strings.Contains(o, "flake: 1 namespaces") || !strings.Contains(o, "time floor "+rfc(now+31_000)) {
 		t.Fatalf("restore: exit %d, %q %q", code, o, e)
+	}
+	before := time.Now().Truncate(time.Millisecond)
+	o, e, code, _ = restore()
+	after := time.Now()
+	_, got, _ := strings.Cut(o, "time floor ")
+	got, _, _ = strings.Cut(got, "\n")
+	floor, err := time.Parse(time.RFC3339Nano, got)
+	if code != 0 || err != nil || floor.Before(before.Add(time.Minute)) || floor.After(after.Add(time.Minute)) {
+		t.Fatalf("restore with the default floor: exit %d, floor %v (%v), want the restore's time plus a minute; %q %q", code, floor, err, o, e)
 	}
 }

@@ -77,7 +77,8 @@ func (x *NextIdsRequest) GetCount() uint32 {
 
 type NextIdsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// ids are strictly increasing and all > 0.
+	// ids are all > 0, and strictly increasing unless the namespace is
+	// obfuscated.
 	Ids           []int64 `protobuf:"varint,1,rep,packed,name=ids,proto3" json:"ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

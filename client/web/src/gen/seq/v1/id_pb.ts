@@ -43,7 +43,8 @@ export const NextIdsRequestSchema: GenMessage<NextIdsRequest> = /*@__PURE__*/
  */
 export type NextIdsResponse = Message<"seq.v1.NextIdsResponse"> & {
   /**
-   * ids are strictly increasing and all > 0.
+   * ids are all > 0, and strictly increasing unless the namespace is
+   * obfuscated.
    *
    * @generated from field: repeated int64 ids = 1;
    */
@@ -667,7 +668,8 @@ export const ReclaimWorkerResponseSchema: GenMessage<ReclaimWorkerResponse> = /*
  * ranges granted to it through the Raft log, and the ranges of one worker
  * never overlap. For one worker, an id returned by a call that completed
  * before another began is smaller, and the ids of one response strictly
- * increase.
+ * increase. In an obfuscated namespace these orders hold before the
+ * permutation; the ids clients see are unordered by design.
  *
  * Names are part of the contract. Errors: unknown namespace → not_found;
  * count 0 or above 10000, malformed names or layouts → invalid_argument;
