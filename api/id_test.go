@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -281,5 +282,59 @@ func TestObfuscatedNamespace(t *testing.T) {
 		if diff := time.Since(time.UnixMilli(d.Msg.GetUnixMs())); diff < -time.Second || diff > 5*time.Second {
 			t.Fatalf("%s: decoded time %v off by %v", mode, time.UnixMilli(d.Msg.GetUnixMs()), diff)
 		}
+	}
+}
+
+// TestLeaderWithSkewedClockRefusesGrants: a leader whose wall clock is far
+// from its peers' refuses flake grants (unavailable) instead of pushing the
+// namespace's floor and its ids' times with it, and grants again once its
+// clock is back.
+func TestLeaderWithSkewedClockRefusesGrants(t *testing.T) {
+	offsets := make([]atomic.Int64, 3)
+	c := testcluster.New(t, 3, testcluster.Options{}, func(i int, m *testcluster.Member) {
+		m.WallClock = func() int64 { return time.Now().UnixMilli() + offsets[i].Load() }
+	})
+	leader := c.WaitServingLeader(20 * time.Second)
+	li := 0
+	for i, m := range c.Nodes {
+		if m == leader {
+			li = i
+		}
+	}
+	ids := idClient(leader.APIAddr)
+	nextIDs(t, ids, "", 1) // on the flake protocol, with the clocks read
+	acquire := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := ids.AcquireWorker(ctx, connect.NewRequest(&seqv1.AcquireWorkerRequest{Holder: "h", Label: "skew"}))
+		return err
+	}
+	offsets[li].Store(3_600_000) // the leader's clock an hour ahead
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		err := acquire()
+		if connect.CodeOf(err) == connect.CodeUnavailable && strings.Contains(err.Error(), "clock") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the skewed leader still grants: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	ns, err := adminClient(leader.APIAddr).ListNamespaces(context.Background(), connect.NewRequest(&seqv1.ListNamespacesRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := ns.Msg.GetNamespaces()[0].GetFloorUnixMs(); f > time.Now().Add(time.Minute).UnixMilli() {
+		t.Fatalf("the floor followed the skewed clock to %v", time.UnixMilli(f))
+	}
+	offsets[li].Store(0)
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		if err := acquire(); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("no grant after the clock came back: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

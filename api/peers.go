@@ -129,6 +129,25 @@ func (p peerService) Vouch(ctx context.Context, req *connect.Request[peerv1.Vouc
 	}), nil
 }
 
+// Clock implements PeerService.Clock: this server's wall clock.
+func (p peerService) Clock(context.Context, *connect.Request[peerv1.ClockRequest]) (*connect.Response[peerv1.ClockResponse], error) {
+	return connect.NewResponse(&peerv1.ClockResponse{UnixMs: p.s.node.WallMs()}), nil
+}
+
+// Clock reads the wall clock of the server at apiAddr (PeerService.Clock).
+// It implements cluster.PeerClock.
+func (p Peers) Clock() cluster.PeerClock {
+	h := p.client()
+	return func(ctx context.Context, apiAddr string) (int64, error) {
+		c := peerv1connect.NewPeerServiceClient(h, p.scheme()+apiAddr, p.options()...)
+		resp, err := c.Clock(ctx, connect.NewRequest(&peerv1.ClockRequest{}))
+		if err != nil {
+			return 0, err
+		}
+		return resp.Msg.GetUnixMs(), nil
+	}
+}
+
 // Vouch asks the server at apiAddr to vouch for this one (PeerService.Vouch).
 // A server of the first release does not serve PeerService: it is asked
 // through ClusterStatus instead, as that release did, and its answer is

@@ -78,6 +78,12 @@ type Config struct {
 	// WallClock reads the wall clock in Unix ms (default time.Now); a
 	// leader puts its reading in flake grants.
 	WallClock func() int64
+	// PeerClock reads another server's wall clock; MaxClockSkew (default
+	// DefaultMaxClockSkew) is how far the leader's may be from a majority
+	// of the voters' before it refuses flake grants. Without PeerClock a
+	// leader with peers refuses them.
+	PeerClock    PeerClock
+	MaxClockSkew time.Duration
 
 	// Lease is the leader lease L (default 2s); LeaseMargin (default L/10,
 	// at least 50ms) is added to a new leader's wait for clock-rate drift.
@@ -137,6 +143,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.DataDir == "" {
 		return fmt.Errorf("%w: a data directory is required", ErrInvalidConfig)
+	}
+	if c.MaxClockSkew <= 0 {
+		c.MaxClockSkew = DefaultMaxClockSkew
 	}
 	if c.StreamLayer == nil {
 		if err := checkHostPort("raft address", c.RaftAddr); err != nil {

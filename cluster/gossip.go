@@ -246,6 +246,7 @@ func (g *gossip) loop() {
 		}
 		g.checkGate(joined)
 		g.reconcile()
+		g.n.startClockSample()
 		g.rejoin()
 		g.n.probeDisk()
 		select {

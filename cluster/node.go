@@ -59,6 +59,8 @@ type Node struct {
 
 	wg sync.WaitGroup
 
+	clocks clocks // the leader's samples of its peers' clocks (clock.go)
+
 	memMu       sync.Mutex
 	caughtSince map[string]time.Time // non-voters seen caught up, since when
 	recordedAt  map[string]time.Time // when each server's raft index was last recorded
@@ -125,7 +127,7 @@ func (n *Node) open() error {
 	g, err := group.Open(group.Config{
 		ID: cfg.ID, Dir: cfg.DataDir, Transport: noPipeline{n.transport}, Host: n,
 		Lease: cfg.Lease, LeaseMargin: cfg.LeaseMargin, UnsafeDisableLease: cfg.UnsafeDisableLease,
-		LeaseClock: cfg.LeaseClock, WallClock: cfg.WallClock, MaxKeysPerSection: cfg.MaxKeysPerSection, OnRaise: cfg.OnRaise,
+		LeaseClock: cfg.LeaseClock, WallClock: n.WallMs, MaxKeysPerSection: cfg.MaxKeysPerSection, OnRaise: cfg.OnRaise,
 		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout,
 		LeaderLeaseTimeout: cfg.LeaderLeaseTimeout, CommitTimeout: cfg.CommitTimeout,
 		SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval, TrailingLogs: cfg.TrailingLogs,

@@ -39,6 +39,9 @@ func (g *Group) ApplyFlake(ctx context.Context, ops []fsm.FlakeOp) ([]fsm.FlakeR
 	if g.fsm.Protocol() < flakeProtocol {
 		return nil, ErrFlakeProtocol
 	}
+	if err := g.host.WallClockOK(); err != nil {
+		return nil, err
+	}
 	watched := map[string][]fsm.Permit{}
 	for i, op := range ops {
 		if _, ok := watched[op.Namespace]; !ok {

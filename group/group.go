@@ -37,6 +37,10 @@ type Host interface {
 	ProtocolMoved()
 	// LeadershipChanged is called on every leadership gain or loss.
 	LeadershipChanged(isLeader bool)
+	// WallClockOK reports whether this server's wall clock agrees with
+	// its peers' closely enough to stamp flake grants with it (an error
+	// wrapping seqd.ErrNotServing if not).
+	WallClockOK() error
 	// LogWrite is called after every raft log or stable-store write with its
 	// error (nil on success), so the host can notice a full disk.
 	LogWrite(err error)

@@ -35,6 +35,7 @@ func (h *host) WaitVouched(ctx context.Context) bool {
 func (h *host) ProtocolReady(raft.Configuration) bool { return true }
 func (h *host) ProtocolMoved()                        { h.moved.Add(1) }
 func (h *host) LeadershipChanged(bool)                { h.changes.Add(1) }
+func (h *host) WallClockOK() error                    { return nil }
 func (h *host) LogWrite(error)                        { h.logWrite.Add(1) }
 func (h *host) FSMDisk(bool, error)                   {}
 

@@ -129,6 +129,9 @@ func New(cfg Config) (*Server, error) {
 	if cc.PeerProgress == nil {
 		cc.PeerProgress = peers.Progress()
 	}
+	if cc.PeerClock == nil {
+		cc.PeerClock = peers.Clock()
+	}
 	if cc.PeerVouch == nil {
 		cc.PeerVouch = peers.Vouch()
 	}

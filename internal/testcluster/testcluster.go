@@ -73,6 +73,9 @@ type Member struct {
 	Join       []string
 	AssumeGone []string
 	LeaseClock sections.Clock
+	// WallClock, when set, is the member's wall clock in Unix ms (a
+	// clock-step test).
+	WallClock func() int64
 
 	mu    sync.Mutex
 	srv   *server.Server // nil while stopped
@@ -82,9 +85,19 @@ type Member struct {
 // Start starts n nodes that bootstrap one cluster together (bootstrap-expect n).
 func Start(t testing.TB, n int, opts Options) *Cluster {
 	t.Helper()
+	return New(t, n, opts, nil)
+}
+
+// New is Start with each member's settings adjusted by setup (if not nil)
+// before it starts.
+func New(t testing.TB, n int, opts Options, setup func(i int, m *Member)) *Cluster {
+	t.Helper()
 	c := &Cluster{t: t, opts: withDefaults(opts), log: testLogger()}
 	for i := range n {
 		m := &Member{c: c, ID: fmt.Sprintf("n%d", i+1), Dir: filepath.Join(t.TempDir(), fmt.Sprintf("n%d", i+1))}
+		if setup != nil {
+			setup(i, m)
+		}
 		c.Nodes = append(c.Nodes, m)
 		if err := m.start(n); err != nil {
 			t.Fatalf("starting %s: %v", m.ID, err)
@@ -191,7 +204,7 @@ func (m *Member) start(expect int) error {
 			StreamLayer: layer, RaftAdvertise: m.RaftAddr,
 			GossipAddr: gossipBind, APIAddr: m.APIAddr,
 			Join: joins, BootstrapExpect: expect, AssumeGone: m.AssumeGone,
-			Lease: lease, LeaseClock: m.LeaseClock, HeartbeatTimeout: hb, ElectionTimeout: hb,
+			Lease: lease, LeaseClock: m.LeaseClock, WallClock: m.WallClock, HeartbeatTimeout: hb, ElectionTimeout: hb,
 			LeaderLeaseTimeout: hb / 2, CommitTimeout: 5 * time.Millisecond,
 			MaxKeysPerSection: m.c.opts.MaxKeysPerSection,
 			SnapshotThreshold: m.c.opts.SnapshotThreshold, TrailingLogs: m.c.opts.TrailingLogs,

@@ -25,6 +25,87 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type ClockRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClockRequest) Reset() {
+	*x = ClockRequest{}
+	mi := &file_seqd_peer_v1_peer_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClockRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClockRequest) ProtoMessage() {}
+
+func (x *ClockRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_seqd_peer_v1_peer_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClockRequest.ProtoReflect.Descriptor instead.
+func (*ClockRequest) Descriptor() ([]byte, []int) {
+	return file_seqd_peer_v1_peer_proto_rawDescGZIP(), []int{0}
+}
+
+type ClockResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// unix_ms is the answering server's wall clock, in Unix milliseconds.
+	UnixMs        int64 `protobuf:"varint,1,opt,name=unix_ms,json=unixMs,proto3" json:"unix_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClockResponse) Reset() {
+	*x = ClockResponse{}
+	mi := &file_seqd_peer_v1_peer_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClockResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClockResponse) ProtoMessage() {}
+
+func (x *ClockResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_seqd_peer_v1_peer_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClockResponse.ProtoReflect.Descriptor instead.
+func (*ClockResponse) Descriptor() ([]byte, []int) {
+	return file_seqd_peer_v1_peer_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ClockResponse) GetUnixMs() int64 {
+	if x != nil {
+		return x.UnixMs
+	}
+	return 0
+}
+
 type VouchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// id is the asking server's ID.
@@ -41,7 +122,7 @@ type VouchRequest struct {
 
 func (x *VouchRequest) Reset() {
 	*x = VouchRequest{}
-	mi := &file_seqd_peer_v1_peer_proto_msgTypes[0]
+	mi := &file_seqd_peer_v1_peer_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -53,7 +134,7 @@ func (x *VouchRequest) String() string {
 func (*VouchRequest) ProtoMessage() {}
 
 func (x *VouchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_seqd_peer_v1_peer_proto_msgTypes[0]
+	mi := &file_seqd_peer_v1_peer_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -66,7 +147,7 @@ func (x *VouchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VouchRequest.ProtoReflect.Descriptor instead.
 func (*VouchRequest) Descriptor() ([]byte, []int) {
-	return file_seqd_peer_v1_peer_proto_rawDescGZIP(), []int{0}
+	return file_seqd_peer_v1_peer_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *VouchRequest) GetId() string {
@@ -134,7 +215,7 @@ type VouchResponse struct {
 
 func (x *VouchResponse) Reset() {
 	*x = VouchResponse{}
-	mi := &file_seqd_peer_v1_peer_proto_msgTypes[1]
+	mi := &file_seqd_peer_v1_peer_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -146,7 +227,7 @@ func (x *VouchResponse) String() string {
 func (*VouchResponse) ProtoMessage() {}
 
 func (x *VouchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_seqd_peer_v1_peer_proto_msgTypes[1]
+	mi := &file_seqd_peer_v1_peer_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -159,7 +240,7 @@ func (x *VouchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VouchResponse.ProtoReflect.Descriptor instead.
 func (*VouchResponse) Descriptor() ([]byte, []int) {
-	return file_seqd_peer_v1_peer_proto_rawDescGZIP(), []int{1}
+	return file_seqd_peer_v1_peer_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *VouchResponse) GetClusterId() string {
@@ -257,7 +338,10 @@ var File_seqd_peer_v1_peer_proto protoreflect.FileDescriptor
 
 const file_seqd_peer_v1_peer_proto_rawDesc = "" +
 	"\n" +
-	"\x17seqd/peer/v1/peer.proto\x12\fseqd.peer.v1\"y\n" +
+	"\x17seqd/peer/v1/peer.proto\x12\fseqd.peer.v1\"\x0e\n" +
+	"\fClockRequest\"(\n" +
+	"\rClockResponse\x12\x17\n" +
+	"\aunix_ms\x18\x01 \x01(\x03R\x06unixMs\"y\n" +
 	"\fVouchRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -281,9 +365,10 @@ const file_seqd_peer_v1_peer_proto_rawDesc = "" +
 	"\n" +
 	"last_index\x18\v \x01(\x04R\tlastIndex\x12\x1a\n" +
 	"\bprotocol\x18\f \x01(\x04R\bprotocol\x12\x16\n" +
-	"\x06voters\x18\r \x03(\tR\x06voters2Q\n" +
+	"\x06voters\x18\r \x03(\tR\x06voters2\x98\x01\n" +
 	"\vPeerService\x12B\n" +
-	"\x05Vouch\x12\x1a.seqd.peer.v1.VouchRequest\x1a\x1b.seqd.peer.v1.VouchResponse\"\x00B2Z0github.com/seqd/seqd/api/gen/seqd/peer/v1;peerv1b\x06proto3"
+	"\x05Vouch\x12\x1a.seqd.peer.v1.VouchRequest\x1a\x1b.seqd.peer.v1.VouchResponse\"\x00\x12E\n" +
+	"\x05Clock\x12\x1a.seqd.peer.v1.ClockRequest\x1a\x1b.seqd.peer.v1.ClockResponse\"\x03\x90\x02\x01B2Z0github.com/seqd/seqd/api/gen/seqd/peer/v1;peerv1b\x06proto3"
 
 var (
 	file_seqd_peer_v1_peer_proto_rawDescOnce sync.Once
@@ -297,16 +382,20 @@ func file_seqd_peer_v1_peer_proto_rawDescGZIP() []byte {
 	return file_seqd_peer_v1_peer_proto_rawDescData
 }
 
-var file_seqd_peer_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_seqd_peer_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_seqd_peer_v1_peer_proto_goTypes = []any{
-	(*VouchRequest)(nil),  // 0: seqd.peer.v1.VouchRequest
-	(*VouchResponse)(nil), // 1: seqd.peer.v1.VouchResponse
+	(*ClockRequest)(nil),  // 0: seqd.peer.v1.ClockRequest
+	(*ClockResponse)(nil), // 1: seqd.peer.v1.ClockResponse
+	(*VouchRequest)(nil),  // 2: seqd.peer.v1.VouchRequest
+	(*VouchResponse)(nil), // 3: seqd.peer.v1.VouchResponse
 }
 var file_seqd_peer_v1_peer_proto_depIdxs = []int32{
-	0, // 0: seqd.peer.v1.PeerService.Vouch:input_type -> seqd.peer.v1.VouchRequest
-	1, // 1: seqd.peer.v1.PeerService.Vouch:output_type -> seqd.peer.v1.VouchResponse
-	1, // [1:2] is the sub-list for method output_type
-	0, // [0:1] is the sub-list for method input_type
+	2, // 0: seqd.peer.v1.PeerService.Vouch:input_type -> seqd.peer.v1.VouchRequest
+	0, // 1: seqd.peer.v1.PeerService.Clock:input_type -> seqd.peer.v1.ClockRequest
+	3, // 2: seqd.peer.v1.PeerService.Vouch:output_type -> seqd.peer.v1.VouchResponse
+	1, // 3: seqd.peer.v1.PeerService.Clock:output_type -> seqd.peer.v1.ClockResponse
+	2, // [2:4] is the sub-list for method output_type
+	0, // [0:2] is the sub-list for method input_type
 	0, // [0:0] is the sub-list for extension type_name
 	0, // [0:0] is the sub-list for extension extendee
 	0, // [0:0] is the sub-list for field type_name
@@ -323,7 +412,7 @@ func file_seqd_peer_v1_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_seqd_peer_v1_peer_proto_rawDesc), len(file_seqd_peer_v1_peer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

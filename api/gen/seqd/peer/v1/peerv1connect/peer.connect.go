@@ -39,6 +39,8 @@ const (
 const (
 	// PeerServiceVouchProcedure is the fully-qualified name of the PeerService's Vouch RPC.
 	PeerServiceVouchProcedure = "/seqd.peer.v1.PeerService/Vouch"
+	// PeerServiceClockProcedure is the fully-qualified name of the PeerService's Clock RPC.
+	PeerServiceClockProcedure = "/seqd.peer.v1.PeerService/Clock"
 )
 
 // PeerServiceClient is a client for the seqd.peer.v1.PeerService service.
@@ -48,6 +50,10 @@ type PeerServiceClient interface {
 	// server answers from everything it has stored, names the leader it knows,
 	// and says that its answer is not authoritative.
 	Vouch(context.Context, *connect.Request[v1.VouchRequest]) (*connect.Response[v1.VouchResponse], error)
+	// Clock answers the answering server's wall clock, so that a leader can
+	// tell whether its own clock is far from its peers' (it then refuses
+	// flake grants). Servers of builds before flake ids answer unimplemented.
+	Clock(context.Context, *connect.Request[v1.ClockRequest]) (*connect.Response[v1.ClockResponse], error)
 }
 
 // NewPeerServiceClient constructs a client for the seqd.peer.v1.PeerService service. By default, it
@@ -67,17 +73,30 @@ func NewPeerServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			connect.WithSchema(peerServiceMethods.ByName("Vouch")),
 			connect.WithClientOptions(opts...),
 		),
+		clock: connect.NewClient[v1.ClockRequest, v1.ClockResponse](
+			httpClient,
+			baseURL+PeerServiceClockProcedure,
+			connect.WithSchema(peerServiceMethods.ByName("Clock")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // peerServiceClient implements PeerServiceClient.
 type peerServiceClient struct {
 	vouch *connect.Client[v1.VouchRequest, v1.VouchResponse]
+	clock *connect.Client[v1.ClockRequest, v1.ClockResponse]
 }
 
 // Vouch calls seqd.peer.v1.PeerService.Vouch.
 func (c *peerServiceClient) Vouch(ctx context.Context, req *connect.Request[v1.VouchRequest]) (*connect.Response[v1.VouchResponse], error) {
 	return c.vouch.CallUnary(ctx, req)
+}
+
+// Clock calls seqd.peer.v1.PeerService.Clock.
+func (c *peerServiceClient) Clock(ctx context.Context, req *connect.Request[v1.ClockRequest]) (*connect.Response[v1.ClockResponse], error) {
+	return c.clock.CallUnary(ctx, req)
 }
 
 // PeerServiceHandler is an implementation of the seqd.peer.v1.PeerService service.
@@ -87,6 +106,10 @@ type PeerServiceHandler interface {
 	// server answers from everything it has stored, names the leader it knows,
 	// and says that its answer is not authoritative.
 	Vouch(context.Context, *connect.Request[v1.VouchRequest]) (*connect.Response[v1.VouchResponse], error)
+	// Clock answers the answering server's wall clock, so that a leader can
+	// tell whether its own clock is far from its peers' (it then refuses
+	// flake grants). Servers of builds before flake ids answer unimplemented.
+	Clock(context.Context, *connect.Request[v1.ClockRequest]) (*connect.Response[v1.ClockResponse], error)
 }
 
 // NewPeerServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -102,10 +125,19 @@ func NewPeerServiceHandler(svc PeerServiceHandler, opts ...connect.HandlerOption
 		connect.WithSchema(peerServiceMethods.ByName("Vouch")),
 		connect.WithHandlerOptions(opts...),
 	)
+	peerServiceClockHandler := connect.NewUnaryHandler(
+		PeerServiceClockProcedure,
+		svc.Clock,
+		connect.WithSchema(peerServiceMethods.ByName("Clock")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/seqd.peer.v1.PeerService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case PeerServiceVouchProcedure:
 			peerServiceVouchHandler.ServeHTTP(w, r)
+		case PeerServiceClockProcedure:
+			peerServiceClockHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -117,4 +149,8 @@ type UnimplementedPeerServiceHandler struct{}
 
 func (UnimplementedPeerServiceHandler) Vouch(context.Context, *connect.Request[v1.VouchRequest]) (*connect.Response[v1.VouchResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("seqd.peer.v1.PeerService.Vouch is not implemented"))
+}
+
+func (UnimplementedPeerServiceHandler) Clock(context.Context, *connect.Request[v1.ClockRequest]) (*connect.Response[v1.ClockResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("seqd.peer.v1.PeerService.Clock is not implemented"))
 }

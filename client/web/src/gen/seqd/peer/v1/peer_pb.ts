@@ -14,7 +14,39 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file seqd/peer/v1/peer.proto.
  */
 export const file_seqd_peer_v1_peer: GenFile = /*@__PURE__*/
-  fileDesc("ChdzZXFkL3BlZXIvdjEvcGVlci5wcm90bxIMc2VxZC5wZWVyLnYxIlUKDFZvdWNoUmVxdWVzdBIKCgJpZBgBIAEoCRISCgpjbHVzdGVyX2lkGAIgASgJEhEKCWhhc19zdGF0ZRgDIAEoCBISCgpsYXN0X2luZGV4GAQgASgEIp4CCg1Wb3VjaFJlc3BvbnNlEhIKCmNsdXN0ZXJfaWQYASABKAkSFQoNYXV0aG9yaXRhdGl2ZRgCIAEoCBIPCgdub2RlX2lkGAMgASgJEhEKCWxlYWRlcl9pZBgEIAEoCRIXCg9sZWFkZXJfYXBpX2FkZHIYBSABKAkSGAoQaW5fY29uZmlndXJhdGlvbhgGIAEoCBINCgV2b3RlchgHIAEoCBIXCg9zZWVuX3dpdGhfc3RhdGUYCCABKAgSFgoOcmVjb3JkZWRfaW5kZXgYCSABKAQSFQoNcmVjb3JkZWRfdGVybRgKIAEoBBISCgpsYXN0X2luZGV4GAsgASgEEhAKCHByb3RvY29sGAwgASgEEg4KBnZvdGVycxgNIAMoCTJRCgtQZWVyU2VydmljZRJCCgVWb3VjaBIaLnNlcWQucGVlci52MS5Wb3VjaFJlcXVlc3QaGy5zZXFkLnBlZXIudjEuVm91Y2hSZXNwb25zZSIAQjJaMGdpdGh1Yi5jb20vc2VxZC9zZXFkL2FwaS9nZW4vc2VxZC9wZWVyL3YxO3BlZXJ2MWIGcHJvdG8z");
+  fileDesc("ChdzZXFkL3BlZXIvdjEvcGVlci5wcm90bxIMc2VxZC5wZWVyLnYxIg4KDENsb2NrUmVxdWVzdCIgCg1DbG9ja1Jlc3BvbnNlEg8KB3VuaXhfbXMYASABKAMiVQoMVm91Y2hSZXF1ZXN0EgoKAmlkGAEgASgJEhIKCmNsdXN0ZXJfaWQYAiABKAkSEQoJaGFzX3N0YXRlGAMgASgIEhIKCmxhc3RfaW5kZXgYBCABKAQingIKDVZvdWNoUmVzcG9uc2USEgoKY2x1c3Rlcl9pZBgBIAEoCRIVCg1hdXRob3JpdGF0aXZlGAIgASgIEg8KB25vZGVfaWQYAyABKAkSEQoJbGVhZGVyX2lkGAQgASgJEhcKD2xlYWRlcl9hcGlfYWRkchgFIAEoCRIYChBpbl9jb25maWd1cmF0aW9uGAYgASgIEg0KBXZvdGVyGAcgASgIEhcKD3NlZW5fd2l0aF9zdGF0ZRgIIAEoCBIWCg5yZWNvcmRlZF9pbmRleBgJIAEoBBIVCg1yZWNvcmRlZF90ZXJtGAogASgEEhIKCmxhc3RfaW5kZXgYCyABKAQSEAoIcHJvdG9jb2wYDCABKAQSDgoGdm90ZXJzGA0gAygJMpgBCgtQZWVyU2VydmljZRJCCgVWb3VjaBIaLnNlcWQucGVlci52MS5Wb3VjaFJlcXVlc3QaGy5zZXFkLnBlZXIudjEuVm91Y2hSZXNwb25zZSIAEkUKBUNsb2NrEhouc2VxZC5wZWVyLnYxLkNsb2NrUmVxdWVzdBobLnNlcWQucGVlci52MS5DbG9ja1Jlc3BvbnNlIgOQAgFCMlowZ2l0aHViLmNvbS9zZXFkL3NlcWQvYXBpL2dlbi9zZXFkL3BlZXIvdjE7cGVlcnYxYgZwcm90bzM");
+
+/**
+ * @generated from message seqd.peer.v1.ClockRequest
+ */
+export type ClockRequest = Message<"seqd.peer.v1.ClockRequest"> & {
+};
+
+/**
+ * Describes the message seqd.peer.v1.ClockRequest.
+ * Use `create(ClockRequestSchema)` to create a new message.
+ */
+export const ClockRequestSchema: GenMessage<ClockRequest> = /*@__PURE__*/
+  messageDesc(file_seqd_peer_v1_peer, 0);
+
+/**
+ * @generated from message seqd.peer.v1.ClockResponse
+ */
+export type ClockResponse = Message<"seqd.peer.v1.ClockResponse"> & {
+  /**
+   * unix_ms is the answering server's wall clock, in Unix milliseconds.
+   *
+   * @generated from field: int64 unix_ms = 1;
+   */
+  unixMs: bigint;
+};
+
+/**
+ * Describes the message seqd.peer.v1.ClockResponse.
+ * Use `create(ClockResponseSchema)` to create a new message.
+ */
+export const ClockResponseSchema: GenMessage<ClockResponse> = /*@__PURE__*/
+  messageDesc(file_seqd_peer_v1_peer, 1);
 
 /**
  * @generated from message seqd.peer.v1.VouchRequest
@@ -54,7 +86,7 @@ export type VouchRequest = Message<"seqd.peer.v1.VouchRequest"> & {
  * Use `create(VouchRequestSchema)` to create a new message.
  */
 export const VouchRequestSchema: GenMessage<VouchRequest> = /*@__PURE__*/
-  messageDesc(file_seqd_peer_v1_peer, 0);
+  messageDesc(file_seqd_peer_v1_peer, 2);
 
 /**
  * @generated from message seqd.peer.v1.VouchResponse
@@ -155,7 +187,7 @@ export type VouchResponse = Message<"seqd.peer.v1.VouchResponse"> & {
  * Use `create(VouchResponseSchema)` to create a new message.
  */
 export const VouchResponseSchema: GenMessage<VouchResponse> = /*@__PURE__*/
-  messageDesc(file_seqd_peer_v1_peer, 1);
+  messageDesc(file_seqd_peer_v1_peer, 3);
 
 /**
  * PeerService is served by every seqd server, on its API port, for the
@@ -176,6 +208,18 @@ export const PeerService: GenService<{
     methodKind: "unary";
     input: typeof VouchRequestSchema;
     output: typeof VouchResponseSchema;
+  },
+  /**
+   * Clock answers the answering server's wall clock, so that a leader can
+   * tell whether its own clock is far from its peers' (it then refuses
+   * flake grants). Servers of builds before flake ids answer unimplemented.
+   *
+   * @generated from rpc seqd.peer.v1.PeerService.Clock
+   */
+  clock: {
+    methodKind: "unary";
+    input: typeof ClockRequestSchema;
+    output: typeof ClockResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_seqd_peer_v1_peer, 0);
