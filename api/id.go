@@ -288,3 +288,33 @@ func namespaceFromMsg(m *seqv1.Namespace) cluster.Namespace {
 	l := layoutFromMsg(m.GetLayout())
 	return cluster.Namespace{Name: m.GetName(), Layout: l, Obfuscation: m.GetLayout().GetObfuscation(), KeyCheck: m.GetKeyCheck()}
 }
+
+// FlakeStat describes this server's holder of one namespace, for metrics.
+type FlakeStat struct {
+	Namespace string
+	flake.HolderStats
+	// Capacity is the layout's number of workers; LifetimeRemaining the
+	// time until the layout can express no more ids.
+	Capacity          uint64
+	LifetimeRemaining time.Duration
+}
+
+// FlakeStats reports the namespaces this server issues ids of.
+func (s *Server) FlakeStats() []FlakeStat {
+	s.ids.mu.Lock()
+	hs := make(map[string]*flake.Holder, len(s.ids.holders))
+	for name, h := range s.ids.holders {
+		hs[name] = h
+	}
+	s.ids.mu.Unlock()
+	out := make([]FlakeStat, 0, len(hs))
+	for name, h := range hs {
+		st := FlakeStat{Namespace: name, HolderStats: h.Stats()}
+		if ns, ok := s.node.Namespace(name); ok {
+			st.Capacity = ns.Layout.Workers()
+			st.LifetimeRemaining = time.Duration(ns.Layout.End()-s.node.WallMs()) * time.Millisecond
+		}
+		out = append(out, st)
+	}
+	return out
+}

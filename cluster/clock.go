@@ -173,3 +173,20 @@ func (n *Node) WallClockOK() error {
 
 // errClockUnknown means the leader has not read enough peers' clocks yet.
 var errClockUnknown = errors.Join(seqd.ErrNotServing, errors.New("the leader has not read its peers' clocks yet"))
+
+// ClockSkew is, on the leader, the largest distance between its wall clock
+// and a voter's, as last read (0 when it has read none).
+func (n *Node) ClockSkew() time.Duration {
+	wall, mono := n.WallMs(), bootclock.Now()
+	n.clocks.mu.Lock()
+	defer n.clocks.mu.Unlock()
+	var worst time.Duration
+	for _, smp := range n.clocks.samples {
+		if mono-smp.mono > clockSampleTTL {
+			continue
+		}
+		off := time.Duration(wall-(smp.peerMs+(mono-smp.mono).Milliseconds())) * time.Millisecond
+		worst = max(worst, off, -off)
+	}
+	return worst
+}

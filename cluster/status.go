@@ -60,6 +60,8 @@ type LocalStatus struct {
 	// KeysHeld and SectionsHeld describe the allocator's memory.
 	KeysHeld     int64
 	SectionsHeld int
+	// FlakeEntries counts the flake entries this node committed as leader.
+	FlakeEntries int64
 }
 
 // Status reports this node's view of itself and the leader.
@@ -83,6 +85,7 @@ func (n *Node) Status() LocalStatus {
 		KeysHeld:       g.KeysHeld,
 		ValuesTaken:    g.ValuesTaken,
 		SectionsHeld:   g.SectionsHeld,
+		FlakeEntries:   g.FlakeEntries,
 		RaftOpen:       n.gate.open.Load(),
 		ClusterID:      g.ClusterID,
 		Protocol:       g.Protocol,

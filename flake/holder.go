@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/seqd/seqd"
@@ -86,6 +87,45 @@ type Holder struct {
 	acquire chan struct{} // non-nil while an acquire runs; closed, after acqErr is set, when it ends
 	acqErr  error
 	closed  bool
+
+	issued, fenced atomic.Uint64
+	renewNs        atomic.Int64 // the last renewal's round trip
+}
+
+// HolderStats describe a holder for metrics.
+type HolderStats struct {
+	// Issued counts the ids issued; Fenced the grants found fenced.
+	Issued, Fenced uint64
+	// Workers is how many workers are held and usable now.
+	Workers int
+	// RangeRemaining is, over the usable workers, the most time left in a
+	// range before it must be extended (0 without one); Lead the most an
+	// id ran ahead of the reference time by borrowing.
+	RangeRemaining, Lead time.Duration
+	// LastRenewal is the round trip of the last successful renewal.
+	LastRenewal time.Duration
+}
+
+// Stats reports the holder's state.
+func (h *Holder) Stats() HolderStats {
+	st := HolderStats{Issued: h.issued.Load(), Fenced: h.fenced.Load(), LastRenewal: time.Duration(h.renewNs.Load())}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := h.cfg.Clock()
+	refMs, ok := h.ref.NowMs()
+	for _, w := range h.workers {
+		if w.fenced || now >= w.leaseEnd || !ok {
+			continue
+		}
+		st.Workers++
+		unit := time.Duration(w.g.Layout.UnitMs) * time.Millisecond
+		ref := w.g.Layout.Unit(refMs)
+		if hi := w.gen.Hi(); hi > ref {
+			st.RangeRemaining = max(st.RangeRemaining, time.Duration(hi-ref)*unit)
+		}
+		st.Lead = max(st.Lead, time.Duration(w.gen.Lead(ref))*unit)
+	}
+	return st
 }
 
 // held is one grant and its generator.
@@ -195,6 +235,7 @@ func (h *Holder) try(ctx context.Context, ids *[]int64, n int, bound **held) (ti
 	*ids, err = w.gen.Next(*ids, n-len(*ids), w.g.Layout.Unit(refMs))
 	if len(*ids) > before {
 		*bound = w
+		h.issued.Add(uint64(len(*ids) - before))
 	}
 	unit := time.Duration(w.g.Layout.UnitMs) * time.Millisecond
 	held := len(h.workers)
@@ -342,6 +383,7 @@ func (h *Holder) renew(w *held) bool {
 	defer h.mu.Unlock()
 	switch {
 	case errors.Is(err, seqd.ErrFenced):
+		h.fenced.Add(1)
 		w.fenced = true
 		h.drop(w)
 		h.log.Warn("flake worker fenced: acquiring anew", "worker", g.Worker, "token", g.Token)
@@ -350,6 +392,7 @@ func (h *Holder) renew(w *held) bool {
 		h.log.Warn("flake worker renewal failed", "worker", g.Worker, "err", err)
 		return true
 	}
+	h.renewNs.Store(int64(h.cfg.Clock() - sent))
 	h.ref.Observe(ng.LeaderMs, sent)
 	w.g.Hi, w.g.LeaseMs = ng.Hi, ng.LeaseMs
 	w.gen.Extend(ng.Hi)

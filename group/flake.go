@@ -55,6 +55,7 @@ func (g *Group) ApplyFlake(ctx context.Context, ops []fsm.FlakeOp) ([]fsm.FlakeR
 	if err != nil {
 		return nil, err
 	}
+	g.stats.flakeEntries.Add(1)
 	r, ok := resp.(*fsm.FlakeResponse)
 	if !ok || len(r.Results) != len(ops) {
 		return nil, fmt.Errorf("group: flake entry answered %T", resp)

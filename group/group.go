@@ -87,6 +87,7 @@ type stats struct {
 	servingSince   atomic.Int64 // unix nanos when this group last started serving as leader
 	lastFailoverNs atomic.Int64 // became leader → serving, last time
 	lastLeaseWait  atomic.Int64 // the lease wait of the last leadership (see leaseWait)
+	flakeEntries   atomic.Int64 // KindFlake entries this server committed as leader
 }
 
 // Open opens the group's stores in cfg.Dir, starts raft on cfg.Transport and

@@ -44,12 +44,17 @@ type Status struct {
 	ValuesTaken  uint64
 	KeysHeld     int64
 	SectionsHeld int
+	// FlakeEntries counts the flake entries (grants, renewals, releases)
+	// this server committed as leader: one per holder per renewal period,
+	// whatever the id rate.
+	FlakeEntries int64
 }
 
 // Status reports this server's view of the group.
 func (g *Group) Status() Status {
 	_, lid := g.raft.LeaderWithID()
 	st := Status{
+		FlakeEntries:   g.stats.flakeEntries.Load(),
 		State:          g.raft.State().String(),
 		Term:           g.raft.CurrentTerm(),
 		AppliedIndex:   g.raft.AppliedIndex(),

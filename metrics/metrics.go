@@ -41,8 +41,9 @@ type Metrics struct {
 	marks     prometheus.Counter
 	raiseTime prometheus.Histogram
 
-	mu   sync.Mutex
-	node *cluster.Node
+	mu    sync.Mutex
+	node  *cluster.Node
+	flake func() []FlakeStat
 }
 
 var raftSinkOnce sync.Once
@@ -92,6 +93,37 @@ func New() *Metrics {
 }
 
 var raftSink *gmprom.PrometheusSink
+
+// FlakeStat is one namespace's holder on this node (see api.FlakeStat).
+type FlakeStat struct {
+	Namespace                         string
+	Issued, Fenced                    uint64
+	Workers                           int
+	Capacity                          uint64
+	RangeRemaining, Lead, LastRenewal time.Duration
+	LifetimeRemaining                 time.Duration
+}
+
+// SetFlake sets where the flake collector reads this node's holders.
+func (m *Metrics) SetFlake(stats func() []FlakeStat) {
+	m.mu.Lock()
+	m.flake = stats
+	m.mu.Unlock()
+}
+
+var (
+	nsLabel             = []string{"namespace"}
+	descFlakeIssued     = prometheus.NewDesc("seqd_flake_ids_issued_total", "Flake ids this node issued, per namespace.", nsLabel, nil)
+	descFlakeFenced     = prometheus.NewDesc("seqd_flake_fenced_total", "Worker grants this node found fenced (reclaimed or released under it).", nsLabel, nil)
+	descFlakeWorkers    = prometheus.NewDesc("seqd_flake_workers_held", "Workers this node holds and may issue from.", nsLabel, nil)
+	descFlakeCapacity   = prometheus.NewDesc("seqd_flake_worker_capacity", "Workers the namespace's layout has.", nsLabel, nil)
+	descFlakeRange      = prometheus.NewDesc("seqd_flake_range_remaining_seconds", "Time left in this node's granted range before it must be extended.", nsLabel, nil)
+	descFlakeLead       = prometheus.NewDesc("seqd_flake_borrow_lead_seconds", "How far this node's last ids ran ahead of its clock by borrowing later units.", nsLabel, nil)
+	descFlakeRenew      = prometheus.NewDesc("seqd_flake_renew_seconds", "Round trip of this node's last worker renewal.", nsLabel, nil)
+	descFlakeLifetime   = prometheus.NewDesc("seqd_flake_lifetime_remaining_seconds", "Time until the namespace's layout can express no more ids.", nsLabel, nil)
+	descFlakeEntries    = prometheus.NewDesc("seqd_flake_entries_total", "Flake entries (grants, renewals, releases) this node committed as leader: one per holder per renewal period, whatever the id rate.", nil, nil)
+	descFlakeLeaderSkew = prometheus.NewDesc("seqd_flake_leader_clock_skew_seconds", "On the leader: the largest distance between its wall clock and a voter's, as last read.", nil, nil)
+)
 
 // SetNode points the node collector at n (set once the node has started).
 func (m *Metrics) SetNode(n *cluster.Node) {
@@ -192,7 +224,9 @@ var (
 func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descServing, descLeader, descLease, descRenewals, descRenewalErrors,
 		descLeaderChanges, descFailover, descKeys, descSections, descTerm, descApplied, descVoter,
-		descRaftOpen, descDiskFull, descDiskFullWr, descLeaseWait, descProtocol, descTaken} {
+		descRaftOpen, descDiskFull, descDiskFullWr, descLeaseWait, descProtocol, descTaken,
+		descFlakeIssued, descFlakeFenced, descFlakeWorkers, descFlakeCapacity, descFlakeRange, descFlakeLead,
+		descFlakeRenew, descFlakeLifetime, descFlakeEntries, descFlakeLeaderSkew} {
 		ch <- d
 	}
 }
@@ -233,4 +267,25 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descLeaseWait, st.LeaseWait.Seconds())
 	gauge(descProtocol, float64(st.Protocol))
 	counter(descTaken, float64(st.ValuesTaken))
+	counter(descFlakeEntries, float64(st.FlakeEntries))
+	if st.State == "Leader" {
+		gauge(descFlakeLeaderSkew, n.ClockSkew().Seconds())
+	}
+	c.m.mu.Lock()
+	flake := c.m.flake
+	c.m.mu.Unlock()
+	if flake == nil {
+		return
+	}
+	for _, f := range flake() {
+		ch <- prometheus.MustNewConstMetric(descFlakeIssued, prometheus.CounterValue, float64(f.Issued), f.Namespace)
+		ch <- prometheus.MustNewConstMetric(descFlakeFenced, prometheus.CounterValue, float64(f.Fenced), f.Namespace)
+		for d, v := range map[*prometheus.Desc]float64{
+			descFlakeWorkers: float64(f.Workers), descFlakeCapacity: float64(f.Capacity),
+			descFlakeRange: f.RangeRemaining.Seconds(), descFlakeLead: f.Lead.Seconds(),
+			descFlakeRenew: f.LastRenewal.Seconds(), descFlakeLifetime: f.LifetimeRemaining.Seconds(),
+		} {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, f.Namespace)
+		}
+	}
 }

@@ -166,6 +166,15 @@ func New(cfg Config) (*Server, error) {
 	met.SetNode(node)
 	s := &Server{node: node, metrics: met, ln: ln, log: log, errc: make(chan error, 1)}
 	s.api = api.New(node, log, api.WithPeers(peers), api.WithToken(cfg.Token, cfg.TokenSequence), api.WithClusterSecret(cfg.ClusterSecret))
+	met.SetFlake(func() []metrics.FlakeStat {
+		var out []metrics.FlakeStat
+		for _, f := range s.api.FlakeStats() {
+			out = append(out, metrics.FlakeStat{Namespace: f.Namespace, Issued: f.Issued, Fenced: f.Fenced, Workers: f.Workers,
+				Capacity: f.Capacity, RangeRemaining: f.RangeRemaining, Lead: f.Lead, LastRenewal: f.LastRenewal,
+				LifetimeRemaining: f.LifetimeRemaining})
+		}
+		return out
+	})
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", met.Handler())
 	mux.Handle("/ui/", ui.Handler())

@@ -229,6 +229,14 @@ func TestMetricsEndpoint(t *testing.T) {
 	if _, err := cl.Next(ctx, "nope", 1); err == nil {
 		t.Fatal("unknown space accepted")
 	}
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		if _, err := cl.NextIds(ctx, "", 7); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	resp, err := http.Get("http://" + ps[0].API + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -250,6 +258,13 @@ func TestMetricsEndpoint(t *testing.T) {
 		"seqd_last_failover_seconds",
 		"seqd_keys_held 4",
 		"seqd_raft_commitTime",
+		`seqd_flake_ids_issued_total{namespace="default"} 7`,
+		`seqd_flake_workers_held{namespace="default"} 1`,
+		`seqd_flake_worker_capacity{namespace="default"} 1024`,
+		`seqd_flake_range_remaining_seconds{namespace="default"}`,
+		`seqd_flake_lifetime_remaining_seconds{namespace="default"}`,
+		"seqd_flake_entries_total ",
+		"seqd_flake_leader_clock_skew_seconds 0",
 		"go_goroutines",
 	} {
 		if !strings.Contains(text, want) {
