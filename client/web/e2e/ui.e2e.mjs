@@ -170,6 +170,9 @@ async function main() {
     assert(v1 >= 1n, "Next returned a value");
     const c1 = await call("#current-btn");
     assert(c1 >= v1, `Current ${c1} >= Next ${v1}`);
+    const id1 = await call("#id-btn");
+    const id2 = await call("#id-btn");
+    assert(id1 > 0n && id2 > id1, `flake ids ${id1} then ${id2}: positive and rising (one node, one worker)`);
 
     await page.click('label:has(input[value="grpc-web"])');
     await page.waitForFunction(() => document.body.dataset.transport === "grpc-web" && document.querySelector("#conn").textContent.includes("grpc-web"), null, { timeout: 5000 });

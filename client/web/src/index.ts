@@ -19,9 +19,10 @@ import {
   type Node,
   type Space,
 } from "./gen/seq/v1/seq_pb.js";
+import { IdService, type DecodeResponse, type GetLayoutResponse } from "./gen/seq/v1/id_pb.js";
 
 export { Code, ConnectError };
-export type { ClusterStatusResponse, Node, Space };
+export type { ClusterStatusResponse, Node, Space, DecodeResponse, GetLayoutResponse };
 
 export type TransportKind = "connect" | "grpc-web";
 
@@ -61,6 +62,12 @@ export interface SeqdClient {
   /** The current value per key (0n: none issued yet); no side effects. */
   current(space: string, keys: Key[]): Promise<bigint[]>;
   /** Leader, term, routing version and every node, as seen by the node at baseUrl. */
+  /** count (1 to 10000) flake ids of namespace ("" is "default"): unique across the cluster, strictly increasing unless the namespace is obfuscated. */
+  nextIds(namespace: string, count: number): Promise<bigint[]>;
+  /** An id's time, worker, sequence and holder label. */
+  decode(namespace: string, id: bigint): Promise<DecodeResponse>;
+  /** The namespace's layout, for decoding offline. */
+  getLayout(namespace: string): Promise<GetLayoutResponse>;
   clusterStatus(): Promise<ClusterStatusResponse>;
   listSpaces(): Promise<Space[]>;
   createSpace(name: string, step?: bigint | number, sectionSize?: bigint | number): Promise<{ space?: Space; created: boolean }>;
@@ -119,6 +126,7 @@ export function createSeqdClient(baseUrl: string, options: SeqdClientOptions = {
 
   const seq: Client<typeof SequenceService> = createClient(SequenceService, transport);
   const admin: Client<typeof AdminService> = createClient(AdminService, transport);
+  const ids: Client<typeof IdService> = createClient(IdService, transport);
 
   async function retrying<T>(call: () => Promise<T>): Promise<T> {
     const deadline = Date.now() + retryForMs;
@@ -149,6 +157,15 @@ export function createSeqdClient(baseUrl: string, options: SeqdClientOptions = {
     async current(space, keys) {
       const res = await retrying(() => seq.current({ space, keys: keys.map(toKey) }));
       return res.values;
+    },
+    async nextIds(namespace, count) {
+      return (await retrying(() => ids.nextIds({ namespace, count }))).ids;
+    },
+    decode(namespace, id) {
+      return retrying(() => ids.decode({ namespace, id }));
+    },
+    getLayout(namespace) {
+      return retrying(() => ids.getLayout({ namespace }));
     },
     clusterStatus() {
       return retrying(() => admin.clusterStatus({}));

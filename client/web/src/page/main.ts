@@ -277,6 +277,35 @@ async function tryCall(what: "next" | "current"): Promise<void> {
   }
 }
 
+async function tryID(): Promise<void> {
+  const out = $("result");
+  out.className = "result busy";
+  out.textContent = "nextIds(default) …";
+  const started = performance.now();
+  try {
+    const [id] = await caller.nextIds("", 1);
+    const d = await caller.decode("", id);
+    const ms = Math.round(performance.now() - started);
+    out.className = "result ok";
+    out.dataset.value = String(id);
+    out.dataset.call = "id";
+    const when = new Date(Number(d.unixMs)).toISOString();
+    out.replaceChildren(
+      el("span", "flake id = "),
+      el("strong", String(id), "value"),
+      el("span", ` · ${when} · worker ${d.worker} (${d.holderLabel || "?"}) · seq ${d.sequence} · ${kind} · ${ms} ms`, "muted"),
+    );
+    const li = el("li");
+    li.append(el("time", new Date().toLocaleTimeString()), document.createTextNode(` flake id → ${id}`));
+    $("history").prepend(li);
+    while ($("history").children.length > 8) $("history").lastElementChild?.remove();
+  } catch (err) {
+    out.className = "result bad";
+    delete out.dataset.value;
+    out.textContent = `nextIds(default) failed: ${describeError(err)}`;
+  }
+}
+
 // ---- wiring -----------------------------------------------------------------
 
 function start(): void {
@@ -308,8 +337,12 @@ function start(): void {
   });
   $("try").addEventListener("submit", (e) => {
     e.preventDefault();
-    const which = (e as SubmitEvent).submitter?.id === "current-btn" ? "current" : "next";
-    void tryCall(which);
+    const id = (e as SubmitEvent).submitter?.id;
+    if (id === "id-btn") {
+      void tryID();
+      return;
+    }
+    void tryCall(id === "current-btn" ? "current" : "next");
   });
   void poll();
 }
