@@ -93,7 +93,7 @@ func (n *Node) membership(conf raft.Configuration) {
 				"id", m.ID, "raft", m.RaftAddr)
 		case !ok:
 			n.log.Info("adding server as a non-voter", "id", m.ID, "raft", m.RaftAddr)
-			if err := n.raft.AddNonvoter(raft.ServerID(m.ID), raft.ServerAddress(m.RaftAddr), confIndex, applyTimeout).Error(); err != nil {
+			if err := n.await(n.raft.AddNonvoter(raft.ServerID(m.ID), raft.ServerAddress(m.RaftAddr), confIndex, applyTimeout)); err != nil {
 				n.log.Warn("adding non-voter failed", "id", m.ID, "err", err)
 			}
 			n.markNonvoter(m.ID)
@@ -106,7 +106,7 @@ func (n *Node) membership(conf raft.Configuration) {
 			} else {
 				f = n.raft.AddNonvoter(s.ID, raft.ServerAddress(m.RaftAddr), confIndex, applyTimeout)
 			}
-			if err := f.Error(); err != nil {
+			if err := n.await(f); err != nil {
 				n.log.Warn("updating address failed", "id", m.ID, "err", err)
 			}
 			return
@@ -116,7 +116,7 @@ func (n *Node) membership(conf raft.Configuration) {
 			}
 			if n.caughtUp(m) {
 				n.log.Info("promoting caught-up non-voter to voter", "id", m.ID)
-				if err := n.raft.AddVoter(s.ID, s.Address, confIndex, applyTimeout).Error(); err != nil {
+				if err := n.await(n.raft.AddVoter(s.ID, s.Address, confIndex, applyTimeout)); err != nil {
 					n.log.Warn("promotion failed", "id", m.ID, "err", err)
 				}
 				return
@@ -224,7 +224,7 @@ func (n *Node) cleanupDead(conf raft.Configuration, confIndex uint64, voters int
 			continue
 		}
 		n.log.Warn("removing dead server", "id", id, "down_for", time.Since(m.DownSince).Round(time.Second))
-		if err := n.raft.RemoveServer(s.ID, confIndex, applyTimeout).Error(); err != nil {
+		if err := n.await(n.raft.RemoveServer(s.ID, confIndex, applyTimeout)); err != nil {
 			n.log.Warn("removing dead server failed", "id", id, "err", err)
 		}
 		return // never more than one at a time
@@ -301,4 +301,23 @@ func (n *Node) warnOnce(key, msg string, args ...any) {
 	n.warned[key] = time.Now()
 	n.memMu.Unlock()
 	n.log.Warn(msg, args...)
+}
+
+// errClosing answers a raft future still pending when the node closes.
+var errClosing = errors.New("node closing")
+
+// await waits for a raft future, or until the node starts closing: a
+// configuration change accepted by raft just before it shut down may never
+// be answered (its Error would block forever), and the goroutine waiting
+// for it must not hold up the node's close. The helper goroutine then
+// stays blocked on the future; the process is ending.
+func (n *Node) await(f raft.Future) error {
+	errc := make(chan error, 1)
+	go func() { errc <- f.Error() }()
+	select {
+	case err := <-errc:
+		return err
+	case <-n.closing:
+		return errClosing
+	}
 }

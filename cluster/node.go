@@ -57,7 +57,8 @@ type Node struct {
 	// reconcile pass (gossip.go) and read by headers and status alike.
 	routingVersion atomic.Uint64
 
-	wg sync.WaitGroup
+	wg      sync.WaitGroup
+	closing chan struct{} // closed when close begins (see await)
 
 	clocks clocks // the leader's samples of its peers' clocks (clock.go)
 
@@ -77,7 +78,7 @@ func Start(cfg Config) (*Node, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID),
+	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), closing: make(chan struct{}),
 		vouchedCh:   make(chan struct{}, 1),
 		caughtSince: map[string]time.Time{}, warned: map[string]time.Time{}, recordedAt: map[string]time.Time{}}
 	if err := n.open(); err != nil {
@@ -228,6 +229,7 @@ func (n *Node) Kill() error { return n.close() }
 
 func (n *Node) close() error {
 	n.closeOnce.Do(func() {
+		close(n.closing)
 		n.grp.Stop()
 		if n.gossip != nil {
 			n.gossip.close()
