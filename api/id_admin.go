@@ -122,7 +122,7 @@ func (s *Server) ListWorkers(ctx context.Context, req *connect.Request[seqv1.Lis
 			}
 			out := &seqv1.ListWorkersResponse{}
 			for _, w := range ws {
-				m := &seqv1.Worker{Id: uint32(w.ID), Hwm: w.HWM, Token: w.Token, Held: w.Holder != "", Label: w.Label,
+				m := &seqv1.Worker{Id: uint32(w.ID), Hwm: w.HWM, Token: w.Token, Held: w.Holder != "" && w.Holder != cluster.ReclaimedHolder, Label: w.Label,
 					RenewedUnixMs: w.RenewedMs, LeaseMs: uint32(min(w.LeaseMs, 1<<32-1))}
 				for _, u := range w.History {
 					m.History = append(m.History, &seqv1.WorkerUse{Label: u.Label, Token: u.Token, Lo: u.Lo, Hi: u.Hi})

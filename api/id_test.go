@@ -309,6 +309,10 @@ func TestLeaderWithSkewedClockRefusesGrants(t *testing.T) {
 		_, err := ids.AcquireWorker(ctx, connect.NewRequest(&seqv1.AcquireWorkerRequest{Holder: "h", Label: "skew"}))
 		return err
 	}
+	held, err := ids.AcquireWorker(context.Background(), connect.NewRequest(&seqv1.AcquireWorkerRequest{Holder: "r", Label: "renewer"}))
+	if err != nil {
+		t.Fatal(err)
+	}
 	offsets[li].Store(3_600_000) // the leader's clock an hour ahead
 	deadline := time.Now().Add(15 * time.Second)
 	for {
@@ -320,6 +324,15 @@ func TestLeaderWithSkewedClockRefusesGrants(t *testing.T) {
 			t.Fatalf("the skewed leader still grants: %v", err)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	// Holders renew meanwhile (their leases go on; the range grows only
+	// from the floor trusted times set).
+	rn, err := ids.RenewWorker(context.Background(), connect.NewRequest(&seqv1.RenewWorkerRequest{Worker: held.Msg.GetWorker(), Token: held.Msg.GetToken(), Holder: "r"}))
+	if err != nil {
+		t.Fatalf("a renewal on the skewed leader: %v", err)
+	}
+	if rn.Msg.GetHi() > held.Msg.GetHi()+60_000 {
+		t.Fatalf("the renewal on the skewed leader extended the range to %d from %d", rn.Msg.GetHi(), held.Msg.GetHi())
 	}
 	ns, err := adminClient(leader.APIAddr).ListNamespaces(context.Background(), connect.NewRequest(&seqv1.ListNamespacesRequest{}))
 	if err != nil {

@@ -24,6 +24,8 @@ const (
 	OpRelease         = fsm.OpRelease
 	OpReclaim         = fsm.OpReclaim
 
+	ReclaimedHolder = fsm.ReclaimedHolder
+
 	ObfuscateNone    = fsm.ObfuscateNone
 	ObfuscateFF1     = fsm.ObfuscateFF1
 	ObfuscateFF1Hour = fsm.ObfuscateFF1Hour

@@ -197,6 +197,11 @@ func (h *Holder) Next(ctx context.Context, n int) ([]int64, error) {
 	}
 }
 
+// ErrLeaseLapsed means every worker the holder may hold has lapsed: their
+// renewals have failed for a lease (the leader unreachable, a partition).
+// The renewals go on; the call may be retried.
+var ErrLeaseLapsed = fmt.Errorf("%w: flake worker leases lapsed; renewing", seqd.ErrNotServing)
+
 // ErrGrantLost means a call's worker stopped being usable (its lease ran
 // out or it was fenced) before the call had all its ids; the ids it had
 // are dropped (gaps) and the call may be retried.
@@ -226,6 +231,17 @@ func (h *Holder) try(ctx context.Context, ids *[]int64, n int, bound **held) (ti
 		}
 	}
 	if w == nil {
+		if len(h.workers) >= h.cfg.Workers {
+			// Every worker held has lapsed (renewals failing: no leader,
+			// a partition). Acquiring more would only pile up workers
+			// held until their leases lapse at the leader; the renewal
+			// loops retry, and a worker comes back once one succeeds.
+			for _, x := range h.workers {
+				x.kickRenew()
+			}
+			h.mu.Unlock()
+			return 0, ErrLeaseLapsed
+		}
 		h.mu.Unlock()
 		return 0, h.acquireOne(ctx)
 	}
@@ -351,10 +367,16 @@ func leadUnits(l Layout, lead time.Duration) uint64 {
 // the grant is fenced.
 func (h *Holder) renewLoop(w *held) {
 	defer h.wg.Done()
+	failed := false
 	for {
 		h.mu.Lock()
 		period := time.Duration(w.g.LeaseMs) * time.Millisecond / 3
 		h.mu.Unlock()
+		if failed {
+			// Retry soon: a failover takes a few seconds, and the lease
+			// must not lapse for want of a retry.
+			period = min(period, renewRetry)
+		}
 		t := time.NewTimer(period)
 		select {
 		case <-h.stop:
@@ -364,14 +386,20 @@ func (h *Holder) renewLoop(w *held) {
 			t.Stop()
 		case <-t.C:
 		}
-		if !h.renew(w) {
+		keep, ok := h.renew(w)
+		if !keep {
 			return
 		}
+		failed = !ok
 	}
 }
 
-// renew renews w once; it answers false once w is fenced.
-func (h *Holder) renew(w *held) bool {
+// renewRetry is how soon a failed renewal is retried.
+const renewRetry = 250 * time.Millisecond
+
+// renew renews w once; it answers keep false once w is fenced, and ok
+// whether the renewal succeeded.
+func (h *Holder) renew(w *held) (keep, ok bool) {
 	h.mu.Lock()
 	g := w.g
 	h.mu.Unlock()
@@ -387,17 +415,17 @@ func (h *Holder) renew(w *held) bool {
 		w.fenced = true
 		h.drop(w)
 		h.log.Warn("flake worker fenced: acquiring anew", "worker", g.Worker, "token", g.Token)
-		return false
+		return false, false
 	case err != nil:
 		h.log.Warn("flake worker renewal failed", "worker", g.Worker, "err", err)
-		return true
+		return true, false
 	}
 	h.renewNs.Store(int64(h.cfg.Clock() - sent))
 	h.ref.Observe(ng.LeaderMs, sent)
 	w.g.Hi, w.g.LeaseMs = ng.Hi, ng.LeaseMs
 	w.gen.Extend(ng.Hi)
 	w.leaseEnd = max(w.leaseEnd, sent+time.Duration(ng.LeaseMs)*time.Millisecond)
-	return true
+	return true, true
 }
 
 // drop removes w from the held workers; the caller holds h.mu.

@@ -198,18 +198,33 @@ func TestHolderStopsAtLeaseEnd(t *testing.T) {
 		t.Fatalf("within the lease: %v", err)
 	}
 	mono.Add(int64(2 * time.Millisecond))
-	if ids, err := h.Next(ctx, 1); !errors.Is(err, errDown) {
-		t.Fatalf("after the lease: %v, %v; want the acquire's error", ids, err)
+	if ids, err := h.Next(ctx, 1); !errors.Is(err, flake.ErrLeaseLapsed) {
+		t.Fatalf("after the lease: %v, %v; want ErrLeaseLapsed", ids, err)
 	}
+	// It does not pile up workers while the leader is away: the one it
+	// holds comes back once a renewal gets through.
+	calls := g.calls.Load()
 	g.down.Store(false)
-	ids, err := h.Next(ctx, 1)
-	if err != nil {
-		t.Fatal(err)
+	deadline := time.Now().Add(5 * time.Second)
+	var ids []int64
+	for {
+		var err error
+		if ids, err = h.Next(ctx, 1); err == nil {
+			break
+		}
+		if !errors.Is(err, flake.ErrLeaseLapsed) || time.Now().After(deadline) {
+			t.Fatalf("after the leader came back: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	if d, _ := l.Decode(ids[0]); d.Worker != 1 {
-		// Worker 0's lease has not lapsed at the leader, so the new grant
-		// is another worker.
-		t.Fatalf("after re-acquiring: worker %d", d.Worker)
+	if d, _ := l.Decode(ids[0]); d.Worker != 0 {
+		t.Fatalf("after the renewal: worker %d, want the renewed 0", d.Worker)
+	}
+	if ws, _ := g.f.Workers("n"); len(ws) != 1 {
+		t.Fatalf("workers %d: the holder acquired more while its lease lapsed", len(ws))
+	}
+	if g.calls.Load() == calls {
+		t.Fatal("no renewal reached the leader")
 	}
 }
 

@@ -407,7 +407,7 @@ func (t *flakeTxn) grantTime(n *flakeNS, floor uint64) int64 {
 
 func validHolder(op FlakeOp) error {
 	switch {
-	case op.Holder == "" || len(op.Holder) > MaxHolderLen:
+	case op.Holder == "" || len(op.Holder) > MaxHolderLen || op.Holder[0] == 0:
 		return fmt.Errorf("%w: holder id of %d bytes (want 1 to %d)", seqd.ErrInvalidArgument, len(op.Holder), MaxHolderLen)
 	case len(op.Label) > MaxLabelLen:
 		return fmt.Errorf("%w: label of %d bytes (at most %d)", seqd.ErrInvalidArgument, len(op.Label), MaxLabelLen)
@@ -461,7 +461,7 @@ func (t *flakeTxn) acquire(op FlakeOp) FlakeResult {
 	w.Token++
 	g.Token = w.Token
 	g.Lo = max(w.HWM, floor)
-	g.Hi = min(g.Lo+op.Span, n.ns.Layout.MaxUnit())
+	g.Hi = g.Lo + min(op.Span, n.ns.Layout.MaxUnit()-g.Lo)
 	w.HWM = g.Hi
 	w.Holder, w.Label, w.LeaseMs, w.RenewedMs, w.RenewedIndex = op.Holder, op.Label, op.LeaseMs, t.now, t.index
 	w.History = append(w.History, Use{Label: op.Label, Token: w.Token, Lo: g.Lo, Hi: g.Hi})
@@ -476,7 +476,7 @@ func (t *flakeTxn) acquire(op FlakeOp) FlakeResult {
 // fenced checks that op's holder still holds the worker with op's token.
 func (t *flakeTxn) fenced(n *flakeNS, op FlakeOp) (Worker, error) {
 	w, ok := n.workers[op.Worker]
-	if !ok || w.Holder == "" || w.Holder != op.Holder || w.Token != op.Token {
+	if !ok || w.Holder == "" || w.Holder != op.Holder || w.Token != op.Token || op.Holder[0] == 0 {
 		return w, fmt.Errorf("%w: worker %d of %q (token %d)", seqd.ErrFenced, op.Worker, op.Namespace, op.Token)
 	}
 	return w, nil
@@ -493,7 +493,7 @@ func (t *flakeTxn) renew(op FlakeOp) FlakeResult {
 	}
 	floor := t.floorFor(n)
 	n.ns.Floor = floor
-	hi := min(max(w.HWM, floor+op.Span), n.ns.Layout.MaxUnit())
+	hi := max(w.HWM, floor+min(op.Span, n.ns.Layout.MaxUnit()-min(floor, n.ns.Layout.MaxUnit())))
 	lo := w.HWM
 	if k := len(w.History); k > 0 && w.History[k-1].Token == w.Token {
 		lo = w.History[k-1].Lo
@@ -525,12 +525,22 @@ func (t *flakeTxn) reclaim(op FlakeOp) error {
 	if !ok {
 		return fmt.Errorf("%w: worker %d of %q was never used", seqd.ErrInvalidArgument, op.Worker, op.Namespace)
 	}
-	if w.Holder == "" {
+	if w.Holder == "" || w.Holder == ReclaimedHolder {
 		return nil
 	}
-	w.Holder = ""
+	// The holder is fenced at once (its token is gone), but it may issue
+	// until its own lease ends: the worker stays held, by no one, until a
+	// leader watched this entry stand for two leases (a permit), so that
+	// no new holder's ids can come before the old one's last (G2).
+	w.Holder = ReclaimedHolder
 	w.Token++
+	w.RenewedMs, w.RenewedIndex = t.now, t.index
 	n.workers[op.Worker] = w
 	t.dirty(op.Namespace, op.Worker)
 	return nil
 }
+
+// ReclaimedHolder holds a worker an operator reclaimed until a permit
+// frees it. It starts with a zero byte, which validHolder refuses in a
+// real holder's id.
+const ReclaimedHolder = "\x00reclaimed"

@@ -95,6 +95,9 @@ func decodeNamespace(name string, v []byte) (Namespace, error) {
 	if unit > 1<<32-1 {
 		return ns, fmt.Errorf("unit %d ms", unit)
 	}
+	if err := ns.Layout.Validate(); err == nil && ns.Floor > ns.Layout.MaxUnit() {
+		return ns, fmt.Errorf("floor %d past the layout's last unit %d", ns.Floor, ns.Layout.MaxUnit())
+	}
 	return ns, ValidateNamespace(name, ns.Layout, ns.Obfuscation)
 }
 

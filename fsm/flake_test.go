@@ -283,9 +283,22 @@ func TestFlakeFencingAndReclaim(t *testing.T) {
 	if r := a.flake(t0+6004, renew(g4, "four"))[0]; !errors.Is(r.Err, seqd.ErrFenced) {
 		t.Fatalf("renewed after an operator's reclaim: %v", r.Err)
 	}
+	// ... but the worker is not handed out until a permit for the
+	// reclaim itself: the old holder may issue until its lease ends.
+	if r := a.flake(t0+3_600_000, acquire("n", "five"))[0]; !errors.Is(r.Err, seqd.ErrNoWorker) {
+		t.Fatalf("a reclaimed worker handed out at once: %+v", r)
+	}
+	if r := a.flake(t0+6005, FlakeOp{Type: OpRelease, Namespace: "n", Worker: 1, Token: g4.Token + 1, Holder: ReclaimedHolder})[0]; !errors.Is(r.Err, seqd.ErrFenced) {
+		t.Fatalf("a release in the reclaim's name: %v", r.Err)
+	}
 	ws, _ := f.Workers("n")
 	if h := ws[1].History; len(h) != 3 || h[0].Label != "label-two" || h[2].Label != "label-four" || h[2].Lo != g4.Lo {
 		t.Fatalf("history %+v", h)
+	}
+	five := acquire("n", "five")
+	five.Permits = []Permit{{Worker: 1, Token: ws[1].Token, RenewedIndex: ws[1].RenewedIndex}}
+	if g5 := a.grant(t0+6006, five); g5.Worker != 1 || g5.Lo < g4.Hi {
+		t.Fatalf("after the reclaim's permit: %+v", g5)
 	}
 }
 

@@ -39,8 +39,19 @@ func (g *Group) ApplyFlake(ctx context.Context, ops []fsm.FlakeOp) ([]fsm.FlakeR
 	if g.fsm.Protocol() < flakeProtocol {
 		return nil, ErrFlakeProtocol
 	}
+	now := g.wallMs()
 	if err := g.host.WallClockOK(); err != nil {
-		return nil, err
+		// The leader's clock cannot be trusted: no new grants, but its
+		// holders may renew and release, stamped with no time (0), so
+		// that their leases go on while the floor, and the ranges'
+		// extension from it, stay where trusted times put them. (The
+		// holders then ride on their ranges.)
+		for _, op := range ops {
+			if op.Type != fsm.OpRenew && op.Type != fsm.OpRelease {
+				return nil, err
+			}
+		}
+		now = 0
 	}
 	watched := map[string][]fsm.Permit{}
 	for i, op := range ops {
@@ -51,7 +62,7 @@ func (g *Group) ApplyFlake(ctx context.Context, ops []fsm.FlakeOp) ([]fsm.FlakeR
 			ops[i].Permits = watched[op.Namespace]
 		}
 	}
-	resp, err := g.applyResponse(ctx, fsm.EncodeFlake(g.wallMs(), ops))
+	resp, err := g.applyResponse(ctx, fsm.EncodeFlake(now, ops))
 	if err != nil {
 		return nil, err
 	}

@@ -180,7 +180,7 @@ func describeNamespace(n *seqv1.Namespace) string {
 
 func cmdIDWorkers(args []string) error {
 	fs := cli.NewFlagSet("id workers", "seqd id workers [--namespace N] [--reclaim W]",
-		"Lists a namespace's workers ever used: holder, fencing token, time range and last renewal. --reclaim takes worker W back from its holder now.")
+		"Lists a namespace's workers ever used: holder, fencing token, time range and last renewal. --reclaim fences worker W's holder now; the worker is handed out again two leases later.")
 	ns := fs.String("namespace", "", `flake namespace (default "default")`)
 	reclaim := fs.Int("reclaim", -1, "worker to take back from its holder (fencing it)")
 	cf := addClientFlags(fs)

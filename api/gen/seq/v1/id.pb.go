@@ -1148,7 +1148,8 @@ type Worker struct {
 	// hwm is the highest time unit ever granted to the worker.
 	Hwm   uint64 `protobuf:"varint,2,opt,name=hwm,proto3" json:"hwm,omitempty"`
 	Token uint64 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
-	// held is false once released, reclaimed, or its lease lapsed.
+	// held is false once released or reclaimed (a reclaimed worker is
+	// handed out again two leases after the reclaim).
 	Held          bool         `protobuf:"varint,4,opt,name=held,proto3" json:"held,omitempty"`
 	Label         string       `protobuf:"bytes,5,opt,name=label,proto3" json:"label,omitempty"`
 	RenewedUnixMs int64        `protobuf:"varint,6,opt,name=renewed_unix_ms,json=renewedUnixMs,proto3" json:"renewed_unix_ms,omitempty"`

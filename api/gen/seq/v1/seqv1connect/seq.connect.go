@@ -220,8 +220,9 @@ type AdminServiceClient interface {
 	ListNamespaces(context.Context, *connect.Request[v1.ListNamespacesRequest]) (*connect.Response[v1.ListNamespacesResponse], error)
 	// ListWorkers lists a namespace's workers ever used, with their holders.
 	ListWorkers(context.Context, *connect.Request[v1.ListWorkersRequest]) (*connect.Response[v1.ListWorkersResponse], error)
-	// ReclaimWorker takes a worker back from its holder now (fencing it),
-	// without waiting for its lease to lapse.
+	// ReclaimWorker fences a worker's holder now (its renewals fail), without
+	// waiting for its lease to lapse; the worker is handed out again only
+	// after two leases, when the old holder has surely stopped issuing.
 	ReclaimWorker(context.Context, *connect.Request[v1.ReclaimWorkerRequest]) (*connect.Response[v1.ReclaimWorkerResponse], error)
 	// ClusterStatus reports the leader, the term and every known node.
 	ClusterStatus(context.Context, *connect.Request[v1.ClusterStatusRequest]) (*connect.Response[v1.ClusterStatusResponse], error)
@@ -380,8 +381,9 @@ type AdminServiceHandler interface {
 	ListNamespaces(context.Context, *connect.Request[v1.ListNamespacesRequest]) (*connect.Response[v1.ListNamespacesResponse], error)
 	// ListWorkers lists a namespace's workers ever used, with their holders.
 	ListWorkers(context.Context, *connect.Request[v1.ListWorkersRequest]) (*connect.Response[v1.ListWorkersResponse], error)
-	// ReclaimWorker takes a worker back from its holder now (fencing it),
-	// without waiting for its lease to lapse.
+	// ReclaimWorker fences a worker's holder now (its renewals fail), without
+	// waiting for its lease to lapse; the worker is handed out again only
+	// after two leases, when the old holder has surely stopped issuing.
 	ReclaimWorker(context.Context, *connect.Request[v1.ReclaimWorkerRequest]) (*connect.Response[v1.ReclaimWorkerResponse], error)
 	// ClusterStatus reports the leader, the term and every known node.
 	ClusterStatus(context.Context, *connect.Request[v1.ClusterStatusRequest]) (*connect.Response[v1.ClusterStatusResponse], error)
