@@ -173,6 +173,7 @@ async function main() {
     const id1 = await call("#id-btn");
     const id2 = await call("#id-btn");
     assert(id1 > 0n && id2 > id1, `flake ids ${id1} then ${id2}: positive and rising (one node, one worker)`);
+    await page.waitForFunction(() => [...document.querySelectorAll("#namespaces tbody td")].some((td) => td.textContent === "default"), null, { timeout: 15000 });
 
     await page.click('label:has(input[value="grpc-web"])');
     await page.waitForFunction(() => document.body.dataset.transport === "grpc-web" && document.querySelector("#conn").textContent.includes("grpc-web"), null, { timeout: 5000 });

@@ -19,10 +19,10 @@ import {
   type Node,
   type Space,
 } from "./gen/seq/v1/seq_pb.js";
-import { IdService, type DecodeResponse, type GetLayoutResponse } from "./gen/seq/v1/id_pb.js";
+import { IdService, type DecodeResponse, type GetLayoutResponse, type Namespace } from "./gen/seq/v1/id_pb.js";
 
 export { Code, ConnectError };
-export type { ClusterStatusResponse, Node, Space, DecodeResponse, GetLayoutResponse };
+export type { ClusterStatusResponse, Node, Space, DecodeResponse, GetLayoutResponse, Namespace };
 
 export type TransportKind = "connect" | "grpc-web";
 
@@ -68,6 +68,8 @@ export interface SeqdClient {
   decode(namespace: string, id: bigint): Promise<DecodeResponse>;
   /** The namespace's layout, for decoding offline. */
   getLayout(namespace: string): Promise<GetLayoutResponse>;
+  /** The flake namespaces (an admin call). */
+  listNamespaces(): Promise<Namespace[]>;
   clusterStatus(): Promise<ClusterStatusResponse>;
   listSpaces(): Promise<Space[]>;
   createSpace(name: string, step?: bigint | number, sectionSize?: bigint | number): Promise<{ space?: Space; created: boolean }>;
@@ -166,6 +168,9 @@ export function createSeqdClient(baseUrl: string, options: SeqdClientOptions = {
     },
     getLayout(namespace) {
       return retrying(() => ids.getLayout({ namespace }));
+    },
+    async listNamespaces() {
+      return (await retrying(() => admin.listNamespaces({}))).namespaces;
     },
     clusterStatus() {
       return retrying(() => admin.clusterStatus({}));

@@ -8,6 +8,7 @@ import {
   describeError,
   leaderHint,
   type ClusterStatusResponse,
+  type Namespace,
   type Node,
   type SeqdClient,
   type Space,
@@ -193,6 +194,23 @@ function renderSpaces(list: Space[]): void {
   if (list.some((s) => s.name === keep)) sel.value = keep;
 }
 
+function renderNamespaces(list: Namespace[]): void {
+  const tbody = $("namespaces").querySelector("tbody")!;
+  tbody.replaceChildren(
+    ...list.map((n) => {
+      const l = n.layout;
+      const tr = el("tr");
+      tr.append(
+        el("td", n.name, "mono"),
+        el("td", l ? `${l.timeBits}/${l.workerBits}/${l.sequenceBits} · ${l.unitMs} ms` : "?", "mono"),
+        el("td", l?.obfuscation || "none"),
+        el("td", new Date(Number(n.endUnixMs)).getUTCFullYear().toString(), "num"),
+      );
+      return tr;
+    }),
+  );
+}
+
 function setConn(ok: boolean, text: string): void {
   const c = $("conn");
   c.textContent = text;
@@ -220,6 +238,7 @@ async function poll(): Promise<void> {
     setConn(true, `live · ${kind} · ${Math.round(performance.now() - started)} ms`);
     if (polls % 10 === 0 || st.version !== lastVersion) {
       current.listSpaces().then(renderSpaces, () => {});
+      current.listNamespaces().then(renderNamespaces, () => {});
     }
     lastVersion = st.version;
     polls++;

@@ -572,7 +572,8 @@ export type Worker = Message<"seq.v1.Worker"> & {
   token: bigint;
 
   /**
-   * held is false once released, reclaimed, or its lease lapsed.
+   * held is false once released or reclaimed (a reclaimed worker is
+   * handed out again two leases after the reclaim).
    *
    * @generated from field: bool held = 4;
    */

@@ -620,8 +620,9 @@ export const AdminService: GenService<{
     output: typeof ListWorkersResponseSchema;
   },
   /**
-   * ReclaimWorker takes a worker back from its holder now (fencing it),
-   * without waiting for its lease to lapse.
+   * ReclaimWorker fences a worker's holder now (its renewals fail), without
+   * waiting for its lease to lapse; the worker is handed out again only
+   * after two leases, when the old holder has surely stopped issuing.
    *
    * @generated from rpc seq.v1.AdminService.ReclaimWorker
    */
