@@ -105,7 +105,7 @@ func Run(prog string, args []string) error {
 		keyOffset   = fs.Uint64("key-offset", 0, "first key")
 		dist        = fs.String("dist", "uniform", "key distribution: uniform, zipf or sequential")
 		zipfS       = fs.Float64("zipf-s", 1.1, "zipf exponent (> 1)")
-		mix         = fs.String("mix", "next=100", "operation mix, e.g. next=90,current=10 or reserve=1")
+		mix         = fs.String("mix", "next=100", "operation mix, e.g. next=90,current=10, reserve=1, ids=1 (flake NextIds of the default namespace) or embedded=1 (an embedded flake generator per client)")
 		batch       = fs.Int("batch", 1, "keys per Next/Current call, values per Reserve call")
 		coalesce    = fs.Bool("coalesce", true, "let the client coalesce concurrent calls into multi-key requests")
 		inFlight    = fs.Int("max-in-flight", client.DefaultMaxInFlight, "coalesced requests in flight per space and call kind")
@@ -200,7 +200,7 @@ func Run(prog string, args []string) error {
 		case mx.Kind == loadgen.Reserve && *batch > seqd.MaxReserveCount:
 			return cli.Usagef("--batch %d: Reserve takes at most %d values per call", *batch, seqd.MaxReserveCount)
 		case mx.Kind != loadgen.Reserve && *batch > seqd.MaxKeys:
-			return cli.Usagef("--batch %d: Next and Current take at most %d keys per call", *batch, seqd.MaxKeys)
+			return cli.Usagef("--batch %d: Next and Current take at most %d keys per call, NextIds %d ids", *batch, seqd.MaxKeys, seqd.MaxKeys)
 		}
 	}
 	// A call the cluster refuses for what it is (unknown space, malformed,
@@ -208,12 +208,25 @@ func Run(prog string, args []string) error {
 	runCtx, abort := context.WithCancelCause(ctx)
 	defer abort(nil)
 	var next atomic.Uint64
+	// Embedded flake generators: one per client, on the default namespace.
+	gens := make([]*client.Generator, len(cls))
+	for i, c := range cls {
+		gens[i] = c.NewGenerator("", client.GeneratorOptions{Label: fmt.Sprintf("seqbench-%d", i)})
+	}
+	defer func() {
+		cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer ccancel()
+		for _, g := range gens {
+			_ = g.Close(cctx)
+		}
+	}()
 	target := loadgen.TargetFunc(func(ctx context.Context, op *loadgen.Op) error {
 		// Callers are spread over the clients round-robin per call.
-		c := cls[0]
+		ci := uint64(0)
 		if len(cls) > 1 {
-			c = cls[next.Add(1)%uint64(len(cls))]
+			ci = next.Add(1) % uint64(len(cls))
 		}
+		c := cls[ci]
 		var err error
 		switch op.Kind {
 		case loadgen.Next:
@@ -222,6 +235,10 @@ func Run(prog string, args []string) error {
 			_, err = c.Current(ctx, *space, op.Keys...)
 		case loadgen.Reserve:
 			_, err = c.Reserve(ctx, *space, op.Keys[0], op.Count)
+		case loadgen.IDs:
+			_, err = c.NextIds(ctx, "", op.Count)
+		case loadgen.Embedded:
+			_, err = gens[ci].NextN(ctx, int(op.Count))
 		}
 		switch connect.CodeOf(err) {
 		case connect.CodeInvalidArgument, connect.CodeNotFound, connect.CodeUnauthenticated,

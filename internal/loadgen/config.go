@@ -21,10 +21,15 @@ const (
 	Reserve
 	// Current reads the current value of each of Op.Keys (ids: 0).
 	Current
+	// IDs takes Op.Count flake ids from the cluster (ids: Count).
+	IDs
+	// Embedded takes Op.Count flake ids from an embedded generator in
+	// the load tool's process (ids: Count).
+	Embedded
 	numKinds
 )
 
-var kindNames = [numKinds]string{"next", "reserve", "current"}
+var kindNames = [numKinds]string{"next", "reserve", "current", "ids", "embedded"}
 
 func (k Kind) String() string {
 	if k >= 0 && k < numKinds {
@@ -45,7 +50,7 @@ func (o *Op) IDs() int64 {
 	switch o.Kind {
 	case Next:
 		return int64(len(o.Keys))
-	case Reserve:
+	case Reserve, IDs, Embedded:
 		return int64(o.Count)
 	}
 	return 0
