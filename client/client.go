@@ -317,7 +317,20 @@ func (c *Client) coalesce(keys []uint64) bool {
 // multi sends one Next or Current request (with retries, until gone).
 func (c *Client) multi(ctx context.Context, kind batchKind, space string, keys []uint64, gone func() bool) ([]uint64, error) {
 	var vals []uint64
-	if kind == kindNext {
+	switch kind {
+	case kindIDs:
+		resp, err := callUntil(c, ctx, gone, func(ctx context.Context, n *node) (*seqv1.NextIdsResponse, error) {
+			r, err := n.id.NextIds(ctx, connect.NewRequest(&seqv1.NextIdsRequest{Namespace: space, Count: uint32(len(keys))}))
+			return msgFrom(c, n, r, err)
+		})
+		if err != nil {
+			return nil, err
+		}
+		vals = make([]uint64, len(resp.GetIds()))
+		for i, id := range resp.GetIds() {
+			vals[i] = uint64(id)
+		}
+	case kindNext:
 		resp, err := callUntil(c, ctx, gone, func(ctx context.Context, n *node) (*seqv1.NextResponse, error) {
 			r, err := n.seq.Next(ctx, connect.NewRequest(&seqv1.NextRequest{Space: space, Keys: keys}))
 			return msgFrom(c, n, r, err)
@@ -326,7 +339,7 @@ func (c *Client) multi(ctx context.Context, kind batchKind, space string, keys [
 			return nil, err
 		}
 		vals = resp.GetValues()
-	} else {
+	default:
 		resp, err := callUntil(c, ctx, gone, func(ctx context.Context, n *node) (*seqv1.CurrentResponse, error) {
 			r, err := n.seq.Current(ctx, connect.NewRequest(&seqv1.CurrentRequest{Space: space, Keys: keys}))
 			return msgFrom(c, n, r, err)

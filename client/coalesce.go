@@ -46,6 +46,10 @@ type batchKind uint8
 const (
 	kindNext batchKind = iota
 	kindCurrent
+	// kindIDs coalesces NextIds calls of one namespace (the batcher's
+	// space): each call's "keys" only count the ids it wants, and it gets
+	// a contiguous, so increasing, slice of one response's ids.
+	kindIDs
 )
 
 type batcherKey struct {
@@ -128,7 +132,7 @@ type waiter struct {
 // BatchStats counts the coalesced calls of a Client and the requests that
 // carried them.
 type BatchStats struct {
-	// Calls is the number of Next and Current calls that went through
+	// Calls is the number of Next, Current and NextIds calls that went through
 	// coalescing; Requests the number of requests sent for them; Keys the
 	// keys in those requests.
 	Calls, Requests, Keys uint64

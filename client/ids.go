@@ -16,8 +16,22 @@ import (
 )
 
 // NextIds returns count flake ids of the namespace ("" is "default"),
-// strictly increasing. Any node answers from its own worker.
+// strictly increasing (unless the namespace is obfuscated). Any node
+// answers from its own worker. Concurrent calls of a namespace are
+// coalesced into one request, as Next calls are; each gets a contiguous
+// slice of its ids.
 func (c *Client) NextIds(ctx context.Context, namespace string, count uint32) ([]int64, error) {
+	if count > 0 && !c.opts.DisableCoalescing && int(count) <= c.opts.MaxBatchKeys {
+		vals, err := c.batcher(kindIDs, namespace).do(ctx, make([]uint64, count))
+		if err != nil {
+			return nil, err
+		}
+		ids := make([]int64, len(vals))
+		for i, v := range vals {
+			ids[i] = int64(v)
+		}
+		return ids, nil
+	}
 	resp, err := call(c, ctx, func(ctx context.Context, n *node) (*seqv1.NextIdsResponse, error) {
 		r, err := n.id.NextIds(ctx, connect.NewRequest(&seqv1.NextIdsRequest{Namespace: namespace, Count: count}))
 		return msg(r, err)

@@ -113,6 +113,29 @@ func TestEmbeddedGenerators(t *testing.T) {
 	if nd.Worker == d.Worker && id <= last {
 		t.Fatalf("the released worker %d issued %d after %d", d.Worker, id, last)
 	}
+	// Concurrent NextIds calls are coalesced; each gets its own increasing
+	// ids, none shared.
+	before := cl.BatchStats()
+	var cwg sync.WaitGroup
+	for range 32 {
+		cwg.Add(1)
+		go func() {
+			defer cwg.Done()
+			for range 50 {
+				ids, err := cl.NextIds(ctx, "", 5)
+				if err != nil || len(ids) != 5 {
+					t.Errorf("NextIds: %v, %d ids", err, len(ids))
+					return
+				}
+				record("coalesced", ids)
+			}
+		}()
+	}
+	cwg.Wait()
+	after := cl.BatchStats()
+	if calls, reqs := after.Calls-before.Calls, after.Requests-before.Requests; calls != 32*50 || reqs >= calls {
+		t.Fatalf("%d NextIds calls went as %d requests: not coalesced", calls, reqs)
+	}
 	if _, err := cl.CreateNamespace(ctx, &seqv1.CreateNamespaceRequest{Name: "js", Layout: "js"}); err != nil {
 		t.Fatal(err)
 	}
