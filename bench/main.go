@@ -4,6 +4,9 @@
 //
 //	redis      INCR of the key, through go-redis (one connection per caller)
 //	redis-pipe INCR of --batch keys pipelined in one round trip, through go-redis
+//	rueidis    INCR of the key through rueidis, one client shared by every
+//	           caller: concurrent commands are pipelined automatically over
+//	           one connection (a call of --batch keys is one DoMulti)
 //	postgres   SELECT nextval('seqd_bench') through pgx (one sequence for all
 //	           keys, as pgbench measures it; --pg-per-key: an upsert per key)
 //	etcd       compare-and-swap increment of the key (get, then a txn
@@ -32,6 +35,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/seqd/seqd/internal/loadgen"
@@ -70,7 +74,7 @@ func main() {
 func run(args []string) error {
 	fs := flag.NewFlagSet("seqd-compare", flag.ContinueOnError)
 	var (
-		target   = fs.String("target", "", "redis, redis-pipe, postgres or etcd")
+		target   = fs.String("target", "", "redis, redis-pipe, rueidis, postgres or etcd")
 		addr     = fs.String("addr", "", "server address(es), comma-separated (postgres: a connection string)")
 		label    = fs.String("label", "", "label for the table (default: the target)")
 		conc     = fs.Int("concurrency", 16, "concurrent callers")
@@ -96,6 +100,8 @@ func run(args []string) error {
 	switch *target {
 	case "redis", "redis-pipe":
 		t, closeFn, err = redisTarget(*addr, *conc, *target == "redis-pipe")
+	case "rueidis":
+		t, closeFn, err = rueidisTarget(*addr)
 	case "postgres":
 		t, closeFn, err = pgTarget(ctx, *addr, *conc, *perKey)
 	case "etcd":
@@ -169,6 +175,35 @@ func redisTarget(addr string, conc int, pipe bool) (loadgen.Target, func(), erro
 		return err
 	})
 	return t, func() { c.Close() }, nil
+}
+
+// rueidisTarget INCRs each key through one rueidis client, which pipelines
+// the concurrent callers' commands over one connection (its default,
+// "auto pipelining"); the keys of one call go out as one DoMulti.
+func rueidisTarget(addr string) (loadgen.Target, func(), error) {
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+	if err != nil {
+		return nil, nil, fmt.Errorf("rueidis %s: %w", addr, err)
+	}
+	t := loadgen.TargetFunc(func(ctx context.Context, op *loadgen.Op) error {
+		if op.Kind != loadgen.Next {
+			return errors.New("rueidis target: only next")
+		}
+		if len(op.Keys) == 1 {
+			return c.Do(ctx, c.B().Incr().Key(key(op.Keys[0])).Build()).Error()
+		}
+		cmds := make(rueidis.Commands, len(op.Keys))
+		for i, k := range op.Keys {
+			cmds[i] = c.B().Incr().Key(key(k)).Build()
+		}
+		for _, r := range c.DoMulti(ctx, cmds...) {
+			if err := r.Error(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return t, c.Close, nil
 }
 
 // pgTarget takes nextval of one sequence, or upserts a counter row per key.

@@ -14,9 +14,9 @@
 #              others; the median of the rounds is reported (default 3)
 #   CONCS      concurrencies (default "1 16 64")
 #   KEYS       distinct keys, uniform (default 1000000)
-#   ONLY       space-separated subset of: redis redis-bench postgres etcd
-#              baseline seqd seqd-unary seqd-h2c seqd-batch seqd-half memory
-#              (default all)
+#   ONLY       space-separated subset of: redis rueidis redis-bench postgres
+#              etcd baseline seqd seqd-unary seqd-h2c seqd-batch seqd-half
+#              seqd-ids memory (default all)
 #   MAX_LOAD   wait (polling every 30s, at most 20 minutes) until the 1-minute
 #              load average is below this before starting (default 0.5; 0: don't wait)
 #   INSTALL    1 (default): apt-get install the servers if missing
@@ -34,7 +34,7 @@ WARMUP=${WARMUP:-2s}
 RUNS=${RUNS:-3}
 CONCS=${CONCS:-"1 16 64"}
 KEYS=${KEYS:-1000000}
-ONLY=${ONLY:-"redis redis-bench postgres etcd baseline seqd seqd-unary seqd-h2c seqd-batch seqd-half memory"}
+ONLY=${ONLY:-"redis rueidis redis-bench postgres etcd baseline seqd seqd-unary seqd-h2c seqd-batch seqd-half seqd-ids memory"}
 MAX_LOAD=${MAX_LOAD:-0.5}
 INSTALL=${INSTALL:-1}
 P=${PORT_BASE:-19000}
@@ -116,7 +116,7 @@ base_port=$((P + 50))
 seqd_addrs=127.0.0.1:${seqd_api[0]},127.0.0.1:${seqd_api[1]},127.0.0.1:${seqd_api[2]}
 etcd_addrs=127.0.0.1:${etcd_c[0]},127.0.0.1:${etcd_c[1]},127.0.0.1:${etcd_c[2]}
 
-if want redis || want redis-bench; then
+if want redis || want rueidis || want redis-bench; then
   log "starting redis on :$redis_port (in memory: no RDB, no AOF)"
   mkdir -p "$work/redis"
   redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no --dir "$work/redis" \
@@ -150,7 +150,7 @@ if want baseline; then
   pids+=($!)
 fi
 declare -A seqd_pid
-if want seqd || want seqd-unary || want seqd-h2c || want seqd-batch || want seqd-half || want memory; then
+if want seqd || want seqd-unary || want seqd-h2c || want seqd-batch || want seqd-half || want seqd-ids || want memory; then
   log "starting seqd, 3 nodes"
   join=127.0.0.1:$((seqd_api[0] + 2)),127.0.0.1:$((seqd_api[1] + 2)),127.0.0.1:$((seqd_api[2] + 2))
   for i in 0 1 2; do
@@ -172,7 +172,7 @@ ready() { # what, command...
   echo "$what did not come up; logs in $work" >&2
   exit 1
 }
-if want redis || want redis-bench; then ready redis redis-cli -p "$redis_port" ping; fi
+if want redis || want rueidis || want redis-bench; then ready redis redis-cli -p "$redis_port" ping; fi
 if want postgres; then ready postgres "$pgbin/pg_isready" -h 127.0.0.1 -p "$pg_port"; fi
 if want etcd; then ready etcd etcdctl --endpoints "$etcd_addrs" endpoint health; fi
 if [ ${#seqd_pid[@]} -gt 0 ]; then
@@ -226,6 +226,8 @@ median_ids() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['
 for r in $(seq 1 "$RUNS"); do
   for c in $CONCS; do
     want redis && cp_ "redis-incr-c$c" --target redis --addr "127.0.0.1:$redis_port" --concurrency "$c"
+    # rueidis pipelines the callers' commands over one connection.
+    want rueidis && cp_ "redis-incr-rueidis-c$c" --target rueidis --addr "127.0.0.1:$redis_port" --concurrency "$c"
     want redis-bench && redis_bench "$c"
     want postgres && cp_ "postgres-nextval-c$c" --target postgres --concurrency "$c" \
       --addr "host=127.0.0.1 port=$pg_port user=postgres dbname=postgres sslmode=disable"
@@ -234,7 +236,16 @@ for r in $(seq 1 "$RUNS"); do
     want baseline && sq "baseline-connect-unary-c$c" --addr "127.0.0.1:$base_port" --no-raft-stats --coalesce=false --concurrency "$c"
     want seqd-unary && sq "seqd-next-unary-c$c" --addr "$seqd_addrs" --coalesce=false --concurrency "$c"
     want seqd && sq "seqd-next-coalesced-c$c" --addr "$seqd_addrs" --concurrency "$c"
+    # Flake ids, service mode: NextIds of one id per call, each node from
+    # its own worker (the client coalesces concurrent calls).
+    want seqd-ids && sq "seqd-ids-coalesced-c$c" --addr "$seqd_addrs" --concurrency "$c" --mix ids=1
   done
+  if want seqd-ids; then
+    # Batches of 1000 flake ids (against seqd-reserve1000-c16), and an
+    # embedded generator per caller (no RPC per id).
+    sq "seqd-ids1000-c16" --addr "$seqd_addrs" --concurrency 16 --mix ids=1 --batch 1000
+    sq "seqd-embedded-c64" --addr "$seqd_addrs" --concurrency 64 --mix embedded=1
+  fi
   if want seqd-h2c; then
     # 64 callers over h2c (the Go client's default for Connect is HTTP/1.1).
     want baseline && sq "baseline-connect-unary-h2c-c64" --addr "127.0.0.1:$base_port" --no-raft-stats --coalesce=false --concurrency 64 --http2
