@@ -183,11 +183,59 @@ func TestLeaseOldLeaderStopsBeforeNewLeaderServes(t *testing.T) {
 	if last >= firstNewStart {
 		t.Fatalf("old leader returned a value at %v, after the new leader began serving at %v", last, firstNewStart)
 	}
-	// The new leader waited at least the lease after winning the election.
-	if f := newLeader.Node().Status().LastFailover; f < lease {
-		t.Fatalf("new leader served %v after election, less than the lease %v", f, lease)
-	}
 	old.Heal()
+}
+
+// TestLeaseWaitCountsFromLastRenewal cuts the leader off and checks that the
+// new leader serves only after the old leader's lease has run out (read
+// from the old leader's allocator at the cut), and that it counted its wait
+// from the last renewal it applied, before its election: it served less
+// than the lease after it was elected.
+func TestLeaseWaitCountsFromLastRenewal(t *testing.T) {
+	const lease = 3 * time.Second
+	c := testcluster.Start(t, 3, testcluster.Options{Lease: lease, Heartbeat: 300 * time.Millisecond})
+	old := c.WaitServingLeader(failoverWait)
+	// Wait for a renewal committed by the serving leader, so that the
+	// followers have applied one in this term.
+	renewals := old.Node().Status().Renewals
+	for deadline := time.Now().Add(failoverWait); old.Node().Status().Renewals < renewals+2; {
+		if time.Now().After(deadline) {
+			t.Fatal("no lease renewal")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	remaining := old.Node().Allocator().LeaseRemaining()
+	cut := time.Now()
+	old.Isolate()
+	defer old.Heal()
+	oldEnd := cut.Add(remaining)
+
+	var served time.Time
+	var leader *testcluster.Member
+	for deadline := time.Now().Add(failoverWait); leader == nil; {
+		if time.Now().After(deadline) {
+			t.Fatal("no new leader served")
+		}
+		for _, m := range c.Nodes {
+			if m != old && m.Node().Allocator().Serving() {
+				served, leader = time.Now(), m
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	st := leader.Node().Status()
+	t.Logf("old lease ran %v past the cut; %s served %v after the cut, %v after its election (lease wait %v)",
+		remaining, leader.ID, served.Sub(cut), st.LastFailover, st.LeaseWait)
+	if !served.After(oldEnd) {
+		t.Fatalf("%s served at cut+%v, before the old lease ended at cut+%v", leader.ID, served.Sub(cut), remaining)
+	}
+	if st.LeaseWait < lease {
+		t.Fatalf("lease wait %v, below the lease %v", st.LeaseWait, lease)
+	}
+	if st.LastFailover >= st.LeaseWait {
+		t.Fatalf("%s served %v after its election: it counted the wait %v from its election, not from the last renewal it applied",
+			leader.ID, st.LastFailover, st.LeaseWait)
+	}
 }
 
 // TestLaterJoinerIsAdded starts a single node, then a second that joins it

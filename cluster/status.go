@@ -48,8 +48,10 @@ type LocalStatus struct {
 	// disk.go); DiskFullWrites counts the writes that found it full.
 	DiskFull       bool
 	DiskFullWrites int64
-	// LeaseWait is what this node waited, from its election, before it last
-	// served as leader (its lease or the recorded one, plus a margin).
+	// LeaseWait is the lease this node last waited out before it served as
+	// leader (its lease or the recorded one, plus a margin), counted from
+	// its election or from the last renewal it had applied, whichever was
+	// earlier (LastFailover is what it actually waited).
 	LeaseWait time.Duration
 	// RoutingVersion is the routing-table version (Node.RoutingVersion: the
 	// one answers carry in Seqd-Routing-Version).

@@ -33,6 +33,12 @@ func EncodeLease(lease, margin time.Duration) []byte {
 	return binary.AppendUvarint(b, uint64(max(margin, 0)))
 }
 
+// IsLease reports whether data, a raft log entry's data, is a lease renewal
+// (KindLease), without decoding the rest of it.
+func IsLease(data []byte) bool {
+	return len(data) > 0 && Kind(data[0]) == KindLease
+}
+
 // EncodeServerSeen encodes a command recording that server id has held raft
 // state (so it has voted or taken entries), with its raft log reaching at
 // least index. A server in the configuration that later shows up without

@@ -40,11 +40,12 @@ type FSM struct {
 	ext    extState
 	flake  flakeState
 
-	diskMu   sync.Mutex
-	onDisk   func(full bool, err error)
-	diskFull bool
-	stopping chan struct{}
-	stopOnce sync.Once
+	diskMu    sync.Mutex
+	onDisk    func(full bool, err error)
+	onRestore atomic.Pointer[func()]
+	diskFull  bool
+	stopping  chan struct{}
+	stopOnce  sync.Once
 }
 
 // extState is the format 2 part of the state.

@@ -753,8 +753,13 @@ func TestSnapshotRestore(t *testing.T) {
 	b := &applier{t: t, f: dst}
 	b.mustOK(EncodeCreateSpace(seqd.Space{Name: "stale", Step: 1, SectionSize: 1})) // must be discarded
 	b.mustOK(EncodeRaise([]seqd.Mark{{Space: "stale", Section: 1, Max: 1}}))
+	restores := 0
+	dst.SetRestoreHook(func() { restores++ })
 	if err := dst.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
 		t.Fatalf("Restore: %v", err)
+	}
+	if restores != 1 {
+		t.Fatalf("restore hook called %d times, want 1", restores)
 	}
 	if got, want := dumpState(dst), dumpState(src); !reflect.DeepEqual(got, want) {
 		t.Fatalf("restored %+v, want %+v", got, want)

@@ -113,8 +113,17 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	f.db = db
 	f.install(st)
+	if fn := f.onRestore.Load(); fn != nil && *fn != nil {
+		(*fn)()
+	}
 	f.logger.Info("fsm: restored snapshot", slog.Int("spaces", len(st.spaces)), slog.Uint64("applied", st.applied))
 	return nil
+}
+
+// SetRestoreHook sets a function called after every Restore that installed
+// a snapshot, from the goroutine that called Restore.
+func (f *FSM) SetRestoreHook(fn func()) {
+	f.onRestore.Store(&fn)
 }
 
 // writeFile copies r into a new file at path and fsyncs it.

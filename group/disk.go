@@ -15,6 +15,9 @@ import (
 type diskStore struct {
 	*raftboltdb.BoltStore
 	host Host
+	// leaseStored, if not nil, is called after a write that stored a lease
+	// renewal entry (see Group.lead).
+	leaseStored func()
 }
 
 func (s diskStore) observe(err error) error {
@@ -23,10 +26,23 @@ func (s diskStore) observe(err error) error {
 }
 
 // StoreLog implements raft.LogStore.
-func (s diskStore) StoreLog(l *raft.Log) error { return s.observe(s.BoltStore.StoreLog(l)) }
+func (s diskStore) StoreLog(l *raft.Log) error {
+	return s.StoreLogs([]*raft.Log{l})
+}
 
 // StoreLogs implements raft.LogStore.
-func (s diskStore) StoreLogs(ls []*raft.Log) error { return s.observe(s.BoltStore.StoreLogs(ls)) }
+func (s diskStore) StoreLogs(ls []*raft.Log) error {
+	err := s.observe(s.BoltStore.StoreLogs(ls))
+	if err == nil && s.leaseStored != nil {
+		for _, l := range ls {
+			if l.Type == raft.LogCommand && fsm.IsLease(l.Data) {
+				s.leaseStored()
+				break
+			}
+		}
+	}
+	return err
+}
 
 // Set implements raft.StableStore, retrying while the disk is full.
 func (s diskStore) Set(k, v []byte) error {

@@ -71,6 +71,12 @@ type Group struct {
 
 	stats stats
 
+	// origin and leaseSeen: when this server last stored a lease renewal in
+	// its log or installed a snapshot, in ns since origin plus one (0: never
+	// since it started), on Go's monotonic clock (see lead).
+	origin    time.Time
+	leaseSeen atomic.Int64
+
 	stopOnce   sync.Once
 	flakeWatch flakeWatch // flake.go
 
@@ -97,7 +103,7 @@ func Open(cfg Config) (*Group, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	g := &Group{cfg: cfg, log: cfg.Logger, host: cfg.Host, notify: make(chan bool, 16), stop: make(chan struct{})}
+	g := &Group{cfg: cfg, log: cfg.Logger, host: cfg.Host, notify: make(chan bool, 16), stop: make(chan struct{}), origin: time.Now()}
 	if err := g.open(); err != nil {
 		g.closeStores()
 		return nil, err
@@ -120,6 +126,7 @@ func (g *Group) open() error {
 	}
 	g.fsm = f
 	f.SetDiskHook(g.host.FSMDisk)
+	f.SetRestoreHook(g.noteLease)
 	ls, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.Dir, "raft.db")})
 	if err != nil {
 		return fmt.Errorf("raft log store %s: %w", filepath.Join(cfg.Dir, "raft.db"), err)
@@ -142,7 +149,7 @@ func (g *Group) open() error {
 		return err
 	}
 	rc.Logger = logbridge.NewHCLogger(raftOut, "raft")
-	ds := diskStore{BoltStore: ls, host: g.host}
+	ds := diskStore{BoltStore: ls, host: g.host, leaseStored: g.noteLease}
 	cache, err := raft.NewLogCache(512, ds)
 	if err != nil {
 		return err

@@ -70,17 +70,35 @@ func (g *Group) stepDownLead() {
 // lease length L' after a time t' it took before submitting an entry that a
 // quorum then stored, and this server was elected by a quorum after that (a
 // voter that stored the entry did so before voting here, or it would have
-// refused the entry), so this server waits L' + margin from its election. L'
-// is the lease the last applied renewal entry carries (protocol 2; see
-// fsm.LeaseRecord): it was written by the last leader whose lease any
-// renewal rests on, and that leader itself waited out every earlier lease
-// before its first renewal, so every earlier lease ended before it. The
-// barrier makes the FSM hold every committed renewal. Leases of differing
-// lengths across the cluster (a rolling change of --lease in either
-// direction) are therefore waited out in full: the wait is the longer of
-// this server's lease and the recorded one, plus the larger margin. On
-// protocol 1 (a cluster not yet upgraded) renewals carry no length, and a
-// new leader waits its own.
+// refused the entry), so this server may serve L' + margin after its
+// election. L' is the lease the last applied renewal entry carries
+// (protocol 2; see fsm.LeaseRecord): it was written by the last leader
+// whose lease any renewal rests on, and that leader itself waited out every
+// earlier lease before its first renewal, so every earlier lease ended
+// before it. The barrier makes the FSM hold every committed renewal. Leases
+// of differing lengths across the cluster (a rolling change of --lease in
+// either direction) are therefore waited out in full: the wait is the
+// longer of this server's lease and the recorded one, plus the larger
+// margin. On protocol 1 (a cluster not yet upgraded) renewals carry no
+// length, and a new leader waits its own.
+//
+// The wait may also be counted from when this server last stored a renewal
+// in its log, if that was earlier. The renewal a lease rests on committed,
+// so it is in this server's log (raft elects only a server holding every
+// committed entry), and its t' was taken before the entry was sent, so
+// before this server stored it: the lease ends at most L' after that. The
+// last store of any renewal is no earlier than the store of that one. A
+// renewal can also reach this server inside a snapshot, so installing one
+// counts as storing a renewal then; and one stored before this process
+// started is older than anything stored since, so until this server has
+// stored one it counts from its election. Followers store each renewal as
+// it is sent, so after a crash of the leader most of the wait runs while
+// the followers notice the crash and elect, instead of after it. Both
+// instants are read from Go's monotonic clock, which never runs ahead of
+// real time (it stands still while the host is suspended), so the wait is
+// never cut short by this server's clock; the old leader times its lease by
+// a clock that counts suspension (bootclock), and the margin covers
+// differing clock rates, as before.
 func (g *Group) lead(ctx context.Context, epoch uint64) {
 	gained := time.Now()
 	if !g.host.WaitVouched(ctx) {
@@ -108,8 +126,7 @@ func (g *Group) lead(ctx context.Context, epoch uint64) {
 		return
 	}
 	// 2. Wait out the lease of any earlier leader.
-	wait := g.leaseWait()
-	if !sleepCtx(ctx, time.Until(gained.Add(wait))) {
+	if !sleepCtx(ctx, time.Until(g.leaseEnd(gained, g.leaseWait()))) {
 		return
 	}
 	// 3. The default space, and the protocol.
@@ -152,6 +169,23 @@ func (g *Group) leaseWait() time.Duration {
 	}
 	g.stats.lastLeaseWait.Store(int64(wait + margin))
 	return wait + margin
+}
+
+// noteLease notes that a lease renewal was stored in the log or a snapshot
+// was installed, now (see lead).
+func (g *Group) noteLease() { g.leaseSeen.Store(int64(time.Since(g.origin)) + 1) }
+
+// leaseEnd is when a leader elected at gained may serve: wait after its
+// election, or after it last stored a renewal, whichever comes first (see
+// lead).
+func (g *Group) leaseEnd(gained time.Time, wait time.Duration) time.Time {
+	end := gained.Add(wait)
+	if seen := g.leaseSeen.Load(); seen > 0 {
+		if t := g.origin.Add(time.Duration(seen - 1)).Add(wait); t.Before(end) {
+			end = t
+		}
+	}
+	return end
 }
 
 // sleepCtx sleeps for d or until ctx ends; it reports whether ctx is still live.

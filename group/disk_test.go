@@ -1,0 +1,52 @@
+package group
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/seqd/seqd/fsm"
+)
+
+type nopHost struct{ Host }
+
+func (nopHost) LogWrite(error) {}
+
+// The log store notes every write that stores a lease renewal, and only
+// those: a new leader counts its lease wait from the last one (see lead).
+func TestDiskStoreNotesLeaseRenewals(t *testing.T) {
+	ls, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(t.TempDir(), "raft.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ls.Close()
+	stored := 0
+	ds := diskStore{BoltStore: ls, host: nopHost{}, leaseStored: func() { stored++ }}
+	entry := func(i uint64, typ raft.LogType, data []byte) *raft.Log {
+		return &raft.Log{Index: i, Term: 1, Type: typ, Data: data}
+	}
+	for _, c := range []struct {
+		logs []*raft.Log
+		want int
+	}{
+		{[]*raft.Log{entry(1, raft.LogCommand, fsm.EncodeNoop())}, 0},
+		{[]*raft.Log{entry(2, raft.LogConfiguration, []byte{byte(fsm.KindLease)})}, 0},
+		{[]*raft.Log{entry(3, raft.LogCommand, fsm.EncodeNoop()), entry(4, raft.LogCommand, fsm.EncodeLease(time.Second, time.Millisecond))}, 1},
+	} {
+		if err := ds.StoreLogs(c.logs); err != nil {
+			t.Fatal(err)
+		}
+		if stored != c.want {
+			t.Fatalf("after storing %d entries from index %d: %d lease notes, want %d", len(c.logs), c.logs[0].Index, stored, c.want)
+		}
+	}
+	if err := ds.StoreLog(entry(5, raft.LogCommand, fsm.EncodeLease(time.Second, time.Millisecond))); err != nil {
+		t.Fatal(err)
+	}
+	if stored != 2 {
+		t.Fatalf("StoreLog of a renewal: %d lease notes, want 2", stored)
+	}
+}
