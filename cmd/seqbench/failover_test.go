@@ -3,12 +3,18 @@ package main_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+
+	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
+	"github.com/seqd/seqd/api/gen/seq/v1/seqv1connect"
 	"github.com/seqd/seqd/client"
 	"github.com/seqd/seqd/internal/loadgen"
 	"github.com/seqd/seqd/internal/proctest"
@@ -190,4 +196,74 @@ func timelineText(tl []loadgen.Sample, killAt float64) string {
 		fmt.Fprintf(&b, "  %5.1f  %8.0f%s\n", s.T, s.IDsPerSec, mark)
 	}
 	return b.String()
+}
+
+// BenchmarkFailoverIds measures what a leader's kill -9 costs flake ids in
+// service mode: 16 callers run NextIds (one id per call, no client-side
+// coalescing or retries) against the two nodes that are not the leader,
+// each answering from its own worker, and after 3s the leader is kill -9'd.
+// Per iteration it reports the failed calls and the slowest call; the
+// metrics are the total of failed calls and the median and worst of the
+// slowest call over the iterations. Between iterations the killed server is
+// restarted and vouched for.
+//
+//	go test -run '^$' -bench '^BenchmarkFailoverIds$' -benchtime 10x -timeout 30m ./cmd/seqbench
+func BenchmarkFailoverIds(b *testing.B) {
+	if testing.Short() {
+		b.Skip("kills and restarts real processes; takes many seconds per iteration")
+	}
+	const before, after = 3 * time.Second, 5 * time.Second
+	ps := proctest.Start(b, 3)
+	var failed int64
+	var worst []time.Duration
+	for i := 0; b.Loop(); i++ {
+		proctest.WaitHealthy(b, ps, time.Minute)
+		leader := proctest.WaitLeader(b, ps, nil, time.Minute)
+		var survivors []seqv1connect.IdServiceClient
+		for _, p := range ps {
+			if p != leader {
+				survivors = append(survivors, seqv1connect.NewIdServiceClient(http.DefaultClient, "http://"+p.API))
+			}
+		}
+		// Each survivor holds its worker before the load starts.
+		for _, s := range survivors {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			for {
+				if _, err := s.NextIds(ctx, connect.NewRequest(&seqv1.NextIdsRequest{Count: 1})); err == nil {
+					break
+				} else if ctx.Err() != nil {
+					b.Fatal(err)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			cancel()
+		}
+		var calls atomic.Uint64
+		target := loadgen.TargetFunc(func(ctx context.Context, op *loadgen.Op) error {
+			s := survivors[calls.Add(1)%uint64(len(survivors))]
+			_, err := s.NextIds(ctx, connect.NewRequest(&seqv1.NextIdsRequest{Count: 1}))
+			return err
+		})
+		go func() {
+			time.Sleep(before)
+			leader.Kill9()
+		}()
+		res, err := loadgen.Run(context.Background(), target, loadgen.Config{
+			Concurrency: 16, Duration: before + after, Keys: 1,
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		failed += res.Errors
+		slowest := time.Duration(res.Latency.Max * float64(time.Millisecond))
+		worst = append(worst, slowest)
+		b.Logf("failover %d: %d calls, %d failed %v, slowest %v, p99.9 %.2fms", i, res.Calls, res.Errors, res.ErrorKinds, slowest, res.Latency.P999)
+		leader.Start(b)
+		proctest.WaitVouched(b, leader, time.Minute)
+	}
+	slices.Sort(worst)
+	b.ReportMetric(float64(failed), "failed-calls")
+	b.ReportMetric(float64(worst[len(worst)/2].Microseconds())/1000, "slowest-p50-ms")
+	b.ReportMetric(float64(worst[len(worst)-1].Microseconds())/1000, "slowest-max-ms")
+	b.ReportMetric(0, "ns/op")
 }
