@@ -36,7 +36,8 @@ import (
 // the first iteration's throughput timeline. Between iterations the killed
 // server is restarted and vouched for, and the cluster is healthy again.
 //
-// SEQD_FAILOVER_TIMING=fast uses the low-latency timing from the README.
+// SEQD_FAILOVER_TIMING=fast uses the low-latency timing from the README;
+// SEQD_FAILOVER_ARGS="--lease 1s ..." passes other flags to every server.
 // Skipped with -short.
 //
 //	go test -run '^$' -bench '^BenchmarkFailover$' -benchtime 20x -timeout 30m ./cmd/seqbench
@@ -45,13 +46,16 @@ func BenchmarkFailover(b *testing.B) {
 		b.Skip("kills and restarts real processes; takes many seconds per iteration")
 	}
 	var extra []string
-	timing := "defaults (heartbeat 1s, election 1s, raft leader lease 500ms, lease 2s)"
+	timing := "defaults (heartbeat 500ms, election 500ms, raft leader lease 500ms, lease 1s)"
 	after := 12 * time.Second
 	if os.Getenv("SEQD_FAILOVER_TIMING") == "fast" {
 		extra = []string{"--lease", "500ms", "--raft-heartbeat-timeout", "300ms",
 			"--raft-election-timeout", "300ms", "--raft-leader-lease-timeout", "150ms"}
 		timing = "fast (heartbeat 300ms, election 300ms, raft leader lease 150ms, lease 500ms)"
 		after = 6 * time.Second
+	}
+	if a := os.Getenv("SEQD_FAILOVER_ARGS"); a != "" {
+		extra, timing = strings.Fields(a), a
 	}
 	const before = 3 * time.Second
 	const tick = 100 * time.Millisecond

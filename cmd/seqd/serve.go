@@ -43,7 +43,7 @@ func serve(args []string) error {
 		join          = fs.String("join", "", "comma-separated gossip addresses of other nodes (may include this node's own)")
 		expect        = fs.Int("bootstrap-expect", dc.BootstrapExpect, "number of servers that form a new cluster (each must see every server its --join names); 0 never bootstraps")
 		assumeGone    = fs.String("assume-gone", "", "comma-separated IDs of voters gone for good (dead, disks lost): a restarting server counts them as having vouched when no leader can (see Operations); only if no server runs on an older copy of its data")
-		lease         = fs.Duration("lease", dc.Lease, "leader lease L: a new leader waits L (+ margin) before serving")
+		lease         = fs.Duration("lease", dc.Lease, "leader lease L: a new leader serves L + margin after the last lease renewal it stored (or its election, if earlier); with the default raft timing a kill -9 of the leader costs about 1.3 s (median of 20 on a 2-core VM)")
 		leaseMargin   = fs.Duration("lease-margin", 0, "extra wait for clock-rate drift (default L/10, at least 50ms)")
 		heartbeat     = fs.Duration("raft-heartbeat-timeout", dc.HeartbeatTimeout, "raft heartbeat timeout")
 		election      = fs.Duration("raft-election-timeout", dc.ElectionTimeout, "raft election timeout")
