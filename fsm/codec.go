@@ -33,10 +33,12 @@ func EncodeLease(lease, margin time.Duration) []byte {
 	return binary.AppendUvarint(b, uint64(max(margin, 0)))
 }
 
-// IsLease reports whether data, a raft log entry's data, is a lease renewal
-// (KindLease), without decoding the rest of it.
-func IsLease(data []byte) bool {
-	return len(data) > 0 && Kind(data[0]) == KindLease
+// IsRenewal reports whether data, a raft log entry's data, is an entry a
+// leader renews its lease with, without decoding the rest of it: KindLease,
+// or KindNoop, which leaders on protocol 1 (and the first release, in a
+// cluster of mixed builds) renew with and nothing else writes.
+func IsRenewal(data []byte) bool {
+	return len(data) > 0 && (Kind(data[0]) == KindLease || Kind(data[0]) == KindNoop)
 }
 
 // EncodeServerSeen encodes a command recording that server id has held raft

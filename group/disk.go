@@ -16,7 +16,7 @@ type diskStore struct {
 	*raftboltdb.BoltStore
 	host Host
 	// leaseStored, if not nil, is called after a write that stored a lease
-	// renewal entry (see Group.lead).
+	// renewal entry (fsm.IsRenewal; see Group.lead).
 	leaseStored func()
 }
 
@@ -35,7 +35,7 @@ func (s diskStore) StoreLogs(ls []*raft.Log) error {
 	err := s.observe(s.BoltStore.StoreLogs(ls))
 	if err == nil && s.leaseStored != nil {
 		for _, l := range ls {
-			if l.Type == raft.LogCommand && fsm.IsLease(l.Data) {
+			if l.Type == raft.LogCommand && fsm.IsRenewal(l.Data) {
 				s.leaseStored()
 				break
 			}

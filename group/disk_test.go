@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
+	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/fsm"
 )
 
@@ -15,7 +16,8 @@ type nopHost struct{ Host }
 
 func (nopHost) LogWrite(error) {}
 
-// The log store notes every write that stores a lease renewal, and only
+// The log store notes every write that stores a lease renewal (KindLease,
+// or the no-op that protocol 1 and the first release renew with), and only
 // those: a new leader counts its lease wait from the last one (see lead).
 func TestDiskStoreNotesLeaseRenewals(t *testing.T) {
 	ls, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(t.TempDir(), "raft.db")})
@@ -32,9 +34,10 @@ func TestDiskStoreNotesLeaseRenewals(t *testing.T) {
 		logs []*raft.Log
 		want int
 	}{
-		{[]*raft.Log{entry(1, raft.LogCommand, fsm.EncodeNoop())}, 0},
+		{[]*raft.Log{entry(1, raft.LogCommand, fsm.EncodeCreateSpace(seqd.DefaultSpace))}, 0},
 		{[]*raft.Log{entry(2, raft.LogConfiguration, []byte{byte(fsm.KindLease)})}, 0},
-		{[]*raft.Log{entry(3, raft.LogCommand, fsm.EncodeNoop()), entry(4, raft.LogCommand, fsm.EncodeLease(time.Second, time.Millisecond))}, 1},
+		{[]*raft.Log{entry(3, raft.LogCommand, fsm.EncodeNoop())}, 1},
+		{[]*raft.Log{entry(4, raft.LogCommand, fsm.EncodeRaise([]seqd.Mark{{Space: "default", Section: 1, Max: 9}})), entry(5, raft.LogCommand, fsm.EncodeLease(time.Second, time.Millisecond))}, 2},
 	} {
 		if err := ds.StoreLogs(c.logs); err != nil {
 			t.Fatal(err)
@@ -43,10 +46,10 @@ func TestDiskStoreNotesLeaseRenewals(t *testing.T) {
 			t.Fatalf("after storing %d entries from index %d: %d lease notes, want %d", len(c.logs), c.logs[0].Index, stored, c.want)
 		}
 	}
-	if err := ds.StoreLog(entry(5, raft.LogCommand, fsm.EncodeLease(time.Second, time.Millisecond))); err != nil {
+	if err := ds.StoreLog(entry(6, raft.LogCommand, fsm.EncodeLease(time.Second, time.Millisecond))); err != nil {
 		t.Fatal(err)
 	}
-	if stored != 2 {
-		t.Fatalf("StoreLog of a renewal: %d lease notes, want 2", stored)
+	if stored != 3 {
+		t.Fatalf("StoreLog of a renewal: %d lease notes, want 3", stored)
 	}
 }

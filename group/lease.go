@@ -83,7 +83,9 @@ func (g *Group) stepDownLead() {
 // length, and a new leader waits its own.
 //
 // The wait may also be counted from when this server last stored a renewal
-// in its log, if that was earlier. The renewal a lease rests on committed,
+// (fsm.IsRenewal: also the no-op renewals of protocol 1 and of the first
+// release, which may lead in a cluster of mixed builds) in its log, if that
+// was earlier. The renewal a lease rests on committed,
 // so it is in this server's log (raft elects only a server holding every
 // committed entry), and its t' was taken before the entry was sent, so
 // before this server stored it: the lease ends at most L' after that. The
