@@ -204,6 +204,8 @@ func TestStaleSingleVoterCopyNeverServes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The copy's log ends about here (a lone leader renews its lease often).
+	copyIndex := n1.Node().Status().AppliedIndex
 	if err := n1.Shutdown(); err != nil {
 		t.Fatal(err)
 	}
@@ -223,14 +225,16 @@ func TestStaleSingleVoterCopyNeverServes(t *testing.T) {
 		}
 		last = v[0]
 	}
-	// Let the leader record how far n1's log reaches.
+	// Let the leader record n1's log reaching well past the copy's end:
+	// only then can the cluster tell the copy is old (a copy at or beyond
+	// everything recorded is indistinguishable from a restart).
 	waitFor(t, failoverWait, "n1's progress recorded", func() bool {
 		l := c.ServingLeader()
 		if l == nil {
 			return false
 		}
 		_, idx := l.Node().ServerSeen("n1")
-		return idx > 10
+		return idx > copyIndex+10
 	})
 	n1.Kill()
 	n1.RestoreData(copyDir)
