@@ -129,9 +129,19 @@ func (s *Server) holder(ctx context.Context, name string) (*flake.Holder, *flake
 	if s.ids.holders == nil {
 		s.ids.holders, s.ids.obf = map[string]*flake.Holder{}, map[string]*flake.Obfuscator{}
 	}
-	h = flake.NewHolder(flake.HolderConfig{Granter: granter{s}, Namespace: name, Label: s.node.ID(), Logger: s.log})
+	h = flake.NewHolder(flake.HolderConfig{Granter: granter{s}, Namespace: name, Label: s.node.ID(), Logger: s.log,
+		Workers: serviceWorkers(ns.Layout)})
 	s.ids.holders[name], s.ids.obf[name] = h, obf
 	return h, obf, nil
+}
+
+// serviceWorkers is how many workers a node may hold for a namespace: more
+// than one only when calls ask for more ids than one worker's rate (the
+// holder acquires another when every worker it holds is at its lead), and
+// at most a 64th of the layout's workers, up to 8, so that the nodes of a
+// cluster never take a small layout's workers from each other.
+func serviceWorkers(l flake.Layout) int {
+	return min(8, max(1, int(l.Workers()/64)))
 }
 
 // obfuscator derives the namespace's permutation from the cluster secret,

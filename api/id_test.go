@@ -351,3 +351,47 @@ func TestLeaderWithSkewedClockRefusesGrants(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestNodeHoldsMoreWorkersForMoreIds: a node asked for more ids than one
+// worker's rate acquires more workers of the namespace (up to a 64th of
+// the layout's, at most 8), and never more than one of a small layout.
+func TestNodeHoldsMoreWorkersForMoreIds(t *testing.T) {
+	c := testcluster.Start(t, 1, testcluster.Options{})
+	c.WaitServingLeader(20 * time.Second)
+	addr := c.Nodes[0].APIAddr
+	ids, admin := idClient(addr), adminClient(addr)
+	ctx := context.Background()
+	// 16 ids per second per worker: a worker is at its lead (1 s) after
+	// about 32 ids.
+	for name, bits := range map[string]uint32{"slow512": 9, "slow8": 3} {
+		if _, err := admin.CreateNamespace(ctx, connect.NewRequest(&seqv1.CreateNamespaceRequest{
+			Name: name, UnitMs: 1000, TimeBits: 40, WorkerBits: bits, SequenceBits: 4})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := func(name string) int {
+		ws, err := admin.ListWorkers(ctx, connect.NewRequest(&seqv1.ListWorkersRequest{Namespace: name}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, w := range ws.Msg.GetWorkers() {
+			if w.GetHeld() && w.GetLabel() == c.Nodes[0].ID {
+				n++
+			}
+		}
+		return n
+	}
+	for range 12 { // 192 ids, 6 workers' worth of one second
+		nextIDs(t, ids, "slow512", 16)
+	}
+	if n := held("slow512"); n < 2 || n > 8 {
+		t.Fatalf("the node holds %d workers of a 512-worker namespace after 12 calls of 16 ids, want 2 to 8", n)
+	}
+	for range 4 { // 64 ids: the third call waits for the clock
+		nextIDs(t, ids, "slow8", 16)
+	}
+	if n := held("slow8"); n != 1 {
+		t.Fatalf("the node holds %d workers of an 8-worker namespace, want 1", n)
+	}
+}
