@@ -128,7 +128,7 @@ func (g *Group) lead(ctx context.Context, epoch uint64) {
 		return
 	}
 	// 2. Wait out the lease of any earlier leader.
-	if !sleepCtx(ctx, time.Until(g.leaseEnd(gained, g.leaseWait()))) {
+	if !sleepCtx(ctx, time.Until(g.leaseEnd(gained))) {
 		return
 	}
 	// 3. The default space, and the protocol.
@@ -161,33 +161,64 @@ func (g *Group) lead(ctx context.Context, epoch uint64) {
 	}
 }
 
-// leaseWait is how long a new leader waits from its election before it
-// serves: the longer of its own lease and the one the last renewal
-// recorded, plus the larger margin (see lead).
-func (g *Group) leaseWait() time.Duration {
-	wait, margin := g.cfg.Lease, g.cfg.LeaseMargin
-	if rec, ok := g.fsm.LeaseRecord(); ok {
-		wait, margin = max(wait, rec.Lease), max(margin, rec.Margin)
-	}
-	g.stats.lastLeaseWait.Store(int64(wait + margin))
-	return wait + margin
-}
+// firstReleaseLease is the first release's default --lease. On protocol 1
+// renewals record no lease, and a leader of the first release (in a
+// cluster being upgraded from it) may hold a lease that long whatever this
+// server's --lease says, so a new leader waits at least that long there.
+const firstReleaseLease = 2 * time.Second
 
 // noteLease notes that a lease renewal was stored in the log or a snapshot
-// was installed, now (see lead).
-func (g *Group) noteLease() { g.leaseSeen.Store(int64(time.Since(g.origin)) + 1) }
-
-// leaseEnd is when a leader elected at gained may serve: wait after its
-// election, or after it last stored a renewal, whichever comes first (see
-// lead).
-func (g *Group) leaseEnd(gained time.Time, wait time.Duration) time.Time {
-	end := gained.Add(wait)
-	if seen := g.leaseSeen.Load(); seen > 0 {
-		if t := g.origin.Add(time.Duration(seen - 1)).Add(wait); t.Before(end) {
-			end = t
+// was installed, now (see lead). The noted time never goes back.
+func (g *Group) noteLease() {
+	now := int64(time.Since(g.origin)) + 1
+	for {
+		old := g.leaseSeen.Load()
+		if old >= now || g.leaseSeen.CompareAndSwap(old, now) {
+			return
 		}
 	}
+}
+
+// leaseEnd is when a leader elected at gained may serve (see lead).
+func (g *Group) leaseEnd(gained time.Time) time.Time {
+	rec, recorded := g.fsm.LeaseRecord()
+	var seen time.Time
+	if s := g.leaseSeen.Load(); s > 0 {
+		seen = g.origin.Add(time.Duration(s - 1))
+	}
+	// Without a lease record, a first-release leader may have led only if
+	// this server has a past: raft state when it started, a renewal or
+	// snapshot stored since, or an applied command. The first leader of a
+	// new cluster has none, and moves it to this build's protocol before it
+	// renews.
+	past := g.hadState || !seen.IsZero() || g.fsm.AppliedIndex() > 0
+	end, wait := leaseDeadline(gained, seen, g.cfg.Lease, g.cfg.LeaseMargin, rec, recorded, past)
+	g.stats.lastLeaseWait.Store(int64(wait))
 	return end
+}
+
+// leaseDeadline is when a leader elected at gained, which last stored a
+// renewal at seen (zero: none since it started), may serve, and the wait it
+// counts: the longer of its own lease and the recorded one, plus the
+// larger margin, from its election or from seen if that is earlier. With
+// no lease recorded (protocol 1) the wait counts from the election only
+// (renewals then carry no length), and, if the server has a past (a leader
+// of the first release may have led), it is at least the first release's
+// lease plus the margin.
+func leaseDeadline(gained, seen time.Time, lease, margin time.Duration, rec fsm.LeaseRecord, recorded, past bool) (time.Time, time.Duration) {
+	if !recorded {
+		wait := lease + margin
+		if past {
+			wait = max(lease, firstReleaseLease) + margin
+		}
+		return gained.Add(wait), wait
+	}
+	wait := max(lease, rec.Lease) + max(margin, rec.Margin)
+	end := gained.Add(wait)
+	if !seen.IsZero() && seen.Add(wait).Before(end) {
+		end = seen.Add(wait)
+	}
+	return end, wait
 }
 
 // sleepCtx sleeps for d or until ctx ends; it reports whether ctx is still live.
@@ -235,6 +266,9 @@ func (g *Group) ResumeLead(epoch uint64) {
 		return
 	}
 	g.log.Info("the change failed while this server still leads: resuming the lease")
+	// The resumed wait counts a full lease from now, as the comment above
+	// needs: a leadership change still queued is processed before it ends.
+	g.noteLease()
 	g.startLead(epoch)
 }
 
