@@ -268,10 +268,13 @@ func (h *Holder) try(ctx context.Context, ids *[]int64, n int, bound **held) (ti
 	// ErrAhead: this worker is at its lead. A call not yet bound may use
 	// another worker (acquiring one if the holder may hold more);
 	// otherwise it waits for the reference to reach the next unit.
+	// Another worker is only an addition: when none can be had (every
+	// worker taken, or no leader to grant one during a failover), the call
+	// waits for the clock on the workers it has rather than fail.
 	if *bound == nil && held < h.cfg.Workers {
 		if err := h.acquireOne(ctx); err == nil {
 			return 0, nil
-		} else if !errors.Is(err, seqd.ErrNoWorker) {
+		} else if ctx.Err() != nil {
 			return 0, err
 		}
 	}

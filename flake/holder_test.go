@@ -309,3 +309,35 @@ func TestLeaderClockStepDoesNotReclaim(t *testing.T) {
 		t.Fatalf("b got a's worker %d on a clock step: %d then %d", dx.Worker, x[0], y[0])
 	}
 }
+
+// TestHolderExtraWorkerUnavailableWaits: a holder that may hold more
+// workers than it has asks for another when its worker is at its lead;
+// when none can be had (here, no leader to grant one), the call waits for
+// the clock on the worker it holds instead of failing.
+func TestHolderExtraWorkerUnavailableWaits(t *testing.T) {
+	l := flake.Layout{EpochMs: flake.DefaultEpoch.UnixMilli(), UnitMs: 100, TimeBits: 40, WorkerBits: 10, SequenceBits: 4} // 160 ids per second
+	g := newGranter(t, l)
+	g.leaseMs = 60000 // no renewal within the test
+	h := flake.NewHolder(flake.HolderConfig{Granter: g, Namespace: "n", Workers: 4, Lead: 200 * time.Millisecond})
+	defer h.Close(context.Background())
+	if _, err := h.Next(ctxT(t), 16); err != nil {
+		t.Fatal(err)
+	}
+	g.down.Store(true)
+	// 64 more ids need about 0.4 s of the one worker's units (it runs at
+	// most 0.2 s ahead): each call waits for the clock rather than fail.
+	var last int64
+	for range 4 {
+		ids, err := h.Next(ctxT(t), 16)
+		if err != nil {
+			t.Fatalf("with no leader to grant another worker: %v", err)
+		}
+		if ids[0] <= last {
+			t.Fatalf("ids went back: %d after %d", ids[0], last)
+		}
+		last = ids[len(ids)-1]
+	}
+	if st := h.Stats(); st.Workers != 1 {
+		t.Fatalf("%d workers held, want 1", st.Workers)
+	}
+}
