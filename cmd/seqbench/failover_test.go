@@ -262,6 +262,11 @@ func BenchmarkFailoverIds(b *testing.B) {
 		slowest := time.Duration(res.Latency.Max * float64(time.Millisecond))
 		worst = append(worst, slowest)
 		b.Logf("failover %d: %d calls, %d failed %v, slowest %v, p99.9 %.2fms", i, res.Calls, res.Errors, res.ErrorKinds, slowest, res.Latency.P999)
+		if dir := os.Getenv("SEQD_FAILOVER_LOGS"); dir != "" && res.Errors > 0 {
+			for _, p := range ps {
+				_ = os.WriteFile(fmt.Sprintf("%s/failover-%d-%s.log", dir, i, p.ID), []byte(p.LogText()), 0o644)
+			}
+		}
 		leader.Start(b)
 		proctest.WaitVouched(b, leader, time.Minute)
 	}
