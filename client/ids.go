@@ -17,11 +17,13 @@ import (
 
 // NextIds returns count flake ids of the namespace ("" is "default"),
 // strictly increasing (unless the namespace is obfuscated). Any node
-// answers from its own worker. Concurrent calls of a namespace are
-// coalesced into one request, as Next calls are; each gets a contiguous
-// slice of its ids.
+// answers from its own worker. Concurrent calls of a namespace for at most
+// maxCoalescedIDs ids each are coalesced into one request, as Next calls
+// are; each gets a contiguous slice of its ids. Larger calls are sent as
+// they are: they gain nothing from sharing a request, and would queue
+// behind the coalescer's few requests in flight.
 func (c *Client) NextIds(ctx context.Context, namespace string, count uint32) ([]int64, error) {
-	if count > 0 && !c.opts.DisableCoalescing && int(count) <= c.opts.MaxBatchKeys {
+	if count > 0 && count <= maxCoalescedIDs && !c.opts.DisableCoalescing && int(count) <= c.opts.MaxBatchKeys {
 		vals, err := c.batcher(kindIDs, namespace).do(ctx, make([]uint64, count))
 		if err != nil {
 			return nil, err
@@ -41,6 +43,9 @@ func (c *Client) NextIds(ctx context.Context, namespace string, count uint32) ([
 	}
 	return resp.GetIds(), nil
 }
+
+// maxCoalescedIDs is the largest NextIds call that is coalesced.
+const maxCoalescedIDs = 100
 
 // Decode splits a flake id of the namespace into its parts (an obfuscated
 // namespace's ids need the admin token).
