@@ -40,6 +40,9 @@ type FSM struct {
 	ext    extState
 	flake  flakeState
 
+	// trustClock is SetUnsafeFlakeTrustClock's setting.
+	trustClock atomic.Bool
+
 	diskMu   sync.Mutex
 	onDisk   func(full bool, err error)
 	diskFull bool

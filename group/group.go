@@ -120,6 +120,7 @@ func (g *Group) open() error {
 	}
 	g.fsm = f
 	f.SetDiskHook(g.host.FSMDisk)
+	f.SetUnsafeFlakeTrustClock(cfg.UnsafeFlakeTrustClock)
 	ls, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.Dir, "raft.db")})
 	if err != nil {
 		return fmt.Errorf("raft log store %s: %w", filepath.Join(cfg.Dir, "raft.db"), err)
