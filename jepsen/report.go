@@ -284,10 +284,8 @@ func shortList(vs []uint64, n int) string {
 func printFlake(w io.Writer, r *results) {
 	c, f := r.Checkers, r.Flake
 	g3 := fmt.Sprintf("%s (%d)", mark(c["G3"].Valid), c["G3"].Counts["G3"])
-	for _, n := range c["G3"].Notes {
-		if strings.HasPrefix(n, "not checked") {
-			g3 = n
-		}
+	if notes := c["G3"].Notes; len(notes) > 1 && strings.HasPrefix(notes[0], "not checked") {
+		g3 = notes[0] + "; " + notes[1]
 	}
 	fmt.Fprintf(w, "checkers:     G1 unique %s (%d duplicates) · G2 worker order %s (%d, within a response %d) · G3 time %s · final-ids %s · crashes %s\n",
 		mark(c["G1"].Valid), c["G1"].Counts["G1"], mark(c["G2"].Valid), c["G2"].Counts["G2"], c["G2"].Counts["G2-response"],
