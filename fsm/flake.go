@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -271,6 +272,19 @@ func unitCeil(l flake.Layout, ms int64) uint64 {
 // copy of the touched namespaces, writes what changed in one transaction,
 // and then installs it in the mirror.
 func (f *FSM) applyFlake(l *raft.Log, nowMs int64, ops []FlakeOp) any {
+	if l.Index <= f.loaded.Load() {
+		// A replay: when a server restarts, raft applies its log again
+		// from the last snapshot, over a file that already holds every
+		// entry up to the index it was opened at. Unlike the sequence
+		// commands, flake ops are not idempotent (an acquire takes the
+		// next free worker and raises its token), so applying one twice
+		// would make this replica diverge from the others.
+		res := make([]FlakeResult, len(ops))
+		for i := range res {
+			res[i].Err = fmt.Errorf("%w: entry %d", errReplayed, l.Index)
+		}
+		return &FlakeResponse{Results: res}
+	}
 	f.mu.RLock()
 	w := flakeTxn{index: l.Index, now: nowMs, floorMs: f.flake.floorMs, base: f.flake.spaces, touched: map[string]*flakeNS{},
 		trustClock: f.trustClock.Load()}
@@ -290,6 +304,9 @@ func (f *FSM) applyFlake(l *raft.Log, nowMs int64, ops []FlakeOp) any {
 	}
 	return &FlakeResponse{Results: res}
 }
+
+// errReplayed answers a flake entry applied before (see applyFlake).
+var errReplayed = errors.New("fsm: flake entry already applied")
 
 // flakeTxn is one command's working copy: namespaces it changed are copied
 // into touched (copy on write), the mirror (base) is only read.
