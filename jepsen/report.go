@@ -44,7 +44,7 @@ const maxTimelines = 6
 // analyzeOps checks a history, renders the plots and timelines into dir and
 // writes results.json.
 func analyzeOps(ops []record.Op, dir string, limit int, m *meta) *results {
-	res := checker.Check(ops, checker.Options{Limit: limit})
+	res := checker.Check(ops, checker.Options{Limit: limit, Grants: loggedGrants(dir), TrustClock: m.TrustClock})
 	r := &results{Meta: m, Ops: res.Ops, Checkers: res.Checkers, Availability: res.Availability,
 		Files: map[string]string{}, Nemesis: map[string]int{}, Flake: res.Flake}
 	crash := &checker.Result{Valid: checker.Valid}
@@ -235,7 +235,7 @@ func printSummary(w io.Writer, r *results) {
 		fmt.Fprintf(w, "small disks:  %s\n", strings.Join(m.SmallDisks, ", "))
 	}
 	shown := 0
-	for _, name := range []string{"order", "restart", "shape", "G1", "G2", "G3"} {
+	for _, name := range []string{"order", "restart", "shape", "G1", "G2", "G3", "grants"} {
 		if c[name] == nil {
 			continue
 		}
@@ -272,6 +272,24 @@ func printSummary(w io.Writer, r *results) {
 	fmt.Fprintf(w, "exit status:  %d\n", r.exitCode())
 }
 
+// loggedGrants reads the worker grants that the holders of a flake run
+// logged: the nodes' (n*.log) and the embedded generators' (jepsen.log).
+// It answers nil when there are none (a sequence run).
+func loggedGrants(dir string) []checker.Grant {
+	logs, _ := filepath.Glob(filepath.Join(dir, "n*.log"))
+	var out []checker.Grant
+	for _, p := range append(logs, filepath.Join(dir, "jepsen.log")) {
+		f, err := os.Open(p)
+		if err != nil {
+			continue
+		}
+		gs, _ := checker.ParseGrants(f, filepath.Base(p))
+		f.Close()
+		out = append(out, gs...)
+	}
+	return out
+}
+
 // shortList prints up to n values.
 func shortList(vs []uint64, n int) string {
 	if len(vs) <= n {
@@ -287,9 +305,13 @@ func printFlake(w io.Writer, r *results) {
 	if notes := c["G3"].Notes; len(notes) > 1 && strings.HasPrefix(notes[0], "not checked") {
 		g3 = notes[0] + "; " + notes[1]
 	}
-	fmt.Fprintf(w, "checkers:     G1 unique %s (%d duplicates) · G2 worker order %s (%d, within a response %d) · G3 time %s · final-ids %s · crashes %s\n",
+	grants := "not checked"
+	if g := c["grants"]; g != nil {
+		grants = fmt.Sprintf("%s (token %d, overlap %d)", mark(g.Valid), g.Counts["token"], g.Counts["overlap"])
+	}
+	fmt.Fprintf(w, "checkers:     G1 unique %s (%d duplicates) · G2 worker order %s (%d, within a response %d) · G3 time %s · grants %s · final-ids %s · crashes %s\n",
 		mark(c["G1"].Valid), c["G1"].Counts["G1"], mark(c["G2"].Valid), c["G2"].Counts["G2"], c["G2"].Counts["G2-response"],
-		g3, mark(c["final-ids"].Valid), mark(c["crashes"].Valid))
+		g3, grants, mark(c["final-ids"].Valid), mark(c["crashes"].Valid))
 	fmt.Fprintf(w, "ids:          %d ids from %d ok calls of %d (final calls included)", f.IDs, f.OKCalls, f.Calls)
 	if r.Meta.GeneratorRestarts > 0 {
 		fmt.Fprintf(w, "; embedded generators recreated %d times", r.Meta.GeneratorRestarts)

@@ -14,7 +14,8 @@
 //     first successful call (informational: never invalid).
 //
 // A flake run's (a history of ids calls) are G1-G3 and final-ids instead
-// (see flake.go), with the same availability figures.
+// (see flake.go), and grants over the worker grants its holders logged
+// (grants.go), with the same availability figures.
 //
 // Only successful operations constrain the safety checkers: a call that
 // failed or timed out may or may not have taken values, which only leaves
@@ -103,6 +104,11 @@ type Result struct {
 type Options struct {
 	// Limit is the number of example anomalies kept per rule (default 10).
 	Limit int
+	// Grants are the worker grants the holders of a flake run logged (nil:
+	// not checked); TrustClock says the run had --unsafe-flake-trust-clock,
+	// whose ranges may overlap.
+	Grants     []Grant
+	TrustClock bool
 }
 
 // Results is every checker's result.
@@ -138,6 +144,9 @@ func Check(ops []record.Op, opt Options) *Results {
 		r.Checkers["G2"] = WorkerOrder(ops, opt.Limit)
 		r.Checkers["G3"] = IDTime(ops, windows, opt.Limit)
 		r.Checkers["final-ids"] = FinalIDs(ops)
+		if opt.Grants != nil {
+			r.Checkers["grants"] = Grants(opt.Grants, opt.TrustClock, opt.Limit)
+		}
 		r.Flake = Flake(ops)
 	} else {
 		r.Checkers["order"] = Order(ops, opt.Limit)

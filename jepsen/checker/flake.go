@@ -179,11 +179,7 @@ type span struct {
 func WorkerOrder(ops []record.Op, limit int) *Result {
 	a := newAnomalies(limit, "G2", "G2-response")
 	nss := Namespaces(ops)
-	type wkey struct {
-		ns     string
-		worker uint64
-	}
-	spans := map[wkey][]span{}
+	spans := map[workerKey][]span{}
 	skipped := map[string]string{}
 	for _, o := range idOps(ops) {
 		info, ok := nss[o.Namespace]
@@ -219,20 +215,11 @@ func WorkerOrder(ops []record.Op, limit int) *Result {
 			s.min, s.max = min(s.min, id), max(s.max, id)
 		}
 		for _, w := range order {
-			spans[wkey{o.Namespace, w}] = append(spans[wkey{o.Namespace, w}], *byWorker[w])
+			k := workerKey{o.Namespace, w}
+			spans[k] = append(spans[k], *byWorker[w])
 		}
 	}
-	keys := make([]wkey, 0, len(spans))
-	for k := range spans {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if keys[i].ns != keys[j].ns {
-			return keys[i].ns < keys[j].ns
-		}
-		return keys[i].worker < keys[j].worker
-	})
-	for _, k := range keys {
+	for _, k := range sortedKeys(spans) {
 		for _, v := range realTimeViolations(spans[k]) {
 			a.add("G2", k.worker, fmt.Sprintf("namespace %q worker %d: id %d from a call that completed at %.3fs is not below id %d from a call that began at %.3fs",
 				k.ns, k.worker, v[0].max, v[0].op.Complete.Seconds(), v[1].min, v[1].op.Invoke.Seconds()), v[0].op, v[1].op)
@@ -242,6 +229,27 @@ func WorkerOrder(ops []record.Op, limit int) *Result {
 		a.r.Notes = append(a.r.Notes, fmt.Sprintf("namespace %q not checked: %s", ns, skipped[ns]))
 	}
 	return a.r
+}
+
+// workerKey names one worker of one namespace.
+type workerKey struct {
+	ns     string
+	worker uint64
+}
+
+// sortedKeys returns the workers of m by namespace, then worker.
+func sortedKeys[V any](m map[workerKey]V) []workerKey {
+	keys := make([]workerKey, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].ns != keys[j].ns {
+			return keys[i].ns < keys[j].ns
+		}
+		return keys[i].worker < keys[j].worker
+	})
+	return keys
 }
 
 // realTimeViolations finds, for every span b, the largest id of the spans
