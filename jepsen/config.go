@@ -141,6 +141,8 @@ to its data directory), which the clock faults rewrite. The checks:
                 are smaller; one response's ids strictly increase
   G3            an id's decoded time within 1s of its call (harness wall
                 clock); only in runs without clock faults
+  grants        per worker, the grants the holders logged have rising tokens
+                and ranges that start at or above every earlier range's end
   final-ids     after healing, NextIds succeeds on every node
   crashes, availability  as above
 
