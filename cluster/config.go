@@ -113,6 +113,14 @@ type Config struct {
 	// order guarantees (C2, C3) when an old leader is paused or cut off.
 	UnsafeDisableLease bool
 
+	// UnsafeFlakeTrustClock is for testing the chaos test only: flake
+	// grants start at the leader's time, ignoring each worker's high-water
+	// mark and the namespace's floor, and a leader whose clock is far from
+	// its peers' still grants (a naive Snowflake). Ids repeat when clocks
+	// step back and workers are reused. Every server must have the same
+	// setting.
+	UnsafeFlakeTrustClock bool
+
 	// OnRaise, when set, is called after every raise entry (for metrics).
 	OnRaise func(marks int, took time.Duration, err error)
 

@@ -128,7 +128,8 @@ func (n *Node) open() error {
 	g, err := group.Open(group.Config{
 		ID: cfg.ID, Dir: cfg.DataDir, Transport: noPipeline{n.transport}, Host: n,
 		Lease: cfg.Lease, LeaseMargin: cfg.LeaseMargin, UnsafeDisableLease: cfg.UnsafeDisableLease,
-		LeaseClock: cfg.LeaseClock, WallClock: n.WallMs, MaxKeysPerSection: cfg.MaxKeysPerSection, OnRaise: cfg.OnRaise,
+		UnsafeFlakeTrustClock: cfg.UnsafeFlakeTrustClock,
+		LeaseClock:            cfg.LeaseClock, WallClock: n.WallMs, MaxKeysPerSection: cfg.MaxKeysPerSection, OnRaise: cfg.OnRaise,
 		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout,
 		LeaderLeaseTimeout: cfg.LeaderLeaseTimeout, CommitTimeout: cfg.CommitTimeout,
 		SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval, TrailingLogs: cfg.TrailingLogs,

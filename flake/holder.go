@@ -335,6 +335,7 @@ func (h *Holder) acquireAsync(ch chan struct{}) {
 	}()
 	sent := h.cfg.Clock()
 	g, err := h.cfg.Granter.Acquire(ctx, h.cfg.Namespace, h.id, h.cfg.Label)
+	got := h.cfg.Clock()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	defer func() { h.acquire = nil; close(ch) }()
@@ -354,7 +355,7 @@ func (h *Holder) acquireAsync(ch chan struct{}) {
 		_ = h.cfg.Granter.Release(rctx, g, h.id)
 		return
 	}
-	h.ref.Observe(g.LeaderMs, sent)
+	h.ref.Observe(g.LeaderMs, got)
 	w := &held{g: g, gen: gen, leaseEnd: sent + time.Duration(g.LeaseMs)*time.Millisecond, kick: make(chan struct{}, 1)}
 	h.workers = append(h.workers, w)
 	h.log.Info("flake worker acquired", "worker", g.Worker, "token", g.Token, "lo", g.Lo, "hi", g.Hi)
@@ -410,6 +411,7 @@ func (h *Holder) renew(w *held) (keep, ok bool) {
 	defer cancel()
 	sent := h.cfg.Clock()
 	ng, err := h.cfg.Granter.Renew(ctx, g, h.id)
+	got := h.cfg.Clock()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
@@ -423,8 +425,8 @@ func (h *Holder) renew(w *held) (keep, ok bool) {
 		h.log.Warn("flake worker renewal failed", "worker", g.Worker, "err", err)
 		return true, false
 	}
-	h.renewNs.Store(int64(h.cfg.Clock() - sent))
-	h.ref.Observe(ng.LeaderMs, sent)
+	h.renewNs.Store(int64(got - sent))
+	h.ref.Observe(ng.LeaderMs, got)
 	w.g.Hi, w.g.LeaseMs = ng.Hi, ng.LeaseMs
 	w.gen.Extend(ng.Hi)
 	w.leaseEnd = max(w.leaseEnd, sent+time.Duration(ng.LeaseMs)*time.Millisecond)

@@ -341,3 +341,41 @@ func TestHolderExtraWorkerUnavailableWaits(t *testing.T) {
 		t.Fatalf("%d workers held, want 1", st.Workers)
 	}
 }
+
+// slowGranter is a granter whose Acquire takes a while on the holder's
+// clock before the leader stamps its time (a request retried through a
+// failover), as the holder's clock sees it.
+type slowGranter struct {
+	*fsmGranter
+	mono  *atomic.Int64
+	delay time.Duration
+}
+
+func (g slowGranter) Acquire(ctx context.Context, ns, holder, label string) (flake.Grant, error) {
+	g.mono.Add(int64(g.delay))
+	return g.fsmGranter.Acquire(ctx, ns, holder, label)
+}
+
+// TestHolderTimeDoesNotLeadTheLeader: a grant whose request took 3 s
+// before the leader stamped it (the answer then came at once) gives ids
+// of the leader's time, not 3 s ahead of it: the holder counts the
+// leader's time from when the answer arrived, not from when it sent the
+// request (the chaos test's G3 found ids seconds ahead of their calls).
+func TestHolderTimeDoesNotLeadTheLeader(t *testing.T) {
+	l := layout(t)
+	var mono atomic.Int64
+	g := slowGranter{fsmGranter: newGranter(t, l), mono: &mono, delay: 3 * time.Second}
+	g.span = 10_000    // units (ms): room for an id 3 s ahead, had the holder led
+	g.leaseMs = 10_000 // the lease, counted from the request, outlasts its 3 s
+	clock := func() time.Duration { return time.Duration(mono.Load()) }
+	h := flake.NewHolder(flake.HolderConfig{Granter: g, Namespace: "n", Clock: clock})
+	defer h.Close(context.Background())
+	ids, err := h.Next(ctxT(t), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := l.Decode(ids[0])
+	if diff := d.UnixMs - g.nowMs.Load(); diff < 0 || diff > 2 {
+		t.Fatalf("the first id decodes %d ms from the leader's time in its grant", diff)
+	}
+}

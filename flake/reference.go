@@ -19,15 +19,17 @@ type Reference struct {
 // must never decrease. It has no estimate until the first Observe.
 func NewReference(clock func() time.Duration) *Reference { return &Reference{clock: clock} }
 
-// Observe takes the leader's time leaderMs from a grant answering a request
-// sent at clock reading sentAt. The leader read its clock after sentAt, so
-// taking leaderMs as the time at sentAt makes the estimate lag the leader
-// by at most one round trip, never lead it.
-func (r *Reference) Observe(leaderMs int64, sentAt time.Duration) {
-	if r.set && r.baseMs+(sentAt-r.base).Milliseconds() >= leaderMs {
+// Observe takes the leader's time leaderMs from a grant whose answer
+// arrived at clock reading at. The leader read its clock before it
+// answered, so taking leaderMs as the time at at makes the estimate lag the
+// leader by at most one round trip, never lead it. (Taking it as the time
+// the request was sent would make the estimate lead the leader by as long
+// as the request took: seconds for one retried through a failover.)
+func (r *Reference) Observe(leaderMs int64, at time.Duration) {
+	if r.set && r.baseMs+(at-r.base).Milliseconds() >= leaderMs {
 		return
 	}
-	r.base, r.baseMs, r.set = sentAt, leaderMs, true
+	r.base, r.baseMs, r.set = at, leaderMs, true
 }
 
 // NowMs is the current estimate, and false before the first Observe.

@@ -7,10 +7,13 @@
 // of memory and raises max through raft entries before crossing it.
 //
 // All state lives in a bbolt file and is mirrored in memory, so that reads
-// (Space, Spaces, Max, AppliedIndex) never touch disk. Applying an entry is
-// idempotent: a create of an existing identical space is a no-op, and raises
-// carry absolute values applied as max = maximum(old, new), so replaying any
-// entries, in any order and any number of times, yields the same state.
+// (Space, Spaces, Max, AppliedIndex) never touch disk. Applying a sequence
+// entry is idempotent: a create of an existing identical space is a no-op, and
+// raises carry absolute values applied as max = maximum(old, new), so
+// replaying any entries, in any order and any number of times, yields the same
+// state. Flake entries are not (an acquire takes the next free worker): one
+// at or below the applied index the file was opened or restored at, which
+// raft applies again when a server restarts, is not applied twice.
 //
 // # What it owns
 //

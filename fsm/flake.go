@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -223,6 +224,15 @@ func (f *FSM) Workers(name string) ([]Worker, bool) {
 	return out, true
 }
 
+// SetUnsafeFlakeTrustClock (TESTING ONLY: `seqd serve
+// --unsafe-flake-trust-clock`) makes flake grants and extensions start at
+// the leader's time unit, ignoring the worker's high-water mark, the
+// namespace's floor and a restore's floor: a naive Snowflake that trusts
+// the leader's clock, for showing that a chaos test catches the duplicate
+// ids it then issues when clocks step back and workers are reused. Every
+// server of a cluster must have the same setting; call it before Apply.
+func (f *FSM) SetUnsafeFlakeTrustClock(on bool) { f.trustClock.Store(on) }
+
 // FlakeFloorMs is the cluster-wide time floor a restore set (0 if none).
 func (f *FSM) FlakeFloorMs() int64 {
 	f.mu.RLock()
@@ -262,8 +272,22 @@ func unitCeil(l flake.Layout, ms int64) uint64 {
 // copy of the touched namespaces, writes what changed in one transaction,
 // and then installs it in the mirror.
 func (f *FSM) applyFlake(l *raft.Log, nowMs int64, ops []FlakeOp) any {
+	if l.Index <= f.loaded.Load() {
+		// A replay: when a server restarts, raft applies its log again
+		// from the last snapshot, over a file that already holds every
+		// entry up to the index it was opened at. Unlike the sequence
+		// commands, flake ops are not idempotent (an acquire takes the
+		// next free worker and raises its token), so applying one twice
+		// would make this replica diverge from the others.
+		res := make([]FlakeResult, len(ops))
+		for i := range res {
+			res[i].Err = fmt.Errorf("%w: entry %d", errReplayed, l.Index)
+		}
+		return &FlakeResponse{Results: res}
+	}
 	f.mu.RLock()
-	w := flakeTxn{index: l.Index, now: nowMs, floorMs: f.flake.floorMs, base: f.flake.spaces, touched: map[string]*flakeNS{}}
+	w := flakeTxn{index: l.Index, now: nowMs, floorMs: f.flake.floorMs, base: f.flake.spaces, touched: map[string]*flakeNS{},
+		trustClock: f.trustClock.Load()}
 	res := make([]FlakeResult, len(ops))
 	for i, op := range ops {
 		res[i] = w.apply(op)
@@ -281,6 +305,9 @@ func (f *FSM) applyFlake(l *raft.Log, nowMs int64, ops []FlakeOp) any {
 	return &FlakeResponse{Results: res}
 }
 
+// errReplayed answers a flake entry applied before (see applyFlake).
+var errReplayed = errors.New("fsm: flake entry already applied")
+
 // flakeTxn is one command's working copy: namespaces it changed are copied
 // into touched (copy on write), the mirror (base) is only read.
 type flakeTxn struct {
@@ -290,6 +317,8 @@ type flakeTxn struct {
 	base     map[string]*flakeNS
 	touched  map[string]*flakeNS
 	dirtyWks map[string]map[uint64]bool
+	// trustClock is SetUnsafeFlakeTrustClock's setting (testing only).
+	trustClock bool
 }
 
 // get returns the namespace's working copy, copying it from base first.
@@ -398,6 +427,21 @@ func (t *flakeTxn) floorFor(n *flakeNS) uint64 {
 	return max(n.ns.Floor, n.ns.Layout.Unit(t.now), unitCeil(n.ns.Layout, t.floorMs))
 }
 
+// bounds returns what a grant or an extension of worker w starts at or
+// above: the namespace's floor (floorFor) and the worker's high-water mark.
+// A range starting above both is what keeps the ranges of one worker apart,
+// whatever the clocks do.
+//
+// With SetUnsafeFlakeTrustClock (testing only) it returns the leader's time
+// unit and no mark instead: a naive Snowflake, whose ranges start wherever
+// the leader's clock says, so that one worker's ranges can overlap.
+func (t *flakeTxn) bounds(n *flakeNS, w Worker) (floor, mark uint64) {
+	if t.trustClock {
+		return n.ns.Layout.Unit(t.now), 0
+	}
+	return t.floorFor(n), w.HWM
+}
+
 // grantTime is the time a grant tells its holder: the leader's time, or
 // the floor's if the leader's clock is behind it (after a step back), so
 // that a new holder's reference starts where its range does.
@@ -451,8 +495,9 @@ func (t *flakeTxn) acquire(op FlakeOp) FlakeResult {
 	if !found {
 		return FlakeResult{Err: fmt.Errorf("%w: all %d workers of %q are held", seqd.ErrNoWorker, n.ns.Layout.Workers(), op.Namespace)}
 	}
-	n.ns.Floor = floor
 	w := n.workers[id]
+	floor, mark := t.bounds(n, w)
+	n.ns.Floor = max(n.ns.Floor, floor)
 	g := Grant{Namespace: op.Namespace, Worker: id, NowMs: t.grantTime(n, floor)}
 	if w.Holder != "" {
 		g.Reclaimed, g.ReclaimedOld = true, w.Label
@@ -460,7 +505,7 @@ func (t *flakeTxn) acquire(op FlakeOp) FlakeResult {
 	w.ID = id
 	w.Token++
 	g.Token = w.Token
-	g.Lo = max(w.HWM, floor)
+	g.Lo = max(mark, floor)
 	g.Hi = g.Lo + min(op.Span, n.ns.Layout.MaxUnit()-g.Lo)
 	w.HWM = g.Hi
 	w.Holder, w.Label, w.LeaseMs, w.RenewedMs, w.RenewedIndex = op.Holder, op.Label, op.LeaseMs, t.now, t.index
@@ -491,9 +536,9 @@ func (t *flakeTxn) renew(op FlakeOp) FlakeResult {
 	if err != nil {
 		return FlakeResult{Err: err}
 	}
-	floor := t.floorFor(n)
-	n.ns.Floor = floor
-	hi := max(w.HWM, floor+min(op.Span, n.ns.Layout.MaxUnit()-min(floor, n.ns.Layout.MaxUnit())))
+	floor, mark := t.bounds(n, w)
+	n.ns.Floor = max(n.ns.Floor, floor)
+	hi := max(mark, floor+min(op.Span, n.ns.Layout.MaxUnit()-min(floor, n.ns.Layout.MaxUnit())))
 	lo := w.HWM
 	if k := len(w.History); k > 0 && w.History[k-1].Token == w.Token {
 		lo = w.History[k-1].Lo

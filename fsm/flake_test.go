@@ -535,3 +535,49 @@ func TestFlakeRestoreFloorWithoutNamespaces(t *testing.T) {
 		t.Fatalf("grant %+v starts below the restore floor unit %d", g, snowflake().Unit(floor))
 	}
 }
+
+// TestFlakeUnsafeTrustClock shows what the hwm and floor rule buys: with
+// the leader's clock stepped back, a worker reused by a new holder
+// gets a range overlapping its previous holder's only when the unsafe
+// trust-clock option (a naive Snowflake) is on.
+func TestFlakeUnsafeTrustClock(t *testing.T) {
+	const back = 500 // ms, within a range of 1000 units of 1 ms
+	for _, trust := range []bool{false, true} {
+		f, _ := openTest(t)
+		f.SetUnsafeFlakeTrustClock(trust)
+		a := &applier{t: t, f: f}
+		l := flake.Layout{EpochMs: flake.DefaultEpoch.UnixMilli(), UnitMs: 1, TimeBits: 41, WorkerBits: 1, SequenceBits: 12}
+		mustFlake(t, a.flake(t0, create("n", l)))
+		release := func(g Grant, holder string) {
+			t.Helper()
+			mustFlake(t, a.flake(t0, FlakeOp{Type: OpRelease, Namespace: "n", Worker: g.Worker, Token: g.Token, Holder: holder}))
+		}
+		// Both workers used and released; then a holder acquires with the
+		// leader's clock behind and gets the least advanced one.
+		g1 := a.grant(t0, acquire("n", "one"))
+		release(g1, "one")
+		g2 := a.grant(t0, acquire("n", "two"))
+		release(g2, "two")
+		if g1.Worker == g2.Worker {
+			t.Fatalf("trust %v: both holders got worker %d, want the unused one second", trust, g1.Worker)
+		}
+		g3 := a.grant(t0-back, acquire("n", "three"))
+		prev := g1
+		if g3.Worker == g2.Worker {
+			prev = g2
+		}
+		overlap := g3.Lo < prev.Hi && prev.Lo < g3.Hi
+		if overlap != trust {
+			t.Errorf("trust %v: worker %d granted (%d, %d] after (%d, %d]: overlap %v", trust, g3.Worker, g3.Lo, g3.Hi, prev.Lo, prev.Hi, overlap)
+		}
+		if trust && (g3.Lo != l.Unit(t0-back) || g3.NowMs != t0-back) {
+			t.Errorf("trust: grant starts at unit %d with time %d, want the leader's %d and %d", g3.Lo, g3.NowMs, l.Unit(t0-back), t0-back)
+		}
+		// A renewal with the clock still behind extends from the leader's
+		// time too (trust), or from the worker's mark (not).
+		r := a.grant(t0-back+100, renew(g3, "three"))
+		if back := r.Hi < prev.Hi; back != trust {
+			t.Errorf("trust %v: renewal ends at %d, the previous holder's range at %d", trust, r.Hi, prev.Hi)
+		}
+	}
+}

@@ -30,6 +30,10 @@ type FSM struct {
 	broken error // why db is nil
 
 	applied atomic.Uint64
+	// loaded is the applied index of the file when it was opened or
+	// restored: it holds the effects of every entry up to it (see
+	// applyFlake).
+	loaded  atomic.Uint64
 	skipped [256]bool // ignorable kinds Apply skipped and logged (Apply's goroutine only)
 
 	mu     sync.RWMutex // guards the in-memory mirror below
@@ -39,6 +43,9 @@ type FSM struct {
 	seen   map[string]uint64
 	ext    extState
 	flake  flakeState
+
+	// trustClock is SetUnsafeFlakeTrustClock's setting.
+	trustClock atomic.Bool
 
 	diskMu    sync.Mutex
 	onDisk    func(full bool, err error)
@@ -106,6 +113,7 @@ func (f *FSM) install(st *state) {
 	f.mu.Lock()
 	f.spaces, f.marks, f.bases, f.seen, f.ext, f.flake = st.spaces, st.marks, st.bases, st.seen, st.ext, st.flake
 	f.applied.Store(st.applied)
+	f.loaded.Store(st.applied)
 	f.mu.Unlock()
 }
 

@@ -45,6 +45,11 @@ type Config struct {
 	// UnsafeDisableLease serves without a lease (tests that show why it is
 	// needed only).
 	UnsafeDisableLease bool
+	// UnsafeFlakeTrustClock makes flake grants a naive Snowflake's (see
+	// fsm.FSM.SetUnsafeFlakeTrustClock) and turns off the leader's clock
+	// skew refusal: testing the chaos test only. It breaks flake id
+	// uniqueness when clocks step back.
+	UnsafeFlakeTrustClock bool
 	// LeaseClock times the lease (nil: sections' boot-time clock).
 	LeaseClock sections.Clock
 	// WallClock reads the wall clock, in Unix ms, for the time a leader

@@ -127,6 +127,7 @@ func (g *Group) open() error {
 	g.fsm = f
 	f.SetDiskHook(g.host.FSMDisk)
 	f.SetRestoreHook(g.noteLease)
+	f.SetUnsafeFlakeTrustClock(cfg.UnsafeFlakeTrustClock)
 	ls, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.Dir, "raft.db")})
 	if err != nil {
 		return fmt.Errorf("raft log store %s: %w", filepath.Join(cfg.Dir, "raft.db"), err)

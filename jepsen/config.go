@@ -35,6 +35,8 @@ type config struct {
 	Loss      float64
 	Seed      uint64
 
+	Workload string
+
 	Rate           float64
 	PinnedPerNode  int
 	Smart          int
@@ -48,6 +50,24 @@ type config struct {
 	Space          string
 	Step           uint64
 	SectionSize    uint64
+
+	// The flake workload (--workload flake).
+	Namespace        string
+	Second           string
+	SecondShare      float64
+	WorkerBits       uint
+	SequenceBits     uint
+	Generators       int
+	GeneratorRate    float64
+	GeneratorLife    string
+	genLife          [2]time.Duration
+	GeneratorMaxWait time.Duration
+	MaxIDs           int
+	HolderPause      string
+	holderPause      [2]time.Duration
+	HolderPartition  string
+	holderPartition  [2]time.Duration
+	TrustClock       bool
 
 	Recovery       time.Duration
 	FinalTimeout   time.Duration
@@ -104,6 +124,28 @@ waits --recovery, reads every key, and checks the history:
                 fault and time from healing to the first ok call (reported,
                 never a failure)
 
+With --workload flake the clients ask for flake ids instead (README "Flake
+ids"): pinned clients call IdService/NextIds on one node each, smart clients
+the Go client's NextIds, and --generators embedded generators
+(client.NewGenerator) issue ids in the client process, all but the first
+closed (releasing their workers) and recreated every --generator-life. The
+namespace --namespace has only --worker-bits of worker (8 workers by
+default), so new holders reuse workers others released or lost, and 1 ms
+units with --sequence-bits of sequence, so holders borrow later units; a
+second namespace with the default layout gets --second-share of the calls.
+Every node runs with --unsafe-clock-offset-file (a file of the harness next
+to its data directory), which the clock faults rewrite. The checks:
+
+  G1            no id returned twice in a namespace
+  G2            per worker: ids of a call that completed before another began
+                are smaller; one response's ids strictly increase
+  G3            an id's decoded time within 1s of its call (harness wall
+                clock); only in runs without clock faults
+  grants        per worker, the grants the holders logged have rising tokens
+                and ranges that start at or above every earlier range's end
+  final-ids     after healing, NextIds succeeds on every node
+  crashes, availability  as above
+
 As root with ip and iptables, every node runs in its own network namespace
 on a bridge in a private "switch" namespace (10.77.X.0/24), and the clients
 run in their own namespace (the harness re-executes itself there), so links
@@ -135,7 +177,8 @@ or one that goes backwards is not. Each fault's outcome (refused, served,
 exited, rejoined) is in results.json and the summary.
 
 Faults (--nemesis, comma-separated; groups kill, pause, partition, loss, all
-(these four), membership (member-*), operator (the five below member-*);
+(these four), membership (member-*), operator (the five after member-*),
+clock (clock-*), holder (pause-holder, partition-holder);
 "none" for no faults; NAME*W, for a fault or a group, makes its lane pick it
 W times as often, e.g. stale-copy*3,kill,pause):
 `
@@ -158,6 +201,10 @@ Examples:
   # operator faults (stale copies, a wipe during a full restart, a misplaced restore, mixed
   # leases, a full disk), mixed with kill, pause and partition on two lanes
   go run ./jepsen --nemesis operator,kill-leader,pause-leader,partition-leader --nemesis-overlap --time-limit 5m
+  # flake ids under clock faults (the clock group) and holder faults
+  go run ./jepsen --workload flake --nemesis clock,pause-holder,kill-leader --time-limit 5m
+  # proof that it can fail (expect duplicate ids, G1, and exit status 1): a naive Snowflake
+  go run ./jepsen --workload flake --unsafe-flake-trust-clock --nemesis clock-all,clock-leader --time-limit 2m
   # remove namespaces and processes left by a killed harness
   go run ./jepsen --cleanup
 `
@@ -178,6 +225,7 @@ func newFlags(cfg *config, out io.Writer) *flag.FlagSet {
 	fs.Float64Var(&cfg.Loss, "loss", 0.3, "packet drop probability for the loss faults")
 	fs.Uint64Var(&cfg.Seed, "seed", 0, "random seed for the nemesis and the clients (0: random; printed and stored)")
 
+	fs.StringVar(&cfg.Workload, "workload", "sequence", "sequence (Next, Reserve, Current of a space; checks C1-C3) or flake (flake ids from nodes, the Go client and embedded generators; checks G1-G3, see below)")
 	fs.Float64Var(&cfg.Rate, "rate", 500, "target rate of client calls per second, all clients together (0: as fast as possible)")
 	fs.IntVar(&cfg.PinnedPerNode, "pinned-per-node", 2, "clients pinned to each node (one node each, no retries)")
 	fs.IntVar(&cfg.Smart, "smart-clients", 4, "clients using the Go client (all nodes, leader tracking, retries)")
@@ -190,6 +238,20 @@ func newFlags(cfg *config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.Space, "space", "jepsen", "space created at the start and used by every call")
 	fs.Uint64Var(&cfg.Step, "step", 50, "the space's step (small: frequent raises of the high-water mark)")
 	fs.Uint64Var(&cfg.SectionSize, "section-size", 8, "the space's section size (keys per high-water mark)")
+
+	fs.StringVar(&cfg.Namespace, "namespace", "jepsen-ids", "flake: the namespace created at the start with a small worker field (--worker-bits) in 1 ms units")
+	fs.StringVar(&cfg.Second, "second-namespace", "jepsen-ids-default", "flake: a second namespace, with the default (snowflake) layout, that gets --second-share of the calls (\"\": none)")
+	fs.Float64Var(&cfg.SecondShare, "second-share", 0.2, "flake: share of calls (and of generator incarnations) that use --second-namespace")
+	fs.UintVar(&cfg.WorkerBits, "worker-bits", 3, "flake: worker bits of --namespace: few workers, so new holders reuse workers that others released or lost")
+	fs.UintVar(&cfg.SequenceBits, "sequence-bits", 4, "flake: sequence bits of --namespace: few ids per ms, so holders borrow later units")
+	fs.IntVar(&cfg.Generators, "generators", 3, "flake: embedded generators (client.NewGenerator) in the client process; all but the first are closed and recreated after --generator-life")
+	fs.Float64Var(&cfg.GeneratorRate, "generator-rate", 50, "flake: calls per second of each embedded generator (Next or NextN; not counted in --rate)")
+	fs.StringVar(&cfg.GeneratorLife, "generator-life", "2s..8s", "flake: how long a generator issues ids before it is closed (releasing its worker) and recreated: D or D1..D2")
+	fs.DurationVar(&cfg.GeneratorMaxWait, "generator-max-wait", 45*time.Second, "flake: a generator that issued nothing for this long is recreated anyway")
+	fs.IntVar(&cfg.MaxIDs, "max-ids", 20, "flake: each call asks for 1..max-ids ids")
+	fs.StringVar(&cfg.HolderPause, "holder-pause", "12s..15s", "pause-holder's duration (past the 10s flake worker lease): D or D1..D2")
+	fs.StringVar(&cfg.HolderPartition, "holder-partition", "32s..36s", "partition-holder's duration (past the 30s range of a grant): D or D1..D2")
+	fs.BoolVar(&cfg.TrustClock, "unsafe-flake-trust-clock", false, "pass --unsafe-flake-trust-clock to every seqd (testing the harness): a naive Snowflake; with clock faults (clock-all, clock-leader) and reused workers, duplicate ids (G1) are expected")
 
 	fs.DurationVar(&cfg.Recovery, "recovery", 10*time.Second, "after healing every fault, how long the workload keeps running before the final reads")
 	fs.DurationVar(&cfg.FinalTimeout, "final-timeout", 30*time.Second, "how long the final reads may retry")
@@ -251,6 +313,19 @@ func parse(args []string, out io.Writer) (*config, error) {
 	if cfg.mix, err = workload.ParseMix(cfg.Mix); err != nil {
 		return nil, fmt.Errorf("--mix: %w", err)
 	}
+	for _, r := range []struct {
+		flag, spec string
+		out        *[2]time.Duration
+	}{{"--generator-life", cfg.GeneratorLife, &cfg.genLife}, {"--holder-pause", cfg.HolderPause, &cfg.holderPause}, {"--holder-partition", cfg.HolderPartition, &cfg.holderPartition}} {
+		if r.out[0], r.out[1], err = parseRange(r.spec); err != nil {
+			return nil, fmt.Errorf("%s: %w", r.flag, err)
+		}
+	}
+	switch cfg.Workload {
+	case "sequence", "flake":
+	default:
+		return nil, fmt.Errorf("--workload must be sequence or flake, got %q", cfg.Workload)
+	}
 	switch {
 	case cfg.Nodes < 1 || cfg.Nodes > 9:
 		return nil, errors.New("--nodes must be 1 to 9")
@@ -258,7 +333,7 @@ func parse(args []string, out io.Writer) (*config, error) {
 		return nil, errors.New("--time-limit must be positive")
 	case cfg.Keys == 0:
 		return nil, errors.New("--keys must be at least 1")
-	case cfg.PinnedPerNode < 0 || cfg.Smart < 0 || cfg.PinnedPerNode+cfg.Smart == 0:
+	case cfg.PinnedPerNode < 0 || cfg.Smart < 0 || (cfg.Workload != "flake" && cfg.PinnedPerNode+cfg.Smart == 0):
 		return nil, errors.New("need at least one client (--pinned-per-node, --smart-clients)")
 	case cfg.Rate < 0:
 		return nil, errors.New("--rate must be 0 or more")
@@ -272,6 +347,19 @@ func parse(args []string, out io.Writer) (*config, error) {
 		return nil, errors.New("--max-reserve must be 1 to 1000000")
 	case cfg.Step == 0 || cfg.SectionSize == 0:
 		return nil, errors.New("--step and --section-size must be at least 1")
+	case cfg.Workload == "flake" && cfg.PinnedPerNode+cfg.Smart+cfg.Generators == 0,
+		cfg.Generators < 0:
+		return nil, errors.New("need at least one client (--pinned-per-node, --smart-clients, --generators)")
+	case cfg.MaxIDs < 1 || cfg.MaxIDs > 10_000:
+		return nil, errors.New("--max-ids must be 1 to 10000")
+	case cfg.SecondShare < 0 || cfg.SecondShare > 1:
+		return nil, errors.New("--second-share must be in [0, 1]")
+	case cfg.GeneratorRate <= 0:
+		return nil, errors.New("--generator-rate must be positive")
+	case cfg.WorkerBits < 1 || cfg.WorkerBits > 24 || cfg.SequenceBits < 1 || cfg.SequenceBits > 24 || 41+cfg.WorkerBits+cfg.SequenceBits > 63:
+		return nil, errors.New("--worker-bits and --sequence-bits must be 1 to 24 each, and 41 time bits plus both at most 63")
+	case cfg.Second != "" && cfg.Second == cfg.Namespace:
+		return nil, errors.New("--second-namespace must differ from --namespace")
 	}
 	switch cfg.Net {
 	case "auto", "netns", "loopback":
@@ -352,6 +440,12 @@ func parse(args []string, out io.Writer) (*config, error) {
 		}
 		if cfg.Unsafe {
 			cfg.Test += "-unsafe"
+		}
+		if cfg.Workload == "flake" {
+			cfg.Test = "flake-" + cfg.Test
+		}
+		if cfg.TrustClock {
+			cfg.Test += "-trust-clock"
 		}
 	}
 	return cfg, nil

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/seqd/seqd/jepsen/record"
+	"github.com/seqd/seqd/jepsen/workload"
 )
 
 func TestParseDefaults(t *testing.T) {
@@ -233,5 +234,63 @@ func TestSummaryListsOperatorOutcomes(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, b.String())
 		}
+	}
+}
+
+func TestParseFlake(t *testing.T) {
+	cfg, err := parse(strings.Fields("--workload flake --nemesis clock,holder,kill-leader --unsafe-flake-trust-clock --generator-life 1s..2s --holder-pause 11s"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Test != "flake-clock+holder+kill-leader-trust-clock" || cfg.genLife != [2]time.Duration{time.Second, 2 * time.Second} ||
+		cfg.holderPause != [2]time.Duration{11 * time.Second, 11 * time.Second} || cfg.holderPartition[0] != 32*time.Second {
+		t.Errorf("%+v", cfg)
+	}
+	if cfg, err := parse(nil, io.Discard); err != nil || cfg.Workload != "sequence" || cfg.Test != "kill-leader+pause-leader+partition-leader" {
+		t.Errorf("the default workload: %+v %v", cfg, err)
+	}
+	for _, bad := range []string{"--workload ids", "--workload flake --worker-bits 0", "--workload flake --worker-bits 20 --sequence-bits 4",
+		"--workload flake --max-ids 0", "--workload flake --second-share 2", "--workload flake --generator-life x", "--holder-partition 5s..1s",
+		"--workload flake --pinned-per-node 0 --smart-clients 0 --generators 0", "--workload flake --second-namespace jepsen-ids"} {
+		if _, err := parse(strings.Fields(bad), io.Discard); err == nil {
+			t.Errorf("parse(%q) accepted", bad)
+		}
+	}
+}
+
+// TestAnalyzeFlake re-checks a flake history with a duplicate id: G1
+// fails, the summary shows both calls, and the exit status is 1.
+func TestAnalyzeFlake(t *testing.T) {
+	l := workload.SmallLayout(3, 4)
+	wall := l.EpochMs + 86_400_000
+	id := func(ms int64, w uint64) uint64 { return uint64(l.Compose(l.Unit(wall+ms), w, 0)) }
+	call := func(client, holder string, at int64, ids ...uint64) record.Op {
+		return record.Op{Client: client, Node: "embedded", Holder: holder, F: record.IDs, Namespace: "ns", Count: uint32(len(ids)), Type: record.OK,
+			Values: ids, Invoke: ms(int(at)), Complete: ms(int(at) + 1), WallMs: wall + at}
+	}
+	final := func(node string) record.Op {
+		return record.Op{Client: "final-" + node, Node: node, Holder: node, F: record.IDs, Namespace: "ns", Count: 1, Type: record.OK,
+			Values: []uint64{id(900, 5)}, Invoke: ms(900), Complete: ms(901), WallMs: wall + 900}
+	}
+	ops := []record.Op{
+		{Client: record.HarnessClient, F: record.NamespaceInfo, Namespace: "ns", Layout: &l, Type: record.Info},
+		call("g1", "g1.1", 10, id(10, 2)),
+		call("g2", "g2.1", 500, id(10, 2)),
+		final("n1"),
+	}
+	for i := range ops {
+		ops[i].Index = int64(i)
+	}
+	dir := writeHistory(t, ops)
+	r := analyzeOps(ops, dir, 5, &meta{Test: "synthetic-flake", Dir: dir, Nodes: 1})
+	var b strings.Builder
+	printSummary(&b, r)
+	for _, want := range []string{"G1 unique FAIL (1 duplicates)", "G2 worker order FAIL", "holder g2.1", "namespace:    ns", "w2 2/2/2", "exit status:  1"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, b.String())
+		}
+	}
+	if r.exitCode() != exitInvalid {
+		t.Errorf("exit %d", r.exitCode())
 	}
 }

@@ -24,6 +24,7 @@ type results struct {
 	Availability checker.Availability        `json:"availability"`
 	Files        map[string]string           `json:"files"`
 	Nemesis      map[string]int              `json:"faults_by_kind"`
+	Flake        *checker.FlakeStats         `json:"flake,omitempty"`
 	Timelines    map[string]checker.Validity `json:"-"`
 }
 
@@ -43,9 +44,9 @@ const maxTimelines = 6
 // analyzeOps checks a history, renders the plots and timelines into dir and
 // writes results.json.
 func analyzeOps(ops []record.Op, dir string, limit int, m *meta) *results {
-	res := checker.Check(ops, checker.Options{Limit: limit})
+	res := checker.Check(ops, checker.Options{Limit: limit, Grants: loggedGrants(dir), TrustClock: m.TrustClock})
 	r := &results{Meta: m, Ops: res.Ops, Checkers: res.Checkers, Availability: res.Availability,
-		Files: map[string]string{}, Nemesis: map[string]int{}}
+		Files: map[string]string{}, Nemesis: map[string]int{}, Flake: res.Flake}
 	crash := &checker.Result{Valid: checker.Valid}
 	for _, c := range append(append([]string(nil), m.Crashes...), m.Panics...) {
 		crash.Valid = checker.Invalid
@@ -66,6 +67,9 @@ func analyzeOps(ops []record.Op, dir string, limit int, m *meta) *results {
 	// Timelines of the anomalies that a per-key counter model can show.
 	n := 0
 	for _, name := range []string{"order", "restart"} {
+		if r.Checkers[name] == nil {
+			continue // a flake run
+		}
 		for i := range r.Checkers[name].Anomalies {
 			a := &r.Checkers[name].Anomalies[i]
 			if n >= maxTimelines {
@@ -148,6 +152,9 @@ func printSummary(w io.Writer, r *results) {
 	if m.Unsafe {
 		fmt.Fprint(w, ", --unsafe-disable-lease")
 	}
+	if m.TrustClock {
+		fmt.Fprint(w, ", --unsafe-flake-trust-clock")
+	}
 	fmt.Fprintln(w, " ===")
 	fmt.Fprintf(w, "store:        %s\n", m.Dir)
 	if m.NetNote != "" {
@@ -171,11 +178,17 @@ func printSummary(w io.Writer, r *results) {
 	sort.Strings(fs)
 	fmt.Fprintf(w, "              ok/total by call: %s\n", strings.Join(fs, ", "))
 	c := r.Checkers
-	fmt.Fprintf(w, "checkers:     order %s (C1 %d, C2 %d, C3 %d) · shape %s (%d) · restart %s (%s) · final-reads %s · crashes %s\n",
-		mark(c["order"].Valid), c["order"].Counts["C1"], c["order"].Counts["C2"], c["order"].Counts["C3"],
-		mark(c["shape"].Valid), c["shape"].Counts["shape"]+c["shape"].Counts["repeat-order"],
-		mark(c["restart"].Valid), strings.Join(append([]string{fmt.Sprintf("R1 %d", c["restart"].Counts["R1"])}, c["restart"].Notes...), ", "),
-		mark(c["final-reads"].Valid), mark(c["crashes"].Valid))
+	final := "final-reads"
+	if r.Flake != nil {
+		final = "final-ids"
+		printFlake(w, r)
+	} else {
+		fmt.Fprintf(w, "checkers:     order %s (C1 %d, C2 %d, C3 %d) · shape %s (%d) · restart %s (%s) · final-reads %s · crashes %s\n",
+			mark(c["order"].Valid), c["order"].Counts["C1"], c["order"].Counts["C2"], c["order"].Counts["C3"],
+			mark(c["shape"].Valid), c["shape"].Counts["shape"]+c["shape"].Counts["repeat-order"],
+			mark(c["restart"].Valid), strings.Join(append([]string{fmt.Sprintf("R1 %d", c["restart"].Counts["R1"])}, c["restart"].Notes...), ", "),
+			mark(c["final-reads"].Valid), mark(c["crashes"].Valid))
+	}
 	a := r.Availability
 	fmt.Fprintf(w, "availability: ok rate %.1f%%; longest gap without an ok call %v (from %.1fs)\n", 100*a.OKRate, a.LongestGap, time.Duration(a.LongestGapStart).Seconds())
 	if a.Outage.N > 0 {
@@ -183,7 +196,7 @@ func printSummary(w io.Writer, r *results) {
 			a.Outage.Median, a.Outage.Worst, a.AfterHeal.Median, a.AfterHeal.Worst, a.Outage.N)
 	}
 	var notes []string
-	for _, name := range []string{"final-reads", "crashes"} {
+	for _, name := range []string{final, "crashes"} {
 		if c[name].Valid != checker.Valid {
 			notes = append(notes, c[name].Notes...)
 		}
@@ -222,7 +235,10 @@ func printSummary(w io.Writer, r *results) {
 		fmt.Fprintf(w, "small disks:  %s\n", strings.Join(m.SmallDisks, ", "))
 	}
 	shown := 0
-	for _, name := range []string{"order", "restart", "shape"} {
+	for _, name := range []string{"order", "restart", "shape", "G1", "G2", "G3", "grants"} {
+		if c[name] == nil {
+			continue
+		}
 		for _, an := range c[name].Anomalies {
 			if shown == 3 {
 				break
@@ -230,6 +246,11 @@ func printSummary(w io.Writer, r *results) {
 			shown++
 			fmt.Fprintf(w, "anomaly:      %s %s\n", an.Rule, an.Msg)
 			for _, op := range an.Ops {
+				if op.F == record.IDs {
+					fmt.Fprintf(w, "                #%d %-9s on %-8s holder %-6s %s of %d → %s  [%.4fs .. %.4fs]\n", op.Index, op.Client, op.Node, op.Holder,
+						op.Namespace, op.Count, shortList(op.Values, 6), op.Invoke.Seconds(), op.Complete.Seconds())
+					continue
+				}
 				fmt.Fprintf(w, "                #%d %-9s on %-3s %s %v → %v  [%.4fs .. %.4fs]\n", op.Index, op.Client, op.Node, op.F, op.Keys, op.Values,
 					op.Invoke.Seconds(), op.Complete.Seconds())
 			}
@@ -249,4 +270,61 @@ func printSummary(w io.Writer, r *results) {
 	}
 	// `go run` turns every non-zero status into 1: say which it is.
 	fmt.Fprintf(w, "exit status:  %d\n", r.exitCode())
+}
+
+// loggedGrants reads the worker grants that the holders of a flake run
+// logged: the nodes' (n*.log) and the embedded generators' (jepsen.log).
+// It answers nil when there are none (a sequence run).
+func loggedGrants(dir string) []checker.Grant {
+	logs, _ := filepath.Glob(filepath.Join(dir, "n*.log"))
+	var out []checker.Grant
+	for _, p := range append(logs, filepath.Join(dir, "jepsen.log")) {
+		f, err := os.Open(p)
+		if err != nil {
+			continue
+		}
+		gs, _ := checker.ParseGrants(f, filepath.Base(p))
+		f.Close()
+		out = append(out, gs...)
+	}
+	return out
+}
+
+// shortList prints up to n values.
+func shortList(vs []uint64, n int) string {
+	if len(vs) <= n {
+		return fmt.Sprint(vs)
+	}
+	return fmt.Sprintf("%v ... (%d ids)", vs[:n], len(vs))
+}
+
+// printFlake prints a flake run's checkers, ids and workers.
+func printFlake(w io.Writer, r *results) {
+	c, f := r.Checkers, r.Flake
+	g3 := fmt.Sprintf("%s (%d)", mark(c["G3"].Valid), c["G3"].Counts["G3"])
+	if notes := c["G3"].Notes; len(notes) > 1 && strings.HasPrefix(notes[0], "not checked") {
+		g3 = notes[0] + "; " + notes[1]
+	}
+	grants := "not checked"
+	if g := c["grants"]; g != nil {
+		grants = fmt.Sprintf("%s (token %d, overlap %d)", mark(g.Valid), g.Counts["token"], g.Counts["overlap"])
+	}
+	fmt.Fprintf(w, "checkers:     G1 unique %s (%d duplicates) · G2 worker order %s (%d, within a response %d) · G3 time %s · grants %s · final-ids %s · crashes %s\n",
+		mark(c["G1"].Valid), c["G1"].Counts["G1"], mark(c["G2"].Valid), c["G2"].Counts["G2"], c["G2"].Counts["G2-response"],
+		g3, grants, mark(c["final-ids"].Valid), mark(c["crashes"].Valid))
+	fmt.Fprintf(w, "ids:          %d ids from %d ok calls of %d (final calls included)", f.IDs, f.OKCalls, f.Calls)
+	if r.Meta.GeneratorRestarts > 0 {
+		fmt.Fprintf(w, "; embedded generators recreated %d times", r.Meta.GeneratorRestarts)
+	}
+	fmt.Fprintln(w)
+	for _, ns := range f.Namespaces {
+		var ws []string
+		for _, wk := range ns.Workers {
+			ws = append(ws, fmt.Sprintf("w%d %d/%d/%d", wk.Worker, wk.IDs, wk.Calls, wk.Holders))
+		}
+		if len(ws) > 12 {
+			ws = append(ws[:12], fmt.Sprintf("... (%d workers)", len(ns.Workers)))
+		}
+		fmt.Fprintf(w, "namespace:    %s (%s): %d ids; per worker ids/calls/holders: %s\n", ns.Name, ns.Layout, ns.IDs, strings.Join(ws, ", "))
+	}
 }

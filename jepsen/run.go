@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -13,7 +14,9 @@ import (
 	"syscall"
 	"time"
 
+	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
 	"github.com/seqd/seqd/client"
+	"github.com/seqd/seqd/flake"
 	"github.com/seqd/seqd/jepsen/nemesis"
 	"github.com/seqd/seqd/jepsen/nodes"
 	"github.com/seqd/seqd/jepsen/record"
@@ -49,6 +52,17 @@ type meta struct {
 	Panics     []string            `json:"node_panics,omitempty"`
 	Interrupt  string              `json:"interrupted,omitempty"`
 	FinalReads string              `json:"final_reads,omitempty"`
+	// The flake workload's: its kind, --unsafe-flake-trust-clock, and how
+	// many times an embedded generator was closed and recreated.
+	WorkloadKind      string `json:"workload_kind,omitempty"`
+	TrustClock        bool   `json:"unsafe_flake_trust_clock,omitempty"`
+	GeneratorRestarts int64  `json:"generator_restarts,omitempty"`
+}
+
+// clients is a running workload.
+type clients interface {
+	Counts() (ok, fail, info int64)
+	Stop()
 }
 
 // logger prints progress to the terminal (unless quiet) and to jepsen.log.
@@ -69,6 +83,19 @@ func (l *logger) Printf(format string, args ...any) {
 	if !l.quiet {
 		io.WriteString(os.Stderr, line)
 	}
+}
+
+// lockedWriter writes under the logger's lock, so that slog's lines and the
+// logger's do not interleave.
+type lockedWriter struct {
+	w  io.Writer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // run runs the test with a network plan made by launch, and returns the exit
@@ -92,9 +119,13 @@ func run(cfg *config, p plan) int {
 	}
 	defer logf.Close()
 	log := &logger{start: startWall, file: logf, quiet: cfg.Quiet}
+	// The Go client's own logs (an embedded generator's holder: workers
+	// acquired, renewals failing) go to jepsen.log, not the terminal.
+	slog.SetDefault(slog.New(slog.NewTextHandler(&lockedWriter{w: logf, mu: &log.mu}, nil)))
 
 	m := &meta{Test: cfg.Test, Start: startWall, Dir: dir, Command: os.Args, Seed: p.Seed, Nodes: cfg.Nodes,
-		Net: "loopback", NetNote: p.NetNote, Unsafe: cfg.Unsafe, TimeLimit: cfg.TimeLimit.Seconds()}
+		Net: "loopback", NetNote: p.NetNote, Unsafe: cfg.Unsafe, TimeLimit: cfg.TimeLimit.Seconds(),
+		WorkloadKind: cfg.Workload, TrustClock: cfg.TrustClock}
 	if p.Net != nil {
 		m.Net = fmt.Sprintf("netns %s.0/24 (namespaces %s-*)", p.Net.Subnet, p.Net.Prefix)
 	}
@@ -111,6 +142,9 @@ func run(cfg *config, p plan) int {
 	m.Schedule = fmt.Sprintf("interval %v, duration %s, max faults %d, overlap %v", cfg.Interval, cfg.Duration, cfg.MaxFaults, cfg.Overlap)
 	m.Workload = fmt.Sprintf("rate %g/s, %d smart + %d pinned per node, %d keys, mix %s, op timeout %v (smart %v, attempt %v), space %s step %d section %d",
 		cfg.Rate, cfg.Smart, cfg.PinnedPerNode, cfg.Keys, cfg.mix, cfg.OpTimeout, cfg.SmartTimeout, cfg.AttemptTimeout, cfg.Space, cfg.Step, cfg.SectionSize)
+	if cfg.Workload == "flake" {
+		m.Workload = flakeDescription(cfg)
+	}
 
 	// Interrupts stop the test early, but it is still healed, checked and
 	// cleaned up.
@@ -135,6 +169,9 @@ func run(cfg *config, p plan) int {
 		"--raft-election-timeout", cfg.Election.String(), "--raft-leader-lease-timeout", cfg.LeaderLease.String()}
 	if cfg.Unsafe {
 		seqdArgs = append(seqdArgs, "--unsafe-disable-lease")
+	}
+	if cfg.TrustClock {
+		seqdArgs = append(seqdArgs, "--unsafe-flake-trust-clock")
 	}
 	seqdArgs = append(seqdArgs, cfg.SeqdArgs...)
 	m.SeqdArgs, m.NodeArgs = seqdArgs, cfg.nodeArgs
@@ -216,18 +253,33 @@ func run(cfg *config, p plan) int {
 		fmt.Fprintf(os.Stderr, "jepsen: %v\n", err)
 		return exitHarness
 	}
-	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
-	_, err = admin.CreateSpace(sctx, cfg.Space, cfg.Step, cfg.SectionSize)
-	scancel()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "jepsen: creating space %q: %v\n", cfg.Space, err)
-		return exitHarness
+	var wl clients
+	var fwl *workload.FlakeWorkload
+	if cfg.Workload == "flake" {
+		if err := createNamespaces(ctx, cfg, admin, rec); err != nil {
+			fmt.Fprintf(os.Stderr, "jepsen: %v\n", err)
+			return exitHarness
+		}
+		fwl, err = workload.StartFlake(ctx, workload.FlakeConfig{
+			Namespace: cfg.Namespace, Second: cfg.Second, SecondShare: cfg.SecondShare, Rate: cfg.Rate, GeneratorRate: cfg.GeneratorRate,
+			PinnedPerNode: cfg.PinnedPerNode, Smart: cfg.Smart, Generators: cfg.Generators, GeneratorLife: cfg.genLife,
+			GeneratorMaxWait: cfg.GeneratorMaxWait, MaxCount: cfg.MaxIDs, OpTimeout: cfg.OpTimeout, SmartTimeout: cfg.SmartTimeout,
+			AttemptTimeout: cfg.AttemptTimeout, Seed: p.Seed,
+		}, targets, rec)
+		wl = fwl
+	} else {
+		sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
+		_, err = admin.CreateSpace(sctx, cfg.Space, cfg.Step, cfg.SectionSize)
+		scancel()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "jepsen: creating space %q: %v\n", cfg.Space, err)
+			return exitHarness
+		}
+		wl, err = workload.Start(ctx, workload.Config{
+			Space: cfg.Space, Keys: cfg.Keys, Rate: cfg.Rate, PinnedPerNode: cfg.PinnedPerNode, Smart: cfg.Smart,
+			OpTimeout: cfg.OpTimeout, SmartTimeout: cfg.SmartTimeout, AttemptTimeout: cfg.AttemptTimeout, Mix: cfg.mix, MaxReserve: uint32(cfg.MaxReserve), Seed: p.Seed,
+		}, targets, rec)
 	}
-
-	wl, err := workload.Start(ctx, workload.Config{
-		Space: cfg.Space, Keys: cfg.Keys, Rate: cfg.Rate, PinnedPerNode: cfg.PinnedPerNode, Smart: cfg.Smart,
-		OpTimeout: cfg.OpTimeout, SmartTimeout: cfg.SmartTimeout, AttemptTimeout: cfg.AttemptTimeout, Mix: cfg.mix, MaxReserve: uint32(cfg.MaxReserve), Seed: p.Seed,
-	}, targets, rec)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "jepsen: %v\n", err)
 		return exitHarness
@@ -241,7 +293,8 @@ func run(cfg *config, p plan) int {
 
 	// The nemesis, until the time limit or its fault count.
 	env := &nemesis.Env{Cluster: cl, Net: p.Net, Rec: rec, Loss: cfg.Loss, Logf: log.Printf,
-		Dir: filepath.Join(dataDir, "operator"), RunLease: cfg.Lease, AltLease: cfg.LeaseChangeTo}
+		Dir: filepath.Join(dataDir, "operator"), RunLease: cfg.Lease, AltLease: cfg.LeaseChangeTo,
+		HolderPause: cfg.holderPause, HolderPartition: cfg.holderPartition}
 	if cfg.SlowNode != "" {
 		env.Slow, env.SlowTimeout = cl.ByID(cfg.SlowNode), scale(cfg.Heartbeat, cfg.SlowFactor)
 	}
@@ -291,7 +344,22 @@ wait:
 	wl.Stop()
 	ok, fail, info := wl.Counts()
 	log.Printf("workload stopped: ok %d, fail %d, info %d", ok, fail, info)
-	if ctx.Err() == nil {
+	switch {
+	case ctx.Err() != nil:
+	case fwl != nil:
+		m.GeneratorRestarts = fwl.Restarts()
+		log.Printf("embedded generators closed and recreated %d times", m.GeneratorRestarts)
+		nss := []string{cfg.Namespace}
+		if cfg.Second != "" {
+			nss = append(nss, cfg.Second)
+		}
+		if err := workload.FinalIDs(ctx, nss, targets, rec, cfg.FinalTimeout); err != nil {
+			m.FinalReads = err.Error()
+			log.Printf("final ids: %v", err)
+		} else {
+			log.Printf("final ids: every node answered")
+		}
+	default:
 		if _, err := workload.FinalReads(ctx, cfg.Space, cfg.Keys, targets, rec, cfg.FinalTimeout); err != nil {
 			m.FinalReads = err.Error()
 			log.Printf("final reads: %v", err)
@@ -365,4 +433,43 @@ func grepPanics(path string) []string {
 		}
 	}
 	return out
+}
+
+// flakeDescription describes the flake workload for results.json.
+func flakeDescription(cfg *config) string {
+	d := fmt.Sprintf("flake: rate %g/s over %d smart + %d pinned per node, %d embedded generators at %g calls/s each (all but g0 recreated after issuing for %s, or %v without ids), 1..%d ids per call, op timeout %v (smart %v, attempt %v); namespace %s (41 time bits of 1 ms, %d worker bits, %d sequence bits)",
+		cfg.Rate, cfg.Smart, cfg.PinnedPerNode, cfg.Generators, cfg.GeneratorRate, cfg.GeneratorLife, cfg.GeneratorMaxWait, cfg.MaxIDs,
+		cfg.OpTimeout, cfg.SmartTimeout, cfg.AttemptTimeout, cfg.Namespace, cfg.WorkerBits, cfg.SequenceBits)
+	if cfg.Second != "" {
+		d += fmt.Sprintf(" and %s (snowflake layout, %g of the calls)", cfg.Second, cfg.SecondShare)
+	}
+	return d
+}
+
+// createNamespaces creates the flake workload's namespaces and records
+// their layouts at the head of the history, for the checkers.
+func createNamespaces(ctx context.Context, cfg *config, admin *client.Client, rec *record.Recorder) error {
+	l := workload.SmallLayout(uint8(cfg.WorkerBits), uint8(cfg.SequenceBits))
+	reqs := []*seqv1.CreateNamespaceRequest{{Name: cfg.Namespace, EpochUnixMs: l.EpochMs, UnitMs: l.UnitMs,
+		TimeBits: uint32(l.TimeBits), WorkerBits: uint32(l.WorkerBits), SequenceBits: uint32(l.SequenceBits)}}
+	if cfg.Second != "" {
+		reqs = append(reqs, &seqv1.CreateNamespaceRequest{Name: cfg.Second, Layout: flake.DefaultLayoutName})
+	}
+	for _, req := range reqs {
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		resp, err := admin.CreateNamespace(cctx, req)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("creating namespace %q: %w", req.GetName(), err)
+		}
+		l := resp.GetNamespace().GetLayout()
+		layout := flake.Layout{EpochMs: l.GetEpochUnixMs(), UnitMs: l.GetUnitMs(), TimeBits: uint8(l.GetTimeBits()),
+			WorkerBits: uint8(l.GetWorkerBits()), SequenceBits: uint8(l.GetSequenceBits())}
+		if err := layout.Validate(); err != nil {
+			return fmt.Errorf("namespace %q: the cluster answered %w", req.GetName(), err)
+		}
+		rec.Add(record.Op{Client: record.HarnessClient, F: record.NamespaceInfo, Namespace: req.GetName(), Layout: &layout,
+			Obfuscation: l.GetObfuscation(), Type: record.Info, Invoke: rec.Now(), Complete: rec.Now()})
+	}
+	return nil
 }

@@ -163,6 +163,9 @@ func New(cfg Config) (*Server, error) {
 	if cc.UnsafeDisableLease {
 		log.Warn("--unsafe-disable-lease is set: this node may return values out of order; never use it outside tests")
 	}
+	if cc.UnsafeFlakeTrustClock {
+		log.Warn("--unsafe-flake-trust-clock is set: flake ids may repeat when clocks step back; never use it outside tests")
+	}
 	met.SetNode(node)
 	s := &Server{node: node, metrics: met, ln: ln, log: log, errc: make(chan error, 1)}
 	s.api = api.New(node, log, api.WithPeers(peers), api.WithToken(cfg.Token, cfg.TokenSequence), api.WithClusterSecret(cfg.ClusterSecret))

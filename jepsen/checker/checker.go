@@ -1,4 +1,4 @@
-// Package checker analyses a chaos test's history:
+// Package checker analyses a chaos test's history. A sequence run's:
 //
 //   - order: C1 (no value twice per key), C2 (per-key real-time order) and C3
 //     (Current bounds), via internal/history, over the successful operations;
@@ -12,6 +12,10 @@
 //   - availability: ok rate, the longest time without a successful call,
 //     and per fault the outage it caused and the time from its healing to the
 //     first successful call (informational: never invalid).
+//
+// A flake run's (a history of ids calls) are G1-G3 and final-ids instead
+// (see flake.go), and grants over the worker grants its holders logged
+// (grants.go), with the same availability figures.
 //
 // Only successful operations constrain the safety checkers: a call that
 // failed or timed out may or may not have taken values, which only leaves
@@ -100,6 +104,11 @@ type Result struct {
 type Options struct {
 	// Limit is the number of example anomalies kept per rule (default 10).
 	Limit int
+	// Grants are the worker grants the holders of a flake run logged (nil:
+	// not checked); TrustClock says the run had --unsafe-flake-trust-clock,
+	// whose ranges may overlap.
+	Grants     []Grant
+	TrustClock bool
 }
 
 // Results is every checker's result.
@@ -108,6 +117,8 @@ type Results struct {
 	Ops          Counts             `json:"ops"`
 	Checkers     map[string]*Result `json:"checkers"`
 	Availability Availability       `json:"availability"`
+	// Flake describes the ids of a flake run (nil for a sequence run).
+	Flake *FlakeStats `json:"flake,omitempty"`
 }
 
 // Counts counts client calls by outcome (and by operation).
@@ -128,10 +139,21 @@ func Check(ops []record.Op, opt Options) *Results {
 	windows := record.Windows(ops, end)
 	r := &Results{Checkers: map[string]*Result{}}
 	r.Ops = CountOps(ops)
-	r.Checkers["order"] = Order(ops, opt.Limit)
-	r.Checkers["shape"] = Shape(ops, opt.Limit)
-	r.Checkers["restart"] = Restart(ops, windows, opt.Limit)
-	r.Checkers["final-reads"] = FinalReads(ops)
+	if HasIDs(ops) {
+		r.Checkers["G1"] = Unique(ops, opt.Limit)
+		r.Checkers["G2"] = WorkerOrder(ops, opt.Limit)
+		r.Checkers["G3"] = IDTime(ops, windows, opt.Limit)
+		r.Checkers["final-ids"] = FinalIDs(ops)
+		if opt.Grants != nil {
+			r.Checkers["grants"] = Grants(opt.Grants, opt.TrustClock, opt.Limit)
+		}
+		r.Flake = Flake(ops)
+	} else {
+		r.Checkers["order"] = Order(ops, opt.Limit)
+		r.Checkers["shape"] = Shape(ops, opt.Limit)
+		r.Checkers["restart"] = Restart(ops, windows, opt.Limit)
+		r.Checkers["final-reads"] = FinalReads(ops)
+	}
 	r.Availability = Avail(ops, windows)
 	var vs []Validity
 	for _, c := range r.Checkers {
@@ -148,7 +170,7 @@ func Check(ops []record.Op, opt Options) *Results {
 func CountOps(ops []record.Op) Counts {
 	c := Counts{ByF: map[string]map[string]int{}}
 	for _, o := range ops {
-		if o.IsNemesis() || isFinal(o) {
+		if !o.IsCall() || isFinal(o) {
 			continue
 		}
 		c.Total++
@@ -412,7 +434,7 @@ func Avail(ops []record.Op, windows []record.Window) Availability {
 	var first, last time.Duration = -1, 0
 	total, ok := 0, 0
 	for _, o := range ops {
-		if o.IsNemesis() || isFinal(o) {
+		if !o.IsCall() || isFinal(o) {
 			continue
 		}
 		total++
@@ -467,7 +489,7 @@ func Avail(ops []record.Op, windows []record.Window) Availability {
 		}
 		var firstOK time.Duration = -1
 		for _, o := range ops {
-			if !o.IsNemesis() && !isFinal(o) && o.Type == record.OK && o.Invoke >= w.End && (firstOK < 0 || o.Complete < firstOK) {
+			if o.IsCall() && !isFinal(o) && o.Type == record.OK && o.Invoke >= w.End && (firstOK < 0 || o.Complete < firstOK) {
 				firstOK = o.Complete
 			}
 		}

@@ -53,6 +53,10 @@ type Env struct {
 	Dir      string
 	RunLease time.Duration
 	AltLease time.Duration
+	// HolderPause and HolderPartition are the duration ranges of
+	// pause-holder and partition-holder (zero: DefaultHolderPause,
+	// DefaultHolderPartition); they override the schedule's.
+	HolderPause, HolderPartition [2]time.Duration
 
 	nextID  atomic.Int64
 	op      opState
@@ -110,6 +114,13 @@ var All = []Fault{
 	{Name: "wipe-restart", Class: Operator, MinNodes: 3, Help: "stop every node (SIGTERM, or kill -9 after pausing a minority so it lags), wipe one voter, restart in a seeded order (the wiped one first, last or between, pauses between starts; after --bootstrap single the first one wipes a server that joined n1 and makes n1 lag); heal: wait for a leader (5 voters) or for every survivor to wait for the wiped voter (3 voters: it logs waiting for [ID]) and restart them with --assume-gone ID (this start only), wait for the wiped voter's refusal, `seqd node remove` it, wait until it is a voter", op: wipeRestart},
 	{Name: "restore-mistake", Class: Operator, MinNodes: 3, Help: "`seqd backup` the cluster; a later restore-mistake stops a voter, wipes it, runs `seqd restore` (--values-since/--terms-since when its --help lists them) from the backup into its data directory and starts it with its usual flags while the cluster runs; it must be refused (logs: another cluster lists it) or stay out of service; heal: wait for the refusal (bounded), seqd node remove, wipe, start", op: restoreMistake},
 	{Name: "lease-change", Class: Operator, MinNodes: 3, Help: "rolling restart (SIGTERM one node at a time, wait until it is a voter) that moves nodes between the run's --lease and --lease-change-to (mixed leases), SIGSTOPping a long-lease leader for 1.2-2s at a seeded moment so a short-lease leader takes over (3 times in 4, without --nemesis-overlap, also cut off from the other nodes until 0.5s after it resumes); leases stay mixed until the next lease-change; heal-all puts every node back on the run's lease", op: leaseChange},
+	// Clock and holder faults, for the flake workload (see clock.go).
+	{Name: "clock-holder", Class: clockClass, MinNodes: 2, Help: "step a follower's wall clock (--unsafe-clock-offset-file) back 1h, half-way through the fault forward 1h; heal: back to 0", inject: clockHolder},
+	{Name: "clock-leader", Class: clockClass, MinNodes: 1, Help: "step the leader's wall clock back 10s or forward 1h; heal: back to 0", inject: clockLeader},
+	{Name: "clock-all", Class: clockClass, MinNodes: 1, Help: "step every node's wall clock back 10s at once (a bad NTP step cluster-wide, which the leader's skew check cannot see); heal: back to 0", inject: clockAll},
+	{Name: "clock-restart", Class: clockClass, MinNodes: 2, Help: "kill -9 a follower and start it again with its wall clock 1h behind (restarted elsewhere); heal: its clock back to 0", inject: clockRestart},
+	{Name: "pause-holder", Class: Process, MinNodes: 2, Help: "SIGSTOP a follower (a flake worker holder) past its worker lease, for --holder-pause (12-15s); heal: SIGCONT", inject: pauseHolder},
+	{Name: "partition-holder", Class: Network, MinNodes: 2, Help: "cut a follower (a flake worker holder) off from every other node past its range, for --holder-partition (32-36s; clients still reach it)", inject: partitionHolder},
 	{Name: "disk-full", Class: Operator, MinNodes: 3, Help: "fill the small disk (--small-disk) of the leader or of a follower with a filler file until ENOSPC, hold it full (a process that exits is restarted after 1s, as a supervisor would); it must stop standing for election (a leader steps down) and keep running; heal: delete the filler, start the node if it exited, wait until disk-full clears and it is a voter (exits, panics and elections won while full are reported)", op: diskFull},
 }
 
@@ -124,6 +135,9 @@ var Groups = map[string][]string{
 	"all":        {"kill-leader", "kill-random", "kill-minority", "pause-leader", "pause-minority", "partition-leader", "partition-halves", "partition-ring", "partition-bridge", "loss-leader", "loss-random"},
 	// operator is not part of all either.
 	"operator": {"stale-copy", "wipe-restart", "restore-mistake", "lease-change", "disk-full"},
+	// clock and holder are for the flake workload; not part of all.
+	"clock":  {"clock-holder", "clock-leader", "clock-all", "clock-restart"},
+	"holder": {"pause-holder", "partition-holder"},
 }
 
 func byName(name string) (Fault, bool) {

@@ -1,10 +1,12 @@
 package nemesis
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func names(fs []Fault) []string {
@@ -187,5 +189,41 @@ func TestOperatorGroup(t *testing.T) {
 	}
 	if _, _, err := Parse("disk-full", 2, true); err == nil {
 		t.Error("disk-full named explicitly on 2 nodes accepted")
+	}
+}
+
+func TestParseClockAndHolder(t *testing.T) {
+	fs, skipped, err := Parse("clock,holder", 3, true)
+	want := []string{"clock-holder", "clock-leader", "clock-all", "clock-restart", "pause-holder", "partition-holder"}
+	if err != nil || !slices.Equal(names(fs), want) || len(skipped) != 0 {
+		t.Fatalf("got %v %v %v, want %v", names(fs), skipped, err, want)
+	}
+	// Clock faults need no network namespaces; partition-holder does.
+	fs, skipped, err = Parse("clock,holder", 3, false)
+	if err != nil || len(fs) != 5 || len(skipped) != 1 || !strings.HasPrefix(skipped[0], "partition-holder") {
+		t.Errorf("loopback: %v %v %v", names(fs), skipped, err)
+	}
+	// The holder faults last past the flake lease and range unless set.
+	e := &Env{HolderPause: [2]time.Duration{time.Second, 2 * time.Second}}
+	for _, c := range []struct {
+		name string
+		want *[2]time.Duration
+	}{
+		{"pause-holder", &e.HolderPause},
+		{"partition-holder", &DefaultHolderPartition},
+		{"clock-all", nil},
+	} {
+		f, _ := byName(c.name)
+		got := f.holderDuration(e)
+		if (got == nil) != (c.want == nil) || (got != nil && *got != *c.want) {
+			t.Errorf("%s: duration %v, want %v", c.name, got, c.want)
+		}
+	}
+	if DefaultHolderPause[0] <= 10*time.Second || DefaultHolderPartition[0] <= 30*time.Second {
+		t.Error("default holder faults do not outlast the flake lease (10s) and range (30s)")
+	}
+	ctx := context.WithValue(context.Background(), durKey{}, 3*time.Second)
+	if faultDuration(ctx) != 3*time.Second || faultDuration(context.Background()) != 0 {
+		t.Error("faultDuration")
 	}
 }

@@ -117,14 +117,19 @@ func componentsDesc(e *Env, cs ...[]int) []string {
 
 func partitionLeader(ctx context.Context, e *Env, rng *rand.Rand) ([]string, func() error, error) {
 	l, note := e.leader(ctx, rng)
+	return e.isolate(l, note)
+}
+
+// isolate cuts n off from every other node (clients still reach it).
+func (e *Env) isolate(n *nodes.Node, note string) ([]string, func() error, error) {
 	var rest []int
 	for i := range e.Cluster.Nodes {
-		if i != l.Index {
+		if i != n.Index {
 			rest = append(rest, i)
 		}
 	}
-	heal, err := e.partition(Complete([]int{l.Index}, rest))
-	d := componentsDesc(e, []int{l.Index}, rest)
+	heal, err := e.partition(Complete([]int{n.Index}, rest))
+	d := componentsDesc(e, []int{n.Index}, rest)
 	return []string{d[0] + note, "|" + d[1]}, heal, err
 }
 

@@ -77,6 +77,12 @@ func Run(ctx context.Context, e *Env, s Schedule) int {
 				if s.DurMax > s.DurMin {
 					d += time.Duration(rng.Int64N(int64(s.DurMax - s.DurMin + 1)))
 				}
+				if hd := f.holderDuration(e); hd != nil {
+					d = hd[0]
+					if hd[1] > hd[0] {
+						d += time.Duration(rng.Int64N(int64(hd[1] - hd[0] + 1)))
+					}
+				}
 				e.once(ctx, f, rng, d)
 			}
 		}()
@@ -106,6 +112,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // once injects f, waits d (or until ctx ends) and heals it, recording both.
 func (e *Env) once(ctx context.Context, f Fault, rng *rand.Rand, d time.Duration) {
 	id := int(e.nextID.Add(1))
+	ctx = context.WithValue(ctx, durKey{}, d)
 	t0 := e.Rec.Now()
 	var targets []string
 	var heal func() ([]string, error)
@@ -152,7 +159,8 @@ func errSuffix(err error) string {
 	return " (error: " + err.Error() + ")"
 }
 
-// HealAll ends every fault: removes every iptables rule, deletes filler
+// HealAll ends every fault: removes every iptables rule, sets every
+// node's clock offset back to 0, deletes filler
 // files, resumes paused nodes, restarts nodes that are not running, brings
 // back as voters the nodes whose membership change or operator fault did
 // not complete (remove, stop, wipe, start), and puts every node back on the
@@ -164,6 +172,10 @@ func HealAll(e *Env) error {
 	var touched []string
 	if e.Net != nil {
 		errs = append(errs, e.Net.HealAll())
+	}
+	if t, err := e.resetClocks(); len(t) > 0 || err != nil {
+		touched = append(touched, t...)
+		errs = append(errs, err)
 	}
 	for _, n := range e.filledNodes() {
 		touched = append(touched, n.ID+" (filler deleted)")

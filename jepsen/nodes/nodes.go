@@ -50,6 +50,8 @@ type Node struct {
 	DiskDir   string
 	diskImage string // the ext4 image of the small disk
 	mounted   bool
+	// ClockPath is the node's clock offset file (see SetClockOffset).
+	ClockPath string
 
 	bin  string
 	args []string
@@ -60,6 +62,8 @@ type Node struct {
 	state  State
 	starts int
 	exits  []string // how earlier processes ended
+	// clockOffset is the offset last written to ClockPath.
+	clockOffset time.Duration
 	// unexpected lists processes that exited while the harness had not
 	// killed or stopped them (a crash).
 	unexpected []string
@@ -114,6 +118,7 @@ func New(s Spec) (*Cluster, error) {
 			}
 		}
 		n.LogPath = filepath.Join(s.LogDir, n.ID+".log")
+		n.ClockPath = clockPath(s.DataDir, n.ID)
 		c.Nodes = append(c.Nodes, n)
 	}
 	var joins []string
@@ -123,7 +128,7 @@ func New(s Spec) (*Cluster, error) {
 	for _, n := range c.Nodes {
 		n.args = append([]string{"serve", "--id", n.ID, "--data-dir", n.DataDir,
 			"--api-addr", n.API, "--raft-addr", n.Raft, "--gossip-addr", n.Gossip,
-			"--join", strings.Join(joins, ","), "--bootstrap-expect", strconv.Itoa(s.N)}, s.Args...)
+			"--join", strings.Join(joins, ","), "--bootstrap-expect", strconv.Itoa(s.N), "--" + ClockFlag, n.ClockPath}, s.Args...)
 		n.args = append(n.args, s.NodeArgs[n.ID]...)
 	}
 	return c, nil

@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
+
+	"github.com/seqd/seqd/internal/clockoffset"
 )
 
 func TestFlags(t *testing.T) {
@@ -86,5 +89,35 @@ func TestCopyDir(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(n.DataDir, "raft.db")); string(b) != "log" {
 		t.Errorf("ReplaceData: raft.db %q", b)
+	}
+}
+
+// TestClockOffset checks that the offset the harness writes is what seqd's
+// --unsafe-clock-offset-file reader sees, and that every node gets the flag.
+func TestClockOffset(t *testing.T) {
+	dir := t.TempDir()
+	c, err := New(Spec{N: 2, Bin: "seqd", DataDir: filepath.Join(dir, "data"), LogDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := c.Nodes[1]
+	if v, ok := FlagValue(n.Args(), ClockFlag); !ok || v != n.ClockPath || filepath.Dir(n.ClockPath) != filepath.Join(dir, "data") {
+		t.Fatalf("--%s %q (%v), clock file %s", ClockFlag, v, ok, n.ClockPath)
+	}
+	clock := clockoffset.New(n.ClockPath) // no file yet: offset 0
+	if clock.Offset() != 0 {
+		t.Fatalf("offset %d before the file exists", clock.Offset())
+	}
+	if err := n.SetClockOffset(-10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got := clockoffset.New(n.ClockPath).Offset(); got != -10_000 || n.ClockOffset() != -10*time.Second {
+		t.Fatalf("offset read %d ms, recorded %v", got, n.ClockOffset())
+	}
+	if err := n.SetClockOffset(0); err != nil {
+		t.Fatal(err)
+	}
+	if got := clockoffset.New(n.ClockPath).Offset(); got != 0 {
+		t.Fatalf("offset after reset %d", got)
 	}
 }

@@ -244,7 +244,7 @@ func save(path string, img image.Image) error {
 func clientOps(ops []record.Op) []record.Op {
 	var out []record.Op
 	for _, o := range ops {
-		if !o.IsNemesis() {
+		if o.IsCall() {
 			out = append(out, o)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seqd/seqd/flake"
 	"github.com/seqd/seqd/internal/history"
 )
 
@@ -30,6 +31,13 @@ const (
 	Next    = "next"    // Next over Keys (a key may repeat)
 	Reserve = "reserve" // Reserve Count values for Keys[0]; Values = [first, last]
 	Current = "current" // Current over Keys
+	// IDs is a flake call (the flake workload): Count ids of Namespace,
+	// Values the ids returned (positive int64s), WallMs the harness's wall
+	// clock when it was invoked.
+	IDs = "ids"
+	// NamespaceInfo (Client == HarnessClient) records a flake namespace the
+	// test created, with its Layout and Obfuscation, for the checkers.
+	NamespaceInfo = "namespace"
 	// Nemesis actions (Client == NemesisClient).
 	FaultStart = "start"
 	FaultHeal  = "heal"
@@ -37,6 +45,9 @@ const (
 
 // NemesisClient is the Client of nemesis records.
 const NemesisClient = "nemesis"
+
+// HarnessClient is the Client of records about the test's setup (no call).
+const HarnessClient = "harness"
 
 // Op is one line of history.jsonl.
 type Op struct {
@@ -60,10 +71,22 @@ type Op struct {
 	// Outcome (heal records of operator faults) says what the cluster did:
 	// refused, served from stale state, exited, rejoined...
 	Outcome []string `json:"outcome,omitempty"`
+	// Flake records only (F IDs, NamespaceInfo). Holder names the
+	// issuing holder when the client knows it (an embedded generator's
+	// incarnation).
+	Namespace   string        `json:"namespace,omitempty"`
+	WallMs      int64         `json:"wall_ms,omitempty"`
+	Holder      string        `json:"holder,omitempty"`
+	Layout      *flake.Layout `json:"layout,omitempty"`
+	Obfuscation string        `json:"obfuscation,omitempty"`
 }
 
 // IsNemesis reports whether o is a nemesis action.
 func (o Op) IsNemesis() bool { return o.Client == NemesisClient }
+
+// IsCall reports whether o is a client call (not a nemesis action nor a
+// setup record).
+func (o Op) IsCall() bool { return !o.IsNemesis() && o.Client != HarnessClient }
 
 // Latency is Complete - Invoke.
 func (o Op) Latency() time.Duration { return o.Complete - o.Invoke }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seqd/seqd/flake"
 	"github.com/seqd/seqd/internal/history"
 )
 
@@ -92,5 +93,31 @@ func TestOperatorWindowStartsAtInvokeWithOutcome(t *testing.T) {
 func TestReadRejectsGarbage(t *testing.T) {
 	if _, err := Read(bytes.NewBufferString("{\"index\":0}\nnot json\n")); err == nil {
 		t.Error("garbage accepted")
+	}
+}
+
+// TestFlakeRecords checks that flake records round-trip, that a sequence
+// run's line (written before they existed) still reads, and which records
+// are calls.
+func TestFlakeRecords(t *testing.T) {
+	l := flake.Layout{EpochMs: 1, UnitMs: 1, TimeBits: 41, WorkerBits: 3, SequenceBits: 4}
+	in := []Op{
+		{Client: HarnessClient, F: NamespaceInfo, Namespace: "ns", Layout: &l, Type: Info},
+		{Client: "g1", Node: "embedded", Holder: "g1.2", F: IDs, Namespace: "ns", Count: 2, Type: OK, Values: []uint64{1 << 40, 1<<40 + 1}, WallMs: 1e12, Invoke: 5, Complete: 6},
+	}
+	var buf bytes.Buffer
+	for _, o := range in {
+		buf.WriteString(o.String() + "\n")
+	}
+	buf.WriteString(`{"index":7,"client":"s0","node":"n1","f":"next","keys":[1],"type":"ok","values":[3],"invoke_ns":1,"complete_ns":2}` + "\n")
+	ops, err := Read(&buf)
+	if err != nil || len(ops) != 3 {
+		t.Fatalf("%d ops, %v", len(ops), err)
+	}
+	if *ops[0].Layout != l || ops[1].Holder != "g1.2" || ops[1].WallMs != 1e12 || ops[1].Values[1] != 1<<40+1 || ops[2].F != Next || ops[2].Layout != nil {
+		t.Fatalf("read back %v", ops)
+	}
+	if ops[0].IsCall() || !ops[1].IsCall() || !ops[2].IsCall() || (Op{Client: NemesisClient}).IsCall() {
+		t.Error("IsCall")
 	}
 }

@@ -104,9 +104,29 @@ type Workload struct {
 	lim     *limiter
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
-	ok      atomic.Int64
-	failed  atomic.Int64
-	info    atomic.Int64
+	tally
+}
+
+// tally counts a workload's calls by outcome.
+type tally struct {
+	ok, failed, info atomic.Int64
+}
+
+// add counts one call of outcome typ.
+func (t *tally) add(typ string) {
+	switch typ {
+	case record.OK:
+		t.ok.Add(1)
+	case record.Fail:
+		t.failed.Add(1)
+	default:
+		t.info.Add(1)
+	}
+}
+
+// Counts returns the number of ok, failed and info calls so far.
+func (t *tally) Counts() (ok, fail, info int64) {
+	return t.ok.Load(), t.failed.Load(), t.info.Load()
 }
 
 // caller is one client's way of calling the cluster.
@@ -149,12 +169,17 @@ type Pinned struct {
 
 // NewPinned returns a client of the node at api (with its own connections).
 func NewPinned(id, api string) *Pinned {
-	tr := &http.Transport{
+	return &Pinned{ID: id, c: seqv1connect.NewSequenceServiceClient(pinnedHTTP(), "http://"+api)}
+}
+
+// pinnedHTTP returns a pinned client's own HTTP client (its own
+// connections, a short dial timeout).
+func pinnedHTTP() *http.Client {
+	return &http.Client{Transport: &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: time.Second}).DialContext,
 		MaxIdleConnsPerHost: 4,
 		IdleConnTimeout:     30 * time.Second,
-	}
-	return &Pinned{ID: id, c: seqv1connect.NewSequenceServiceClient(&http.Client{Transport: tr}, "http://"+api)}
+	}}
 }
 
 func (p *Pinned) next(ctx context.Context, space string, keys []uint64) ([]uint64, error) {
@@ -300,14 +325,7 @@ func (w *Workload) one(ctx context.Context, name string, c caller, rng *rand.Ran
 		op.Error = errString(err)
 	}
 	w.rec.Add(op)
-	switch op.Type {
-	case record.OK:
-		w.ok.Add(1)
-	case record.Fail:
-		w.failed.Add(1)
-	default:
-		w.info.Add(1)
-	}
+	w.add(op.Type)
 	return op.Type
 }
 
@@ -354,11 +372,6 @@ func errString(err error) string {
 func (w *Workload) Stop() {
 	w.cancel()
 	w.wg.Wait()
-}
-
-// Counts returns the number of ok, failed and info calls so far.
-func (w *Workload) Counts() (ok, fail, info int64) {
-	return w.ok.Load(), w.failed.Load(), w.info.Load()
 }
 
 // limiter spaces calls of all clients to a total rate (0: unlimited).

@@ -76,3 +76,27 @@ func TestLimiter(t *testing.T) {
 		t.Error("unlimited wait failed")
 	}
 }
+
+func TestClassifyLocal(t *testing.T) {
+	live := context.Background()
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	cases := []struct {
+		err  error
+		ctx  context.Context
+		want string
+	}{
+		{nil, live, record.OK},
+		{errors.New("no free worker"), live, record.Fail},
+		{fmt.Errorf("waiting: %w", context.DeadlineExceeded), live, record.Info},
+		{errors.New("whatever"), done, record.Info},
+	}
+	for _, c := range cases {
+		if got := ClassifyLocal(c.err, c.ctx); got != c.want {
+			t.Errorf("ClassifyLocal(%v) = %s, want %s", c.err, got, c.want)
+		}
+	}
+	if err := SmallLayout(3, 4).Validate(); err != nil || SmallLayout(3, 4).Workers() != 8 {
+		t.Errorf("SmallLayout(3, 4): %v", err)
+	}
+}
