@@ -46,6 +46,10 @@ var (
 	// ErrNoWorker means every worker of the namespace's layout is held
 	// (ResourceExhausted).
 	ErrNoWorker = errors.New("no free worker in the namespace")
+	// ErrIDsAhead means a call asks for more flake ids than its holder may
+	// issue before its deadline without running more than its lead ahead of
+	// the clock (ResourceExhausted).
+	ErrIDsAhead = errors.New("flake ids would run too far ahead of the clock")
 	// ErrLifetimeOver means the namespace's layout cannot express the
 	// current time any more: its lifetime is over (ResourceExhausted).
 	ErrLifetimeOver = errors.New("namespace's id layout has run out of time")

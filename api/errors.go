@@ -56,7 +56,8 @@ func classify(err error) (connect.Code, string) {
 		errors.Is(err, errBadSpaceName), errors.Is(err, seqd.ErrInvalidNamespace),
 		errors.Is(err, flake.ErrInvalidID), errors.Is(err, flake.ErrInvalidLayout):
 		return connect.CodeInvalidArgument, err.Error()
-	case errors.Is(err, seqd.ErrExhausted), errors.Is(err, seqd.ErrNoWorker), errors.Is(err, seqd.ErrLifetimeOver):
+	case errors.Is(err, seqd.ErrExhausted), errors.Is(err, seqd.ErrNoWorker), errors.Is(err, seqd.ErrLifetimeOver),
+		errors.Is(err, seqd.ErrIDsAhead):
 		return connect.CodeResourceExhausted, err.Error()
 	case errors.Is(err, seqd.ErrSpaceExists), errors.Is(err, seqd.ErrNamespaceExists):
 		return connect.CodeAlreadyExists, err.Error()

@@ -394,4 +394,12 @@ func TestNodeHoldsMoreWorkersForMoreIds(t *testing.T) {
 	if n := held("slow8"); n != 1 {
 		t.Fatalf("the node holds %d workers of an 8-worker namespace, want 1", n)
 	}
+	// More ids than the deadline allows without running ahead of the lead:
+	// resource_exhausted, naming why.
+	dctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	_, err := ids.NextIds(dctx, connect.NewRequest(&seqv1.NextIdsRequest{Namespace: "slow8", Count: 1000}))
+	if connect.CodeOf(err) != connect.CodeResourceExhausted || !strings.Contains(err.Error(), "ahead of the clock") {
+		t.Fatalf("1000 ids at 16 per second within 300 ms: %v", err)
+	}
 }

@@ -165,7 +165,7 @@ func (h *Holder) ID() string { return h.id }
 // Next returns n ids, strictly increasing, from one of the holder's
 // workers. It waits, up to ctx's deadline, for a grant, for a range
 // extension, and for the reference time when ids would run more than the
-// lead ahead of it; it answers an error wrapping seqd.ErrExhausted if the
+// lead ahead of it; it answers an error wrapping seqd.ErrIDsAhead if the
 // deadline is too close for that wait.
 func (h *Holder) Next(ctx context.Context, n int) ([]int64, error) {
 	ids := make([]int64, 0, n)
@@ -182,7 +182,7 @@ func (h *Holder) Next(ctx context.Context, n int) ([]int64, error) {
 			continue
 		}
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
-			return nil, fmt.Errorf("%w: %d ids would run more than %v ahead of the clock", seqd.ErrExhausted, n, h.cfg.Lead)
+			return nil, fmt.Errorf("%w: %d ids would run more than %v ahead of it before the deadline", seqd.ErrIDsAhead, n, h.cfg.Lead)
 		}
 		t := time.NewTimer(wait)
 		select {

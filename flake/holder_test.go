@@ -272,7 +272,7 @@ func TestHolderDeadlineTooShort(t *testing.T) {
 	defer h.Close(context.Background())
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	if _, err := h.Next(ctx, 100); !errors.Is(err, seqd.ErrExhausted) {
+	if _, err := h.Next(ctx, 100); !errors.Is(err, seqd.ErrIDsAhead) {
 		t.Fatalf("100 ids at 16 per second within 100 ms: %v", err)
 	}
 }
