@@ -80,7 +80,9 @@ func (g *Group) stepDownLead() {
 // either direction) are therefore waited out in full: the wait is the
 // longer of this server's lease and the recorded one, plus the larger
 // margin. On protocol 1 (a cluster not yet upgraded) renewals carry no
-// length, and a new leader waits its own.
+// length: a new leader waits its own lease, at least the first release's
+// (firstReleaseLease) if it has a past, counted from its election only
+// (see leaseDeadline).
 //
 // The wait may also be counted from when this server last stored a renewal
 // (fsm.IsRenewal: also the no-op renewals of protocol 1 and of the first
