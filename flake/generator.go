@@ -69,32 +69,72 @@ func (g *Generator) Last() uint64 { return max(g.t, g.lo) }
 // grant). A lower hi changes nothing.
 func (g *Generator) Extend(hi uint64) { g.hi = max(g.hi, min(hi, g.l.MaxUnit())) }
 
-// Next appends up to n ids to dst, with the reference time now (in units
-// since the layout's epoch), and returns dst. When it issues fewer than n it
-// also returns why: ErrRangeEnd, ErrAhead or ErrLifetime. Issued ids are
-// never taken back: those appended count as issued even with an error.
-func (g *Generator) Next(dst []int64, n int, now uint64) ([]int64, error) {
-	shift := g.l.WorkerBits + g.l.SequenceBits
-	wbits := g.worker << g.l.SequenceBits
+// Run is Count consecutive ids: First, First+1, ..., First+Count-1. The
+// ids of one time unit of one worker are consecutive integers, so a call's
+// ids are a few runs however many they are.
+type Run struct {
+	First int64
+	Count int
+}
+
+// Last is the run's last id.
+func (r Run) Last() int64 { return r.First + int64(r.Count) - 1 }
+
+// AppendIDs appends every id of runs, in order, to dst and returns it.
+func AppendIDs(dst []int64, runs ...Run) []int64 {
+	for _, r := range runs {
+		for i := range int64(r.Count) {
+			dst = append(dst, r.First+i)
+		}
+	}
+	return dst
+}
+
+// NextRun issues up to n ids as one run of consecutive ids, with the
+// reference time now (in units since the layout's epoch): the next ids of
+// the current time unit, or of the next one when the sequence overflowed,
+// as many as are left in that unit. It issues fewer than n when the unit
+// has fewer left (call it again for the rest), and none when the next id
+// would break a bound: then it also returns why (ErrRangeEnd, ErrAhead or
+// ErrLifetime). Issued ids are never taken back.
+func (g *Generator) NextRun(n int, now uint64) (Run, error) {
+	if n < 1 {
+		return Run{}, nil
+	}
 	maxSeq := g.l.MaxSequence()
-	for ; n > 0; n-- {
-		t, seq := max(now, g.lo+1), uint64(0)
-		if t <= g.t {
-			t, seq = g.t, g.seq+1
-			if seq > maxSeq {
-				t, seq = g.t+1, 0 // borrow the next unit
-			}
+	t, seq := max(now, g.lo+1), uint64(0)
+	if t <= g.t {
+		t, seq = g.t, g.seq+1
+		if seq > maxSeq {
+			t, seq = g.t+1, 0 // borrow the next unit
 		}
-		switch {
-		case t > g.l.MaxUnit():
-			return dst, ErrLifetime
-		case t > g.hi:
-			return dst, ErrRangeEnd
-		case t > now && t-now > g.lead:
-			return dst, ErrAhead
+	}
+	switch {
+	case t > g.l.MaxUnit():
+		return Run{}, ErrLifetime
+	case t > g.hi:
+		return Run{}, ErrRangeEnd
+	case t > now && t-now > g.lead:
+		return Run{}, ErrAhead
+	}
+	c := min(uint64(n), maxSeq-seq+1)
+	g.t, g.seq = t, seq+c-1
+	first := t<<(g.l.WorkerBits+g.l.SequenceBits) | g.worker<<g.l.SequenceBits | seq
+	return Run{First: int64(first), Count: int(c)}, nil
+}
+
+// Next appends up to n ids to dst, with the reference time now, and
+// returns dst: the ids of NextRun's runs until it has n or a bound stops
+// it, when it also returns why. Issued ids are never taken back: those
+// appended count as issued even with an error.
+func (g *Generator) Next(dst []int64, n int, now uint64) ([]int64, error) {
+	for n > 0 {
+		r, err := g.NextRun(n, now)
+		dst = AppendIDs(dst, r)
+		if err != nil {
+			return dst, err
 		}
-		g.t, g.seq = t, seq
-		dst = append(dst, int64(t<<shift|wbits|seq))
+		n -= r.Count
 	}
 	return dst, nil
 }

@@ -63,6 +63,108 @@ func TestGeneratorProperties(t *testing.T) {
 	}
 }
 
+// refGen is the per-id generator NextRun replaced, kept as the reference
+// its runs must reproduce id for id.
+type refGen struct {
+	l               Layout
+	w, lo, hi, lead uint64
+	t, seq          uint64
+}
+
+func (g *refGen) next(n int, now uint64) ([]int64, error) {
+	var dst []int64
+	for ; n > 0; n-- {
+		t, seq := max(now, g.lo+1), uint64(0)
+		if t <= g.t {
+			t, seq = g.t, g.seq+1
+			if seq > g.l.MaxSequence() {
+				t, seq = g.t+1, 0
+			}
+		}
+		switch {
+		case t > g.l.MaxUnit():
+			return dst, ErrLifetime
+		case t > g.hi:
+			return dst, ErrRangeEnd
+		case t > now && t-now > g.lead:
+			return dst, ErrAhead
+		}
+		g.t, g.seq = t, seq
+		dst = append(dst, int64(t<<(g.l.WorkerBits+g.l.SequenceBits)|g.w<<g.l.SequenceBits|seq))
+	}
+	return dst, nil
+}
+
+// TestGeneratorRunsMatchPerID drives NextRun and the per-id reference with
+// the same calls and checks that the runs hold exactly the reference's ids
+// and errors, that each run lies in one time unit, and that a run stops
+// short of what was asked only at the end of its unit.
+func TestGeneratorRunsMatchPerID(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	l := Layout{EpochMs: 0, UnitMs: 1, TimeBits: 30, WorkerBits: 3, SequenceBits: 3} // 8 ids per unit
+	for trial := range 200 {
+		lo := r.Uint64N(1000)
+		hi := lo + r.Uint64N(100)
+		lead := r.Uint64N(10)
+		w := r.Uint64N(l.Workers())
+		g := mustGen(t, l, w, lo, hi, lead)
+		ref := &refGen{l: l, w: w, lo: lo, hi: min(hi, l.MaxUnit()), lead: lead}
+		now := lo + r.Uint64N(20) - min(lo, 10)
+		for call := range 300 {
+			if r.IntN(3) == 0 {
+				now = now + r.Uint64N(4) - min(now, r.Uint64N(4))
+			}
+			n := 1 + r.IntN(20)
+			want, wantErr := ref.next(n, now)
+			var got []int64
+			var err error
+			for left := n; left > 0 && err == nil; {
+				var run Run
+				run, err = g.NextRun(left, now)
+				if run.Count > 0 {
+					first, _ := l.Decode(run.First)
+					last, _ := l.Decode(run.Last())
+					if first.Unit != last.Unit {
+						t.Fatalf("trial %d call %d: run %+v spans units %d..%d", trial, call, run, first.Unit, last.Unit)
+					}
+					if run.Count < left && last.Sequence != l.MaxSequence() {
+						t.Fatalf("trial %d call %d: run of %d for %d ends at sequence %d, not the unit's end", trial, call, run.Count, left, last.Sequence)
+					}
+				}
+				got = AppendIDs(got, run)
+				left -= run.Count
+				if run.Count == 0 && err == nil {
+					t.Fatalf("trial %d call %d: empty run without an error", trial, call)
+				}
+			}
+			if !errors.Is(err, wantErr) || len(got) != len(want) {
+				t.Fatalf("trial %d call %d: %d ids, %v; reference %d ids, %v", trial, call, len(got), err, len(want), wantErr)
+			}
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("trial %d call %d: id %d is %d, reference %d", trial, call, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}
+
+func TestRunAppendIDs(t *testing.T) {
+	got := AppendIDs([]int64{1}, Run{First: 10, Count: 3}, Run{}, Run{First: 20, Count: 1})
+	want := []int64{1, 10, 11, 12, 20}
+	if len(got) != len(want) {
+		t.Fatalf("AppendIDs = %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("AppendIDs = %v, want %v", got, want)
+		}
+	}
+	if (Run{First: 10, Count: 3}).Last() != 12 {
+		t.Fatal("Last of 10+3 is not 12")
+	}
+}
+
 func TestGeneratorBorrowsAndStops(t *testing.T) {
 	l := Layout{UnitMs: 1, TimeBits: 30, WorkerBits: 4, SequenceBits: 2}
 	g := mustGen(t, l, 5, 100, 103, 2)
