@@ -58,20 +58,21 @@ func nsName(name string) (string, error) {
 }
 
 // NextIds implements IdService.NextIds: this server answers from its own
-// worker, without a hop to the leader.
+// worker, without a hop to the leader; as runs of consecutive ids when the
+// request asks for them and the namespace is not obfuscated.
 func (s *Server) NextIds(ctx context.Context, req *connect.Request[seqv1.NextIdsRequest]) (*connect.Response[seqv1.NextIdsResponse], error) {
-	out, err := s.nextIDs(ctx, req.Msg.GetNamespace(), req.Msg.GetCount())
+	out, err := s.nextIDs(ctx, req.Msg.GetNamespace(), req.Msg.GetCount(), req.Msg.GetRuns())
 	err = s.toConnect(err)
 	s.logCall(seqv1connect.IdServiceNextIdsProcedure, err)
 	if err != nil {
 		return nil, err
 	}
-	resp := connect.NewResponse(&seqv1.NextIdsResponse{Ids: out})
+	resp := connect.NewResponse(out)
 	s.setAnswerHeaders(resp.Header())
 	return resp, nil
 }
 
-func (s *Server) nextIDs(ctx context.Context, namespace string, count uint32) ([]int64, error) {
+func (s *Server) nextIDs(ctx context.Context, namespace string, count uint32, asRuns bool) (*seqv1.NextIdsResponse, error) {
 	if count == 0 || count > maxIDsPerCall {
 		return nil, errBadIDCount
 	}
@@ -83,16 +84,27 @@ func (s *Server) nextIDs(ctx context.Context, namespace string, count uint32) ([
 	if err != nil {
 		return nil, err
 	}
-	out, err := h.Next(ctx, int(count))
+	if asRuns && obf == nil {
+		runs, err := h.NextRuns(ctx, int(count))
+		if err != nil {
+			return nil, err
+		}
+		out := make([]*seqv1.IdRun, len(runs))
+		for i, r := range runs {
+			out[i] = &seqv1.IdRun{First: r.First, Count: uint32(r.Count)}
+		}
+		return &seqv1.NextIdsResponse{Runs: out}, nil
+	}
+	ids, err := h.Next(ctx, int(count))
 	if err != nil {
 		return nil, err
 	}
 	if obf != nil {
-		for i, id := range out {
-			out[i] = obf.Encode(id)
+		for i, id := range ids {
+			ids[i] = obf.Encode(id)
 		}
 	}
-	return out, nil
+	return &seqv1.NextIdsResponse{Ids: ids}, nil
 }
 
 // holder returns the namespace's holder, creating it on first use once the

@@ -285,6 +285,65 @@ func TestObfuscatedNamespace(t *testing.T) {
 	}
 }
 
+// TestNextIdsAsRuns: a request for runs gets its ids as runs of
+// consecutive ids (each in one time unit, in order, adding up to the
+// count), the same request without runs gets ids, and an obfuscated
+// namespace answers ids even when runs are asked for.
+func TestNextIdsAsRuns(t *testing.T) {
+	c := testcluster.Start(t, 1, testcluster.Options{ClusterSecret: []byte("a-cluster-secret-for-tests")})
+	c.WaitServingLeader(20 * time.Second)
+	ic := idClient(c.Nodes[0].APIAddr)
+	ctx := context.Background()
+	nextIDs(t, ic, "", 1)
+	l, _ := flake.Preset("snowflake")
+	var last int64
+	for _, n := range []uint32{1, 999, 1000, 4097, 10000} {
+		resp, err := ic.NextIds(ctx, connect.NewRequest(&seqv1.NextIdsRequest{Count: n, Runs: true}))
+		if err != nil {
+			t.Fatalf("NextIds(%d, runs): %v", n, err)
+		}
+		if len(resp.Msg.GetIds()) != 0 {
+			t.Fatalf("NextIds(%d, runs): %d ids besides the runs", n, len(resp.Msg.GetIds()))
+		}
+		total := 0
+		for _, r := range resp.Msg.GetRuns() {
+			first, err1 := l.Decode(r.GetFirst())
+			end, err2 := l.Decode(r.GetFirst() + int64(r.GetCount()) - 1)
+			switch {
+			case err1 != nil || err2 != nil:
+				t.Fatalf("run %v: %v %v", r, err1, err2)
+			case r.GetCount() == 0 || r.GetFirst() <= last:
+				t.Fatalf("NextIds(%d, runs): run %v after id %d", n, r, last)
+			case first.Unit != end.Unit || first.Worker != end.Worker:
+				t.Fatalf("NextIds(%d, runs): run %v spans %+v to %+v", n, r, first, end)
+			}
+			last = r.GetFirst() + int64(r.GetCount()) - 1
+			total += int(r.GetCount())
+		}
+		if total != int(n) || len(resp.Msg.GetRuns()) > int(n+4095)/4096+1 {
+			t.Fatalf("NextIds(%d, runs): %d ids in %d runs", n, total, len(resp.Msg.GetRuns()))
+		}
+		ids := nextIDs(t, ic, "", n)
+		if len(ids) != int(n) || ids[0] <= last {
+			t.Fatalf("NextIds(%d) without runs: %d ids, first %d after %d", n, len(ids), ids[0], last)
+		}
+		last = ids[len(ids)-1]
+	}
+	if _, err := adminClient(c.Nodes[0].APIAddr).CreateNamespace(ctx, connect.NewRequest(&seqv1.CreateNamespaceRequest{Name: "hidden", Obfuscation: "ff1"})); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := ic.NextIds(ctx, connect.NewRequest(&seqv1.NextIdsRequest{Namespace: "hidden", Count: 500, Runs: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Msg.GetRuns()) != 0 || len(resp.Msg.GetIds()) != 500 {
+		t.Fatalf("obfuscated namespace with runs asked: %d runs, %d ids; want 0 runs, 500 ids", len(resp.Msg.GetRuns()), len(resp.Msg.GetIds()))
+	}
+	if _, err := ic.NextIds(ctx, connect.NewRequest(&seqv1.NextIdsRequest{Count: 10001, Runs: true})); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Fatalf("10001 ids as runs: %v, want invalid_argument", err)
+	}
+}
+
 // TestLeaderWithSkewedClockRefusesGrants: a leader whose wall clock is far
 // from its peers' refuses flake grants (unavailable) instead of pushing the
 // namespace's floor and its ids' times with it, and grants again once its

@@ -320,15 +320,21 @@ func (c *Client) multi(ctx context.Context, kind batchKind, space string, keys [
 	switch kind {
 	case kindIDs:
 		resp, err := callUntil(c, ctx, gone, func(ctx context.Context, n *node) (*seqv1.NextIdsResponse, error) {
-			r, err := n.id.NextIds(ctx, connect.NewRequest(&seqv1.NextIdsRequest{Namespace: space, Count: uint32(len(keys))}))
+			r, err := n.id.NextIds(ctx, connect.NewRequest(&seqv1.NextIdsRequest{Namespace: space, Count: uint32(len(keys)), Runs: true}))
 			return msgFrom(c, n, r, err)
 		})
 		if err != nil {
 			return nil, err
 		}
-		vals = make([]uint64, len(resp.GetIds()))
-		for i, id := range resp.GetIds() {
-			vals[i] = uint64(id)
+		runs, err := runsOf(resp, uint32(len(keys)))
+		if err != nil {
+			return nil, err
+		}
+		vals = make([]uint64, 0, len(keys))
+		for _, r := range runs {
+			for i := range int64(r.Count) {
+				vals = append(vals, uint64(r.First+i))
+			}
 		}
 	case kindNext:
 		resp, err := callUntil(c, ctx, gone, func(ctx context.Context, n *node) (*seqv1.NextResponse, error) {

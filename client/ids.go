@@ -21,7 +21,8 @@ import (
 // maxCoalescedIDs ids each are coalesced into one request, as Next calls
 // are; each gets a contiguous slice of its ids. Larger calls are sent as
 // they are: they gain nothing from sharing a request, and would queue
-// behind the coalescer's few requests in flight.
+// behind the coalescer's few requests in flight. The ids travel as runs of
+// consecutive ids where the server can send them so (see NextIdRuns).
 func (c *Client) NextIds(ctx context.Context, namespace string, count uint32) ([]int64, error) {
 	if count > 0 && count <= maxCoalescedIDs && !c.opts.DisableCoalescing && int(count) <= c.opts.MaxBatchKeys {
 		vals, err := c.batcher(kindIDs, namespace).do(ctx, make([]uint64, count))
@@ -34,14 +35,59 @@ func (c *Client) NextIds(ctx context.Context, namespace string, count uint32) ([
 		}
 		return ids, nil
 	}
+	runs, err := c.NextIdRuns(ctx, namespace, count)
+	if err != nil {
+		return nil, err
+	}
+	return flake.AppendIDs(make([]int64, 0, count), runs...), nil
+}
+
+// NextIdRuns returns count flake ids of the namespace as runs of
+// consecutive ids (run after run, in order), which costs the same however
+// many ids a call takes: the ids of one worker's time unit are consecutive,
+// so a call's ids are a few runs. An obfuscated namespace's ids are not
+// consecutive: they come as runs of one. Calls are not coalesced.
+func (c *Client) NextIdRuns(ctx context.Context, namespace string, count uint32) ([]flake.Run, error) {
 	resp, err := call(c, ctx, func(ctx context.Context, n *node) (*seqv1.NextIdsResponse, error) {
-		r, err := n.id.NextIds(ctx, connect.NewRequest(&seqv1.NextIdsRequest{Namespace: namespace, Count: count}))
+		r, err := n.id.NextIds(ctx, connect.NewRequest(&seqv1.NextIdsRequest{Namespace: namespace, Count: count, Runs: true}))
 		return msg(r, err)
 	})
 	if err != nil {
 		return nil, err
 	}
-	return resp.GetIds(), nil
+	return runsOf(resp, count)
+}
+
+// runsOf returns a NextIds answer's ids as runs, in whichever form the
+// server sent them: as runs, or one by one (an obfuscated namespace, or a
+// server older than runs), merged where consecutive. It checks that they
+// are count ids.
+func runsOf(resp *seqv1.NextIdsResponse, count uint32) ([]flake.Run, error) {
+	var runs []flake.Run
+	got := 0
+	if len(resp.GetRuns()) > 0 {
+		runs = make([]flake.Run, 0, len(resp.GetRuns()))
+		for _, r := range resp.GetRuns() {
+			if r.GetCount() == 0 || r.GetFirst() <= 0 {
+				return nil, fmt.Errorf("client: server returned an invalid run of ids (first %d, count %d)", r.GetFirst(), r.GetCount())
+			}
+			runs = append(runs, flake.Run{First: r.GetFirst(), Count: int(r.GetCount())})
+			got += int(r.GetCount())
+		}
+	} else {
+		for _, id := range resp.GetIds() {
+			if k := len(runs) - 1; k >= 0 && runs[k].Last()+1 == id {
+				runs[k].Count++
+			} else {
+				runs = append(runs, flake.Run{First: id, Count: 1})
+			}
+		}
+		got = len(resp.GetIds())
+	}
+	if got != int(count) {
+		return nil, fmt.Errorf("client: server returned %d ids for %d", got, count)
+	}
+	return runs, nil
 }
 
 // maxCoalescedIDs is the largest NextIds call that is coalesced.

@@ -13,6 +13,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/seqd/seqd/client"
+	"github.com/seqd/seqd/flake"
 	"github.com/seqd/seqd/fsm"
 	"github.com/seqd/seqd/internal/proctest"
 	"github.com/seqd/seqd/internal/testcluster"
@@ -229,4 +230,61 @@ func binName(p *proctest.Proc) string {
 		return "this build"
 	}
 	return "previous release"
+}
+
+// lastBuildWithoutRuns is the last commit whose NextIds answers ids one by
+// one only (it knows no NextIdsRequest.runs).
+const lastBuildWithoutRuns = "ed5f7c9"
+
+// TestClientOnServerWithoutRuns runs this build's client against a node of
+// the last build that knows no runs of ids, as during a rolling upgrade:
+// the client asks for runs, the server ignores the field and answers ids,
+// and every NextIds form still gets the right number of strictly
+// increasing ids (NextIdRuns merging consecutive ones into runs).
+func TestClientOnServerWithoutRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a previous commit")
+	}
+	prev := buildPrevious(t, lastBuildWithoutRuns)
+	ps := proctest.New(t, 1)
+	ps[0].Bin = prev
+	ps[0].Start(t)
+	proctest.WaitLeader(t, ps, nil, 30*time.Second)
+	cl, err := client.New([]string{ps[0].API}, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var last int64
+	increasing := func(form string, ids []int64, want int) {
+		t.Helper()
+		if len(ids) != want {
+			t.Fatalf("%s: %d ids, want %d", form, len(ids), want)
+		}
+		for _, id := range ids {
+			if id <= last {
+				t.Fatalf("%s: id %d after %d", form, id, last)
+			}
+			last = id
+		}
+	}
+	for _, n := range []uint32{1, 100, 1000, 10000} {
+		ids, err := cl.NextIds(ctx, "", n)
+		if err != nil {
+			t.Fatalf("NextIds(%d) on the previous build: %v", n, err)
+		}
+		increasing(fmt.Sprintf("NextIds(%d)", n), ids, int(n))
+		runs, err := cl.NextIdRuns(ctx, "", n)
+		if err != nil {
+			t.Fatalf("NextIdRuns(%d) on the previous build: %v", n, err)
+		}
+		ids = flake.AppendIDs(nil, runs...)
+		increasing(fmt.Sprintf("NextIdRuns(%d)", n), ids, int(n))
+		// The ids of one time unit are consecutive: the client merges
+		// them back into runs (a default-layout unit holds 4096).
+		if units := (int(n) + 4095) / 4096; len(runs) > 3*units+2 {
+			t.Fatalf("NextIdRuns(%d): %d runs; consecutive ids were not merged", n, len(runs))
+		}
+	}
 }

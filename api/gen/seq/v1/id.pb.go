@@ -26,7 +26,14 @@ type NextIdsRequest struct {
 	// namespace "" is "default".
 	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	// count is 1 to 10000.
-	Count         uint32 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	Count uint32 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	// runs asks for the ids as runs of consecutive ids (NextIdsResponse.runs)
+	// instead of one by one: a call's ids are a few runs however many they
+	// are, since the ids of one worker's time unit are consecutive integers.
+	// A server answers ids instead when the namespace is obfuscated (its ids
+	// are not consecutive), and so does a server older than this field:
+	// clients must accept either.
+	Runs          bool `protobuf:"varint,3,opt,name=runs,proto3" json:"runs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -75,11 +82,22 @@ func (x *NextIdsRequest) GetCount() uint32 {
 	return 0
 }
 
+func (x *NextIdsRequest) GetRuns() bool {
+	if x != nil {
+		return x.Runs
+	}
+	return false
+}
+
 type NextIdsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// ids are all > 0, and strictly increasing unless the namespace is
-	// obfuscated.
-	Ids           []int64 `protobuf:"varint,1,rep,packed,name=ids,proto3" json:"ids,omitempty"`
+	// obfuscated. Empty when the answer is runs.
+	Ids []int64 `protobuf:"varint,1,rep,packed,name=ids,proto3" json:"ids,omitempty"`
+	// runs hold the ids when the request asked for runs (and the namespace is
+	// not obfuscated): run after run, in order, strictly increasing, with
+	// counts adding up to the request's count.
+	Runs          []*IdRun `protobuf:"bytes,2,rep,name=runs,proto3" json:"runs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -121,6 +139,66 @@ func (x *NextIdsResponse) GetIds() []int64 {
 	return nil
 }
 
+func (x *NextIdsResponse) GetRuns() []*IdRun {
+	if x != nil {
+		return x.Runs
+	}
+	return nil
+}
+
+// IdRun is count consecutive ids: first, first+1, ..., first+count-1.
+type IdRun struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	First         int64                  `protobuf:"varint,1,opt,name=first,proto3" json:"first,omitempty"`
+	Count         uint32                 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IdRun) Reset() {
+	*x = IdRun{}
+	mi := &file_seq_v1_id_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IdRun) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IdRun) ProtoMessage() {}
+
+func (x *IdRun) ProtoReflect() protoreflect.Message {
+	mi := &file_seq_v1_id_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IdRun.ProtoReflect.Descriptor instead.
+func (*IdRun) Descriptor() ([]byte, []int) {
+	return file_seq_v1_id_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *IdRun) GetFirst() int64 {
+	if x != nil {
+		return x.First
+	}
+	return 0
+}
+
+func (x *IdRun) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
 type DecodeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
@@ -131,7 +209,7 @@ type DecodeRequest struct {
 
 func (x *DecodeRequest) Reset() {
 	*x = DecodeRequest{}
-	mi := &file_seq_v1_id_proto_msgTypes[2]
+	mi := &file_seq_v1_id_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -143,7 +221,7 @@ func (x *DecodeRequest) String() string {
 func (*DecodeRequest) ProtoMessage() {}
 
 func (x *DecodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_id_proto_msgTypes[2]
+	mi := &file_seq_v1_id_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -156,7 +234,7 @@ func (x *DecodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecodeRequest.ProtoReflect.Descriptor instead.
 func (*DecodeRequest) Descriptor() ([]byte, []int) {
-	return file_seq_v1_id_proto_rawDescGZIP(), []int{2}
+	return file_seq_v1_id_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *DecodeRequest) GetNamespace() string {
@@ -187,7 +265,7 @@ type DecodeResponse struct {
 
 func (x *DecodeResponse) Reset() {
 	*x = DecodeResponse{}
-	mi := &file_seq_v1_id_proto_msgTypes[3]
+	mi := &file_seq_v1_id_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -199,7 +277,7 @@ func (x *DecodeResponse) String() string {
 func (*DecodeResponse) ProtoMessage() {}
 
 func (x *DecodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_id_proto_msgTypes[3]
+	mi := &file_seq_v1_id_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -212,7 +290,7 @@ func (x *DecodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecodeResponse.ProtoReflect.Descriptor instead.
 func (*DecodeResponse) Descriptor() ([]byte, []int) {
-	return file_seq_v1_id_proto_rawDescGZIP(), []int{3}
+	return file_seq_v1_id_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *DecodeResponse) GetUnixMs() int64 {
@@ -252,7 +330,7 @@ type GetLayoutRequest struct {
 
 func (x *GetLayoutRequest) Reset() {
 	*x = GetLayoutRequest{}
-	mi := &file_seq_v1_id_proto_msgTypes[4]
+	mi := &file_seq_v1_id_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -264,7 +342,7 @@ func (x *GetLayoutRequest) String() string {
 func (*GetLayoutRequest) ProtoMessage() {}
 
 func (x *GetLayoutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_id_proto_msgTypes[4]
+	mi := &file_seq_v1_id_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -277,7 +355,7 @@ func (x *GetLayoutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLayoutRequest.ProtoReflect.Descriptor instead.
 func (*GetLayoutRequest) Descriptor() ([]byte, []int) {
-	return file_seq_v1_id_proto_rawDescGZIP(), []int{4}
+	return file_seq_v1_id_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetLayoutRequest) GetNamespace() string {
@@ -302,7 +380,7 @@ type GetLayoutResponse struct {
 
 func (x *GetLayoutResponse) Reset() {
 	*x = GetLayoutResponse{}
-	mi := &file_seq_v1_id_proto_msgTypes[5]
+	mi := &file_seq_v1_id_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -314,7 +392,7 @@ func (x *GetLayoutResponse) String() string {
 func (*GetLayoutResponse) ProtoMessage() {}
 
 func (x *GetLayoutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_id_proto_msgTypes[5]
+	mi := &file_seq_v1_id_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -327,7 +405,7 @@ func (x *GetLayoutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLayoutResponse.ProtoReflect.Descriptor instead.
 func (*GetLayoutResponse) Descriptor() ([]byte, []int) {
-	return file_seq_v1_id_proto_rawDescGZIP(), []int{5}
+	return file_seq_v1_id_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetLayoutResponse) GetEpochUnixMs() int64 {
@@ -386,7 +464,7 @@ type AcquireWorkerRequest struct {
 
 func (x *AcquireWorkerRequest) Reset() {
 	*x = AcquireWorkerRequest{}
-	mi := &file_seq_v1_id_proto_msgTypes[6]
+	mi := &file_seq_v1_id_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -398,7 +476,7 @@ func (x *AcquireWorkerRequest) String() string {
 func (*AcquireWorkerRequest) ProtoMessage() {}
 
 func (x *AcquireWorkerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_id_proto_msgTypes[6]
+	mi := &file_seq_v1_id_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -411,7 +489,7 @@ func (x *AcquireWorkerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireWorkerRequest.ProtoReflect.Descriptor instead.
 func (*AcquireWorkerRequest) Descriptor() ([]byte, []int) {
-	return file_seq_v1_id_proto_rawDescGZIP(), []int{6}
+	return file_seq_v1_id_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AcquireWorkerRequest) GetNamespace() string {
@@ -447,7 +525,7 @@ type RenewWorkerRequest struct {
 
 func (x *RenewWorkerRequest) Reset() {
 	*x = RenewWorkerRequest{}
-	mi := &file_seq_v1_id_proto_msgTypes[7]
+	mi := &file_seq_v1_id_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -459,7 +537,7 @@ func (x *RenewWorkerRequest) String() string {
 func (*RenewWorkerRequest) ProtoMessage() {}
 
 func (x *RenewWorkerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_id_proto_msgTypes[7]
+	mi := &file_seq_v1_id_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -472,7 +550,7 @@ func (x *RenewWorkerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewWorkerRequest.ProtoReflect.Descriptor instead.
 func (*RenewWorkerRequest) Descriptor() ([]byte, []int) {
-	return file_seq_v1_id_proto_rawDescGZIP(), []int{7}
+	return file_seq_v1_id_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RenewWorkerRequest) GetNamespace() string {
@@ -515,7 +593,7 @@ type ReleaseWorkerRequest struct {
 
 func (x *ReleaseWorkerRequest) Reset() {
 	*x = ReleaseWorkerRequest{}
-	mi := &file_seq_v1_id_proto_msgTypes[8]
+	mi := &file_seq_v1_id_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -527,7 +605,7 @@ func (x *ReleaseWorkerRequest) String() string {
 func (*ReleaseWorkerRequest) ProtoMessage() {}
 
 func (x *ReleaseWorkerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_id_proto_msgTypes[8]
+	mi := &file_seq_v1_id_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -540,7 +618,7 @@ func (x *ReleaseWorkerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseWorkerRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseWorkerRequest) Descriptor() ([]byte, []int) {
-	return file_seq_v1_id_proto_rawDescGZIP(), []int{8}
+	return file_seq_v1_id_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ReleaseWorkerRequest) GetNamespace() string {
@@ -579,7 +657,7 @@ type ReleaseWorkerResponse struct {
 
 func (x *ReleaseWorkerResponse) Reset() {
 	*x = ReleaseWorkerResponse{}
-	mi := &file_seq_v1_id_proto_msgTypes[9]
+	mi := &file_seq_v1_id_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -591,7 +669,7 @@ func (x *ReleaseWorkerResponse) String() string {
 func (*ReleaseWorkerResponse) ProtoMessage() {}
 
 func (x *ReleaseWorkerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_id_proto_msgTypes[9]
+	mi := &file_seq_v1_id_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -604,7 +682,7 @@ func (x *ReleaseWorkerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseWorkerResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseWorkerResponse) Descriptor() ([]byte, []int) {
-	return file_seq_v1_id_proto_rawDescGZIP(), []int{9}
+	return file_seq_v1_id_proto_rawDescGZIP(), []int{10}
 }
 
 // WorkerGrant is a worker of a namespace with its fencing token, and the
@@ -628,7 +706,7 @@ type WorkerGrant struct {
 
 func (x *WorkerGrant) Reset() {
 	*x = WorkerGrant{}
-	mi := &file_seq_v1_id_proto_msgTypes[10]
+	mi := &file_seq_v1_id_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -640,7 +718,7 @@ func (x *WorkerGrant) String() string {
 func (*WorkerGrant) ProtoMessage() {}
 
 func (x *WorkerGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_id_proto_msgTypes[10]
+	mi := &file_seq_v1_id_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -653,7 +731,7 @@ func (x *WorkerGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerGrant.ProtoReflect.Descriptor instead.
 func (*WorkerGrant) Descriptor() ([]byte, []int) {
-	return file_seq_v1_id_proto_rawDescGZIP(), []int{10}
+	return file_seq_v1_id_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *WorkerGrant) GetNamespace() string {
@@ -730,7 +808,7 @@ type Namespace struct {
 
 func (x *Namespace) Reset() {
 	*x = Namespace{}
-	mi := &file_seq_v1_id_proto_msgTypes[11]
+	mi := &file_seq_v1_id_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -742,7 +820,7 @@ func (x *Namespace) String() string {
 func (*Namespace) ProtoMessage() {}
 
 func (x *Namespace) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_id_proto_msgTypes[11]
+	mi := &file_seq_v1_id_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -755,7 +833,7 @@ func (x *Namespace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Namespace.ProtoReflect.Descriptor instead.
 func (*Namespace) Descriptor() ([]byte, []int) {
-	return file_seq_v1_id_proto_rawDescGZIP(), []int{11}
+	return file_seq_v1_id_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Namespace) GetName() string {
@@ -814,7 +892,7 @@ type CreateNamespaceRequest struct {
 
 func (x *CreateNamespaceRequest) Reset() {
 	*x = CreateNamespaceRequest{}
-	mi := &file_seq_v1_id_proto_msgTypes[12]
+	mi := &file_seq_v1_id_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -826,7 +904,7 @@ func (x *CreateNamespaceRequest) String() string {
 func (*CreateNamespaceRequest) ProtoMessage() {}
 
 func (x *CreateNamespaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_id_proto_msgTypes[12]
+	mi := &file_seq_v1_id_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -839,7 +917,7 @@ func (x *CreateNamespaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateNamespaceRequest.ProtoReflect.Descriptor instead.
 func (*CreateNamespaceRequest) Descriptor() ([]byte, []int) {
-	return file_seq_v1_id_proto_rawDescGZIP(), []int{12}
+	return file_seq_v1_id_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CreateNamespaceRequest) GetName() string {
@@ -908,7 +986,7 @@ type CreateNamespaceResponse struct {
 
 func (x *CreateNamespaceResponse) Reset() {
 	*x = CreateNamespaceResponse{}
-	mi := &file_seq_v1_id_proto_msgTypes[13]
+	mi := &file_seq_v1_id_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -920,7 +998,7 @@ func (x *CreateNamespaceResponse) String() string {
 func (*CreateNamespaceResponse) ProtoMessage() {}
 
 func (x *CreateNamespaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_id_proto_msgTypes[13]
+	mi := &file_seq_v1_id_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -933,7 +1011,7 @@ func (x *CreateNamespaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateNamespaceResponse.ProtoReflect.Descriptor instead.
 func (*CreateNamespaceResponse) Descriptor() ([]byte, []int) {
-	return file_seq_v1_id_proto_rawDescGZIP(), []int{13}
+	return file_seq_v1_id_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CreateNamespaceResponse) GetNamespace() *Namespace {
@@ -958,7 +1036,7 @@ type ListNamespacesRequest struct {
 
 func (x *ListNamespacesRequest) Reset() {
 	*x = ListNamespacesRequest{}
-	mi := &file_seq_v1_id_proto_msgTypes[14]
+	mi := &file_seq_v1_id_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -970,7 +1048,7 @@ func (x *ListNamespacesRequest) String() string {
 func (*ListNamespacesRequest) ProtoMessage() {}
 
 func (x *ListNamespacesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_id_proto_msgTypes[14]
+	mi := &file_seq_v1_id_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -983,7 +1061,7 @@ func (x *ListNamespacesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNamespacesRequest.ProtoReflect.Descriptor instead.
 func (*ListNamespacesRequest) Descriptor() ([]byte, []int) {
-	return file_seq_v1_id_proto_rawDescGZIP(), []int{14}
+	return file_seq_v1_id_proto_rawDescGZIP(), []int{15}
 }
 
 type ListNamespacesResponse struct {
@@ -995,7 +1073,7 @@ type ListNamespacesResponse struct {
 
 func (x *ListNamespacesResponse) Reset() {
 	*x = ListNamespacesResponse{}
-	mi := &file_seq_v1_id_proto_msgTypes[15]
+	mi := &file_seq_v1_id_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1007,7 +1085,7 @@ func (x *ListNamespacesResponse) String() string {
 func (*ListNamespacesResponse) ProtoMessage() {}
 
 func (x *ListNamespacesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_id_proto_msgTypes[15]
+	mi := &file_seq_v1_id_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1020,7 +1098,7 @@ func (x *ListNamespacesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNamespacesResponse.ProtoReflect.Descriptor instead.
 func (*ListNamespacesResponse) Descriptor() ([]byte, []int) {
-	return file_seq_v1_id_proto_rawDescGZIP(), []int{15}
+	return file_seq_v1_id_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListNamespacesResponse) GetNamespaces() []*Namespace {
@@ -1039,7 +1117,7 @@ type ListWorkersRequest struct {
 
 func (x *ListWorkersRequest) Reset() {
 	*x = ListWorkersRequest{}
-	mi := &file_seq_v1_id_proto_msgTypes[16]
+	mi := &file_seq_v1_id_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1051,7 +1129,7 @@ func (x *ListWorkersRequest) String() string {
 func (*ListWorkersRequest) ProtoMessage() {}
 
 func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_id_proto_msgTypes[16]
+	mi := &file_seq_v1_id_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1064,7 +1142,7 @@ func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_seq_v1_id_proto_rawDescGZIP(), []int{16}
+	return file_seq_v1_id_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListWorkersRequest) GetNamespace() string {
@@ -1086,7 +1164,7 @@ type WorkerUse struct {
 
 func (x *WorkerUse) Reset() {
 	*x = WorkerUse{}
-	mi := &file_seq_v1_id_proto_msgTypes[17]
+	mi := &file_seq_v1_id_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1098,7 +1176,7 @@ func (x *WorkerUse) String() string {
 func (*WorkerUse) ProtoMessage() {}
 
 func (x *WorkerUse) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_id_proto_msgTypes[17]
+	mi := &file_seq_v1_id_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1111,7 +1189,7 @@ func (x *WorkerUse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerUse.ProtoReflect.Descriptor instead.
 func (*WorkerUse) Descriptor() ([]byte, []int) {
-	return file_seq_v1_id_proto_rawDescGZIP(), []int{17}
+	return file_seq_v1_id_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WorkerUse) GetLabel() string {
@@ -1161,7 +1239,7 @@ type Worker struct {
 
 func (x *Worker) Reset() {
 	*x = Worker{}
-	mi := &file_seq_v1_id_proto_msgTypes[18]
+	mi := &file_seq_v1_id_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1173,7 +1251,7 @@ func (x *Worker) String() string {
 func (*Worker) ProtoMessage() {}
 
 func (x *Worker) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_id_proto_msgTypes[18]
+	mi := &file_seq_v1_id_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1186,7 +1264,7 @@ func (x *Worker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Worker.ProtoReflect.Descriptor instead.
 func (*Worker) Descriptor() ([]byte, []int) {
-	return file_seq_v1_id_proto_rawDescGZIP(), []int{18}
+	return file_seq_v1_id_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Worker) GetId() uint32 {
@@ -1254,7 +1332,7 @@ type ListWorkersResponse struct {
 
 func (x *ListWorkersResponse) Reset() {
 	*x = ListWorkersResponse{}
-	mi := &file_seq_v1_id_proto_msgTypes[19]
+	mi := &file_seq_v1_id_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1266,7 +1344,7 @@ func (x *ListWorkersResponse) String() string {
 func (*ListWorkersResponse) ProtoMessage() {}
 
 func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_id_proto_msgTypes[19]
+	mi := &file_seq_v1_id_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1279,7 +1357,7 @@ func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_seq_v1_id_proto_rawDescGZIP(), []int{19}
+	return file_seq_v1_id_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListWorkersResponse) GetWorkers() []*Worker {
@@ -1299,7 +1377,7 @@ type ReclaimWorkerRequest struct {
 
 func (x *ReclaimWorkerRequest) Reset() {
 	*x = ReclaimWorkerRequest{}
-	mi := &file_seq_v1_id_proto_msgTypes[20]
+	mi := &file_seq_v1_id_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1311,7 +1389,7 @@ func (x *ReclaimWorkerRequest) String() string {
 func (*ReclaimWorkerRequest) ProtoMessage() {}
 
 func (x *ReclaimWorkerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_id_proto_msgTypes[20]
+	mi := &file_seq_v1_id_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1324,7 +1402,7 @@ func (x *ReclaimWorkerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReclaimWorkerRequest.ProtoReflect.Descriptor instead.
 func (*ReclaimWorkerRequest) Descriptor() ([]byte, []int) {
-	return file_seq_v1_id_proto_rawDescGZIP(), []int{20}
+	return file_seq_v1_id_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReclaimWorkerRequest) GetNamespace() string {
@@ -1349,7 +1427,7 @@ type ReclaimWorkerResponse struct {
 
 func (x *ReclaimWorkerResponse) Reset() {
 	*x = ReclaimWorkerResponse{}
-	mi := &file_seq_v1_id_proto_msgTypes[21]
+	mi := &file_seq_v1_id_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1361,7 +1439,7 @@ func (x *ReclaimWorkerResponse) String() string {
 func (*ReclaimWorkerResponse) ProtoMessage() {}
 
 func (x *ReclaimWorkerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_id_proto_msgTypes[21]
+	mi := &file_seq_v1_id_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1374,19 +1452,24 @@ func (x *ReclaimWorkerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReclaimWorkerResponse.ProtoReflect.Descriptor instead.
 func (*ReclaimWorkerResponse) Descriptor() ([]byte, []int) {
-	return file_seq_v1_id_proto_rawDescGZIP(), []int{21}
+	return file_seq_v1_id_proto_rawDescGZIP(), []int{22}
 }
 
 var File_seq_v1_id_proto protoreflect.FileDescriptor
 
 const file_seq_v1_id_proto_rawDesc = "" +
 	"\n" +
-	"\x0fseq/v1/id.proto\x12\x06seq.v1\"D\n" +
+	"\x0fseq/v1/id.proto\x12\x06seq.v1\"X\n" +
 	"\x0eNextIdsRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\rR\x05count\"#\n" +
+	"\x05count\x18\x02 \x01(\rR\x05count\x12\x12\n" +
+	"\x04runs\x18\x03 \x01(\bR\x04runs\"F\n" +
 	"\x0fNextIdsResponse\x12\x10\n" +
-	"\x03ids\x18\x01 \x03(\x03R\x03ids\"=\n" +
+	"\x03ids\x18\x01 \x03(\x03R\x03ids\x12!\n" +
+	"\x04runs\x18\x02 \x03(\v2\r.seq.v1.IdRunR\x04runs\"3\n" +
+	"\x05IdRun\x12\x14\n" +
+	"\x05first\x18\x01 \x01(\x03R\x05first\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\rR\x05count\"=\n" +
 	"\rDecodeRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\x03R\x02id\"\x80\x01\n" +
@@ -1495,55 +1578,57 @@ func file_seq_v1_id_proto_rawDescGZIP() []byte {
 	return file_seq_v1_id_proto_rawDescData
 }
 
-var file_seq_v1_id_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_seq_v1_id_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_seq_v1_id_proto_goTypes = []any{
 	(*NextIdsRequest)(nil),          // 0: seq.v1.NextIdsRequest
 	(*NextIdsResponse)(nil),         // 1: seq.v1.NextIdsResponse
-	(*DecodeRequest)(nil),           // 2: seq.v1.DecodeRequest
-	(*DecodeResponse)(nil),          // 3: seq.v1.DecodeResponse
-	(*GetLayoutRequest)(nil),        // 4: seq.v1.GetLayoutRequest
-	(*GetLayoutResponse)(nil),       // 5: seq.v1.GetLayoutResponse
-	(*AcquireWorkerRequest)(nil),    // 6: seq.v1.AcquireWorkerRequest
-	(*RenewWorkerRequest)(nil),      // 7: seq.v1.RenewWorkerRequest
-	(*ReleaseWorkerRequest)(nil),    // 8: seq.v1.ReleaseWorkerRequest
-	(*ReleaseWorkerResponse)(nil),   // 9: seq.v1.ReleaseWorkerResponse
-	(*WorkerGrant)(nil),             // 10: seq.v1.WorkerGrant
-	(*Namespace)(nil),               // 11: seq.v1.Namespace
-	(*CreateNamespaceRequest)(nil),  // 12: seq.v1.CreateNamespaceRequest
-	(*CreateNamespaceResponse)(nil), // 13: seq.v1.CreateNamespaceResponse
-	(*ListNamespacesRequest)(nil),   // 14: seq.v1.ListNamespacesRequest
-	(*ListNamespacesResponse)(nil),  // 15: seq.v1.ListNamespacesResponse
-	(*ListWorkersRequest)(nil),      // 16: seq.v1.ListWorkersRequest
-	(*WorkerUse)(nil),               // 17: seq.v1.WorkerUse
-	(*Worker)(nil),                  // 18: seq.v1.Worker
-	(*ListWorkersResponse)(nil),     // 19: seq.v1.ListWorkersResponse
-	(*ReclaimWorkerRequest)(nil),    // 20: seq.v1.ReclaimWorkerRequest
-	(*ReclaimWorkerResponse)(nil),   // 21: seq.v1.ReclaimWorkerResponse
+	(*IdRun)(nil),                   // 2: seq.v1.IdRun
+	(*DecodeRequest)(nil),           // 3: seq.v1.DecodeRequest
+	(*DecodeResponse)(nil),          // 4: seq.v1.DecodeResponse
+	(*GetLayoutRequest)(nil),        // 5: seq.v1.GetLayoutRequest
+	(*GetLayoutResponse)(nil),       // 6: seq.v1.GetLayoutResponse
+	(*AcquireWorkerRequest)(nil),    // 7: seq.v1.AcquireWorkerRequest
+	(*RenewWorkerRequest)(nil),      // 8: seq.v1.RenewWorkerRequest
+	(*ReleaseWorkerRequest)(nil),    // 9: seq.v1.ReleaseWorkerRequest
+	(*ReleaseWorkerResponse)(nil),   // 10: seq.v1.ReleaseWorkerResponse
+	(*WorkerGrant)(nil),             // 11: seq.v1.WorkerGrant
+	(*Namespace)(nil),               // 12: seq.v1.Namespace
+	(*CreateNamespaceRequest)(nil),  // 13: seq.v1.CreateNamespaceRequest
+	(*CreateNamespaceResponse)(nil), // 14: seq.v1.CreateNamespaceResponse
+	(*ListNamespacesRequest)(nil),   // 15: seq.v1.ListNamespacesRequest
+	(*ListNamespacesResponse)(nil),  // 16: seq.v1.ListNamespacesResponse
+	(*ListWorkersRequest)(nil),      // 17: seq.v1.ListWorkersRequest
+	(*WorkerUse)(nil),               // 18: seq.v1.WorkerUse
+	(*Worker)(nil),                  // 19: seq.v1.Worker
+	(*ListWorkersResponse)(nil),     // 20: seq.v1.ListWorkersResponse
+	(*ReclaimWorkerRequest)(nil),    // 21: seq.v1.ReclaimWorkerRequest
+	(*ReclaimWorkerResponse)(nil),   // 22: seq.v1.ReclaimWorkerResponse
 }
 var file_seq_v1_id_proto_depIdxs = []int32{
-	5,  // 0: seq.v1.WorkerGrant.layout:type_name -> seq.v1.GetLayoutResponse
-	5,  // 1: seq.v1.Namespace.layout:type_name -> seq.v1.GetLayoutResponse
-	11, // 2: seq.v1.CreateNamespaceResponse.namespace:type_name -> seq.v1.Namespace
-	11, // 3: seq.v1.ListNamespacesResponse.namespaces:type_name -> seq.v1.Namespace
-	17, // 4: seq.v1.Worker.history:type_name -> seq.v1.WorkerUse
-	18, // 5: seq.v1.ListWorkersResponse.workers:type_name -> seq.v1.Worker
-	0,  // 6: seq.v1.IdService.NextIds:input_type -> seq.v1.NextIdsRequest
-	2,  // 7: seq.v1.IdService.Decode:input_type -> seq.v1.DecodeRequest
-	4,  // 8: seq.v1.IdService.GetLayout:input_type -> seq.v1.GetLayoutRequest
-	6,  // 9: seq.v1.IdService.AcquireWorker:input_type -> seq.v1.AcquireWorkerRequest
-	7,  // 10: seq.v1.IdService.RenewWorker:input_type -> seq.v1.RenewWorkerRequest
-	8,  // 11: seq.v1.IdService.ReleaseWorker:input_type -> seq.v1.ReleaseWorkerRequest
-	1,  // 12: seq.v1.IdService.NextIds:output_type -> seq.v1.NextIdsResponse
-	3,  // 13: seq.v1.IdService.Decode:output_type -> seq.v1.DecodeResponse
-	5,  // 14: seq.v1.IdService.GetLayout:output_type -> seq.v1.GetLayoutResponse
-	10, // 15: seq.v1.IdService.AcquireWorker:output_type -> seq.v1.WorkerGrant
-	10, // 16: seq.v1.IdService.RenewWorker:output_type -> seq.v1.WorkerGrant
-	9,  // 17: seq.v1.IdService.ReleaseWorker:output_type -> seq.v1.ReleaseWorkerResponse
-	12, // [12:18] is the sub-list for method output_type
-	6,  // [6:12] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	2,  // 0: seq.v1.NextIdsResponse.runs:type_name -> seq.v1.IdRun
+	6,  // 1: seq.v1.WorkerGrant.layout:type_name -> seq.v1.GetLayoutResponse
+	6,  // 2: seq.v1.Namespace.layout:type_name -> seq.v1.GetLayoutResponse
+	12, // 3: seq.v1.CreateNamespaceResponse.namespace:type_name -> seq.v1.Namespace
+	12, // 4: seq.v1.ListNamespacesResponse.namespaces:type_name -> seq.v1.Namespace
+	18, // 5: seq.v1.Worker.history:type_name -> seq.v1.WorkerUse
+	19, // 6: seq.v1.ListWorkersResponse.workers:type_name -> seq.v1.Worker
+	0,  // 7: seq.v1.IdService.NextIds:input_type -> seq.v1.NextIdsRequest
+	3,  // 8: seq.v1.IdService.Decode:input_type -> seq.v1.DecodeRequest
+	5,  // 9: seq.v1.IdService.GetLayout:input_type -> seq.v1.GetLayoutRequest
+	7,  // 10: seq.v1.IdService.AcquireWorker:input_type -> seq.v1.AcquireWorkerRequest
+	8,  // 11: seq.v1.IdService.RenewWorker:input_type -> seq.v1.RenewWorkerRequest
+	9,  // 12: seq.v1.IdService.ReleaseWorker:input_type -> seq.v1.ReleaseWorkerRequest
+	1,  // 13: seq.v1.IdService.NextIds:output_type -> seq.v1.NextIdsResponse
+	4,  // 14: seq.v1.IdService.Decode:output_type -> seq.v1.DecodeResponse
+	6,  // 15: seq.v1.IdService.GetLayout:output_type -> seq.v1.GetLayoutResponse
+	11, // 16: seq.v1.IdService.AcquireWorker:output_type -> seq.v1.WorkerGrant
+	11, // 17: seq.v1.IdService.RenewWorker:output_type -> seq.v1.WorkerGrant
+	10, // 18: seq.v1.IdService.ReleaseWorker:output_type -> seq.v1.ReleaseWorkerResponse
+	13, // [13:19] is the sub-list for method output_type
+	7,  // [7:13] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_seq_v1_id_proto_init() }
@@ -1557,7 +1642,7 @@ func file_seq_v1_id_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_seq_v1_id_proto_rawDesc), len(file_seq_v1_id_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
