@@ -241,9 +241,11 @@ for r in $(seq 1 "$RUNS"); do
     want seqd-ids && sq "seqd-ids-coalesced-c$c" --addr "$seqd_addrs" --concurrency "$c" --mix ids=1
   done
   if want seqd-ids; then
-    # Batches of 1000 flake ids (against seqd-reserve1000-c16), and an
-    # embedded generator per caller (no RPC per id).
+    # Batches of 1000 flake ids (against seqd-reserve1000-c16): as ids, and
+    # as runs of consecutive ids (NextIdRuns, the form Reserve's answer
+    # has); and an embedded generator per caller (no RPC per id).
     sq "seqd-ids1000-c16" --addr "$seqd_addrs" --concurrency 16 --mix ids=1 --batch 1000
+    sq "seqd-runs1000-c16" --addr "$seqd_addrs" --concurrency 16 --mix runs=1 --batch 1000
     sq "seqd-embedded-c64" --addr "$seqd_addrs" --concurrency 64 --mix embedded=1
   fi
   if want seqd-h2c; then

@@ -105,7 +105,7 @@ func Run(prog string, args []string) error {
 		keyOffset   = fs.Uint64("key-offset", 0, "first key")
 		dist        = fs.String("dist", "uniform", "key distribution: uniform, zipf or sequential")
 		zipfS       = fs.Float64("zipf-s", 1.1, "zipf exponent (> 1)")
-		mix         = fs.String("mix", "next=100", "operation mix, e.g. next=90,current=10, reserve=1, ids=1 (flake NextIds of the default namespace) or embedded=1 (an embedded flake generator per client)")
+		mix         = fs.String("mix", "next=100", "operation mix, e.g. next=90,current=10, reserve=1, ids=1 (flake NextIds of the default namespace), runs=1 (the same as runs of consecutive ids: NextIdRuns) or embedded=1 (an embedded flake generator per client)")
 		batch       = fs.Int("batch", 1, "keys per Next/Current call, values per Reserve call")
 		coalesce    = fs.Bool("coalesce", true, "let the client coalesce concurrent calls into multi-key requests")
 		inFlight    = fs.Int("max-in-flight", client.DefaultMaxInFlight, "coalesced requests in flight per space and call kind")
@@ -239,6 +239,8 @@ func Run(prog string, args []string) error {
 			_, err = c.NextIds(ctx, "", op.Count)
 		case loadgen.Embedded:
 			_, err = gens[ci].NextN(ctx, int(op.Count))
+		case loadgen.Runs:
+			_, err = c.NextIdRuns(ctx, "", op.Count)
 		}
 		switch connect.CodeOf(err) {
 		case connect.CodeInvalidArgument, connect.CodeNotFound, connect.CodeUnauthenticated,

@@ -26,10 +26,13 @@ const (
 	// Embedded takes Op.Count flake ids from an embedded generator in
 	// the load tool's process (ids: Count).
 	Embedded
+	// Runs takes Op.Count flake ids from the cluster as runs of
+	// consecutive ids (ids: Count).
+	Runs
 	numKinds
 )
 
-var kindNames = [numKinds]string{"next", "reserve", "current", "ids", "embedded"}
+var kindNames = [numKinds]string{"next", "reserve", "current", "ids", "embedded", "runs"}
 
 func (k Kind) String() string {
 	if k >= 0 && k < numKinds {
@@ -50,7 +53,7 @@ func (o *Op) IDs() int64 {
 	switch o.Kind {
 	case Next:
 		return int64(len(o.Keys))
-	case Reserve, IDs, Embedded:
+	case Reserve, IDs, Embedded, Runs:
 		return int64(o.Count)
 	}
 	return 0

@@ -148,7 +148,7 @@ func Run(ctx context.Context, t Target, cfg Config) (*Result, error) {
 				}
 				op.Keys = op.Keys[:0]
 				op.Count = 0
-				if op.Kind == Reserve || op.Kind == IDs || op.Kind == Embedded {
+				if op.Kind == Reserve || op.Kind == IDs || op.Kind == Embedded || op.Kind == Runs {
 					op.Keys = append(op.Keys, key())
 					op.Count = uint32(cfg.Batch)
 				} else {
