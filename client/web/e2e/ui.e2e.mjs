@@ -7,9 +7,14 @@
 // cross-origin Connect or gRPC-Web request with a CORS preflight.
 //
 // Checks: the page shows the leader and three nodes; Next and Current from the
-// page return values over Connect, then over gRPC-Web; after the leader is
-// killed (kill -9), the page shows the new leader, the dead node as
-// unreachable, and a Next from the page returns a larger value.
+// page return values over Connect, then over gRPC-Web; flake ids issued from
+// the page come from a worker of the node behind the proxy, and the page's
+// workers table shows that worker held by that node, with the token
+// ListWorkers reports; after the leader is killed (kill -9), the page shows
+// the new leader, the dead node as unreachable, and a Next from the page
+// returns a larger value. Last, against a fourth, single-node cluster that
+// requires an admin token: without the token the page says so where the
+// workers would be, and once the token is entered it lists that node's worker.
 //
 // Env: SEQD_BIN, UITEST_BIN (built binaries; required), CHROMIUM (default
 // /usr/bin/chromium), E2E_OUT (directory for screenshots and logs; default a
@@ -50,9 +55,9 @@ function freePort() {
   });
 }
 
-function start(name, bin, args) {
+function start(name, bin, args, env = {}) {
   const fd = openSync(path.join(out, `${name}.log`), "a");
-  const child = spawn(bin, args, { stdio: ["ignore", fd, fd] });
+  const child = spawn(bin, args, { stdio: ["ignore", fd, fd], env: { ...process.env, ...env } });
   child.exitedWith = undefined;
   child.on("exit", (code, sig) => (child.exitedWith = sig || code));
   procs.push({ name, child });
@@ -175,6 +180,38 @@ async function main() {
     assert(id1 > 0n && id2 > id1, `flake ids ${id1} then ${id2}: positive and rising (one node, one worker)`);
     await page.waitForFunction(() => [...document.querySelectorAll("#namespaces tbody td")].some((td) => td.textContent === "default"), null, { timeout: 15000 });
 
+    // The proxy sends the page's calls to order[0] (the first leader), and a
+    // node issues flake ids from workers it holds itself, labelled with its id:
+    // the ids decode to a worker of that node, ListWorkers lists it as held,
+    // and the page's workers table must show that row with the same data.
+    const holderNode = order[0];
+    // (A node decodes from its own replica of the state, which may trail the
+    // grant by a moment: wait until it names the id's holder.)
+    const dec = await until(`${holderNode.id} to decode ${id2} with its holder`, async () => {
+      const d = await rpc(holderNode.api, "seq.v1.IdService/Decode", { id: String(id2) });
+      return d.holderLabel ? d : undefined;
+    }, 5000);
+    const workerId = dec.worker ?? 0; // proto3 JSON leaves out a 0
+    assert(dec.holderLabel === holderNode.id, `id ${id2} decodes to a worker held by ${holderNode.id}: ${JSON.stringify(dec)}`);
+    const listed = await rpc(holderNode.api, "seq.v1.AdminService/ListWorkers", { namespace: "default" });
+    const w = (listed.workers ?? []).find((x) => (x.id ?? 0) === workerId);
+    assert(w && w.held && w.label === holderNode.id, `ListWorkers shows worker ${workerId} held by ${holderNode.id}: ${JSON.stringify(listed)}`);
+    const rowSel = `#workers .ns-workers[data-namespace="default"] tr[data-worker="${workerId}"]`;
+    await page.waitForSelector(rowSel, { timeout: 20000 }).catch(async (e) => {
+      throw new Error(`the page shows no row for worker ${workerId} of "default" (workers panel: ${JSON.stringify(await page.locator("#workers").textContent())}): ${e.message}`);
+    });
+    const cells = (await page.locator(rowSel).locator("td").allTextContents()).map((t) => t.trim());
+    log(`page: worker row ${JSON.stringify(cells)}`);
+    assert(cells.length === 6, `worker row has 6 cells: ${JSON.stringify(cells)}`);
+    assert(cells[0] === String(workerId), `worker cell ${cells[0]} is ${workerId}`);
+    assert(cells[1] === "held", `state cell ${cells[1]} is held`);
+    assert(cells[2] === holderNode.id, `holder cell ${cells[2]} is ${holderNode.id}`);
+    assert(cells[3] === String(w.token), `token cell ${cells[3]} is ListWorkers' ${w.token}`);
+    assert(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z [+−]/.test(cells[4]), `hwm cell ${cells[4]} is a time`);
+    assert(/ left of 10\.0 s$/.test(cells[5]), `lease cell ${cells[5]} shows the lease left`);
+    const summary = await page.locator('#workers .ns-workers[data-namespace="default"] h3').textContent();
+    assert(/\b[1-9]\d* held\b/.test(summary), `namespace heading counts held workers: ${summary}`);
+
     await page.click('label:has(input[value="grpc-web"])');
     await page.waitForFunction(() => document.body.dataset.transport === "grpc-web" && document.querySelector("#conn").textContent.includes("grpc-web"), null, { timeout: 5000 });
     const v2 = await call("#next-btn");
@@ -214,6 +251,43 @@ async function main() {
     assert(events.includes(`→ ${newLeader}`), `events log the leader change: ${events}`);
     await sleep(1500);
     await page.screenshot({ path: path.join(out, "ui.png"), fullPage: true });
+
+    // A single-node cluster that requires the admin token (SEQD_TOKEN), behind
+    // its own proxy. The page without the token: ClusterStatus and ListWorkers
+    // fail, and the workers panel says why instead of showing an empty table.
+    const tok = "e2e-admin-token";
+    const solo = { id: "n4", api: `127.0.0.1:${await freePort()}`, raft: `127.0.0.1:${await freePort()}`, gossip: `127.0.0.1:${await freePort()}` };
+    start(solo.id, SEQD, [
+      "serve", "--id", solo.id, "--data-dir", path.join(work, solo.id),
+      "--api-addr", solo.api, "--raft-addr", solo.raft, "--gossip-addr", solo.gossip,
+      "--join", solo.gossip, "--bootstrap-expect", "1",
+    ], { SEQD_TOKEN: tok });
+    // IdService needs no token (no --token-sequence): this makes n4 hold a worker.
+    const soloId = await until("n4 to issue a flake id", () => rpc(solo.api, "seq.v1.IdService/NextIds", { count: 1 }), 30000);
+    log(`n4 issued ${soloId.ids[0]}`);
+    const ui2 = `127.0.0.1:${await freePort()}`;
+    const api2 = `127.0.0.1:${await freePort()}`;
+    start("uitest2", UITEST, ["--ui-addr", ui2, "--api-addr", api2, "--nodes", solo.api]);
+    await until("uitest2", async () => (await fetch(`http://${ui2}/ui/`)).ok, 10000);
+    const page2 = await ctx.newPage();
+    page2.on("console", (m) => m.type() === "error" && consoleErrors.push(m.text()));
+    page2.on("pageerror", (e) => consoleErrors.push(`pageerror: ${e.message}`));
+    await page2.goto(`http://${ui2}/ui/?api=http://${api2}&transport=connect`);
+    await page2.waitForSelector("#workers.bad", { timeout: 10000 });
+    const noToken = await page2.locator("#workers").textContent();
+    log(`page without the token: ${noToken}`);
+    assert(noToken.includes("unauthenticated") && noToken.includes("Bearer token"), `the workers panel asks for the token: ${noToken}`);
+    assert((await page2.locator("#workers tr[data-worker]").count()) === 0, "no worker rows without the token");
+    await page2.click("footer summary");
+    await page2.fill("#token", tok);
+    await page2.press("#token", "Tab"); // commit the field (change event)
+    await page2.waitForSelector(`#workers .ns-workers[data-namespace="default"] tr[data-state="held"][data-label="${solo.id}"]`, { timeout: 15000 });
+    const row2 = (await page2.locator(`#workers tr[data-label="${solo.id}"]`).first().locator("td").allTextContents()).map((t) => t.trim());
+    log(`page with the token: worker row ${JSON.stringify(row2)}`);
+    assert(row2[1] === "held" && row2[2] === solo.id, `n4's worker is shown held by n4: ${JSON.stringify(row2)}`);
+    await page2.screenshot({ path: path.join(out, "ui-token.png"), fullPage: true });
+    await page2.close();
+
     const unexpected = consoleErrors.filter((e) => !/metrics|CORS|Failed to load resource|ERR_CONNECTION_REFUSED/.test(e));
     if (consoleErrors.length) log(`console errors (${consoleErrors.length}, expected: cross-origin /metrics of nodes without CORS):\n  ${[...new Set(consoleErrors)].slice(0, 5).join("\n  ")}`);
     assert(unexpected.length === 0, `unexpected console errors: ${unexpected.join("; ")}`);
@@ -245,6 +319,6 @@ try {
   }
 } finally {
   await stopAll();
-  for (const n of ["n1", "n2", "n3"]) rmSync(path.join(work, n), { recursive: true, force: true });
+  for (const n of ["n1", "n2", "n3", "n4"]) rmSync(path.join(work, n), { recursive: true, force: true });
 }
 process.exit(failed ? 1 : 0);

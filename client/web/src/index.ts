@@ -19,10 +19,17 @@ import {
   type Node,
   type Space,
 } from "./gen/seq/v1/seq_pb.js";
-import { IdService, type DecodeResponse, type GetLayoutResponse, type Namespace } from "./gen/seq/v1/id_pb.js";
+import {
+  IdService,
+  type DecodeResponse,
+  type GetLayoutResponse,
+  type Namespace,
+  type Worker,
+  type WorkerUse,
+} from "./gen/seq/v1/id_pb.js";
 
 export { Code, ConnectError };
-export type { ClusterStatusResponse, Node, Space, DecodeResponse, GetLayoutResponse, Namespace };
+export type { ClusterStatusResponse, Node, Space, DecodeResponse, GetLayoutResponse, Namespace, Worker, WorkerUse };
 
 export type TransportKind = "connect" | "grpc-web";
 
@@ -70,6 +77,8 @@ export interface SeqdClient {
   getLayout(namespace: string): Promise<GetLayoutResponse>;
   /** The flake namespaces (an admin call). */
   listNamespaces(): Promise<Namespace[]>;
+  /** The namespace's workers ever used ("" is "default"), with their holders (an admin call). */
+  listWorkers(namespace: string): Promise<Worker[]>;
   clusterStatus(): Promise<ClusterStatusResponse>;
   listSpaces(): Promise<Space[]>;
   createSpace(name: string, step?: bigint | number, sectionSize?: bigint | number): Promise<{ space?: Space; created: boolean }>;
@@ -171,6 +180,9 @@ export function createSeqdClient(baseUrl: string, options: SeqdClientOptions = {
     },
     async listNamespaces() {
       return (await retrying(() => admin.listNamespaces({}))).namespaces;
+    },
+    async listWorkers(namespace) {
+      return (await retrying(() => admin.listWorkers({ namespace }))).workers;
     },
     clusterStatus() {
       return retrying(() => admin.clusterStatus({}));

@@ -1,9 +1,13 @@
 // The status page served by seqd at /ui/ (ui/static/index.html loads this
 // bundle as app.js). It talks to the node that served it (or to ?api=URL)
 // with the browser client over Connect or gRPC-Web, polls ClusterStatus every
-// second, and lets an operator try Next and Current on a key.
+// second, lists spaces, flake namespaces and their workers every ten seconds
+// (and whenever the routing version changes), and lets an operator try Next
+// and Current on a key.
 
 import {
+  Code,
+  ConnectError,
   createSeqdClient,
   describeError,
   leaderHint,
@@ -13,10 +17,16 @@ import {
   type SeqdClient,
   type Space,
   type TransportKind,
+  type Worker,
 } from "../index.js";
 import { IssuedRate, type RateReading } from "./metrics.js";
 
 const POLL_MS = 1000;
+// Spaces, namespaces and workers are listed every LIST_EVERY polls.
+const LIST_EVERY = 10;
+// At most this many worker rows per namespace (held workers first); the rest
+// are counted in a last row.
+const MAX_WORKER_ROWS = 10;
 
 const params = new URLSearchParams(location.search);
 // The page lives at <node>/ui/, so by default the API is the page's origin.
@@ -51,6 +61,7 @@ function makeClients(): void {
   poller = createSeqdClient(base, { transport: kind, token, timeoutMs: 2000, retryForMs: 0 });
   caller = createSeqdClient(base, { transport: kind, token, timeoutMs: 3000, retryForMs: 10000 });
   document.body.dataset.transport = kind;
+  listsDue = true; // a new token or protocol: list again at once
 }
 
 // ---- cluster view -----------------------------------------------------------
@@ -59,6 +70,7 @@ let lastLeader: string | undefined;
 let lastVersion = -1n;
 let lastOk = 0;
 let polls = 0;
+let listsDue = true;
 const rate = new IssuedRate();
 const rateHistory: number[] = [];
 let spaces: Space[] = [];
@@ -211,6 +223,175 @@ function renderNamespaces(list: Namespace[]): void {
   );
 }
 
+// ---- flake workers ----------------------------------------------------------
+
+/** "1.2 s", "850 ms", "4 min", "3 h", "2 d" for a non-negative duration. */
+function fmtSpan(ms: number): string {
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  if (ms < 60_000) return `${(ms / 1000).toFixed(1)} s`;
+  if (ms < 3_600_000) return `${Math.round(ms / 60_000)} min`;
+  if (ms < 86_400_000) return `${Math.round(ms / 3_600_000)} h`;
+  return `${Math.round(ms / 86_400_000)} d`;
+}
+
+/** An error of an admin call, with what to do about a missing token. */
+function adminError(err: unknown): string {
+  const ce = ConnectError.from(err);
+  const text = describeError(ce);
+  return ce.code === Code.Unauthenticated
+    ? `${text} — this node requires its admin token: enter it under “Bearer token” at the bottom of the page`
+    : text;
+}
+
+type WorkerState = "held" | "lapsed" | "free";
+
+// A held worker whose holder has not renewed within its lease (judged by the
+// browser's clock against the leader's time of the renewal) is shown as
+// lapsed: its holder has stopped issuing from it, and the leader may hand it
+// to another holder once two leases have passed since that renewal.
+function workerState(w: Worker, now: number): WorkerState {
+  if (!w.held) return "free";
+  return Number(w.renewedUnixMs) + w.leaseMs >= now ? "held" : "lapsed";
+}
+
+function workerRow(w: Worker, ns: Namespace, now: number): HTMLTableRowElement {
+  const state = workerState(w, now);
+  const tr = el("tr");
+  tr.dataset.worker = String(w.id);
+  tr.dataset.state = state;
+  tr.dataset.label = w.label;
+  tr.dataset.token = String(w.token);
+
+  const holder = el("td", undefined, "mono holder");
+  if (state === "free") holder.append(el("span", w.label ? `last: ${w.label}` : "—", "muted"));
+  else holder.textContent = w.label || "?";
+  if (w.history.length) {
+    holder.title = "uses, oldest first:\n" + w.history.map((u) => `${u.label || "?"} (token ${u.token})`).join("\n");
+  }
+
+  // hwm counts the layout's time units from its epoch: the end of the last
+  // range granted, normally some seconds ahead of now.
+  const l = ns.layout;
+  const hwm = el("td", undefined, "mono");
+  if (l) {
+    const at = Number(l.epochUnixMs) + Number(w.hwm) * l.unitMs;
+    const ahead = at - now;
+    hwm.append(
+      document.createTextNode(new Date(at).toISOString()),
+      el("span", ` ${ahead >= 0 ? "+" : "−"}${fmtSpan(Math.abs(ahead))}`, "muted"),
+    );
+    hwm.title = `hwm ${w.hwm} units of ${l.unitMs} ms`;
+  } else {
+    hwm.textContent = String(w.hwm);
+  }
+
+  const renewed = Number(w.renewedUnixMs);
+  const lease = el("td", undefined, "num");
+  if (state === "held") {
+    lease.textContent = `${fmtSpan(Math.max(0, renewed + w.leaseMs - now))} left of ${fmtSpan(w.leaseMs)}`;
+  } else if (state === "lapsed") {
+    lease.textContent = `lapsed ${fmtSpan(now - renewed - w.leaseMs)} ago`;
+  } else {
+    lease.append(el("span", renewed ? `renewed ${fmtSpan(Math.max(0, now - renewed))} ago` : "—", "muted"));
+  }
+  if (renewed) lease.title = `last grant or renewal ${new Date(renewed).toISOString()} (leader's clock)`;
+
+  const pillCls = state === "held" ? "ok" : state === "lapsed" ? "st-candidate" : "";
+  const st = el("td");
+  st.append(pill(state, pillCls));
+  tr.append(el("td", String(w.id), "num"), st, holder, el("td", String(w.token), "num"), hwm, lease);
+  return tr;
+}
+
+function workersTable(ns: Namespace, workers: Worker[], now: number): HTMLElement {
+  const rank = (w: Worker) => (workerState(w, now) === "free" ? 1 : 0);
+  const sorted = [...workers].sort((a, b) => rank(a) - rank(b) || a.id - b.id);
+  const shown = sorted.slice(0, MAX_WORKER_ROWS);
+  const rest = sorted.slice(MAX_WORKER_ROWS);
+  const table = el("table", undefined, "workers");
+  const head = el("thead");
+  const hr = el("tr");
+  hr.append(
+    el("th", "Worker", "num"),
+    el("th", "State"),
+    el("th", "Holder"),
+    el("th", "Token", "num"),
+    el("th", "HWM (ids up to)"),
+    el("th", "Lease", "num"),
+  );
+  head.append(hr);
+  const body = el("tbody");
+  body.append(...shown.map((w) => workerRow(w, ns, now)));
+  if (rest.length) {
+    const held = rest.filter((w) => w.held).length;
+    const tr = el("tr", undefined, "more");
+    const td = el(
+      "td",
+      `… and ${rest.length} more worker${rest.length === 1 ? "" : "s"} (${held} held, ${rest.length - held} free): seqd id workers --namespace ${ns.name}`,
+      "muted",
+    );
+    td.colSpan = 6;
+    tr.append(td);
+    body.append(tr);
+  }
+  table.append(head, body);
+  return table;
+}
+
+function renderWorkers(list: Namespace[], results: PromiseSettledResult<Worker[]>[]): void {
+  const now = Date.now();
+  const blocks = list.map((ns, i) => {
+    const r = results[i];
+    const div = el("div", undefined, "ns-workers");
+    div.dataset.namespace = ns.name;
+    const h = el("h3");
+    h.append(el("span", ns.name, "mono"));
+    div.append(h);
+    if (r.status === "rejected") {
+      div.append(el("p", `workers: ${adminError(r.reason)}`, "note bad"));
+      return div;
+    }
+    const ws = r.value;
+    const held = ws.filter((w) => w.held).length;
+    h.append(el("span", ` ${held} held · ${ws.length - held} free (of workers ever used)`, "muted"));
+    if (ws.length === 0) div.append(el("p", "no worker used yet", "note muted"));
+    else div.append(workersTable(ns, ws, now));
+    return div;
+  });
+  const box = $("workers");
+  box.classList.remove("bad");
+  if (!blocks.length) box.replaceChildren(el("p", "no flake namespace yet", "note muted"));
+  else box.replaceChildren(...blocks);
+  $("workers-note").textContent = `as of ${new Date(now).toLocaleTimeString()}`;
+}
+
+function renderWorkersError(err: unknown): void {
+  const box = $("workers");
+  box.classList.add("bad");
+  box.replaceChildren(el("p", `cannot list workers: ${adminError(err)}`, "note bad"));
+  $("workers-note").textContent = `as of ${new Date().toLocaleTimeString()}`;
+}
+
+async function refreshLists(client: SeqdClient): Promise<void> {
+  client.listSpaces().then(renderSpaces, () => {});
+  let list: Namespace[];
+  try {
+    list = await client.listNamespaces();
+  } catch (err) {
+    if (client === poller) {
+      renderWorkersError(err);
+      listsDue = true; // try again at the next poll
+    }
+    return;
+  }
+  if (client !== poller) return;
+  renderNamespaces(list);
+  const results = await Promise.allSettled(list.map((n) => client.listWorkers(n.name)));
+  if (client !== poller) return;
+  renderWorkers(list, results);
+  if (results.some((r) => r.status === "rejected")) listsDue = true;
+}
+
 function setConn(ok: boolean, text: string): void {
   const c = $("conn");
   c.textContent = text;
@@ -236,9 +417,9 @@ async function poll(): Promise<void> {
     if (current !== poller) return; // the transport changed meanwhile
     lastOk = Date.now();
     setConn(true, `live · ${kind} · ${Math.round(performance.now() - started)} ms`);
-    if (polls % 10 === 0 || st.version !== lastVersion) {
-      current.listSpaces().then(renderSpaces, () => {});
-      current.listNamespaces().then(renderNamespaces, () => {});
+    if (listsDue || polls % LIST_EVERY === 0 || st.version !== lastVersion) {
+      listsDue = false;
+      void refreshLists(current);
     }
     lastVersion = st.version;
     polls++;
@@ -250,6 +431,8 @@ async function poll(): Promise<void> {
     const hint = leaderHint(err);
     const age = lastOk ? ` · last update ${Math.round((Date.now() - lastOk) / 1000)} s ago` : "";
     setConn(false, `${describeError(err)}${hint ? ` (leader ${hint.id})` : ""}${age}`);
+    // Every admin call fails alike without the token: say so where the lists are.
+    if (ConnectError.from(err).code === Code.Unauthenticated) renderWorkersError(err);
   } finally {
     if (current === poller) setTimeout(poll, Math.max(0, POLL_MS - (performance.now() - started)));
   }
