@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file seq/v1/id.proto.
  */
 export const file_seq_v1_id: GenFile = /*@__PURE__*/
-  fileDesc("Cg9zZXEvdjEvaWQucHJvdG8SBnNlcS52MSIyCg5OZXh0SWRzUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDQoFY291bnQYAiABKA0iHgoPTmV4dElkc1Jlc3BvbnNlEgsKA2lkcxgBIAMoAyIuCg1EZWNvZGVSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRIKCgJpZBgCIAEoAyJZCg5EZWNvZGVSZXNwb25zZRIPCgd1bml4X21zGAEgASgDEg4KBndvcmtlchgCIAEoDRIQCghzZXF1ZW5jZRgDIAEoDRIUCgxob2xkZXJfbGFiZWwYBCABKAkiJQoQR2V0TGF5b3V0UmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkijwEKEUdldExheW91dFJlc3BvbnNlEhUKDWVwb2NoX3VuaXhfbXMYASABKAMSDwoHdW5pdF9tcxgCIAEoDRIRCgl0aW1lX2JpdHMYAyABKA0SEwoLd29ya2VyX2JpdHMYBCABKA0SFQoNc2VxdWVuY2VfYml0cxgFIAEoDRITCgtvYmZ1c2NhdGlvbhgGIAEoCSJIChRBY3F1aXJlV29ya2VyUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDgoGaG9sZGVyGAIgASgJEg0KBWxhYmVsGAMgASgJIlYKElJlbmV3V29ya2VyUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDgoGd29ya2VyGAIgASgNEg0KBXRva2VuGAMgASgEEg4KBmhvbGRlchgEIAEoCSJYChRSZWxlYXNlV29ya2VyUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDgoGd29ya2VyGAIgASgNEg0KBXRva2VuGAMgASgEEg4KBmhvbGRlchgEIAEoCSIXChVSZWxlYXNlV29ya2VyUmVzcG9uc2UirAEKC1dvcmtlckdyYW50EhEKCW5hbWVzcGFjZRgBIAEoCRIOCgZ3b3JrZXIYAiABKA0SDQoFdG9rZW4YAyABKAQSCgoCbG8YBCABKAQSCgoCaGkYBSABKAQSFgoObGVhZGVyX3VuaXhfbXMYBiABKAMSEAoIbGVhc2VfbXMYByABKA0SKQoGbGF5b3V0GAggASgLMhkuc2VxLnYxLkdldExheW91dFJlc3BvbnNlIoMBCglOYW1lc3BhY2USDAoEbmFtZRgBIAEoCRIpCgZsYXlvdXQYAiABKAsyGS5zZXEudjEuR2V0TGF5b3V0UmVzcG9uc2USFQoNZmxvb3JfdW5peF9tcxgDIAEoAxITCgtlbmRfdW5peF9tcxgEIAEoAxIRCglrZXlfY2hlY2sYBSABKAkisgEKFkNyZWF0ZU5hbWVzcGFjZVJlcXVlc3QSDAoEbmFtZRgBIAEoCRIOCgZsYXlvdXQYAiABKAkSFQoNZXBvY2hfdW5peF9tcxgDIAEoAxIPCgd1bml0X21zGAQgASgNEhEKCXRpbWVfYml0cxgFIAEoDRITCgt3b3JrZXJfYml0cxgGIAEoDRIVCg1zZXF1ZW5jZV9iaXRzGAcgASgNEhMKC29iZnVzY2F0aW9uGAggASgJIlAKF0NyZWF0ZU5hbWVzcGFjZVJlc3BvbnNlEiQKCW5hbWVzcGFjZRgBIAEoCzIRLnNlcS52MS5OYW1lc3BhY2USDwoHY3JlYXRlZBgCIAEoCCIXChVMaXN0TmFtZXNwYWNlc1JlcXVlc3QiPwoWTGlzdE5hbWVzcGFjZXNSZXNwb25zZRIlCgpuYW1lc3BhY2VzGAEgAygLMhEuc2VxLnYxLk5hbWVzcGFjZSInChJMaXN0V29ya2Vyc1JlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJIkEKCVdvcmtlclVzZRINCgVsYWJlbBgBIAEoCRINCgV0b2tlbhgCIAEoBBIKCgJsbxgDIAEoBBIKCgJoaRgEIAEoBCKcAQoGV29ya2VyEgoKAmlkGAEgASgNEgsKA2h3bRgCIAEoBBINCgV0b2tlbhgDIAEoBBIMCgRoZWxkGAQgASgIEg0KBWxhYmVsGAUgASgJEhcKD3JlbmV3ZWRfdW5peF9tcxgGIAEoAxIQCghsZWFzZV9tcxgHIAEoDRIiCgdoaXN0b3J5GAggAygLMhEuc2VxLnYxLldvcmtlclVzZSI2ChNMaXN0V29ya2Vyc1Jlc3BvbnNlEh8KB3dvcmtlcnMYASADKAsyDi5zZXEudjEuV29ya2VyIjkKFFJlY2xhaW1Xb3JrZXJSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRIOCgZ3b3JrZXIYAiABKA0iFwoVUmVjbGFpbVdvcmtlclJlc3BvbnNlMp4DCglJZFNlcnZpY2USOgoHTmV4dElkcxIWLnNlcS52MS5OZXh0SWRzUmVxdWVzdBoXLnNlcS52MS5OZXh0SWRzUmVzcG9uc2USPAoGRGVjb2RlEhUuc2VxLnYxLkRlY29kZVJlcXVlc3QaFi5zZXEudjEuRGVjb2RlUmVzcG9uc2UiA5ACARJFCglHZXRMYXlvdXQSGC5zZXEudjEuR2V0TGF5b3V0UmVxdWVzdBoZLnNlcS52MS5HZXRMYXlvdXRSZXNwb25zZSIDkAIBEkIKDUFjcXVpcmVXb3JrZXISHC5zZXEudjEuQWNxdWlyZVdvcmtlclJlcXVlc3QaEy5zZXEudjEuV29ya2VyR3JhbnQSPgoLUmVuZXdXb3JrZXISGi5zZXEudjEuUmVuZXdXb3JrZXJSZXF1ZXN0GhMuc2VxLnYxLldvcmtlckdyYW50EkwKDVJlbGVhc2VXb3JrZXISHC5zZXEudjEuUmVsZWFzZVdvcmtlclJlcXVlc3QaHS5zZXEudjEuUmVsZWFzZVdvcmtlclJlc3BvbnNlQitaKWdpdGh1Yi5jb20vc2VxZC9zZXFkL2FwaS9nZW4vc2VxL3YxO3NlcXYxYgZwcm90bzM");
+  fileDesc("Cg9zZXEvdjEvaWQucHJvdG8SBnNlcS52MSJACg5OZXh0SWRzUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDQoFY291bnQYAiABKA0SDAoEcnVucxgDIAEoCCI7Cg9OZXh0SWRzUmVzcG9uc2USCwoDaWRzGAEgAygDEhsKBHJ1bnMYAiADKAsyDS5zZXEudjEuSWRSdW4iJQoFSWRSdW4SDQoFZmlyc3QYASABKAMSDQoFY291bnQYAiABKA0iLgoNRGVjb2RlUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSCgoCaWQYAiABKAMiWQoORGVjb2RlUmVzcG9uc2USDwoHdW5peF9tcxgBIAEoAxIOCgZ3b3JrZXIYAiABKA0SEAoIc2VxdWVuY2UYAyABKA0SFAoMaG9sZGVyX2xhYmVsGAQgASgJIiUKEEdldExheW91dFJlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJIo8BChFHZXRMYXlvdXRSZXNwb25zZRIVCg1lcG9jaF91bml4X21zGAEgASgDEg8KB3VuaXRfbXMYAiABKA0SEQoJdGltZV9iaXRzGAMgASgNEhMKC3dvcmtlcl9iaXRzGAQgASgNEhUKDXNlcXVlbmNlX2JpdHMYBSABKA0SEwoLb2JmdXNjYXRpb24YBiABKAkiSAoUQWNxdWlyZVdvcmtlclJlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEg4KBmhvbGRlchgCIAEoCRINCgVsYWJlbBgDIAEoCSJWChJSZW5ld1dvcmtlclJlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEg4KBndvcmtlchgCIAEoDRINCgV0b2tlbhgDIAEoBBIOCgZob2xkZXIYBCABKAkiWAoUUmVsZWFzZVdvcmtlclJlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEg4KBndvcmtlchgCIAEoDRINCgV0b2tlbhgDIAEoBBIOCgZob2xkZXIYBCABKAkiFwoVUmVsZWFzZVdvcmtlclJlc3BvbnNlIqwBCgtXb3JrZXJHcmFudBIRCgluYW1lc3BhY2UYASABKAkSDgoGd29ya2VyGAIgASgNEg0KBXRva2VuGAMgASgEEgoKAmxvGAQgASgEEgoKAmhpGAUgASgEEhYKDmxlYWRlcl91bml4X21zGAYgASgDEhAKCGxlYXNlX21zGAcgASgNEikKBmxheW91dBgIIAEoCzIZLnNlcS52MS5HZXRMYXlvdXRSZXNwb25zZSKDAQoJTmFtZXNwYWNlEgwKBG5hbWUYASABKAkSKQoGbGF5b3V0GAIgASgLMhkuc2VxLnYxLkdldExheW91dFJlc3BvbnNlEhUKDWZsb29yX3VuaXhfbXMYAyABKAMSEwoLZW5kX3VuaXhfbXMYBCABKAMSEQoJa2V5X2NoZWNrGAUgASgJIrIBChZDcmVhdGVOYW1lc3BhY2VSZXF1ZXN0EgwKBG5hbWUYASABKAkSDgoGbGF5b3V0GAIgASgJEhUKDWVwb2NoX3VuaXhfbXMYAyABKAMSDwoHdW5pdF9tcxgEIAEoDRIRCgl0aW1lX2JpdHMYBSABKA0SEwoLd29ya2VyX2JpdHMYBiABKA0SFQoNc2VxdWVuY2VfYml0cxgHIAEoDRITCgtvYmZ1c2NhdGlvbhgIIAEoCSJQChdDcmVhdGVOYW1lc3BhY2VSZXNwb25zZRIkCgluYW1lc3BhY2UYASABKAsyES5zZXEudjEuTmFtZXNwYWNlEg8KB2NyZWF0ZWQYAiABKAgiFwoVTGlzdE5hbWVzcGFjZXNSZXF1ZXN0Ij8KFkxpc3ROYW1lc3BhY2VzUmVzcG9uc2USJQoKbmFtZXNwYWNlcxgBIAMoCzIRLnNlcS52MS5OYW1lc3BhY2UiJwoSTGlzdFdvcmtlcnNSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCSJBCglXb3JrZXJVc2USDQoFbGFiZWwYASABKAkSDQoFdG9rZW4YAiABKAQSCgoCbG8YAyABKAQSCgoCaGkYBCABKAQinAEKBldvcmtlchIKCgJpZBgBIAEoDRILCgNod20YAiABKAQSDQoFdG9rZW4YAyABKAQSDAoEaGVsZBgEIAEoCBINCgVsYWJlbBgFIAEoCRIXCg9yZW5ld2VkX3VuaXhfbXMYBiABKAMSEAoIbGVhc2VfbXMYByABKA0SIgoHaGlzdG9yeRgIIAMoCzIRLnNlcS52MS5Xb3JrZXJVc2UiNgoTTGlzdFdvcmtlcnNSZXNwb25zZRIfCgd3b3JrZXJzGAEgAygLMg4uc2VxLnYxLldvcmtlciI5ChRSZWNsYWltV29ya2VyUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDgoGd29ya2VyGAIgASgNIhcKFVJlY2xhaW1Xb3JrZXJSZXNwb25zZTKeAwoJSWRTZXJ2aWNlEjoKB05leHRJZHMSFi5zZXEudjEuTmV4dElkc1JlcXVlc3QaFy5zZXEudjEuTmV4dElkc1Jlc3BvbnNlEjwKBkRlY29kZRIVLnNlcS52MS5EZWNvZGVSZXF1ZXN0GhYuc2VxLnYxLkRlY29kZVJlc3BvbnNlIgOQAgESRQoJR2V0TGF5b3V0Ehguc2VxLnYxLkdldExheW91dFJlcXVlc3QaGS5zZXEudjEuR2V0TGF5b3V0UmVzcG9uc2UiA5ACARJCCg1BY3F1aXJlV29ya2VyEhwuc2VxLnYxLkFjcXVpcmVXb3JrZXJSZXF1ZXN0GhMuc2VxLnYxLldvcmtlckdyYW50Ej4KC1JlbmV3V29ya2VyEhouc2VxLnYxLlJlbmV3V29ya2VyUmVxdWVzdBoTLnNlcS52MS5Xb3JrZXJHcmFudBJMCg1SZWxlYXNlV29ya2VyEhwuc2VxLnYxLlJlbGVhc2VXb3JrZXJSZXF1ZXN0Gh0uc2VxLnYxLlJlbGVhc2VXb3JrZXJSZXNwb25zZUIrWilnaXRodWIuY29tL3NlcWQvc2VxZC9hcGkvZ2VuL3NlcS92MTtzZXF2MWIGcHJvdG8z");
 
 /**
  * @generated from message seq.v1.NextIdsRequest
@@ -29,6 +29,18 @@ export type NextIdsRequest = Message<"seq.v1.NextIdsRequest"> & {
    * @generated from field: uint32 count = 2;
    */
   count: number;
+
+  /**
+   * runs asks for the ids as runs of consecutive ids (NextIdsResponse.runs)
+   * instead of one by one: a call's ids are a few runs however many they
+   * are, since the ids of one worker's time unit are consecutive integers.
+   * A server answers ids instead when the namespace is obfuscated (its ids
+   * are not consecutive), and so does a server older than this field:
+   * clients must accept either.
+   *
+   * @generated from field: bool runs = 3;
+   */
+  runs: boolean;
 };
 
 /**
@@ -44,11 +56,20 @@ export const NextIdsRequestSchema: GenMessage<NextIdsRequest> = /*@__PURE__*/
 export type NextIdsResponse = Message<"seq.v1.NextIdsResponse"> & {
   /**
    * ids are all > 0, and strictly increasing unless the namespace is
-   * obfuscated.
+   * obfuscated. Empty when the answer is runs.
    *
    * @generated from field: repeated int64 ids = 1;
    */
   ids: bigint[];
+
+  /**
+   * runs hold the ids when the request asked for runs (and the namespace is
+   * not obfuscated): run after run, in order, strictly increasing, with
+   * counts adding up to the request's count.
+   *
+   * @generated from field: repeated seq.v1.IdRun runs = 2;
+   */
+  runs: IdRun[];
 };
 
 /**
@@ -57,6 +78,30 @@ export type NextIdsResponse = Message<"seq.v1.NextIdsResponse"> & {
  */
 export const NextIdsResponseSchema: GenMessage<NextIdsResponse> = /*@__PURE__*/
   messageDesc(file_seq_v1_id, 1);
+
+/**
+ * IdRun is count consecutive ids: first, first+1, ..., first+count-1.
+ *
+ * @generated from message seq.v1.IdRun
+ */
+export type IdRun = Message<"seq.v1.IdRun"> & {
+  /**
+   * @generated from field: int64 first = 1;
+   */
+  first: bigint;
+
+  /**
+   * @generated from field: uint32 count = 2;
+   */
+  count: number;
+};
+
+/**
+ * Describes the message seq.v1.IdRun.
+ * Use `create(IdRunSchema)` to create a new message.
+ */
+export const IdRunSchema: GenMessage<IdRun> = /*@__PURE__*/
+  messageDesc(file_seq_v1_id, 2);
 
 /**
  * @generated from message seq.v1.DecodeRequest
@@ -78,7 +123,7 @@ export type DecodeRequest = Message<"seq.v1.DecodeRequest"> & {
  * Use `create(DecodeRequestSchema)` to create a new message.
  */
 export const DecodeRequestSchema: GenMessage<DecodeRequest> = /*@__PURE__*/
-  messageDesc(file_seq_v1_id, 2);
+  messageDesc(file_seq_v1_id, 3);
 
 /**
  * @generated from message seq.v1.DecodeResponse
@@ -113,7 +158,7 @@ export type DecodeResponse = Message<"seq.v1.DecodeResponse"> & {
  * Use `create(DecodeResponseSchema)` to create a new message.
  */
 export const DecodeResponseSchema: GenMessage<DecodeResponse> = /*@__PURE__*/
-  messageDesc(file_seq_v1_id, 3);
+  messageDesc(file_seq_v1_id, 4);
 
 /**
  * @generated from message seq.v1.GetLayoutRequest
@@ -130,7 +175,7 @@ export type GetLayoutRequest = Message<"seq.v1.GetLayoutRequest"> & {
  * Use `create(GetLayoutRequestSchema)` to create a new message.
  */
 export const GetLayoutRequestSchema: GenMessage<GetLayoutRequest> = /*@__PURE__*/
-  messageDesc(file_seq_v1_id, 4);
+  messageDesc(file_seq_v1_id, 5);
 
 /**
  * @generated from message seq.v1.GetLayoutResponse
@@ -174,7 +219,7 @@ export type GetLayoutResponse = Message<"seq.v1.GetLayoutResponse"> & {
  * Use `create(GetLayoutResponseSchema)` to create a new message.
  */
 export const GetLayoutResponseSchema: GenMessage<GetLayoutResponse> = /*@__PURE__*/
-  messageDesc(file_seq_v1_id, 5);
+  messageDesc(file_seq_v1_id, 6);
 
 /**
  * @generated from message seq.v1.AcquireWorkerRequest
@@ -206,7 +251,7 @@ export type AcquireWorkerRequest = Message<"seq.v1.AcquireWorkerRequest"> & {
  * Use `create(AcquireWorkerRequestSchema)` to create a new message.
  */
 export const AcquireWorkerRequestSchema: GenMessage<AcquireWorkerRequest> = /*@__PURE__*/
-  messageDesc(file_seq_v1_id, 6);
+  messageDesc(file_seq_v1_id, 7);
 
 /**
  * @generated from message seq.v1.RenewWorkerRequest
@@ -238,7 +283,7 @@ export type RenewWorkerRequest = Message<"seq.v1.RenewWorkerRequest"> & {
  * Use `create(RenewWorkerRequestSchema)` to create a new message.
  */
 export const RenewWorkerRequestSchema: GenMessage<RenewWorkerRequest> = /*@__PURE__*/
-  messageDesc(file_seq_v1_id, 7);
+  messageDesc(file_seq_v1_id, 8);
 
 /**
  * @generated from message seq.v1.ReleaseWorkerRequest
@@ -270,7 +315,7 @@ export type ReleaseWorkerRequest = Message<"seq.v1.ReleaseWorkerRequest"> & {
  * Use `create(ReleaseWorkerRequestSchema)` to create a new message.
  */
 export const ReleaseWorkerRequestSchema: GenMessage<ReleaseWorkerRequest> = /*@__PURE__*/
-  messageDesc(file_seq_v1_id, 8);
+  messageDesc(file_seq_v1_id, 9);
 
 /**
  * @generated from message seq.v1.ReleaseWorkerResponse
@@ -283,7 +328,7 @@ export type ReleaseWorkerResponse = Message<"seq.v1.ReleaseWorkerResponse"> & {
  * Use `create(ReleaseWorkerResponseSchema)` to create a new message.
  */
 export const ReleaseWorkerResponseSchema: GenMessage<ReleaseWorkerResponse> = /*@__PURE__*/
-  messageDesc(file_seq_v1_id, 9);
+  messageDesc(file_seq_v1_id, 10);
 
 /**
  * WorkerGrant is a worker of a namespace with its fencing token, and the
@@ -342,7 +387,7 @@ export type WorkerGrant = Message<"seq.v1.WorkerGrant"> & {
  * Use `create(WorkerGrantSchema)` to create a new message.
  */
 export const WorkerGrantSchema: GenMessage<WorkerGrant> = /*@__PURE__*/
-  messageDesc(file_seq_v1_id, 10);
+  messageDesc(file_seq_v1_id, 11);
 
 /**
  * @generated from message seq.v1.Namespace
@@ -387,7 +432,7 @@ export type Namespace = Message<"seq.v1.Namespace"> & {
  * Use `create(NamespaceSchema)` to create a new message.
  */
 export const NamespaceSchema: GenMessage<Namespace> = /*@__PURE__*/
-  messageDesc(file_seq_v1_id, 11);
+  messageDesc(file_seq_v1_id, 12);
 
 /**
  * @generated from message seq.v1.CreateNamespaceRequest
@@ -447,7 +492,7 @@ export type CreateNamespaceRequest = Message<"seq.v1.CreateNamespaceRequest"> & 
  * Use `create(CreateNamespaceRequestSchema)` to create a new message.
  */
 export const CreateNamespaceRequestSchema: GenMessage<CreateNamespaceRequest> = /*@__PURE__*/
-  messageDesc(file_seq_v1_id, 12);
+  messageDesc(file_seq_v1_id, 13);
 
 /**
  * @generated from message seq.v1.CreateNamespaceResponse
@@ -469,7 +514,7 @@ export type CreateNamespaceResponse = Message<"seq.v1.CreateNamespaceResponse"> 
  * Use `create(CreateNamespaceResponseSchema)` to create a new message.
  */
 export const CreateNamespaceResponseSchema: GenMessage<CreateNamespaceResponse> = /*@__PURE__*/
-  messageDesc(file_seq_v1_id, 13);
+  messageDesc(file_seq_v1_id, 14);
 
 /**
  * @generated from message seq.v1.ListNamespacesRequest
@@ -482,7 +527,7 @@ export type ListNamespacesRequest = Message<"seq.v1.ListNamespacesRequest"> & {
  * Use `create(ListNamespacesRequestSchema)` to create a new message.
  */
 export const ListNamespacesRequestSchema: GenMessage<ListNamespacesRequest> = /*@__PURE__*/
-  messageDesc(file_seq_v1_id, 14);
+  messageDesc(file_seq_v1_id, 15);
 
 /**
  * @generated from message seq.v1.ListNamespacesResponse
@@ -499,7 +544,7 @@ export type ListNamespacesResponse = Message<"seq.v1.ListNamespacesResponse"> & 
  * Use `create(ListNamespacesResponseSchema)` to create a new message.
  */
 export const ListNamespacesResponseSchema: GenMessage<ListNamespacesResponse> = /*@__PURE__*/
-  messageDesc(file_seq_v1_id, 15);
+  messageDesc(file_seq_v1_id, 16);
 
 /**
  * @generated from message seq.v1.ListWorkersRequest
@@ -516,7 +561,7 @@ export type ListWorkersRequest = Message<"seq.v1.ListWorkersRequest"> & {
  * Use `create(ListWorkersRequestSchema)` to create a new message.
  */
 export const ListWorkersRequestSchema: GenMessage<ListWorkersRequest> = /*@__PURE__*/
-  messageDesc(file_seq_v1_id, 16);
+  messageDesc(file_seq_v1_id, 17);
 
 /**
  * @generated from message seq.v1.WorkerUse
@@ -548,7 +593,7 @@ export type WorkerUse = Message<"seq.v1.WorkerUse"> & {
  * Use `create(WorkerUseSchema)` to create a new message.
  */
 export const WorkerUseSchema: GenMessage<WorkerUse> = /*@__PURE__*/
-  messageDesc(file_seq_v1_id, 17);
+  messageDesc(file_seq_v1_id, 18);
 
 /**
  * @generated from message seq.v1.Worker
@@ -605,7 +650,7 @@ export type Worker = Message<"seq.v1.Worker"> & {
  * Use `create(WorkerSchema)` to create a new message.
  */
 export const WorkerSchema: GenMessage<Worker> = /*@__PURE__*/
-  messageDesc(file_seq_v1_id, 18);
+  messageDesc(file_seq_v1_id, 19);
 
 /**
  * @generated from message seq.v1.ListWorkersResponse
@@ -622,7 +667,7 @@ export type ListWorkersResponse = Message<"seq.v1.ListWorkersResponse"> & {
  * Use `create(ListWorkersResponseSchema)` to create a new message.
  */
 export const ListWorkersResponseSchema: GenMessage<ListWorkersResponse> = /*@__PURE__*/
-  messageDesc(file_seq_v1_id, 19);
+  messageDesc(file_seq_v1_id, 20);
 
 /**
  * @generated from message seq.v1.ReclaimWorkerRequest
@@ -644,7 +689,7 @@ export type ReclaimWorkerRequest = Message<"seq.v1.ReclaimWorkerRequest"> & {
  * Use `create(ReclaimWorkerRequestSchema)` to create a new message.
  */
 export const ReclaimWorkerRequestSchema: GenMessage<ReclaimWorkerRequest> = /*@__PURE__*/
-  messageDesc(file_seq_v1_id, 20);
+  messageDesc(file_seq_v1_id, 21);
 
 /**
  * @generated from message seq.v1.ReclaimWorkerResponse
@@ -657,7 +702,7 @@ export type ReclaimWorkerResponse = Message<"seq.v1.ReclaimWorkerResponse"> & {
  * Use `create(ReclaimWorkerResponseSchema)` to create a new message.
  */
 export const ReclaimWorkerResponseSchema: GenMessage<ReclaimWorkerResponse> = /*@__PURE__*/
-  messageDesc(file_seq_v1_id, 21);
+  messageDesc(file_seq_v1_id, 22);
 
 /**
  * IdService hands out flake ids: globally unique, roughly time-ordered
