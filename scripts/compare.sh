@@ -255,9 +255,13 @@ for r in $(seq 1 "$RUNS"); do
     sq "seqd-next-coalesced-h2c-c64" --addr "$seqd_addrs" --concurrency 64 --http2
   fi
   if want seqd-half && [ -f "$OUT/runs/seqd-next-coalesced-c64.r$r.json" ]; then
-    # Open loop at half of this round's peak of 64 coalesced callers.
-    half=$(python3 -c "print(int($(median_ids "$OUT/runs/seqd-next-coalesced-c64.r$r.json")/2))")
+    # Open loop at a quarter, half and three quarters of this round's peak
+    # of 64 coalesced callers.
+    peak=$(median_ids "$OUT/runs/seqd-next-coalesced-c64.r$r.json")
+    half=$(python3 -c "print(int($peak/2))")
+    sq "seqd-next-coalesced-c64-quarter-peak" --addr "$seqd_addrs" --concurrency 64 --rate "$(python3 -c "print(int($peak/4))")"
     sq "seqd-next-coalesced-c64-half-peak" --addr "$seqd_addrs" --concurrency 64 --rate "$half"
+    sq "seqd-next-coalesced-c64-3q-peak" --addr "$seqd_addrs" --concurrency 64 --rate "$(python3 -c "print(int($peak*3/4))")"
     # The bare handler behind the same client at the same rate: the tail
     # that the HTTP stack and the machine add without seqd.
     want baseline && sq "baseline-coalesced-c64-seqd-half-peak" --addr "127.0.0.1:$base_port" --no-raft-stats \

@@ -30,7 +30,10 @@ import (
 //   - dip-zero-ms: from the kill to the end of the last 100ms interval in
 //     which the callers got no value (the outage as the load sees it);
 //   - recover90-ms: until throughput is back to 90% of the steady rate
-//     before the kill for 1s.
+//     before the kill for 1s;
+//   - warm90-ms: the same, counted from the first value served by the new
+//     leader instead of the kill (the warm-up: the new leader starts with
+//     every section cold and raises one call's cold sections together).
 //
 // It reports the medians (-p50-ms) and the worst (-max-ms) of each, and logs
 // the first iteration's throughput timeline. Between iterations the killed
@@ -38,7 +41,10 @@ import (
 //
 // SEQD_FAILOVER_TIMING=fast uses the low-latency timing from the README;
 // SEQD_FAILOVER_ARGS="--lease 1s ..." passes other flags to every server.
-// Skipped with -short.
+// SEQD_FAILOVER_KEYS=N spreads the callers' keys uniformly over N keys
+// (default 100000, one section); above that, every key first takes a value
+// (batched Next calls of 1000 keys), so that the cluster holds all N keys
+// in N/100000 sections before the first kill. Skipped with -short.
 //
 //	go test -run '^$' -bench '^BenchmarkFailover$' -benchtime 20x -timeout 30m ./cmd/seqbench
 func BenchmarkFailover(b *testing.B) {
@@ -56,6 +62,12 @@ func BenchmarkFailover(b *testing.B) {
 	}
 	if a := os.Getenv("SEQD_FAILOVER_ARGS"); a != "" {
 		extra, timing = strings.Fields(a), a
+	}
+	keys := 100000
+	if k := os.Getenv("SEQD_FAILOVER_KEYS"); k != "" {
+		if _, err := fmt.Sscan(k, &keys); err != nil || keys < 1 {
+			b.Fatalf("SEQD_FAILOVER_KEYS=%q: want a positive number of keys", k)
+		}
 	}
 	const before = 3 * time.Second
 	const tick = 100 * time.Millisecond
@@ -79,7 +91,10 @@ func BenchmarkFailover(b *testing.B) {
 		_, err := cl.Next(ctx, "default", op.Keys...)
 		return err
 	})
-	var failovers, zeros, recovers []time.Duration
+	if keys > 100000 {
+		prefill(b, cl, keys)
+	}
+	var failovers, zeros, recovers, warms []time.Duration
 	var first string
 	for i := 0; b.Loop(); i++ {
 		proctest.WaitHealthy(b, ps, time.Minute)
@@ -104,7 +119,7 @@ func BenchmarkFailover(b *testing.B) {
 			failover <- time.Since(t0)
 		}()
 		res, err := loadgen.Run(context.Background(), target, loadgen.Config{
-			Concurrency: 16, Duration: before + after, Timeline: tick, Keys: 100000,
+			Concurrency: 16, Duration: before + after, Timeline: tick, Keys: uint64(keys),
 		})
 		if err != nil {
 			b.Fatal(err)
@@ -122,6 +137,19 @@ func BenchmarkFailover(b *testing.B) {
 		failovers = append(failovers, took)
 		zeros = append(zeros, zero)
 		recovers = append(recovers, rec)
+		warms = append(warms, max(rec-took, 0))
+		if i > 0 {
+			// Later failovers: the rates of the 3 s after the kill, in
+			// thousands of ids/s per 100ms interval.
+			var after []string
+			for _, s := range res.Timeline {
+				if s.T > killAt && s.T <= killAt+3 {
+					after = append(after, fmt.Sprintf("%.0f", s.IDsPerSec/1000))
+				}
+			}
+			first += fmt.Sprintf("failover %d: steady %.0f ids/s; first value after %v; back to 90%% after %v; k ids/s after the kill: %s\n",
+				i, steady, took.Round(time.Millisecond), rec, strings.Join(after, " "))
+		}
 		if i == 0 {
 			first = fmt.Sprintf("steady %.0f ids/s; kill at %.2fs; first value %v after the kill; last interval with no value ends %v after it; back to 90%% after %v\n%s",
 				steady, killAt, took, zero, rec, timelineText(res.Timeline, killAt))
@@ -132,15 +160,53 @@ func BenchmarkFailover(b *testing.B) {
 	slices.Sort(failovers)
 	slices.Sort(zeros)
 	slices.Sort(recovers)
+	slices.Sort(warms)
 	b.ReportMetric(float64(failovers[len(failovers)/2].Milliseconds()), "failover-p50-ms")
 	b.ReportMetric(float64(failovers[len(failovers)-1].Milliseconds()), "failover-max-ms")
 	b.ReportMetric(float64(zeros[len(zeros)/2].Milliseconds()), "dip-zero-p50-ms")
 	b.ReportMetric(float64(zeros[len(zeros)-1].Milliseconds()), "dip-zero-max-ms")
 	b.ReportMetric(float64(recovers[len(recovers)/2].Milliseconds()), "recover90-p50-ms")
 	b.ReportMetric(float64(recovers[len(recovers)-1].Milliseconds()), "recover90-max-ms")
+	b.ReportMetric(float64(warms[len(warms)/2].Milliseconds()), "warm90-p50-ms")
+	b.ReportMetric(float64(warms[len(warms)-1].Milliseconds()), "warm90-max-ms")
 	b.ReportMetric(0, "ns/op")
-	b.Logf("timing %s, %d failovers: kill -9 → first value %v; outage (kill → end of the last 100ms with no value) %v; back to 90%% of steady %v\nfirst failover: %s",
-		timing, len(zeros), failovers, zeros, recovers, first)
+	b.Logf("timing %s, %d keys, %d failovers: kill -9 → first value %v; outage (kill → end of the last 100ms with no value) %v; back to 90%% of steady %v (after the first value: %v)\nfirst failover: %s",
+		timing, keys, len(zeros), failovers, zeros, recovers, warms, first)
+}
+
+// prefill gives every key below keys of space default a value, with
+// batched Next calls of 1000 keys from 8 callers.
+func prefill(b *testing.B, cl *client.Client, keys int) {
+	b.Helper()
+	start := time.Now()
+	var next atomic.Int64
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			batch := make([]uint64, 0, 1000)
+			for {
+				lo := next.Add(1000) - 1000
+				if lo >= int64(keys) {
+					errs <- nil
+					return
+				}
+				batch = batch[:0]
+				for k := lo; k < min(lo+1000, int64(keys)); k++ {
+					batch = append(batch, uint64(k))
+				}
+				if _, err := cl.Next(context.Background(), "default", batch...); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			b.Fatalf("prefilling %d keys: %v", keys, err)
+		}
+	}
+	b.Logf("prefilled %d keys in %v", keys, time.Since(start).Round(time.Millisecond))
 }
 
 // dip analyses a timeline around a kill at killAt seconds: the steady rate
