@@ -1,6 +1,9 @@
 package seqd
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // The errors a client can act on. Every layer wraps these (with %w) and
 // api/ maps each to one Connect code; their text reaches clients, so it says
@@ -20,11 +23,15 @@ var (
 	// ErrExhausted means the call would need a value above MaxValue
 	// (ResourceExhausted).
 	ErrExhausted = errors.New("sequence exhausted: values would pass 2^63-1")
-	// ErrNotServing means this server does not hold the leader lease: it is
-	// not the leader, or a new leader still waiting out the previous
-	// leader's lease, or a raise of a high-water mark failed. The caller
-	// should retry, possibly on another server (Unavailable).
-	ErrNotServing = errors.New("not serving: leader lease not held")
+	// ErrNotServing means this server cannot answer the call now; errors
+	// wrapping it say why (ErrLeaseNotHeld, a failed raise, a leader whose
+	// clock is too far from its peers', a flake worker's lease lapsed). The
+	// caller should retry, possibly on another server (Unavailable).
+	ErrNotServing = errors.New("not serving")
+	// ErrLeaseNotHeld means this server does not hold the leader lease: it
+	// is not the leader, or a new leader still waiting out the previous
+	// leader's lease (Unavailable).
+	ErrLeaseNotHeld = fmt.Errorf("%w: leader lease not held", ErrNotServing)
 	// ErrNotLeader means the call must go to the leader (Unavailable).
 	ErrNotLeader = errors.New("not the leader")
 	// ErrNoLeader means no leader is known right now (Unavailable).

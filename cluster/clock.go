@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -172,7 +171,7 @@ func (n *Node) WallClockOK() error {
 }
 
 // errClockUnknown means the leader has not read enough peers' clocks yet.
-var errClockUnknown = errors.Join(seqd.ErrNotServing, errors.New("the leader has not read its peers' clocks yet"))
+var errClockUnknown = fmt.Errorf("%w: the leader has not read its peers' clocks yet", seqd.ErrNotServing)
 
 // ClockSkew is, on the leader, the largest distance between its wall clock
 // and a voter's, as last read (0 when it has read none).

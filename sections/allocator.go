@@ -187,7 +187,7 @@ func (a *Allocator) section(name string, key uint64, now time.Duration) (*sectio
 	// newer leader's raises; a section loaded at such a mark could hand out
 	// values that the newer leader hands out too). Loads are rare.
 	if now >= l.expiry || a.clock() >= l.expiry {
-		return nil, seqd.ErrNotServing
+		return nil, seqd.ErrLeaseNotHeld
 	}
 	sp = a.spaces[name]
 	if sp == nil {

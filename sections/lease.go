@@ -127,7 +127,7 @@ func (a *Allocator) LeaseRemaining() time.Duration {
 func (a *Allocator) checkLocked(sec *section, now time.Duration) error {
 	l := a.lease.Load()
 	if l.epoch != sec.epoch || now >= l.expiry {
-		return seqd.ErrNotServing
+		return seqd.ErrLeaseNotHeld
 	}
 	return nil
 }

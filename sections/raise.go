@@ -101,13 +101,16 @@ func (a *Allocator) queueRaises(reqs []raiseReq) {
 
 // sendRaises sends reqs (already counted in queued) to the raiser, or fails
 // them if the allocator is closed.
+// errClosed fails the raises still queued when the allocator closes.
+var errClosed = fmt.Errorf("%w: shutting down", seqd.ErrNotServing)
+
 func (a *Allocator) sendRaises(reqs []raiseReq) {
 	select {
 	case a.raises <- reqs:
 	case <-a.stop:
 		a.queued.Add(-int64(len(reqs)))
 		for _, r := range reqs {
-			a.finishRaise(r, seqd.ErrNotServing)
+			a.finishRaise(r, errClosed)
 		}
 	}
 }
@@ -175,7 +178,7 @@ func (a *Allocator) drainRaises() {
 		case rs := <-a.raises:
 			a.queued.Add(-int64(len(rs)))
 			for _, r := range rs {
-				a.finishRaise(r, seqd.ErrNotServing)
+				a.finishRaise(r, errClosed)
 			}
 		default:
 			return
