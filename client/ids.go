@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"sync"
 	"time"
@@ -46,7 +47,7 @@ func (c *Client) NextIds(ctx context.Context, namespace string, count uint32) ([
 // consecutive ids (run after run, in order), which costs the same however
 // many ids a call takes: the ids of one worker's time unit are consecutive,
 // so a call's ids are a few runs. An obfuscated namespace's ids are not
-// consecutive: they come as runs of one. Calls are not coalesced.
+// consecutive: they come as runs of (mostly) one. Calls are not coalesced.
 func (c *Client) NextIdRuns(ctx context.Context, namespace string, count uint32) ([]flake.Run, error) {
 	resp, err := call(c, ctx, func(ctx context.Context, n *node) (*seqv1.NextIdsResponse, error) {
 		r, err := n.id.NextIds(ctx, connect.NewRequest(&seqv1.NextIdsRequest{Namespace: namespace, Count: count, Runs: true}))
@@ -61,21 +62,28 @@ func (c *Client) NextIdRuns(ctx context.Context, namespace string, count uint32)
 // runsOf returns a NextIds answer's ids as runs, in whichever form the
 // server sent them: as runs, or one by one (an obfuscated namespace, or a
 // server older than runs), merged where consecutive. It checks that they
-// are count ids.
+// are count ids, all positive, and, given as runs, strictly increasing (an
+// obfuscated namespace's ids, given one by one, are in no order).
 func runsOf(resp *seqv1.NextIdsResponse, count uint32) ([]flake.Run, error) {
 	var runs []flake.Run
 	got := 0
 	if len(resp.GetRuns()) > 0 {
 		runs = make([]flake.Run, 0, len(resp.GetRuns()))
+		last := int64(0)
 		for _, r := range resp.GetRuns() {
-			if r.GetCount() == 0 || r.GetFirst() <= 0 {
-				return nil, fmt.Errorf("client: server returned an invalid run of ids (first %d, count %d)", r.GetFirst(), r.GetCount())
+			first, n := r.GetFirst(), int64(r.GetCount())
+			if n == 0 || int64(got)+n > int64(count) || first <= last || first > math.MaxInt64-n+1 {
+				return nil, fmt.Errorf("client: server returned an invalid run of ids (first %d, count %d, after %d)", first, n, last)
 			}
-			runs = append(runs, flake.Run{First: r.GetFirst(), Count: int(r.GetCount())})
-			got += int(r.GetCount())
+			runs = append(runs, flake.Run{First: first, Count: int(n)})
+			got += int(n)
+			last = first + n - 1
 		}
 	} else {
 		for _, id := range resp.GetIds() {
+			if id <= 0 {
+				return nil, fmt.Errorf("client: server returned id %d", id)
+			}
 			if k := len(runs) - 1; k >= 0 && runs[k].Last()+1 == id {
 				runs[k].Count++
 			} else {

@@ -184,6 +184,9 @@ func (h *Holder) NextRuns(ctx context.Context, n int) ([]Run, error) {
 }
 
 func (h *Holder) nextRuns(ctx context.Context, n int, runs []Run) ([]Run, error) {
+	if n < 0 {
+		return nil, fmt.Errorf("%w: %d ids", seqd.ErrInvalidArgument, n)
+	}
 	var bound *held // once a call has ids from a worker, it stays on it
 	got := 0
 	for {

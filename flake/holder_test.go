@@ -277,6 +277,40 @@ func TestHolderDeadlineTooShort(t *testing.T) {
 	}
 }
 
+// TestHolderNextRunsAndBadCounts: NextRuns answers runs that expand to n
+// strictly increasing ids, zero ids is an empty answer, and a negative
+// count is invalid_argument at once (it used to spin).
+func TestHolderNextRunsAndBadCounts(t *testing.T) {
+	g := newGranter(t, layout(t))
+	h := flake.NewHolder(flake.HolderConfig{Granter: g, Namespace: "n"})
+	defer h.Close(context.Background())
+	ctx := ctxT(t)
+	runs, err := h.NextRuns(ctx, 5000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := flake.AppendIDs(nil, runs...)
+	if len(ids) != 5000 || len(runs) > 3 {
+		t.Fatalf("%d ids in %d runs, want 5000 in at most 3", len(ids), len(runs))
+	}
+	for i := 1; i < len(ids); i++ {
+		if ids[i] <= ids[i-1] {
+			t.Fatalf("id %d after %d", ids[i], ids[i-1])
+		}
+	}
+	if runs, err := h.NextRuns(ctx, 0); err != nil || len(runs) != 0 {
+		t.Fatalf("0 ids: %v, %v", runs, err)
+	}
+	for _, next := range []func() error{
+		func() error { _, err := h.Next(ctx, -1); return err },
+		func() error { _, err := h.NextRuns(ctx, -1); return err },
+	} {
+		if err := next(); !errors.Is(err, seqd.ErrInvalidArgument) {
+			t.Fatalf("-1 ids: %v, want invalid argument", err)
+		}
+	}
+}
+
 // TestLeaderClockStepDoesNotReclaim: a leader clock stepping forward (or a
 // new leader whose clock is ahead) does not take a worker from a holder
 // still within its lease: only a leader's permit (its steady clock watched

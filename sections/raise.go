@@ -99,11 +99,11 @@ func (a *Allocator) queueRaises(reqs []raiseReq) {
 	a.sendRaises(reqs)
 }
 
-// sendRaises sends reqs (already counted in queued) to the raiser, or fails
-// them if the allocator is closed.
 // errClosed fails the raises still queued when the allocator closes.
 var errClosed = fmt.Errorf("%w: shutting down", seqd.ErrNotServing)
 
+// sendRaises sends reqs (already counted in queued) to the raiser, or fails
+// them if the allocator is closed.
 func (a *Allocator) sendRaises(reqs []raiseReq) {
 	select {
 	case a.raises <- reqs:
