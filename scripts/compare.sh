@@ -21,6 +21,9 @@
 #              load average is below this before starting (default 0.5; 0: don't wait)
 #   INSTALL    1 (default): apt-get install the servers if missing
 #   PORT_BASE  first port used (default 19000); ports PORT_BASE..PORT_BASE+60
+#   PIN        1: run every server on CPU 0 and every load tool on CPU 1
+#              (taskset), so that a load tool and the servers it measures never
+#              share a core, as when clients run on other machines (default 0)
 #
 # Every server is started by this script as its own process in a temporary
 # directory, listening on 127.0.0.1 only, and stopped (by PID) at the end.
@@ -37,6 +40,9 @@ KEYS=${KEYS:-1000000}
 ONLY=${ONLY:-"redis rueidis redis-bench postgres etcd baseline seqd seqd-unary seqd-h2c seqd-batch seqd-half seqd-ids memory"}
 MAX_LOAD=${MAX_LOAD:-0.5}
 INSTALL=${INSTALL:-1}
+PIN=${PIN:-0}
+srv=() load=()
+if [ "$PIN" = 1 ]; then srv=(taskset -c 0) load=(taskset -c 1); fi
 P=${PORT_BASE:-19000}
 OUT=${OUT:-bench-results/$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT"
@@ -106,6 +112,7 @@ if [ "$MAX_LOAD" != 0 ]; then
   done
 fi
 echo "load before start: $(cat /proc/loadavg)" >>"$OUT/machine.txt"
+echo "PIN=$PIN (1: servers on CPU 0, load tools on CPU 1)" >>"$OUT/machine.txt"
 
 redis_port=$P
 pg_port=$((P + 1))
@@ -119,7 +126,7 @@ etcd_addrs=127.0.0.1:${etcd_c[0]},127.0.0.1:${etcd_c[1]},127.0.0.1:${etcd_c[2]}
 if want redis || want rueidis || want redis-bench; then
   log "starting redis on :$redis_port (in memory: no RDB, no AOF)"
   mkdir -p "$work/redis"
-  redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no --dir "$work/redis" \
+  "${srv[@]}" redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no --dir "$work/redis" \
     --daemonize no --protected-mode no >"$work/redis.log" 2>&1 &
   pids+=($!)
 fi
@@ -128,7 +135,7 @@ if want postgres; then
   mkdir -p "$work/pg" "$work/pgsock"
   chown postgres: "$work/pg" "$work/pgsock"
   setpriv --reuid=postgres --regid=postgres --init-groups "$pgbin/initdb" -D "$work/pg" -A trust -U postgres >"$work/initdb.log" 2>&1
-  setpriv --reuid=postgres --regid=postgres --init-groups "$pgbin/postgres" -D "$work/pg" -p "$pg_port" \
+  "${srv[@]}" setpriv --reuid=postgres --regid=postgres --init-groups "$pgbin/postgres" -D "$work/pg" -p "$pg_port" \
     -k "$work/pgsock" -c listen_addresses=127.0.0.1 -c max_connections=300 >"$work/postgres.log" 2>&1 &
   pids+=($!)
 fi
@@ -136,7 +143,7 @@ if want etcd; then
   log "starting etcd, 3 members"
   cluster=e1=http://127.0.0.1:${etcd_p[0]},e2=http://127.0.0.1:${etcd_p[1]},e3=http://127.0.0.1:${etcd_p[2]}
   for i in 0 1 2; do
-    etcd --name "e$((i + 1))" --data-dir "$work/etcd$i" \
+    "${srv[@]}" etcd --name "e$((i + 1))" --data-dir "$work/etcd$i" \
       --listen-client-urls "http://127.0.0.1:${etcd_c[$i]}" --advertise-client-urls "http://127.0.0.1:${etcd_c[$i]}" \
       --listen-peer-urls "http://127.0.0.1:${etcd_p[$i]}" --initial-advertise-peer-urls "http://127.0.0.1:${etcd_p[$i]}" \
       --initial-cluster "$cluster" --initial-cluster-state new --initial-cluster-token seqd-compare \
@@ -146,7 +153,7 @@ if want etcd; then
 fi
 if want baseline; then
   log "starting the bare connect-go baseline on :$base_port"
-  "$seqbench" baseline-server --listen "127.0.0.1:$base_port" >"$work/baseline.log" 2>&1 &
+  "${srv[@]}" "$seqbench" baseline-server --listen "127.0.0.1:$base_port" >"$work/baseline.log" 2>&1 &
   pids+=($!)
 fi
 declare -A seqd_pid
@@ -155,7 +162,7 @@ if want seqd || want seqd-unary || want seqd-h2c || want seqd-batch || want seqd
   join=127.0.0.1:$((seqd_api[0] + 2)),127.0.0.1:$((seqd_api[1] + 2)),127.0.0.1:$((seqd_api[2] + 2))
   for i in 0 1 2; do
     a=${seqd_api[$i]}
-    "$seqd" serve --id "n$((i + 1))" --data-dir "$work/seqd$i" --api-addr "127.0.0.1:$a" \
+    "${srv[@]}" "$seqd" serve --id "n$((i + 1))" --data-dir "$work/seqd$i" --api-addr "127.0.0.1:$a" \
       --raft-addr "127.0.0.1:$((a + 1))" --gossip-addr "127.0.0.1:$((a + 2))" \
       --join "$join" --bootstrap-expect 3 >"$work/seqd$i.log" 2>&1 &
     pids+=($!)
@@ -202,21 +209,21 @@ sq() { # name, seqbench flags...
   local name=$1; shift
   log "round $r: $name (load $(cut -d' ' -f1 /proc/loadavg))"
   cpu_mark
-  "$seqbench" --progress 0 "${common[@]}" "$@" >"$OUT/runs/$name.r$r.json"
+  "${load[@]}" "$seqbench" --progress 0 "${common[@]}" "$@" >"$OUT/runs/$name.r$r.json"
   cpu_note "$name"
 }
 cp_() { # name, seqd-compare flags...
   local name=$1; shift
   log "round $r: $name (load $(cut -d' ' -f1 /proc/loadavg))"
   cpu_mark
-  "$cmp" "${common[@]}" --label "$name" "$@" >"$OUT/runs/$name.r$r.json" 2>>"$OUT/runs/$name.log"
+  "${load[@]}" "$cmp" "${common[@]}" --label "$name" "$@" >"$OUT/runs/$name.r$r.json" 2>>"$OUT/runs/$name.log"
   cpu_note "$name"
 }
 redis_bench() { # concurrency: redis-benchmark's own pipelined INCR, 16 deep
   local c=$1 name=redis-benchmark-incr-P16-c$1 l0 rate
   log "round $r: $name (load $(cut -d' ' -f1 /proc/loadavg))"
   l0=$(cut -d' ' -f1 /proc/loadavg)
-  rate=$(redis-benchmark -p "$redis_port" -t incr -P 16 -c "$c" -n $((c < 16 ? 1000000 : 4000000)) -q 2>/dev/null |
+  rate=$("${load[@]}" redis-benchmark -p "$redis_port" -t incr -P 16 -c "$c" -n $((c < 16 ? 1000000 : 4000000)) -q 2>/dev/null |
     tr '\r' '\n' | grep -Eo 'INCR: [0-9.]+' | tail -1 | awk '{print $2}')
   printf '{"target":"redis-benchmark","label":"%s","median":{"concurrency":%s,"batch":16,"calls_per_s":%s,"ids_per_s":%s,"latency":{}},"load_1m":[%s,%s]}\n' \
     "$name" "$c" "${rate:-0}" "${rate:-0}" "$l0" "$(cut -d' ' -f1 /proc/loadavg)" >"$OUT/runs/$name.r$r.json"
