@@ -275,3 +275,28 @@ func BenchmarkGeneratorNext(b *testing.B) {
 		ids, _ = g.Next(ids[:0], 1, uint64(i>>12))
 	}
 }
+
+// BenchmarkGeneratorBatch1000 issues 1000 ids per op, as ids (Next) and as
+// runs (NextRun until the call has them): the per-id loop against a cost
+// per run.
+func BenchmarkGeneratorBatch1000(b *testing.B) {
+	l, _ := Preset("snowflake")
+	b.Run("ids", func(b *testing.B) {
+		g, _ := NewGenerator(l, 1, 0, l.MaxUnit(), 1<<40)
+		ids := make([]int64, 0, 1000)
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			ids, _ = g.Next(ids[:0], 1000, uint64(i>>2))
+		}
+	})
+	b.Run("runs", func(b *testing.B) {
+		g, _ := NewGenerator(l, 1, 0, l.MaxUnit(), 1<<40)
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			for left := 1000; left > 0; {
+				r, _ := g.NextRun(left, uint64(i>>2))
+				left -= r.Count
+			}
+		}
+	})
+}
