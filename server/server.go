@@ -207,7 +207,8 @@ func (s *Server) Err() <-chan error { return s.errc }
 
 // Close stops the node gracefully within ctx: a leader hands leadership
 // over first (dropping its lease before anything else), then the node
-// stops, then the API stops taking calls.
+// stops, then the API stops taking calls: it lets the calls in flight
+// finish for up to apiDrain, then closes what connections are left.
 func (s *Server) Close(ctx context.Context) error {
 	// Workers go back first, while the cluster can still commit it.
 	rctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -216,11 +217,26 @@ func (s *Server) Close(ctx context.Context) error {
 	}
 	cancel()
 	err := s.node.Shutdown(ctx)
-	if herr := s.http.Shutdown(ctx); herr != nil && !errors.Is(herr, http.ErrServerClosed) {
+	// The node is out of the cluster: a call still running can only fail
+	// or finish a forward. An HTTP/2 peer that holds an idle connection
+	// open after the server's GOAWAY would keep Shutdown waiting for a
+	// second (net/http's goAwayTimeout), so the wait is bounded.
+	hctx, hcancel := context.WithTimeout(ctx, apiDrain)
+	herr := s.http.Shutdown(hctx)
+	hcancel()
+	if errors.Is(herr, context.DeadlineExceeded) {
+		s.log.Debug("API connections still open after the drain; closing them")
+		herr = s.http.Close()
+	}
+	if herr != nil && !errors.Is(herr, http.ErrServerClosed) {
 		s.log.Warn("API server shutdown", "err", herr)
 	}
 	return err
 }
+
+// apiDrain bounds how long a stopping server waits for its API calls in
+// flight once the node has left.
+const apiDrain = 250 * time.Millisecond
 
 // Kill stops the node as a crash would: API connections dropped, no
 // leadership handover, no gossip leave.
