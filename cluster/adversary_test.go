@@ -241,15 +241,49 @@ func TestRestoreMarginCountsLeasesWithinATerm(t *testing.T) {
 	var last uint64
 	const epochs = 4
 	for i := range epochs {
-		target.Isolate() // the transfer cannot complete: it stays in progress
-		errc := make(chan error, 1)
-		go func() { errc <- n.TransferLeadership(target.ID) }()
-		probe := 0
-		waitFor(t, 5*time.Second, "the transfer in progress", func() bool {
-			probe++
-			_, err := n.CreateSpace(ctx, seqd.Space{Name: fmt.Sprintf("probe%d-%d", i, probe), Step: 1, SectionSize: 1})
-			return errors.Is(err, seqd.ErrNotLeader) && n.IsLeader()
-		})
+		// The transfer cannot complete while the target is isolated: it
+		// stays in progress until raft gives up on it. On a slow machine a
+		// transfer may end before a probe sees it in progress; then the
+		// epoch is tried again.
+		var errc chan error
+		for attempt, probe := 0, 0; ; attempt++ {
+			if attempt == 5 {
+				t.Fatalf("epoch %d: no probe saw the transfer in progress in %d attempts", i, attempt)
+			}
+			if !n.IsLeader() {
+				t.Skip("leadership moved; the scenario needs the node to keep leading")
+			}
+			target.Isolate()
+			errc = make(chan error, 1)
+			go func() { errc <- n.TransferLeadership(target.ID) }()
+			seen, ended := false, false
+			for deadline := time.Now().Add(5 * time.Second); !seen && !ended && time.Now().Before(deadline); {
+				probe++
+				_, err := n.CreateSpace(ctx, seqd.Space{Name: fmt.Sprintf("probe%d-%d", i, probe), Step: 1, SectionSize: 1})
+				seen = errors.Is(err, seqd.ErrNotLeader) && n.IsLeader()
+				select {
+				case err := <-errc:
+					if !seen {
+						ended = true
+						t.Logf("epoch %d: the transfer ended (%v) before a probe saw it in progress; again", i, err)
+					} else {
+						errc <- err
+					}
+				default:
+				}
+				if !seen && !ended {
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+			if seen {
+				break
+			}
+			target.Heal()
+			if !ended {
+				<-errc
+			}
+			waitFor(t, 10*time.Second, "the leader serving again", func() bool { return n.Allocator().Serving() || !n.IsLeader() })
+		}
 		if err := n.RemoveServer(ctx, leader.ID); err == nil {
 			t.Fatal("RemoveServer(self) during a transfer succeeded")
 		}
