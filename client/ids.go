@@ -44,9 +44,9 @@ func (c *Client) NextIds(ctx context.Context, namespace string, count uint32) ([
 }
 
 // NextIdRuns returns count flake ids of the namespace as runs of
-// consecutive ids (run after run, in order), which costs the same however
-// many ids a call takes: the ids of one worker's time unit are consecutive,
-// so a call's ids are a few runs. An obfuscated namespace's ids are not
+// consecutive ids (run after run, in order): the ids of one worker's time
+// unit are consecutive, so a call's ids are a few runs, and its answer is a
+// few numbers however many ids it takes. An obfuscated namespace's ids are not
 // consecutive: they come as runs of (mostly) one. Calls are not coalesced.
 func (c *Client) NextIdRuns(ctx context.Context, namespace string, count uint32) ([]flake.Run, error) {
 	resp, err := call(c, ctx, func(ctx context.Context, n *node) (*seqv1.NextIdsResponse, error) {
