@@ -32,6 +32,10 @@ var (
 	// is not the leader, or a new leader still waiting out the previous
 	// leader's lease (Unavailable).
 	ErrLeaseNotHeld = fmt.Errorf("%w: leader lease not held", ErrNotServing)
+	// ErrNotOwner means a key's section belongs to another raft group than
+	// the one asked to serve it (see SlotOf): a server or a client routing
+	// with another group count (FailedPrecondition).
+	ErrNotOwner = errors.New("the key's section belongs to another group")
 	// ErrNotLeader means the call must go to the leader (Unavailable).
 	ErrNotLeader = errors.New("not the leader")
 	// ErrNoLeader means no leader is known right now (Unavailable).

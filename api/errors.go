@@ -61,7 +61,7 @@ func classify(err error) (connect.Code, string) {
 		return connect.CodeResourceExhausted, err.Error()
 	case errors.Is(err, seqd.ErrSpaceExists), errors.Is(err, seqd.ErrNamespaceExists):
 		return connect.CodeAlreadyExists, err.Error()
-	case errors.Is(err, seqd.ErrFenced), errors.Is(err, flake.ErrNoSecret):
+	case errors.Is(err, seqd.ErrFenced), errors.Is(err, flake.ErrNoSecret), errors.Is(err, seqd.ErrNotOwner):
 		return connect.CodeFailedPrecondition, err.Error()
 	case errors.Is(err, flake.ErrClosed):
 		return connect.CodeUnavailable, err.Error()
