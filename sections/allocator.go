@@ -41,6 +41,11 @@ type Options struct {
 	// Clock times the lease; nil means BootClock. It must count time the
 	// host spends suspended (see Clock).
 	Clock Clock
+	// Owns, when set, reports whether this allocator's group owns a section
+	// (see seqd.SlotOf); a key of a section it does not own fails with
+	// seqd.ErrNotOwner before anything is read or raised. nil owns every
+	// section.
+	Owns func(space string, section uint64) bool
 }
 
 // Allocator hands out values. All methods are safe for concurrent use.
@@ -204,6 +209,9 @@ func (a *Allocator) section(name string, key uint64, now time.Duration) (*sectio
 	id := key / sp.SectionSize
 	if sec := sp.sections[id]; sec != nil {
 		return sec, nil
+	}
+	if a.opts.Owns != nil && !a.opts.Owns(name, id) {
+		return nil, fmt.Errorf("%w: space %q section %d", seqd.ErrNotOwner, name, id)
 	}
 	m := a.store.Max(name, id)
 	sec := &section{space: sp, id: id, epoch: l.epoch, keys: a.keys.Load(), max: m, floor: m, hi: m, young: make(map[uint64]uint64)}

@@ -502,3 +502,40 @@ func BenchmarkNextParallelManyKeys(b *testing.B) {
 		}
 	})
 }
+
+// An allocator serves only the sections its group owns: a key of another
+// group's section fails with ErrNotOwner and raises nothing, whatever the
+// call (Next, Reserve, Current), and keys of its own sections are served.
+func TestAllocatorRefusesSectionsItDoesNotOwn(t *testing.T) {
+	s := newStore(t, seqd.DefaultSpace)
+	const groups = 3
+	owns := func(space string, section uint64) bool {
+		return seqd.SlotGroup(seqd.SlotOf(space, section), groups) == 1
+	}
+	a := serving(t, s, sections.Options{Owns: owns})
+	size := uint64(seqd.DefaultSectionSize)
+	var mine, theirs uint64
+	for sec := uint64(0); mine == 0 || theirs == 0; sec++ {
+		if owns(seqd.DefaultSpaceName, sec) {
+			mine = sec*size + 7
+		} else {
+			theirs = sec*size + 7
+		}
+	}
+	ctx := context.Background()
+	if _, err := a.Next(ctx, seqd.DefaultSpaceName, []uint64{theirs}); !errors.Is(err, seqd.ErrNotOwner) {
+		t.Fatalf("Next of another group's key: %v, want ErrNotOwner", err)
+	}
+	if _, err := a.Reserve(ctx, seqd.DefaultSpaceName, theirs, 5); !errors.Is(err, seqd.ErrNotOwner) {
+		t.Fatalf("Reserve of another group's key: %v, want ErrNotOwner", err)
+	}
+	if _, err := a.Current(ctx, seqd.DefaultSpaceName, []uint64{theirs}); !errors.Is(err, seqd.ErrNotOwner) {
+		t.Fatalf("Current of another group's key: %v, want ErrNotOwner", err)
+	}
+	if got := s.f.Max(seqd.DefaultSpaceName, theirs/size); got != 0 {
+		t.Fatalf("another group's section was raised to %d", got)
+	}
+	if v := next1(t, a, seqd.DefaultSpaceName, mine); v != 1 {
+		t.Fatalf("own key: first value %d, want 1", v)
+	}
+}
