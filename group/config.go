@@ -39,6 +39,17 @@ type Config struct {
 	// Host is the server running the group (see Host).
 	Host Host
 
+	// Index is the group's number in its cluster (0 to groups-1). Group 0
+	// is the authority: spaces, flake namespaces and the cluster ID are
+	// decided in it first. Every other group takes them from Authority.
+	Index int
+	// Authority reads group 0's committed state on this server; it is
+	// required when Index > 0, and nil for group 0.
+	Authority Authority
+	// Owns reports whether the group owns a section (see seqd.SlotOf;
+	// nil: every section, a cluster of one group).
+	Owns func(space string, section uint64) bool
+
 	// Lease is how long a renewal lets the allocator serve, and
 	// LeaseMargin what a new leader adds to the longest earlier lease.
 	Lease, LeaseMargin time.Duration
@@ -79,6 +90,8 @@ func (c *Config) check() error {
 		return fmt.Errorf("%w: a group needs a data directory", ErrInvalidConfig)
 	case c.Transport == nil || c.Host == nil:
 		return fmt.Errorf("%w: a group needs a transport and a host", ErrInvalidConfig)
+	case c.Index < 0 || (c.Index > 0) != (c.Authority != nil):
+		return fmt.Errorf("%w: group %d needs an authority exactly when it is not group 0", ErrInvalidConfig, c.Index)
 	case c.Lease <= 0 || c.LeaseMargin < 0:
 		return fmt.Errorf("%w: lease %v and margin %v", ErrInvalidConfig, c.Lease, c.LeaseMargin)
 	}

@@ -1,10 +1,12 @@
 package group
 
 import (
+	"errors"
 	"time"
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/seqd/seqd/fsm"
 )
@@ -57,10 +59,21 @@ func (s diskStore) SetUint64(k []byte, v uint64) error {
 // retry runs a stable-store write until it does not fail for a full disk.
 // raft stops the process when it cannot save its term; waiting instead
 // stalls raft on this server until there is room.
+//
+// A write that finds the store closed never returns: hashicorp/raft
+// answers heartbeats on the transport's goroutine, which checks that raft
+// is running and then saves the term, so a heartbeat arriving as the group
+// closes can reach a store closed after raft stopped. raft would stop the
+// process on the error; answering success would acknowledge a term it
+// never saved. The goroutine stays parked (its peer times out) while the
+// process goes on closing.
 func (s diskStore) retry(write func() error) error {
 	pause := 50 * time.Millisecond
 	for {
 		err := write()
+		if errors.Is(err, bolterrors.ErrDatabaseNotOpen) {
+			select {}
+		}
 		if err == nil || !fsm.IsDiskFull(err) {
 			return s.observe(err)
 		}

@@ -53,3 +53,26 @@ func TestDiskStoreNotesLeaseRenewals(t *testing.T) {
 		t.Fatalf("StoreLog of a renewal: %d lease notes, want 3", stored)
 	}
 }
+
+// A term write that finds the store closed (a heartbeat answered as the
+// group closes) never returns: returning its error would make raft stop the
+// process, and returning success would acknowledge an unsaved term. A write
+// on an open store returns at once.
+func TestDiskStoreTermWriteAfterCloseParks(t *testing.T) {
+	ls, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(t.TempDir(), "raft.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := diskStore{BoltStore: ls, host: nopHost{}}
+	if err := ds.SetUint64([]byte("CurrentTerm"), 2); err != nil {
+		t.Fatal(err)
+	}
+	ls.Close()
+	done := make(chan error, 1)
+	go func() { done <- ds.SetUint64([]byte("CurrentTerm"), 3) }()
+	select {
+	case err := <-done:
+		t.Fatalf("a term write on a closed store returned %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+}

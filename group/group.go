@@ -49,6 +49,19 @@ type Host interface {
 	FSMDisk(full bool, err error)
 }
 
+// Authority is what a group other than group 0 reads of group 0's
+// committed state on the same server. Group 0's committed spaces never
+// change (a space's settings are fixed once it is created), so whatever a
+// server's copy of group 0 holds is final, however far it lags.
+type Authority interface {
+	// Space returns a space committed in group 0.
+	Space(name string) (seqd.Space, bool)
+	// Spaces returns every space committed in group 0.
+	Spaces() []seqd.Space
+	// ClusterID returns group 0's cluster ID ("" until it has one).
+	ClusterID() string
+}
+
 // Group is one running Raft group.
 type Group struct {
 	cfg  Config
@@ -165,6 +178,7 @@ func (g *Group) open() error {
 		MaxKeysPerSection: cfg.MaxKeysPerSection,
 		Logger:            g.log,
 		OnRaise:           cfg.OnRaise,
+		Owns:              cfg.Owns,
 	})
 	return nil
 }
@@ -285,7 +299,15 @@ func (g *Group) applyResponse(ctx context.Context, data []byte) (any, error) {
 // store adapts the group to sections.Store.
 type store struct{ g *Group }
 
-func (s store) Space(name string) (seqd.Space, bool)    { return s.g.fsm.Space(name) }
+// Space reads the group's own copy of a space, or group 0's committed
+// settings until the copy is made (see copySpaces): they are the same.
+func (s store) Space(name string) (seqd.Space, bool) {
+	if sp, ok := s.g.fsm.Space(name); ok || s.g.cfg.Authority == nil {
+		return sp, ok
+	}
+	return s.g.cfg.Authority.Space(name)
+}
+
 func (s store) Max(space string, section uint64) uint64 { return s.g.fsm.Max(space, section) }
 func (s store) Raise(ctx context.Context, marks []seqd.Mark) error {
 	return s.g.apply(ctx, fsm.EncodeRaise(marks))

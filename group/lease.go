@@ -133,12 +133,13 @@ func (g *Group) lead(ctx context.Context, epoch uint64) {
 	if !sleepCtx(ctx, time.Until(g.leaseEnd(gained))) {
 		return
 	}
-	// 3. The default space, and the protocol.
+	// 3. The default space, group 0's spaces, and the protocol.
 	g.ensureDefaultSpace(ctx)
+	g.copySpaces(ctx)
 	g.EnsureProtocol(ctx)
 	// 4. Renew the lease from committed entries.
 	first := true
-	for {
+	for round := 1; ; round++ {
 		t := g.alloc.Now()
 		start := time.Now()
 		renewal := fsm.EncodeNoop()
@@ -157,7 +158,37 @@ func (g *Group) lead(ctx context.Context, epoch uint64) {
 			g.stats.renewalErrors.Add(1)
 			g.log.Warn("lease renewal failed", "err", err)
 		}
+		if round%copyEvery == 0 {
+			g.copySpaces(ctx)
+			g.EnsureProtocol(ctx)
+		}
 		if !sleepCtx(ctx, time.Until(start.Add(g.cfg.Lease/3))) {
+			return
+		}
+	}
+}
+
+// copyEvery is how many renewals apart a leader of a group other than
+// group 0 copies group 0's new spaces (and cluster ID) into its group.
+const copyEvery = 6
+
+// copySpaces makes this group's own record of every space group 0 has
+// committed, with group 0's settings, so that the group's state (its
+// snapshots, its backups) stands on its own. Until a space is copied the
+// group's allocator reads group 0's settings (see store.Space), which are
+// the same. Group 0 runs nothing here.
+func (g *Group) copySpaces(ctx context.Context) {
+	if g.cfg.Authority == nil {
+		return
+	}
+	for _, sp := range g.cfg.Authority.Spaces() {
+		if _, ok := g.fsm.Space(sp.Name); ok {
+			continue
+		}
+		if err := g.apply(ctx, fsm.EncodeCreateSpace(sp)); err != nil {
+			if !errors.Is(err, context.Canceled) {
+				g.log.Warn("copying a space from group 0 failed", "space", sp.Name, "err", err)
+			}
 			return
 		}
 	}
@@ -296,6 +327,12 @@ func (g *Group) EnsureProtocol(ctx context.Context) {
 		return
 	}
 	id := g.fsm.ClusterID()
+	if id == "" && g.cfg.Authority != nil {
+		// Every group carries group 0's cluster ID: wait for it.
+		if id = g.cfg.Authority.ClusterID(); id == "" {
+			return
+		}
+	}
 	if id == "" {
 		id = NewClusterID()
 	}
