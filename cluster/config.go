@@ -54,6 +54,11 @@ type Config struct {
 	// 0 disables bootstrapping (the server waits to be added by a leader).
 	BootstrapExpect int
 
+	// Groups is how many raft groups a new cluster runs (0: one). It is
+	// fixed once the data directory holds raft state: a server started
+	// with another count refuses to start (see groups.go).
+	Groups int
+
 	// MaxVoters caps the voters the leader promotes joiners to (default 5);
 	// servers beyond it stay non-voters. MinVoters (default 3) is the floor
 	// below which dead-server cleanup never removes a voter.

@@ -37,7 +37,13 @@ type Meta struct {
 	// --join list names (see maybeBootstrap). Servers of the first release
 	// do not say; they count as ready when they have no state.
 	Ready bool `json:"r,omitempty"`
+	// Groups is how many raft groups the server runs (absent, so 0, for
+	// servers of builds without groups: one).
+	Groups int `json:"g,omitempty"`
 }
+
+// groups is how many raft groups a member runs.
+func (m Member) groups() int { return max(m.Groups, 1) }
 
 // Member is a server seen through gossip.
 type Member struct {
@@ -134,6 +140,9 @@ func (g *gossip) NodeMeta(limit int) []byte {
 	g.publishedReady.Store(ready)
 	m := Meta{ID: g.n.cfg.ID, RaftAddr: g.n.cfg.RaftAdvertise, APIAddr: g.n.cfg.APIAddr, HasState: g.n.hasState.Load(),
 		Cluster: cluster, Proto: fsm.ProtocolVersion, Ready: ready}
+	if len(g.n.groups) > 1 {
+		m.Groups = len(g.n.groups)
+	}
 	if g.n.transport != nil {
 		m.RaftAddr = string(g.n.transport.LocalAddr())
 	}
@@ -294,12 +303,16 @@ func (g *gossip) maybeBootstrap() {
 	if len(servers) > n.cfg.BootstrapExpect {
 		n.log.Warn("more servers than bootstrap-expect are up; bootstrapping with all of them", "seen", len(servers), "expect", n.cfg.BootstrapExpect)
 	}
-	err := n.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error()
-	if err != nil && err != raft.ErrCantBootstrap {
-		n.log.Error("bootstrap failed", "err", err)
-		return
+	// Group 0 last: its state is what says this server has bootstrapped
+	// (see checkGroupState).
+	for i := len(n.groups) - 1; i >= 0; i-- {
+		err := n.groups[i].Raft().BootstrapCluster(raft.Configuration{Servers: servers}).Error()
+		if err != nil && err != raft.ErrCantBootstrap {
+			n.log.Error("bootstrap failed", "group", i, "err", err)
+			return
+		}
 	}
-	n.log.Info("bootstrapped a new cluster", "servers", len(servers))
+	n.log.Info("bootstrapped a new cluster", "servers", len(servers), "groups", len(n.groups))
 	g.setHasState()
 	n.vouch("bootstrapped a new cluster")
 }
@@ -422,7 +435,16 @@ func (g *gossip) reconcile() {
 	if pub, _ := g.published.Load().(string); pub != n.fsm.ClusterID() || g.publishedReady.Load() != g.ready() {
 		g.refreshMeta()
 	}
-	if n.IsLeader() && n.Vouched() {
+	if !n.Vouched() {
+		return
+	}
+	if n.IsLeader() {
 		n.membership(conf)
 	}
+	for i := 1; i < len(n.groups); i++ {
+		if n.groups[i].IsLeader() {
+			n.mirrorMembership(i, conf)
+		}
+	}
+	n.balance()
 }

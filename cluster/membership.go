@@ -51,7 +51,9 @@ var (
 // PeerProgress reports a server's raft term and applied index, as the
 // server itself answers (over its API). The leader uses it to decide when a
 // non-voter has caught up.
-type PeerProgress func(ctx context.Context, apiAddr string) (term, applied uint64, err error)
+// It answers for group group of the asked server (group 0 for a server of
+// a build without groups).
+type PeerProgress func(ctx context.Context, apiAddr string, group int) (term, applied uint64, err error)
 
 // membership runs on the leader each reconcile pass.
 //
@@ -87,6 +89,9 @@ func (n *Node) membership(conf raft.Configuration) {
 		switch {
 		case !ok && !m.HasState && m.protocol() < proto:
 			n.warnOnce("old:"+m.ID, fmt.Sprintf("not adding server %s: it runs an older seqd (protocol %d) than the cluster (protocol %d); upgrade it", m.ID, m.protocol(), proto),
+				"id", m.ID)
+		case !ok && m.groups() != len(n.groups):
+			n.warnOnce("groups:"+m.ID, fmt.Sprintf("not adding server %s: it runs %d groups, the cluster %d; start it with --groups %d", m.ID, m.groups(), len(n.groups), len(n.groups)),
 				"id", m.ID)
 		case !ok && m.HasState:
 			n.warnOnce("refuse:"+m.ID, "server has raft state but is not in the configuration (removed, or from another cluster); not adding it. To add it back: stop it, delete its data directory, start it again with the same flags",
@@ -156,7 +161,7 @@ func (n *Node) recordProgress(in map[string]raft.Server, members []Member) {
 			applied = n.raft.AppliedIndex()
 		} else if n.cfg.PeerProgress != nil && m.APIAddr != "" {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_, a, err := n.cfg.PeerProgress(ctx, m.APIAddr)
+			_, a, err := n.cfg.PeerProgress(ctx, m.APIAddr, 0)
 			cancel()
 			if err == nil {
 				applied = a
@@ -180,7 +185,7 @@ func (n *Node) caughtUp(m Member) bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	term, applied, err := n.cfg.PeerProgress(ctx, m.APIAddr)
+	term, applied, err := n.cfg.PeerProgress(ctx, m.APIAddr, 0)
 	lead := n.raft.CommitIndex()
 	ok := err == nil && term == n.raft.CurrentTerm() && applied+promoteLag >= lead
 	n.memMu.Lock()

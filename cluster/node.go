@@ -28,22 +28,27 @@ const applyTimeout = 5 * time.Second
 // ErrShutdownStuck means raft did not stop in time (see group.Close).
 var ErrShutdownStuck = group.ErrShutdownStuck
 
-// Node is one running seqd server: the host of its raft groups (exactly
-// one for now). It owns what all groups share: the raft listener and its
-// gate, gossip, membership and vouching, the routing version.
+// Node is one running seqd server: the host of its raft groups (see
+// groups.go). It owns what all groups share: the raft listener, its gate
+// and the multiplexer on it, gossip, membership and vouching, the routing
+// version.
 type Node struct {
 	cfg Config
 	log *slog.Logger
 
-	// grp is the node's one raft group; raft, fsm, alloc and logStore are
-	// its parts, named here for the host's membership and vouching code.
-	grp       *group.Group
-	raft      *raft.Raft
-	fsm       *fsm.FSM
-	alloc     *sections.Allocator
-	logStore  raft.LogStore
-	transport *raft.NetworkTransport
-	gate      *gatedLayer
+	// groups are the node's raft groups, one transport each over mux.
+	// grp is group 0, the authority; raft, fsm, alloc and logStore are its
+	// parts, named here for the host's membership and vouching code.
+	groups     []*group.Group
+	transports []*raft.NetworkTransport
+	mux        *muxLayer
+	grp        *group.Group
+	raft       *raft.Raft
+	fsm        *fsm.FSM
+	alloc      *sections.Allocator
+	logStore   raft.LogStore
+	transport  *raft.NetworkTransport
+	gate       *gatedLayer
 
 	ml            *memberlist.Memberlist
 	gossipAddr    string // host:port other servers reach this node's gossip on
@@ -66,6 +71,11 @@ type Node struct {
 	caughtSince map[string]time.Time // non-voters seen caught up, since when
 	recordedAt  map[string]time.Time // when each server's raft index was last recorded
 	warned      map[string]time.Time // warnOnce
+	// Leader balancing (placement.go), under memMu.
+	aliveSince   map[string]time.Time // members alive in gossip, since when
+	balancing    bool                 // a transfer is in flight
+	lastBalance  time.Time            // when the last one ended
+	balanceRetry map[int]time.Time    // per group: no new try before
 
 	closeOnce sync.Once
 	closeErr  error
@@ -80,11 +90,11 @@ func Start(cfg Config) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), closing: make(chan struct{}),
 		vouchedCh:   make(chan struct{}, 1),
-		caughtSince: map[string]time.Time{}, warned: map[string]time.Time{}, recordedAt: map[string]time.Time{}}
+		caughtSince: map[string]time.Time{}, warned: map[string]time.Time{}, recordedAt: map[string]time.Time{},
+		aliveSince: map[string]time.Time{}, balanceRetry: map[int]time.Time{}}
 	if err := n.open(); err != nil {
-		if n.transport != nil {
-			_ = n.transport.Close()
-		}
+		n.closeGroups()
+		n.closeTransports()
 		return nil, err
 	}
 	if err := n.startGossip(); err != nil {
@@ -123,28 +133,99 @@ func (n *Node) open() error {
 	}
 	// The raft gate starts shut until the server is vouched for: see vouch.go.
 	n.gate = &gatedLayer{StreamLayer: layer, disk: &n.disk}
-	n.transport = raft.NewNetworkTransport(n.gate, 3, 10*time.Second, logbridge.NewWriter(n.log, "raft", cfg.RaftLogLevel))
-
-	g, err := group.Open(group.Config{
-		ID: cfg.ID, Dir: cfg.DataDir, Transport: noPipeline{n.transport}, Host: n,
-		Lease: cfg.Lease, LeaseMargin: cfg.LeaseMargin, UnsafeDisableLease: cfg.UnsafeDisableLease,
-		UnsafeFlakeTrustClock: cfg.UnsafeFlakeTrustClock,
-		LeaseClock:            cfg.LeaseClock, WallClock: n.WallMs, MaxKeysPerSection: cfg.MaxKeysPerSection, OnRaise: cfg.OnRaise,
-		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout,
-		LeaderLeaseTimeout: cfg.LeaderLeaseTimeout, CommitTimeout: cfg.CommitTimeout,
-		SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval, TrailingLogs: cfg.TrailingLogs,
-		Logger: n.log, RaftLogLevel: cfg.RaftLogLevel,
-	})
+	count, err := groupCount(cfg.DataDir, cfg.Groups, 1)
 	if err != nil {
+		_ = n.gate.Close()
 		return err
 	}
+	n.mux = newMux(n.gate, count, n.log)
+	for i := 0; i < count; i++ {
+		t := raft.NewNetworkTransport(n.mux.Group(i), 3, 10*time.Second, logbridge.NewWriter(n.log, "raft", cfg.RaftLogLevel))
+		n.transports = append(n.transports, t)
+	}
+	n.transport = n.transports[0]
+	for i := 0; i < count; i++ {
+		gc := group.Config{
+			ID: cfg.ID, Dir: groupDir(cfg.DataDir, i), Transport: noPipeline{n.transports[i]}, Host: n,
+			Index: i, Owns: ownsFunc(i, count),
+			Lease: cfg.Lease, LeaseMargin: cfg.LeaseMargin, UnsafeDisableLease: cfg.UnsafeDisableLease,
+			UnsafeFlakeTrustClock: cfg.UnsafeFlakeTrustClock,
+			LeaseClock:            cfg.LeaseClock, WallClock: n.WallMs, MaxKeysPerSection: cfg.MaxKeysPerSection, OnRaise: cfg.OnRaise,
+			HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout,
+			LeaderLeaseTimeout: cfg.LeaderLeaseTimeout, CommitTimeout: cfg.CommitTimeout,
+			SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval, TrailingLogs: cfg.TrailingLogs,
+			Logger: n.log, RaftLogLevel: cfg.RaftLogLevel,
+		}
+		if i > 0 {
+			gc.Authority = n.groups[0].FSM()
+			gc.Logger = n.log.With("group", i)
+		}
+		g, err := group.Open(gc)
+		if err != nil {
+			return fmt.Errorf("group %d: %w", i, err)
+		}
+		n.groups = append(n.groups, g)
+	}
+	if err := checkGroupState(n.groups); err != nil {
+		return err
+	}
+	g := n.groups[0]
 	n.grp, n.raft, n.fsm, n.alloc, n.logStore = g, g.Raft(), g.FSM(), g.Allocator(), g.LogStore()
 	n.hasState.Store(g.HadState())
 	return nil
 }
 
-// Allocator returns the node's allocator (it serves only on the leader).
+// closeGroups closes every group, group 0 last: the others read it.
+func (n *Node) closeGroups() error {
+	var errs []error
+	for i := len(n.groups) - 1; i >= 0; i-- {
+		errs = append(errs, n.groups[i].Close())
+	}
+	return errors.Join(errs...)
+}
+
+// closeTransports closes every group's transport and the listener.
+func (n *Node) closeTransports() {
+	for _, t := range n.transports {
+		_ = t.Close()
+	}
+	if n.mux != nil {
+		_ = n.mux.Close()
+	}
+}
+
+// Allocator returns group 0's allocator (it serves only on the leader).
 func (n *Node) Allocator() *sections.Allocator { return n.alloc }
+
+// Groups returns how many raft groups the cluster runs.
+func (n *Node) Groups() int { return len(n.groups) }
+
+// Group returns group i (0 <= i < Groups()).
+func (n *Node) Group(i int) *group.Group { return n.groups[i] }
+
+// GroupOf returns the group owning key in space, by group 0's committed
+// settings of the space on this node.
+func (n *Node) GroupOf(space string, key uint64) (int, error) {
+	if len(n.groups) == 1 {
+		return 0, nil
+	}
+	sp, ok := n.fsm.Space(space)
+	if !ok {
+		return 0, fmt.Errorf("%w %q", seqd.ErrUnknownSpace, space)
+	}
+	return seqd.GroupOfKey(space, sp.SectionSize, key, len(n.groups)), nil
+}
+
+// CutGroupTraffic cuts (or restores) the raft traffic of group i only, on
+// this server, both ways: a test hook for per-group lease independence.
+func (n *Node) CutGroupTraffic(i int, cut bool) { n.mux.Cut(i, cut) }
+
+// GroupLeader returns the ID and API address of group i's leader as this
+// node knows it; empty strings when unknown.
+func (n *Node) GroupLeader(i int) (id, apiAddr string) {
+	_, lid := n.groups[i].Raft().LeaderWithID()
+	return n.leaderAddr(string(lid))
+}
 
 // ID returns the node's ID.
 func (n *Node) ID() string { return n.cfg.ID }
@@ -215,7 +296,11 @@ func (n *Node) CreateSpace(ctx context.Context, s seqd.Space) (created bool, err
 // in-memory state and hands leadership to another voter; then the node leaves
 // gossip and stops raft. ctx bounds the handover.
 func (n *Node) Shutdown(ctx context.Context) error {
-	n.grp.Handover(ctx)
+	var wg sync.WaitGroup
+	for _, g := range n.groups {
+		wg.Go(func() { g.Handover(ctx) })
+	}
+	wg.Wait()
 	if n.ml != nil {
 		if err := n.ml.Leave(time.Second); err != nil {
 			n.log.Debug("gossip leave", "err", err)
@@ -231,7 +316,9 @@ func (n *Node) Kill() error { return n.close() }
 func (n *Node) close() error {
 	n.closeOnce.Do(func() {
 		close(n.closing)
-		n.grp.Stop()
+		for _, g := range n.groups {
+			g.Stop()
+		}
 		if n.gossip != nil {
 			n.gossip.close()
 		}
@@ -241,12 +328,18 @@ func (n *Node) close() error {
 		// Raft stops before the host's goroutines are awaited, and the
 		// stores close only after them, since gossip's reconcile pass
 		// reads the group's raft and FSM until it returns.
-		if n.closeErr = n.grp.ShutdownRaft(); errors.Is(n.closeErr, group.ErrShutdownStuck) {
+		errs := make([]error, len(n.groups))
+		var wg sync.WaitGroup
+		for i, g := range n.groups {
+			wg.Go(func() { errs[i] = g.ShutdownRaft() })
+		}
+		wg.Wait()
+		if n.closeErr = errors.Join(errs...); errors.Is(n.closeErr, group.ErrShutdownStuck) {
 			return // the stores stay open under raft's goroutines
 		}
 		n.wg.Wait()
-		n.closeErr = n.grp.Close()
-		_ = n.transport.Close()
+		n.closeErr = n.closeGroups()
+		n.closeTransports()
 	})
 	return n.closeErr
 }

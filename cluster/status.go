@@ -6,7 +6,31 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/seqd/seqd"
 )
+
+// GroupStatus is one raft group as this node sees it.
+type GroupStatus struct {
+	Group int
+	// State is raft's state in the group; Term and AppliedIndex its term
+	// and this node's applied index.
+	State        string
+	Term         uint64
+	AppliedIndex uint64
+	// Serving is true while this node leads the group and holds its lease.
+	Serving bool
+	// LeaderID and LeaderAPIAddr name the group's leader as this node
+	// knows it; Voters are the voters of its latest configuration here,
+	// and Preferred the voter its leadership is balanced to.
+	LeaderID, LeaderAPIAddr string
+	Voters                  []string
+	Preferred               string
+	// FirstSlot and EndSlot bound the slots the group owns: [first, end).
+	FirstSlot, EndSlot uint32
+	// ValuesTaken counts the values this node's allocator of the group took.
+	ValuesTaken uint64
+}
 
 // LocalStatus is what this node knows about itself.
 type LocalStatus struct {
@@ -64,6 +88,10 @@ type LocalStatus struct {
 	SectionsHeld int
 	// FlakeEntries counts the flake entries this node committed as leader.
 	FlakeEntries int64
+	// Groups describes every raft group the node runs; the fields above
+	// describe group 0, except ValuesTaken, KeysHeld and SectionsHeld,
+	// which count over all groups.
+	Groups []GroupStatus
 }
 
 // Status reports this node's view of itself and the leader.
@@ -100,6 +128,25 @@ func (n *Node) Status() LocalStatus {
 		st.GossipAddr = n.gossipAddr
 	}
 	st.RoutingVersion = n.RoutingVersion()
+	st.ValuesTaken, st.KeysHeld, st.SectionsHeld = 0, 0, 0
+	for i, gr := range n.groups {
+		gs := gr.Status()
+		row := GroupStatus{Group: i, State: gs.State, Term: gs.Term, AppliedIndex: gs.AppliedIndex, Serving: gs.Serving, ValuesTaken: gs.ValuesTaken}
+		row.LeaderID, row.LeaderAPIAddr = n.leaderAddr(gs.LeaderID)
+		row.FirstSlot, row.EndSlot = seqd.SlotRange(i, len(n.groups))
+		if gs.Configuration != nil {
+			for _, s := range gs.Configuration.Servers {
+				if s.Suffrage == raft.Voter {
+					row.Voters = append(row.Voters, string(s.ID))
+				}
+			}
+			row.Preferred = preferredLeader(i, *gs.Configuration)
+		}
+		st.Groups = append(st.Groups, row)
+		st.ValuesTaken += gs.ValuesTaken
+		st.KeysHeld += gs.KeysHeld
+		st.SectionsHeld += gs.SectionsHeld
+	}
 	if g.Configuration != nil {
 		for _, s := range g.Configuration.Servers {
 			if string(s.ID) == n.cfg.ID {

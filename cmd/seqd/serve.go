@@ -18,6 +18,7 @@ import (
 
 	sockaddr "github.com/hashicorp/go-sockaddr"
 
+	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/cluster"
 	"github.com/seqd/seqd/flake"
 	"github.com/seqd/seqd/internal/cli"
@@ -42,6 +43,7 @@ func serve(args []string) error {
 		advGossip     = fs.String("advertise-gossip", "", "gossip address other nodes use (default --gossip-addr)")
 		join          = fs.String("join", "", "comma-separated gossip addresses of other nodes (may include this node's own)")
 		expect        = fs.Int("bootstrap-expect", dc.BootstrapExpect, "number of servers that form a new cluster (each must see every server its --join names); 0 never bootstraps")
+		groups        = fs.Int("groups", 0, "raft groups of a new cluster, each leading a fixed share of the sections, leaders spread over the servers (0: 1); fixed once the data directory holds state, and every server of a cluster must run the same count")
 		assumeGone    = fs.String("assume-gone", "", "comma-separated IDs of voters gone for good (dead, disks lost): a restarting server counts them as having vouched when no leader can (see Operations); only if no server runs on an older copy of its data")
 		lease         = fs.Duration("lease", dc.Lease, "leader lease L: a new leader serves L + margin after the last lease renewal it stored (or its election, if earlier); with the default raft timing a kill -9 of the leader costs about 1.3 s (median of 20 on a 2-core VM)")
 		leaseMargin   = fs.Duration("lease-margin", 0, "extra wait for clock-rate drift (default L/10, at least 50ms)")
@@ -106,6 +108,9 @@ func serve(args []string) error {
 	if *expect < 0 {
 		return cli.Usagef("--bootstrap-expect must be 0 or more, got %d", *expect)
 	}
+	if *groups != 0 && seqd.ValidGroups(*groups) != nil {
+		return cli.Usagef("--groups must be 1 to %d, got %d", seqd.MaxGroups, *groups)
+	}
 	for _, a := range []struct {
 		what      string
 		bind, adv *string
@@ -166,7 +171,7 @@ func serve(args []string) error {
 			ID: *id, DataDir: *dataDir,
 			RaftAddr: *raftAddr, RaftAdvertise: *advRaft,
 			GossipAddr: *gossipAddr, GossipAdvertise: *advGossip,
-			APIAddr: *advAPI, Join: joins, BootstrapExpect: *expect, AssumeGone: gone,
+			APIAddr: *advAPI, Join: joins, BootstrapExpect: *expect, AssumeGone: gone, Groups: *groups,
 			Lease: *lease, LeaseMargin: *leaseMargin,
 			HeartbeatTimeout: *heartbeat, ElectionTimeout: *election,
 			LeaderLeaseTimeout: *leaderLease, CommitTimeout: *commit,

@@ -43,6 +43,8 @@ type Options struct {
 	SnapshotThreshold, TrailingLogs uint64
 	// ClusterSecret is every node's flake obfuscation secret.
 	ClusterSecret []byte
+	// Groups is every node's --groups (0: one group).
+	Groups int
 }
 
 // Cluster is a set of in-process nodes.
@@ -210,6 +212,7 @@ func (m *Member) start(expect int) error {
 			SnapshotThreshold: m.c.opts.SnapshotThreshold, TrailingLogs: m.c.opts.TrailingLogs,
 			SnapshotInterval: snapshotInterval(m.c.opts.SnapshotThreshold),
 			MinVoters:        m.c.opts.MinVoters, DeadServerGrace: m.c.opts.DeadServerGrace,
+			Groups: m.c.opts.Groups,
 		},
 		ClusterSecret: m.c.opts.ClusterSecret,
 		Logger:        m.c.log.With("node", m.ID),
@@ -326,12 +329,17 @@ func (m *Member) Wipe() {
 // Restart starts a stopped node again on the same addresses and data.
 func (m *Member) Restart() {
 	m.c.t.Helper()
-	if m.Node() != nil {
-		m.c.t.Fatalf("restart %s: still running", m.ID)
-	}
-	if err := m.start(len(m.c.Nodes)); err != nil {
+	if err := m.TryRestart(); err != nil {
 		m.c.t.Fatalf("restart %s: %v", m.ID, err)
 	}
+}
+
+// TryRestart is Restart that returns the error of a start that fails.
+func (m *Member) TryRestart() error {
+	if m.Node() != nil {
+		return fmt.Errorf("restart %s: still running", m.ID)
+	}
+	return m.start(len(m.c.Nodes))
 }
 
 // Isolate cuts the node's raft traffic in both directions.
@@ -470,4 +478,48 @@ func (c *Cluster) SeedBootstrap(ms ...*Member) {
 		}
 		ls.Close()
 	}
+}
+
+// SetGroups changes every member's --groups for its next start.
+func (c *Cluster) SetGroups(n int) { c.opts.Groups = n }
+
+// GroupLeaders returns, per group, the member that leads the group and
+// holds its lease (nil where none does).
+func (c *Cluster) GroupLeaders() []*Member {
+	var out []*Member
+	for _, m := range c.Nodes {
+		n := m.Node()
+		if n == nil {
+			continue
+		}
+		if out == nil {
+			out = make([]*Member, n.Groups())
+		}
+		for i := range n.Groups() {
+			if g := n.Group(i); g.IsLeader() && g.Allocator().Serving() && i < len(out) {
+				out[i] = m
+			}
+		}
+	}
+	return out
+}
+
+// LeadCounts returns how many groups each running member leads and serves
+// (by member ID), and whether every group has a serving leader.
+func (c *Cluster) LeadCounts() (map[string]int, bool) {
+	counts := map[string]int{}
+	for _, m := range c.Nodes {
+		if m.Node() != nil {
+			counts[m.ID] = 0
+		}
+	}
+	all := true
+	for _, m := range c.GroupLeaders() {
+		if m == nil {
+			all = false
+			continue
+		}
+		counts[m.ID]++
+	}
+	return counts, all
 }

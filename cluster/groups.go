@@ -1,0 +1,184 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/seqd/seqd"
+	"github.com/seqd/seqd/group"
+)
+
+// A node runs the same fixed number of raft groups as every other server of
+// its cluster (see seqd.SlotOf for which group owns which section). Group 0
+// keeps the data directory's top level (raft.db, fsm.db, snapshots/), as a
+// single-group server always had, so that a data directory of the previous
+// build opens in place as group 0 of a one-group cluster; group g >= 1 keeps
+// the same files under groups/<g>/. The count is written in the file
+// "groups" when the directory is first opened, and once group 0 holds raft
+// state it is fixed: a start with another --groups fails, since keys would
+// map to other groups than the ones holding their marks.
+//
+// Group 0 is the authority: spaces, flake namespaces and the cluster ID are
+// decided in it, vouching (vouch.go) reads its configuration and records,
+// and its leader runs membership. Every other group's leader makes its
+// configuration follow group 0's (see mirrorMembership).
+
+// groupsFile names the file holding the group count.
+const groupsFile = "group-count"
+
+// groupDir returns the directory of group g.
+func groupDir(dataDir string, g int) string {
+	if g == 0 {
+		return dataDir
+	}
+	return filepath.Join(dataDir, "groups", strconv.Itoa(g))
+}
+
+// hasRaftState reports whether dir holds raft state (a log, a term or a
+// snapshot), without opening it for writing longer than the check.
+func hasRaftState(dir string) (bool, error) {
+	if _, err := os.Stat(filepath.Join(dir, "raft.db")); errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	ls, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})
+	if err != nil {
+		return false, fmt.Errorf("raft log store %s: %w", filepath.Join(dir, "raft.db"), err)
+	}
+	defer ls.Close()
+	snaps, err := raft.NewFileSnapshotStore(dir, 2, nil)
+	if err != nil {
+		return false, fmt.Errorf("snapshot store: %w", err)
+	}
+	return raft.HasExistingState(ls, ls, snaps)
+}
+
+// groupCount decides how many groups the node runs: the count recorded in
+// the data directory once group 0 holds state (a previous build's
+// directory, with no record, holds one group), else want (0: default).
+// It records the count it returns.
+func groupCount(dataDir string, want, def int) (int, error) {
+	if want != 0 {
+		if err := seqd.ValidGroups(want); err != nil {
+			return 0, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+		}
+	}
+	has, err := hasRaftState(dataDir)
+	if err != nil {
+		return 0, err
+	}
+	rec, recorded, err := readGroups(dataDir)
+	if err != nil {
+		return 0, err
+	}
+	n := want
+	switch {
+	case has && !recorded:
+		// The previous build's data directory: one group.
+		if want != 0 && want != 1 {
+			return 0, fmt.Errorf("%w: this data directory holds a cluster of 1 group; --groups %d cannot change it (the group count is fixed when a cluster is bootstrapped)", ErrInvalidConfig, want)
+		}
+		n = 1
+	case has:
+		if want != 0 && want != rec {
+			return 0, fmt.Errorf("%w: this data directory holds a cluster of %d groups; --groups %d cannot change it (the group count is fixed when a cluster is bootstrapped)", ErrInvalidConfig, rec, want)
+		}
+		n = rec
+	case n == 0 && recorded:
+		n = rec // a server that never held state keeps what it was told
+	case n == 0:
+		n = def
+	}
+	if !recorded || rec != n {
+		if err := writeGroups(dataDir, n); err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
+}
+
+func readGroups(dataDir string) (int, bool, error) {
+	b, err := os.ReadFile(filepath.Join(dataDir, groupsFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("reading the group count: %w", err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || seqd.ValidGroups(n) != nil {
+		return 0, false, fmt.Errorf("%w: the file %s is damaged (%q): it must hold the cluster's group count", ErrInvalidConfig, filepath.Join(dataDir, groupsFile), b)
+	}
+	return n, true, nil
+}
+
+// writeGroups records n durably (written, synced and renamed into place).
+func writeGroups(dataDir string, n int) error {
+	path := filepath.Join(dataDir, groupsFile)
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o640)
+	if err != nil {
+		return fmt.Errorf("recording the group count: %w", err)
+	}
+	_, err = fmt.Fprintf(f, "%d\n", n)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err == nil {
+		err = syncDir(dataDir)
+	}
+	if err != nil {
+		return fmt.Errorf("recording the group count: %w", err)
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// checkGroupState refuses a data directory whose groups disagree: group 0
+// holds raft state but another group does not. That group's directory was
+// deleted or lost: its votes and acknowledged entries are gone, and letting
+// it take part could elect two leaders in a term or lose committed marks.
+// (The reverse, a group with state while group 0 has none, is a bootstrap
+// cut short: groups are bootstrapped before group 0.)
+func checkGroupState(groups []*group.Group) error {
+	if !groups[0].HadState() {
+		return nil
+	}
+	for i, g := range groups[1:] {
+		if !g.HadState() {
+			return fmt.Errorf("%w: group %d's directory holds no raft state while group 0's does: it was deleted or lost. Remove this server from the cluster, delete its whole data directory, and start it again to join as a new server", ErrInvalidConfig, i+1)
+		}
+	}
+	return nil
+}
+
+// ownsFunc returns group g's ownership test among n groups (nil for one
+// group, which owns everything).
+func ownsFunc(g, n int) func(space string, section uint64) bool {
+	if n == 1 {
+		return nil
+	}
+	return func(space string, section uint64) bool {
+		return seqd.SlotGroup(seqd.SlotOf(space, section), n) == g
+	}
+}

@@ -1,0 +1,241 @@
+package cluster_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seqd/seqd"
+	"github.com/seqd/seqd/client"
+	"github.com/seqd/seqd/internal/testcluster"
+)
+
+// balanced reports whether every group has a serving leader and the counts
+// of groups led per running member differ by at most one.
+func balanced(c *testcluster.Cluster) (map[string]int, bool) {
+	counts, all := c.LeadCounts()
+	lo, hi := 1<<30, 0
+	for _, n := range counts {
+		lo, hi = min(lo, n), max(hi, n)
+	}
+	return counts, all && hi-lo <= 1
+}
+
+// waitBalanced waits until balanced and returns how long it took.
+func waitBalanced(t *testing.T, c *testcluster.Cluster, timeout time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		counts, ok := balanced(c)
+		if ok {
+			return time.Since(start)
+		}
+		if time.Since(start) > timeout {
+			t.Fatalf("leaders not balanced within %v: %v", timeout, counts)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// keysPerGroup returns one key of the default space owned by each group.
+func keysPerGroup(groups int) []uint64 {
+	keys := make([]uint64, groups)
+	found := 0
+	for sec := uint64(0); found < groups; sec++ {
+		g := seqd.GroupOfKey(seqd.DefaultSpaceName, seqd.DefaultSectionSize, sec*seqd.DefaultSectionSize, groups)
+		if keys[g] == 0 {
+			keys[g] = sec*seqd.DefaultSectionSize + 1
+			found++
+		}
+	}
+	return keys
+}
+
+// TestGroupsSpreadLeadersAndServeEveryKey: 3 nodes with 6 groups lead 2
+// groups each soon after bootstrap; a call naming keys of every group is
+// split, served by each group's leader and answered in order; after a
+// node is killed and restarted the leaders are balanced again, and then
+// stay put.
+func TestGroupsSpreadLeadersAndServeEveryKey(t *testing.T) {
+	const groups = 6
+	c := testcluster.Start(t, 3, testcluster.Options{Groups: groups})
+	took := waitBalanced(t, c, 30*time.Second)
+	counts, _ := c.LeadCounts()
+	for id, n := range counts {
+		if n != 2 {
+			t.Fatalf("%s leads %d groups, want 2: %v", id, n, counts)
+		}
+	}
+	t.Logf("6 groups on 3 nodes balanced 2/2/2 %v after start", took.Round(time.Millisecond))
+
+	cl, err := client.New(c.APIAddrs(), client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	keys := keysPerGroup(groups)
+	last := make([]uint64, len(keys))
+	for round := 0; round < 20; round++ {
+		vals, err := cl.Next(ctx, seqd.DefaultSpaceName, keys...)
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		for i, v := range vals {
+			if v <= last[i] {
+				t.Fatalf("key %d: %d after %d", keys[i], v, last[i])
+			}
+			last[i] = v
+		}
+	}
+	// Every group's allocator served its own key, and only that.
+	for i, m := range c.GroupLeaders() {
+		if got := m.Node().Group(i).Allocator().ValuesTaken(); got == 0 {
+			t.Fatalf("group %d's leader %s took no values", i, m.ID)
+		}
+	}
+
+	victim := c.Nodes[1]
+	victim.Kill()
+	for {
+		if _, all := c.LeadCounts(); all {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	vals, err := cl.Next(ctx, seqd.DefaultSpaceName, keys...)
+	if err != nil {
+		t.Fatalf("after the kill: %v", err)
+	}
+	for i, v := range vals {
+		if v <= last[i] {
+			t.Fatalf("after the kill, key %d: %d after %d", keys[i], v, last[i])
+		}
+	}
+	victim.Restart()
+	took = waitBalanced(t, c, 60*time.Second)
+	t.Logf("balanced again %v after the restart", took.Round(time.Millisecond))
+	before := c.GroupLeaders()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		for i, m := range c.GroupLeaders() {
+			if m != before[i] {
+				t.Fatalf("group %d moved from %v to %v after balancing", i, before[i], m)
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A server whose group directory was lost while group 0's survived refuses
+// to start: that group forgot its votes and acknowledged entries. A start
+// with another --groups is refused too.
+func TestGroupsLostGroupDirectoryOrOtherCountRefused(t *testing.T) {
+	c := testcluster.Start(t, 1, testcluster.Options{Groups: 3})
+	m := c.Nodes[0]
+	waitBalanced(t, c, 30*time.Second)
+	if err := m.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	saved := filepath.Join(t.TempDir(), "g2")
+	if err := os.Rename(filepath.Join(m.Dir, "groups", "2"), saved); err != nil {
+		t.Fatal(err)
+	}
+	err := m.TryRestart()
+	if err == nil || !strings.Contains(err.Error(), "group 2's directory holds no raft state") {
+		t.Fatalf("restart without group 2's directory: %v, want a refusal naming group 2", err)
+	}
+	if err := os.RemoveAll(filepath.Join(m.Dir, "groups", "2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(saved, filepath.Join(m.Dir, "groups", "2")); err != nil {
+		t.Fatal(err)
+	}
+	c.SetGroups(4)
+	if err := m.TryRestart(); err == nil || !strings.Contains(err.Error(), "--groups 4 cannot change it") {
+		t.Fatalf("restart with --groups 4: %v, want a refusal", err)
+	}
+	c.SetGroups(0) // as recorded
+	m.Restart()
+	waitBalanced(t, c, 30*time.Second)
+}
+
+// Cutting one group's raft traffic on its leader stops that leader serving
+// within a lease of its last renewal, and a new leader serves the group
+// only after that; the node's other groups keep their leases throughout.
+func TestGroupsLeaseIndependence(t *testing.T) {
+	const groups = 3
+	c := testcluster.Start(t, 3, testcluster.Options{Groups: groups})
+	waitBalanced(t, c, 30*time.Second)
+	leaders := c.GroupLeaders()
+	const cut = 1
+	old := leaders[cut].Node()
+	// The other groups this node leads (with 3 groups on 3 nodes, none; so
+	// watch every group's lease on every node instead).
+	type lapse struct {
+		group int
+		node  string
+	}
+	stop := make(chan struct{})
+	lapses := make(chan lapse, 100)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for g, m := range leaders {
+				if g == cut {
+					continue
+				}
+				if n := m.Node(); n == nil || !n.Group(g).Allocator().Serving() {
+					lapses <- lapse{g, m.ID}
+				}
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	cutAt := time.Now()
+	old.CutGroupTraffic(cut, true)
+	// The old leader stops serving the cut group within lease + margin
+	// of the cut (its last renewal was at most then).
+	for old.Group(cut).Allocator().Serving() {
+		if time.Since(cutAt) > 5*time.Second {
+			t.Fatal("the cut leader still serves its group after 5s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	stoppedAt := time.Now()
+	// The lease was renewed at most at the cut and runs 400ms (the test
+	// cluster's lease); allow for the polling's scheduling under -race.
+	if d := stoppedAt.Sub(cutAt); d > 400*time.Millisecond+300*time.Millisecond {
+		t.Fatalf("the cut leader served its group %v after the cut, past its lease", d)
+	}
+	var next *testcluster.Member
+	for next == nil {
+		if time.Since(cutAt) > 30*time.Second {
+			t.Fatal("no new leader for the cut group within 30s")
+		}
+		if m := c.GroupLeaders()[cut]; m != nil && m != leaders[cut] {
+			next = m
+		}
+		time.Sleep(time.Millisecond)
+	}
+	servedAt := time.Now()
+	close(stop)
+	if !servedAt.After(stoppedAt) {
+		t.Fatalf("the new leader served at %v, before the old one stopped at %v", servedAt, stoppedAt)
+	}
+	t.Logf("cut group %d: old leader stopped %v after the cut, %s served it %v after the cut",
+		cut, stoppedAt.Sub(cutAt).Round(time.Millisecond), next.ID, servedAt.Sub(cutAt).Round(time.Millisecond))
+	select {
+	case l := <-lapses:
+		t.Fatalf("group %d's lease on %s lapsed while only group %d was cut", l.group, l.node, cut)
+	default:
+	}
+	old.CutGroupTraffic(cut, false)
+}

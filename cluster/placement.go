@@ -1,0 +1,195 @@
+package cluster
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Groups other than group 0 follow group 0's membership, and their leaders
+// are spread over the servers.
+//
+// Membership: group 0's leader decides who joins, votes and leaves (see
+// membership.go). Each other group's leader makes its group's configuration
+// follow the configuration of group 0 as this server has it, one change per
+// pass: a server of group 0 missing here is added as a non-voter; one that
+// votes in group 0 is promoted here once it has caught up with this group;
+// an address change is copied; a server gone from group 0 is removed here
+// (a leader that is itself gone from group 0 hands its leadership to
+// another voter first, and the new leader removes it). A server this
+// group's leader does not see in group 0's configuration yet is never
+// removed on that account alone while it is a voter of both: group 0's
+// copy on this server may lag, and the next pass corrects it.
+//
+// Leaders: each group has a preferred leader, the voter at position
+// (group mod voters) of its voters sorted by ID, so that with as many
+// groups as servers (or a multiple) each server prefers the same number of
+// groups. A server that leads a group it is not preferred for, and serves
+// it, hands it to the preferred server once that server has been alive in
+// gossip for balanceStable and has caught up with the group, at most one
+// transfer at a time per server and at most one every balanceGap. Moves go
+// only towards the preferred server, which never moves a group it is
+// preferred for (except when it stops), so leaders do not oscillate while
+// the voters stay the same.
+
+const (
+	balanceStable = 3 * time.Second
+	balanceGap    = 500 * time.Millisecond
+	balanceRetry  = 15 * time.Second
+)
+
+// preferredLeader returns the preferred leader of group i among conf's
+// voters ("" if none).
+func preferredLeader(i int, conf raft.Configuration) string {
+	var voters []string
+	for _, s := range conf.Servers {
+		if s.Suffrage == raft.Voter {
+			voters = append(voters, string(s.ID))
+		}
+	}
+	if len(voters) == 0 {
+		return ""
+	}
+	slices.Sort(voters)
+	return voters[i%len(voters)]
+}
+
+// mirrorMembership makes group i's configuration follow group 0's; it runs
+// on group i's leader (see above).
+func (n *Node) mirrorMembership(i int, conf0 raft.Configuration) {
+	g := n.groups[i]
+	r := g.Raft()
+	cf := r.GetConfiguration()
+	if cf.Error() != nil || len(conf0.Servers) == 0 {
+		return
+	}
+	want := make(map[raft.ServerID]raft.Server, len(conf0.Servers))
+	for _, s := range conf0.Servers {
+		want[s.ID] = s
+	}
+	have := cf.Configuration()
+	in := make(map[raft.ServerID]raft.Server, len(have.Servers))
+	for _, s := range have.Servers {
+		in[s.ID] = s
+	}
+	for _, s := range conf0.Servers {
+		cur, ok := in[s.ID]
+		switch {
+		case !ok:
+			n.log.Info("adding server to a group as a non-voter", "group", i, "id", s.ID)
+			n.logChange(i, "adding non-voter", s.ID, n.await(r.AddNonvoter(s.ID, s.Address, 0, applyTimeout)))
+			return
+		case cur.Address != s.Address:
+			var f raft.IndexFuture
+			if cur.Suffrage == raft.Voter {
+				f = r.AddVoter(s.ID, s.Address, 0, applyTimeout)
+			} else {
+				f = r.AddNonvoter(s.ID, s.Address, 0, applyTimeout)
+			}
+			n.logChange(i, "updating address", s.ID, n.await(f))
+			return
+		case s.Suffrage == raft.Voter && cur.Suffrage != raft.Voter:
+			if n.groupCaughtUp(i, string(s.ID)) {
+				n.log.Info("promoting caught-up non-voter in a group", "group", i, "id", s.ID)
+				n.logChange(i, "promotion", s.ID, n.await(r.AddVoter(s.ID, s.Address, 0, applyTimeout)))
+				return
+			}
+		case s.Suffrage != raft.Voter && cur.Suffrage == raft.Voter:
+			n.logChange(i, "demotion", s.ID, n.await(r.DemoteVoter(s.ID, 0, applyTimeout)))
+			return
+		}
+	}
+	for _, s := range have.Servers {
+		if _, ok := want[s.ID]; ok {
+			continue
+		}
+		if string(s.ID) == n.cfg.ID {
+			// Hand the group over; its next leader removes this server.
+			n.log.Info("this server left group 0's configuration: handing over a group it leads", "group", i)
+			n.logChange(i, "leadership transfer", s.ID, g.TransferLeadership("", ErrUnknownServer))
+			return
+		}
+		n.log.Info("removing server from a group: it left group 0's configuration", "group", i, "id", s.ID)
+		n.logChange(i, "removal", s.ID, n.await(r.RemoveServer(s.ID, 0, applyTimeout)))
+		return
+	}
+}
+
+func (n *Node) logChange(i int, what string, id raft.ServerID, err error) {
+	if err != nil {
+		n.log.Warn("group membership change failed", "group", i, "change", what, "id", id, "err", err)
+	}
+}
+
+// groupCaughtUp reports whether server id has applied group i's log to
+// within promoteLag of this leader's commit index, in this term.
+func (n *Node) groupCaughtUp(i int, id string) bool {
+	m, ok := n.gossip.member(id)
+	if !ok || !m.Alive || m.APIAddr == "" || n.cfg.PeerProgress == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	r := n.groups[i].Raft()
+	term, applied, err := n.cfg.PeerProgress(ctx, m.APIAddr, i)
+	return err == nil && term == r.CurrentTerm() && applied+promoteLag >= r.CommitIndex()
+}
+
+// balance moves at most one group this server leads to its preferred
+// leader (see above).
+func (n *Node) balance() {
+	now := time.Now()
+	n.memMu.Lock()
+	for _, m := range n.Members() {
+		if !m.Alive {
+			delete(n.aliveSince, m.ID)
+		} else if _, ok := n.aliveSince[m.ID]; !ok {
+			n.aliveSince[m.ID] = now
+		}
+	}
+	busy := n.balancing || now.Sub(n.lastBalance) < balanceGap
+	n.memMu.Unlock()
+	if busy || len(n.groups) == 1 || !n.Vouched() {
+		return
+	}
+	for i, g := range n.groups {
+		if !g.IsLeader() || !g.Allocator().Serving() {
+			continue
+		}
+		cf := g.Raft().GetConfiguration()
+		if cf.Error() != nil {
+			continue
+		}
+		pref := preferredLeader(i, cf.Configuration())
+		if pref == "" || pref == n.cfg.ID {
+			continue
+		}
+		n.memMu.Lock()
+		since, alive := n.aliveSince[pref]
+		retryOK := now.After(n.balanceRetry[i])
+		n.memMu.Unlock()
+		if !alive || now.Sub(since) < balanceStable || !retryOK || !n.groupCaughtUp(i, pref) {
+			continue
+		}
+		n.memMu.Lock()
+		n.balancing = true
+		n.memMu.Unlock()
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			n.log.Info("moving a group's leadership to its preferred server", "group", i, "to", pref)
+			err := g.TransferLeadership(pref, ErrUnknownServer)
+			n.memMu.Lock()
+			defer n.memMu.Unlock()
+			n.balancing = false
+			n.lastBalance = time.Now()
+			if err != nil {
+				n.balanceRetry[i] = time.Now().Add(balanceRetry)
+				n.log.Warn("moving a group's leadership failed; retrying later", "group", i, "to", pref, "err", err)
+			}
+		}()
+		return
+	}
+}
