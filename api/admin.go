@@ -84,6 +84,7 @@ func (s *Server) ClusterStatus(ctx context.Context, req *connect.Request[seqv1.C
 		return connect.NewResponse(&seqv1.ClusterStatusResponse{
 			LeaderId: local.LeaderID, Term: local.Term, LeaderApiAddr: local.LeaderAPIAddr,
 			NodeId: local.ID, Nodes: []*seqv1.Node{self}, Version: version, ClusterId: local.ClusterID,
+			Groups: routes(local, nil), SlotCount: seqd.SlotCount, SlotMapVersion: seqd.SlotMapVersion,
 		}), nil
 	}
 
@@ -155,10 +156,40 @@ func (s *Server) ClusterStatus(ctx context.Context, req *connect.Request[seqv1.C
 	for _, n := range nodes {
 		n.SeenWithState, n.RecordedIndex = s.node.ServerSeen(n.GetId())
 	}
+	var spaces []*seqv1.Space
+	for _, sp := range s.node.Spaces() {
+		spaces = append(spaces, spaceMsg(sp))
+	}
 	return connect.NewResponse(&seqv1.ClusterStatusResponse{
 		LeaderId: local.LeaderID, Term: local.Term, LeaderApiAddr: local.LeaderAPIAddr,
 		NodeId: local.ID, Nodes: nodes, Version: version, ClusterId: local.ClusterID,
+		Groups: routes(local, nodes), SlotCount: seqd.SlotCount, SlotMapVersion: seqd.SlotMapVersion,
+		Spaces: spaces,
 	}), nil
+}
+
+// routes is the routing table as this node knows it: per group, the leader
+// and term, and whether a node that answered (nodes) says it serves the
+// group as leader in that term or a later one, which then decides.
+func routes(local cluster.LocalStatus, nodes []*seqv1.Node) []*seqv1.GroupRoute {
+	out := make([]*seqv1.GroupRoute, len(local.Groups))
+	for i, g := range local.Groups {
+		out[i] = &seqv1.GroupRoute{
+			Group: uint32(g.Group), LeaderId: g.LeaderID, LeaderApiAddr: g.LeaderAPIAddr, Term: g.Term,
+			Serving: g.Serving, Voters: g.Voters, FirstSlot: g.FirstSlot, EndSlot: g.EndSlot, PreferredLeader: g.Preferred,
+		}
+	}
+	for _, n := range nodes {
+		for _, gs := range n.GetGroups() {
+			i := int(gs.GetGroup())
+			if i >= len(out) || !gs.GetServing() || gs.GetTerm() < out[i].Term {
+				continue
+			}
+			r := out[i]
+			r.LeaderId, r.LeaderApiAddr, r.Term, r.Serving = n.GetId(), n.GetApiAddr(), gs.GetTerm(), true
+		}
+	}
+	return out
 }
 
 // RemoveNode implements AdminService.RemoveNode.
@@ -185,7 +216,17 @@ func nodeMsg(st cluster.LocalStatus) *seqv1.Node {
 		Term: st.Term, AppliedIndex: st.AppliedIndex, Serving: st.Serving,
 		InConfiguration: st.InConfiguration,
 		ClusterId:       st.ClusterID, Protocol: st.Protocol, RaftOpen: st.RaftOpen, DiskFull: st.DiskFull,
+		Groups: groupStates(st.Groups),
 	}
+}
+
+func groupStates(gs []cluster.GroupStatus) []*seqv1.GroupState {
+	out := make([]*seqv1.GroupState, len(gs))
+	for i, g := range gs {
+		out[i] = &seqv1.GroupState{Group: uint32(g.Group), RaftState: strings.ToLower(g.State), Term: g.Term,
+			AppliedIndex: g.AppliedIndex, Serving: g.Serving}
+	}
+	return out
 }
 
 // Backup implements AdminService.Backup. It is answered only by the serving

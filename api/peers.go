@@ -217,10 +217,10 @@ func (p Peers) listing() func(ctx context.Context, apiAddr, id string) (listed, 
 }
 
 // Progress asks the node at apiAddr for its own raft term and applied
-// index (ClusterStatus answered locally). It implements cluster.PeerProgress.
+// index in a group (ClusterStatus answered locally). It implements cluster.PeerProgress.
 func (p Peers) Progress() cluster.PeerProgress {
 	h := p.client()
-	return func(ctx context.Context, apiAddr string) (uint64, uint64, error) {
+	return func(ctx context.Context, apiAddr string, group int) (uint64, uint64, error) {
 		c := seqv1connect.NewAdminServiceClient(h, p.scheme()+apiAddr, p.options()...)
 		r := connect.NewRequest(&seqv1.ClusterStatusRequest{})
 		r.Header().Set(seqd.HeaderLocalOnly, "1")
@@ -232,6 +232,14 @@ func (p Peers) Progress() cluster.PeerProgress {
 			return 0, 0, fmt.Errorf("peer %s answered with %d nodes", apiAddr, len(resp.Msg.GetNodes()))
 		}
 		n := resp.Msg.GetNodes()[0]
-		return n.GetTerm(), n.GetAppliedIndex(), nil
+		if group == 0 && len(n.GetGroups()) == 0 {
+			return n.GetTerm(), n.GetAppliedIndex(), nil // a build without groups
+		}
+		for _, g := range n.GetGroups() {
+			if int(g.GetGroup()) == group {
+				return g.GetTerm(), g.GetAppliedIndex(), nil
+			}
+		}
+		return 0, 0, fmt.Errorf("peer %s runs no group %d", apiAddr, group)
 	}
 }

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"fmt"
+	"net/http"
 
 	"connectrpc.com/connect"
 
@@ -40,6 +41,22 @@ func (s *Server) Next(ctx context.Context, req *connect.Request[seqv1.NextReques
 	if err != nil {
 		return nil, s.toConnect(err)
 	}
+	if s.node.Groups() > 1 {
+		return grouped(s, ctx, req, seqv1connect.SequenceServiceNextProcedure, space, req.Msg.GetKeys(),
+			func(ctx context.Context, g int, keys []uint64) ([]uint64, error) {
+				return s.node.Group(g).Allocator().Next(ctx, space, keys)
+			},
+			func(ctx context.Context, p *peer, h http.Header, keys []uint64) ([]uint64, error) {
+				r := connect.NewRequest(&seqv1.NextRequest{Space: req.Msg.GetSpace(), Keys: keys})
+				copyHeader(r.Header(), h)
+				resp, err := p.seq.Next(ctx, r)
+				if err != nil {
+					return nil, err
+				}
+				return resp.Msg.GetValues(), nil
+			},
+			func(vals []uint64) *seqv1.NextResponse { return &seqv1.NextResponse{Values: vals} })
+	}
 	return route(s, ctx, req, seqv1connect.SequenceServiceNextProcedure,
 		func(ctx context.Context) (*seqv1.NextResponse, error) {
 			vals, err := s.node.Allocator().Next(ctx, space, req.Msg.GetKeys())
@@ -63,6 +80,26 @@ func (s *Server) Reserve(ctx context.Context, req *connect.Request[seqv1.Reserve
 	if err != nil {
 		return nil, s.toConnect(err)
 	}
+	if s.node.Groups() > 1 {
+		key := req.Msg.GetKey()
+		return grouped(s, ctx, req, seqv1connect.SequenceServiceReserveProcedure, space, []uint64{key},
+			func(ctx context.Context, g int, _ []uint64) ([]uint64, error) {
+				first, err := s.node.Group(g).Allocator().Reserve(ctx, space, key, uint64(count))
+				return []uint64{first}, err
+			},
+			func(ctx context.Context, p *peer, h http.Header, _ []uint64) ([]uint64, error) {
+				r := connect.NewRequest(req.Msg)
+				copyHeader(r.Header(), h)
+				resp, err := p.seq.Reserve(ctx, r)
+				if err != nil {
+					return nil, err
+				}
+				return []uint64{resp.Msg.GetFirst()}, nil
+			},
+			func(vals []uint64) *seqv1.ReserveResponse {
+				return &seqv1.ReserveResponse{First: vals[0], Count: count}
+			})
+	}
 	return route(s, ctx, req, seqv1connect.SequenceServiceReserveProcedure,
 		func(ctx context.Context) (*seqv1.ReserveResponse, error) {
 			first, err := s.node.Allocator().Reserve(ctx, space, req.Msg.GetKey(), uint64(count))
@@ -85,6 +122,22 @@ func (s *Server) Current(ctx context.Context, req *connect.Request[seqv1.Current
 	if err != nil {
 		return nil, s.toConnect(err)
 	}
+	if s.node.Groups() > 1 {
+		return grouped(s, ctx, req, seqv1connect.SequenceServiceCurrentProcedure, space, req.Msg.GetKeys(),
+			func(ctx context.Context, g int, keys []uint64) ([]uint64, error) {
+				return s.node.Group(g).Allocator().Current(ctx, space, keys)
+			},
+			func(ctx context.Context, p *peer, h http.Header, keys []uint64) ([]uint64, error) {
+				r := connect.NewRequest(&seqv1.CurrentRequest{Space: req.Msg.GetSpace(), Keys: keys})
+				copyHeader(r.Header(), h)
+				resp, err := p.seq.Current(ctx, r)
+				if err != nil {
+					return nil, err
+				}
+				return resp.Msg.GetValues(), nil
+			},
+			func(vals []uint64) *seqv1.CurrentResponse { return &seqv1.CurrentResponse{Values: vals} })
+	}
 	return route(s, ctx, req, seqv1connect.SequenceServiceCurrentProcedure,
 		func(ctx context.Context) (*seqv1.CurrentResponse, error) {
 			vals, err := s.node.Allocator().Current(ctx, space, req.Msg.GetKeys())
@@ -96,4 +149,27 @@ func (s *Server) Current(ctx context.Context, req *connect.Request[seqv1.Current
 		func(ctx context.Context, p *peer, r *connect.Request[seqv1.CurrentRequest]) (*connect.Response[seqv1.CurrentResponse], error) {
 			return p.seq.Current(ctx, r)
 		})
+}
+
+// grouped answers a per-key call in a cluster of several groups (see
+// groups.go).
+func grouped[Req, Resp any](s *Server, ctx context.Context, req *connect.Request[Req], procedure, space string, keys []uint64,
+	local func(ctx context.Context, group int, keys []uint64) ([]uint64, error),
+	remote func(ctx context.Context, p *peer, h http.Header, keys []uint64) ([]uint64, error),
+	msg func([]uint64) *Resp,
+) (*connect.Response[Resp], error) {
+	vals, hdr, err := keysCall(s, ctx, req.Header(), space, keys, local, remote)
+	if err = s.toConnect(err); err != nil {
+		s.logCall(procedure, err)
+		return nil, err
+	}
+	resp := connect.NewResponse(msg(vals))
+	copyHeader(resp.Header(), hdr)
+	return resp, nil
+}
+
+func copyHeader(dst, src http.Header) {
+	for k, v := range src {
+		dst[k] = v
+	}
 }

@@ -824,7 +824,10 @@ type Node struct {
 	RaftOpen bool `protobuf:"varint,16,opt,name=raft_open,json=raftOpen,proto3" json:"raft_open,omitempty"`
 	// disk_full is true while the node found its disk full and no write has
 	// succeeded since; it stands for no election meanwhile.
-	DiskFull      bool `protobuf:"varint,17,opt,name=disk_full,json=diskFull,proto3" json:"disk_full,omitempty"`
+	DiskFull bool `protobuf:"varint,17,opt,name=disk_full,json=diskFull,proto3" json:"disk_full,omitempty"`
+	// groups is the node's own view of each raft group it runs (the fields
+	// above describe group 0); empty from servers of builds without groups.
+	Groups        []*GroupState `protobuf:"bytes,18,rep,name=groups,proto3" json:"groups,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -978,6 +981,208 @@ func (x *Node) GetDiskFull() bool {
 	return false
 }
 
+func (x *Node) GetGroups() []*GroupState {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+// GroupState is one raft group as one node sees it.
+type GroupState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group uint32                 `protobuf:"varint,1,opt,name=group,proto3" json:"group,omitempty"`
+	// raft_state is "leader", "follower", "candidate" or "shutdown".
+	RaftState    string `protobuf:"bytes,2,opt,name=raft_state,json=raftState,proto3" json:"raft_state,omitempty"`
+	Term         uint64 `protobuf:"varint,3,opt,name=term,proto3" json:"term,omitempty"`
+	AppliedIndex uint64 `protobuf:"varint,4,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	// serving is true while the node leads the group and holds its lease.
+	Serving       bool `protobuf:"varint,5,opt,name=serving,proto3" json:"serving,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupState) Reset() {
+	*x = GroupState{}
+	mi := &file_seq_v1_seq_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupState) ProtoMessage() {}
+
+func (x *GroupState) ProtoReflect() protoreflect.Message {
+	mi := &file_seq_v1_seq_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupState.ProtoReflect.Descriptor instead.
+func (*GroupState) Descriptor() ([]byte, []int) {
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *GroupState) GetGroup() uint32 {
+	if x != nil {
+		return x.Group
+	}
+	return 0
+}
+
+func (x *GroupState) GetRaftState() string {
+	if x != nil {
+		return x.RaftState
+	}
+	return ""
+}
+
+func (x *GroupState) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *GroupState) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *GroupState) GetServing() bool {
+	if x != nil {
+		return x.Serving
+	}
+	return false
+}
+
+// GroupRoute is one row of the routing table: which server leads a group,
+// and which slots (see seqd.SlotOf) the group owns.
+type GroupRoute struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         uint32                 `protobuf:"varint,1,opt,name=group,proto3" json:"group,omitempty"`
+	LeaderId      string                 `protobuf:"bytes,2,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	LeaderApiAddr string                 `protobuf:"bytes,3,opt,name=leader_api_addr,json=leaderApiAddr,proto3" json:"leader_api_addr,omitempty"`
+	// term is the group's raft term as the answering node knows it; a client
+	// keeps, per group, the row with the highest term.
+	Term uint64 `protobuf:"varint,4,opt,name=term,proto3" json:"term,omitempty"`
+	// serving is true when the leader is known to hold the group's lease.
+	Serving bool     `protobuf:"varint,5,opt,name=serving,proto3" json:"serving,omitempty"`
+	Voters  []string `protobuf:"bytes,6,rep,name=voters,proto3" json:"voters,omitempty"`
+	// first_slot and end_slot bound the slots the group owns: [first, end).
+	FirstSlot uint32 `protobuf:"varint,7,opt,name=first_slot,json=firstSlot,proto3" json:"first_slot,omitempty"`
+	EndSlot   uint32 `protobuf:"varint,8,opt,name=end_slot,json=endSlot,proto3" json:"end_slot,omitempty"`
+	// preferred_leader is the voter the cluster balances the group's
+	// leadership to.
+	PreferredLeader string `protobuf:"bytes,9,opt,name=preferred_leader,json=preferredLeader,proto3" json:"preferred_leader,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *GroupRoute) Reset() {
+	*x = GroupRoute{}
+	mi := &file_seq_v1_seq_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupRoute) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupRoute) ProtoMessage() {}
+
+func (x *GroupRoute) ProtoReflect() protoreflect.Message {
+	mi := &file_seq_v1_seq_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupRoute.ProtoReflect.Descriptor instead.
+func (*GroupRoute) Descriptor() ([]byte, []int) {
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *GroupRoute) GetGroup() uint32 {
+	if x != nil {
+		return x.Group
+	}
+	return 0
+}
+
+func (x *GroupRoute) GetLeaderId() string {
+	if x != nil {
+		return x.LeaderId
+	}
+	return ""
+}
+
+func (x *GroupRoute) GetLeaderApiAddr() string {
+	if x != nil {
+		return x.LeaderApiAddr
+	}
+	return ""
+}
+
+func (x *GroupRoute) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *GroupRoute) GetServing() bool {
+	if x != nil {
+		return x.Serving
+	}
+	return false
+}
+
+func (x *GroupRoute) GetVoters() []string {
+	if x != nil {
+		return x.Voters
+	}
+	return nil
+}
+
+func (x *GroupRoute) GetFirstSlot() uint32 {
+	if x != nil {
+		return x.FirstSlot
+	}
+	return 0
+}
+
+func (x *GroupRoute) GetEndSlot() uint32 {
+	if x != nil {
+		return x.EndSlot
+	}
+	return 0
+}
+
+func (x *GroupRoute) GetPreferredLeader() string {
+	if x != nil {
+		return x.PreferredLeader
+	}
+	return ""
+}
+
 type ClusterStatusResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	LeaderId      string                 `protobuf:"bytes,1,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
@@ -993,14 +1198,25 @@ type ClusterStatusResponse struct {
 	// Seqd-Routing-Version header, so clients know when to refresh.
 	Version uint64 `protobuf:"varint,6,opt,name=version,proto3" json:"version,omitempty"`
 	// cluster_id is the answering node's cluster ID.
-	ClusterId     string `protobuf:"bytes,7,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	ClusterId string `protobuf:"bytes,7,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// groups is the routing table, one row per raft group (empty from
+	// servers of builds without groups, which run one group: leader_id and
+	// term above). The fields above describe group 0.
+	Groups []*GroupRoute `protobuf:"bytes,8,rep,name=groups,proto3" json:"groups,omitempty"`
+	// slot_count is seqd.SlotCount, and slot_map_version the version of the
+	// assignment of slots to groups.
+	SlotCount      uint32 `protobuf:"varint,9,opt,name=slot_count,json=slotCount,proto3" json:"slot_count,omitempty"`
+	SlotMapVersion uint64 `protobuf:"varint,10,opt,name=slot_map_version,json=slotMapVersion,proto3" json:"slot_map_version,omitempty"`
+	// spaces lists the committed spaces with their section sizes, which a
+	// client needs to route keys (section = key / section_size).
+	Spaces        []*Space `protobuf:"bytes,11,rep,name=spaces,proto3" json:"spaces,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ClusterStatusResponse) Reset() {
 	*x = ClusterStatusResponse{}
-	mi := &file_seq_v1_seq_proto_msgTypes[17]
+	mi := &file_seq_v1_seq_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1012,7 +1228,7 @@ func (x *ClusterStatusResponse) String() string {
 func (*ClusterStatusResponse) ProtoMessage() {}
 
 func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[17]
+	mi := &file_seq_v1_seq_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1025,7 +1241,7 @@ func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{17}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ClusterStatusResponse) GetLeaderId() string {
@@ -1077,6 +1293,34 @@ func (x *ClusterStatusResponse) GetClusterId() string {
 	return ""
 }
 
+func (x *ClusterStatusResponse) GetGroups() []*GroupRoute {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+func (x *ClusterStatusResponse) GetSlotCount() uint32 {
+	if x != nil {
+		return x.SlotCount
+	}
+	return 0
+}
+
+func (x *ClusterStatusResponse) GetSlotMapVersion() uint64 {
+	if x != nil {
+		return x.SlotMapVersion
+	}
+	return 0
+}
+
+func (x *ClusterStatusResponse) GetSpaces() []*Space {
+	if x != nil {
+		return x.Spaces
+	}
+	return nil
+}
+
 var File_seq_v1_seq_proto protoreflect.FileDescriptor
 
 const file_seq_v1_seq_proto_rawDesc = "" +
@@ -1119,7 +1363,7 @@ const file_seq_v1_seq_proto_rawDesc = "" +
 	"\x11ListSpacesRequest\";\n" +
 	"\x12ListSpacesResponse\x12%\n" +
 	"\x06spaces\x18\x01 \x03(\v2\r.seq.v1.SpaceR\x06spaces\"\x16\n" +
-	"\x14ClusterStatusRequest\"\xa4\x04\n" +
+	"\x14ClusterStatusRequest\"\xd0\x04\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\x12\x1b\n" +
@@ -1141,7 +1385,28 @@ const file_seq_v1_seq_proto_rawDesc = "" +
 	"cluster_id\x18\x0e \x01(\tR\tclusterId\x12\x1a\n" +
 	"\bprotocol\x18\x0f \x01(\x04R\bprotocol\x12\x1b\n" +
 	"\traft_open\x18\x10 \x01(\bR\braftOpen\x12\x1b\n" +
-	"\tdisk_full\x18\x11 \x01(\bR\bdiskFull\"\xe6\x01\n" +
+	"\tdisk_full\x18\x11 \x01(\bR\bdiskFull\x12*\n" +
+	"\x06groups\x18\x12 \x03(\v2\x12.seq.v1.GroupStateR\x06groups\"\x94\x01\n" +
+	"\n" +
+	"GroupState\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\rR\x05group\x12\x1d\n" +
+	"\n" +
+	"raft_state\x18\x02 \x01(\tR\traftState\x12\x12\n" +
+	"\x04term\x18\x03 \x01(\x04R\x04term\x12#\n" +
+	"\rapplied_index\x18\x04 \x01(\x04R\fappliedIndex\x12\x18\n" +
+	"\aserving\x18\x05 \x01(\bR\aserving\"\x92\x02\n" +
+	"\n" +
+	"GroupRoute\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\rR\x05group\x12\x1b\n" +
+	"\tleader_id\x18\x02 \x01(\tR\bleaderId\x12&\n" +
+	"\x0fleader_api_addr\x18\x03 \x01(\tR\rleaderApiAddr\x12\x12\n" +
+	"\x04term\x18\x04 \x01(\x04R\x04term\x12\x18\n" +
+	"\aserving\x18\x05 \x01(\bR\aserving\x12\x16\n" +
+	"\x06voters\x18\x06 \x03(\tR\x06voters\x12\x1d\n" +
+	"\n" +
+	"first_slot\x18\a \x01(\rR\tfirstSlot\x12\x19\n" +
+	"\bend_slot\x18\b \x01(\rR\aendSlot\x12)\n" +
+	"\x10preferred_leader\x18\t \x01(\tR\x0fpreferredLeader\"\x82\x03\n" +
 	"\x15ClusterStatusResponse\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\tR\bleaderId\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12\"\n" +
@@ -1150,7 +1415,13 @@ const file_seq_v1_seq_proto_rawDesc = "" +
 	"\anode_id\x18\x05 \x01(\tR\x06nodeId\x12\x18\n" +
 	"\aversion\x18\x06 \x01(\x04R\aversion\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\a \x01(\tR\tclusterId2\xc1\x01\n" +
+	"cluster_id\x18\a \x01(\tR\tclusterId\x12*\n" +
+	"\x06groups\x18\b \x03(\v2\x12.seq.v1.GroupRouteR\x06groups\x12\x1d\n" +
+	"\n" +
+	"slot_count\x18\t \x01(\rR\tslotCount\x12(\n" +
+	"\x10slot_map_version\x18\n" +
+	" \x01(\x04R\x0eslotMapVersion\x12%\n" +
+	"\x06spaces\x18\v \x03(\v2\r.seq.v1.SpaceR\x06spaces2\xc1\x01\n" +
 	"\x0fSequenceService\x121\n" +
 	"\x04Next\x12\x13.seq.v1.NextRequest\x1a\x14.seq.v1.NextResponse\x12:\n" +
 	"\aReserve\x12\x16.seq.v1.ReserveRequest\x1a\x17.seq.v1.ReserveResponse\x12?\n" +
@@ -1180,7 +1451,7 @@ func file_seq_v1_seq_proto_rawDescGZIP() []byte {
 	return file_seq_v1_seq_proto_rawDescData
 }
 
-var file_seq_v1_seq_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_seq_v1_seq_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_seq_v1_seq_proto_goTypes = []any{
 	(*NextRequest)(nil),             // 0: seq.v1.NextRequest
 	(*NextResponse)(nil),            // 1: seq.v1.NextResponse
@@ -1199,51 +1470,56 @@ var file_seq_v1_seq_proto_goTypes = []any{
 	(*ListSpacesResponse)(nil),      // 14: seq.v1.ListSpacesResponse
 	(*ClusterStatusRequest)(nil),    // 15: seq.v1.ClusterStatusRequest
 	(*Node)(nil),                    // 16: seq.v1.Node
-	(*ClusterStatusResponse)(nil),   // 17: seq.v1.ClusterStatusResponse
-	(*durationpb.Duration)(nil),     // 18: google.protobuf.Duration
-	(*CreateNamespaceRequest)(nil),  // 19: seq.v1.CreateNamespaceRequest
-	(*ListNamespacesRequest)(nil),   // 20: seq.v1.ListNamespacesRequest
-	(*ListWorkersRequest)(nil),      // 21: seq.v1.ListWorkersRequest
-	(*ReclaimWorkerRequest)(nil),    // 22: seq.v1.ReclaimWorkerRequest
-	(*CreateNamespaceResponse)(nil), // 23: seq.v1.CreateNamespaceResponse
-	(*ListNamespacesResponse)(nil),  // 24: seq.v1.ListNamespacesResponse
-	(*ListWorkersResponse)(nil),     // 25: seq.v1.ListWorkersResponse
-	(*ReclaimWorkerResponse)(nil),   // 26: seq.v1.ReclaimWorkerResponse
+	(*GroupState)(nil),              // 17: seq.v1.GroupState
+	(*GroupRoute)(nil),              // 18: seq.v1.GroupRoute
+	(*ClusterStatusResponse)(nil),   // 19: seq.v1.ClusterStatusResponse
+	(*durationpb.Duration)(nil),     // 20: google.protobuf.Duration
+	(*CreateNamespaceRequest)(nil),  // 21: seq.v1.CreateNamespaceRequest
+	(*ListNamespacesRequest)(nil),   // 22: seq.v1.ListNamespacesRequest
+	(*ListWorkersRequest)(nil),      // 23: seq.v1.ListWorkersRequest
+	(*ReclaimWorkerRequest)(nil),    // 24: seq.v1.ReclaimWorkerRequest
+	(*CreateNamespaceResponse)(nil), // 25: seq.v1.CreateNamespaceResponse
+	(*ListNamespacesResponse)(nil),  // 26: seq.v1.ListNamespacesResponse
+	(*ListWorkersResponse)(nil),     // 27: seq.v1.ListWorkersResponse
+	(*ReclaimWorkerResponse)(nil),   // 28: seq.v1.ReclaimWorkerResponse
 }
 var file_seq_v1_seq_proto_depIdxs = []int32{
 	10, // 0: seq.v1.CreateSpaceResponse.space:type_name -> seq.v1.Space
 	10, // 1: seq.v1.ListSpacesResponse.spaces:type_name -> seq.v1.Space
-	18, // 2: seq.v1.Node.last_contact:type_name -> google.protobuf.Duration
-	16, // 3: seq.v1.ClusterStatusResponse.nodes:type_name -> seq.v1.Node
-	0,  // 4: seq.v1.SequenceService.Next:input_type -> seq.v1.NextRequest
-	2,  // 5: seq.v1.SequenceService.Reserve:input_type -> seq.v1.ReserveRequest
-	4,  // 6: seq.v1.SequenceService.Current:input_type -> seq.v1.CurrentRequest
-	11, // 7: seq.v1.AdminService.CreateSpace:input_type -> seq.v1.CreateSpaceRequest
-	13, // 8: seq.v1.AdminService.ListSpaces:input_type -> seq.v1.ListSpacesRequest
-	19, // 9: seq.v1.AdminService.CreateNamespace:input_type -> seq.v1.CreateNamespaceRequest
-	20, // 10: seq.v1.AdminService.ListNamespaces:input_type -> seq.v1.ListNamespacesRequest
-	21, // 11: seq.v1.AdminService.ListWorkers:input_type -> seq.v1.ListWorkersRequest
-	22, // 12: seq.v1.AdminService.ReclaimWorker:input_type -> seq.v1.ReclaimWorkerRequest
-	15, // 13: seq.v1.AdminService.ClusterStatus:input_type -> seq.v1.ClusterStatusRequest
-	8,  // 14: seq.v1.AdminService.RemoveNode:input_type -> seq.v1.RemoveNodeRequest
-	6,  // 15: seq.v1.AdminService.Backup:input_type -> seq.v1.BackupRequest
-	1,  // 16: seq.v1.SequenceService.Next:output_type -> seq.v1.NextResponse
-	3,  // 17: seq.v1.SequenceService.Reserve:output_type -> seq.v1.ReserveResponse
-	5,  // 18: seq.v1.SequenceService.Current:output_type -> seq.v1.CurrentResponse
-	12, // 19: seq.v1.AdminService.CreateSpace:output_type -> seq.v1.CreateSpaceResponse
-	14, // 20: seq.v1.AdminService.ListSpaces:output_type -> seq.v1.ListSpacesResponse
-	23, // 21: seq.v1.AdminService.CreateNamespace:output_type -> seq.v1.CreateNamespaceResponse
-	24, // 22: seq.v1.AdminService.ListNamespaces:output_type -> seq.v1.ListNamespacesResponse
-	25, // 23: seq.v1.AdminService.ListWorkers:output_type -> seq.v1.ListWorkersResponse
-	26, // 24: seq.v1.AdminService.ReclaimWorker:output_type -> seq.v1.ReclaimWorkerResponse
-	17, // 25: seq.v1.AdminService.ClusterStatus:output_type -> seq.v1.ClusterStatusResponse
-	9,  // 26: seq.v1.AdminService.RemoveNode:output_type -> seq.v1.RemoveNodeResponse
-	7,  // 27: seq.v1.AdminService.Backup:output_type -> seq.v1.BackupResponse
-	16, // [16:28] is the sub-list for method output_type
-	4,  // [4:16] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	20, // 2: seq.v1.Node.last_contact:type_name -> google.protobuf.Duration
+	17, // 3: seq.v1.Node.groups:type_name -> seq.v1.GroupState
+	16, // 4: seq.v1.ClusterStatusResponse.nodes:type_name -> seq.v1.Node
+	18, // 5: seq.v1.ClusterStatusResponse.groups:type_name -> seq.v1.GroupRoute
+	10, // 6: seq.v1.ClusterStatusResponse.spaces:type_name -> seq.v1.Space
+	0,  // 7: seq.v1.SequenceService.Next:input_type -> seq.v1.NextRequest
+	2,  // 8: seq.v1.SequenceService.Reserve:input_type -> seq.v1.ReserveRequest
+	4,  // 9: seq.v1.SequenceService.Current:input_type -> seq.v1.CurrentRequest
+	11, // 10: seq.v1.AdminService.CreateSpace:input_type -> seq.v1.CreateSpaceRequest
+	13, // 11: seq.v1.AdminService.ListSpaces:input_type -> seq.v1.ListSpacesRequest
+	21, // 12: seq.v1.AdminService.CreateNamespace:input_type -> seq.v1.CreateNamespaceRequest
+	22, // 13: seq.v1.AdminService.ListNamespaces:input_type -> seq.v1.ListNamespacesRequest
+	23, // 14: seq.v1.AdminService.ListWorkers:input_type -> seq.v1.ListWorkersRequest
+	24, // 15: seq.v1.AdminService.ReclaimWorker:input_type -> seq.v1.ReclaimWorkerRequest
+	15, // 16: seq.v1.AdminService.ClusterStatus:input_type -> seq.v1.ClusterStatusRequest
+	8,  // 17: seq.v1.AdminService.RemoveNode:input_type -> seq.v1.RemoveNodeRequest
+	6,  // 18: seq.v1.AdminService.Backup:input_type -> seq.v1.BackupRequest
+	1,  // 19: seq.v1.SequenceService.Next:output_type -> seq.v1.NextResponse
+	3,  // 20: seq.v1.SequenceService.Reserve:output_type -> seq.v1.ReserveResponse
+	5,  // 21: seq.v1.SequenceService.Current:output_type -> seq.v1.CurrentResponse
+	12, // 22: seq.v1.AdminService.CreateSpace:output_type -> seq.v1.CreateSpaceResponse
+	14, // 23: seq.v1.AdminService.ListSpaces:output_type -> seq.v1.ListSpacesResponse
+	25, // 24: seq.v1.AdminService.CreateNamespace:output_type -> seq.v1.CreateNamespaceResponse
+	26, // 25: seq.v1.AdminService.ListNamespaces:output_type -> seq.v1.ListNamespacesResponse
+	27, // 26: seq.v1.AdminService.ListWorkers:output_type -> seq.v1.ListWorkersResponse
+	28, // 27: seq.v1.AdminService.ReclaimWorker:output_type -> seq.v1.ReclaimWorkerResponse
+	19, // 28: seq.v1.AdminService.ClusterStatus:output_type -> seq.v1.ClusterStatusResponse
+	9,  // 29: seq.v1.AdminService.RemoveNode:output_type -> seq.v1.RemoveNodeResponse
+	7,  // 30: seq.v1.AdminService.Backup:output_type -> seq.v1.BackupResponse
+	19, // [19:31] is the sub-list for method output_type
+	7,  // [7:19] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_seq_v1_seq_proto_init() }
@@ -1258,7 +1534,7 @@ func file_seq_v1_seq_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_seq_v1_seq_proto_rawDesc), len(file_seq_v1_seq_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

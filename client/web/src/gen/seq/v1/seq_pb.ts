@@ -20,7 +20,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file seq/v1/seq.proto.
  */
 export const file_seq_v1_seq: GenFile = /*@__PURE__*/
-  fileDesc("ChBzZXEvdjEvc2VxLnByb3RvEgZzZXEudjEiKgoLTmV4dFJlcXVlc3QSDQoFc3BhY2UYASABKAkSDAoEa2V5cxgCIAMoBCIeCgxOZXh0UmVzcG9uc2USDgoGdmFsdWVzGAEgAygEIjsKDlJlc2VydmVSZXF1ZXN0Eg0KBXNwYWNlGAEgASgJEgsKA2tleRgCIAEoBBINCgVjb3VudBgDIAEoDSIvCg9SZXNlcnZlUmVzcG9uc2USDQoFZmlyc3QYASABKAQSDQoFY291bnQYAiABKA0iLQoOQ3VycmVudFJlcXVlc3QSDQoFc3BhY2UYASABKAkSDAoEa2V5cxgCIAMoBCIhCg9DdXJyZW50UmVzcG9uc2USDgoGdmFsdWVzGAEgAygEIg8KDUJhY2t1cFJlcXVlc3QiHgoOQmFja3VwUmVzcG9uc2USDAoEZGF0YRgBIAEoDCIfChFSZW1vdmVOb2RlUmVxdWVzdBIKCgJpZBgBIAEoCSIUChJSZW1vdmVOb2RlUmVzcG9uc2UiOQoFU3BhY2USDAoEbmFtZRgBIAEoCRIMCgRzdGVwGAIgASgEEhQKDHNlY3Rpb25fc2l6ZRgDIAEoBCJGChJDcmVhdGVTcGFjZVJlcXVlc3QSDAoEbmFtZRgBIAEoCRIMCgRzdGVwGAIgASgEEhQKDHNlY3Rpb25fc2l6ZRgDIAEoBCJEChNDcmVhdGVTcGFjZVJlc3BvbnNlEhwKBXNwYWNlGAEgASgLMg0uc2VxLnYxLlNwYWNlEg8KB2NyZWF0ZWQYAiABKAgiEwoRTGlzdFNwYWNlc1JlcXVlc3QiMwoSTGlzdFNwYWNlc1Jlc3BvbnNlEh0KBnNwYWNlcxgBIAMoCzINLnNlcS52MS5TcGFjZSIWChRDbHVzdGVyU3RhdHVzUmVxdWVzdCLtAgoETm9kZRIKCgJpZBgBIAEoCRIQCghhcGlfYWRkchgCIAEoCRIRCglyYWZ0X2FkZHIYAyABKAkSEwoLZ29zc2lwX2FkZHIYBCABKAkSEgoKcmFmdF9zdGF0ZRgFIAEoCRINCgV2b3RlchgGIAEoCBIvCgxsYXN0X2NvbnRhY3QYByABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDAoEdGVybRgIIAEoBBIVCg1hcHBsaWVkX2luZGV4GAkgASgEEg8KB3NlcnZpbmcYCiABKAgSGAoQaW5fY29uZmlndXJhdGlvbhgLIAEoCBIXCg9zZWVuX3dpdGhfc3RhdGUYDCABKAgSFgoOcmVjb3JkZWRfaW5kZXgYDSABKAQSEgoKY2x1c3Rlcl9pZBgOIAEoCRIQCghwcm90b2NvbBgPIAEoBBIRCglyYWZ0X29wZW4YECABKAgSEQoJZGlza19mdWxsGBEgASgIIqQBChVDbHVzdGVyU3RhdHVzUmVzcG9uc2USEQoJbGVhZGVyX2lkGAEgASgJEgwKBHRlcm0YAiABKAQSGwoFbm9kZXMYAyADKAsyDC5zZXEudjEuTm9kZRIXCg9sZWFkZXJfYXBpX2FkZHIYBCABKAkSDwoHbm9kZV9pZBgFIAEoCRIPCgd2ZXJzaW9uGAYgASgEEhIKCmNsdXN0ZXJfaWQYByABKAkywQEKD1NlcXVlbmNlU2VydmljZRIxCgROZXh0EhMuc2VxLnYxLk5leHRSZXF1ZXN0GhQuc2VxLnYxLk5leHRSZXNwb25zZRI6CgdSZXNlcnZlEhYuc2VxLnYxLlJlc2VydmVSZXF1ZXN0Ghcuc2VxLnYxLlJlc2VydmVSZXNwb25zZRI/CgdDdXJyZW50EhYuc2VxLnYxLkN1cnJlbnRSZXF1ZXN0Ghcuc2VxLnYxLkN1cnJlbnRSZXNwb25zZSIDkAIBMrgFCgxBZG1pblNlcnZpY2USRgoLQ3JlYXRlU3BhY2USGi5zZXEudjEuQ3JlYXRlU3BhY2VSZXF1ZXN0Ghsuc2VxLnYxLkNyZWF0ZVNwYWNlUmVzcG9uc2USSAoKTGlzdFNwYWNlcxIZLnNlcS52MS5MaXN0U3BhY2VzUmVxdWVzdBoaLnNlcS52MS5MaXN0U3BhY2VzUmVzcG9uc2UiA5ACARJSCg9DcmVhdGVOYW1lc3BhY2USHi5zZXEudjEuQ3JlYXRlTmFtZXNwYWNlUmVxdWVzdBofLnNlcS52MS5DcmVhdGVOYW1lc3BhY2VSZXNwb25zZRJUCg5MaXN0TmFtZXNwYWNlcxIdLnNlcS52MS5MaXN0TmFtZXNwYWNlc1JlcXVlc3QaHi5zZXEudjEuTGlzdE5hbWVzcGFjZXNSZXNwb25zZSIDkAIBEksKC0xpc3RXb3JrZXJzEhouc2VxLnYxLkxpc3RXb3JrZXJzUmVxdWVzdBobLnNlcS52MS5MaXN0V29ya2Vyc1Jlc3BvbnNlIgOQAgESTAoNUmVjbGFpbVdvcmtlchIcLnNlcS52MS5SZWNsYWltV29ya2VyUmVxdWVzdBodLnNlcS52MS5SZWNsYWltV29ya2VyUmVzcG9uc2USUQoNQ2x1c3RlclN0YXR1cxIcLnNlcS52MS5DbHVzdGVyU3RhdHVzUmVxdWVzdBodLnNlcS52MS5DbHVzdGVyU3RhdHVzUmVzcG9uc2UiA5ACARJDCgpSZW1vdmVOb2RlEhkuc2VxLnYxLlJlbW92ZU5vZGVSZXF1ZXN0Ghouc2VxLnYxLlJlbW92ZU5vZGVSZXNwb25zZRI5CgZCYWNrdXASFS5zZXEudjEuQmFja3VwUmVxdWVzdBoWLnNlcS52MS5CYWNrdXBSZXNwb25zZTABQitaKWdpdGh1Yi5jb20vc2VxZC9zZXFkL2FwaS9nZW4vc2VxL3YxO3NlcXYxYgZwcm90bzM", [file_google_protobuf_duration, file_seq_v1_id]);
+  fileDesc("ChBzZXEvdjEvc2VxLnByb3RvEgZzZXEudjEiKgoLTmV4dFJlcXVlc3QSDQoFc3BhY2UYASABKAkSDAoEa2V5cxgCIAMoBCIeCgxOZXh0UmVzcG9uc2USDgoGdmFsdWVzGAEgAygEIjsKDlJlc2VydmVSZXF1ZXN0Eg0KBXNwYWNlGAEgASgJEgsKA2tleRgCIAEoBBINCgVjb3VudBgDIAEoDSIvCg9SZXNlcnZlUmVzcG9uc2USDQoFZmlyc3QYASABKAQSDQoFY291bnQYAiABKA0iLQoOQ3VycmVudFJlcXVlc3QSDQoFc3BhY2UYASABKAkSDAoEa2V5cxgCIAMoBCIhCg9DdXJyZW50UmVzcG9uc2USDgoGdmFsdWVzGAEgAygEIg8KDUJhY2t1cFJlcXVlc3QiHgoOQmFja3VwUmVzcG9uc2USDAoEZGF0YRgBIAEoDCIfChFSZW1vdmVOb2RlUmVxdWVzdBIKCgJpZBgBIAEoCSIUChJSZW1vdmVOb2RlUmVzcG9uc2UiOQoFU3BhY2USDAoEbmFtZRgBIAEoCRIMCgRzdGVwGAIgASgEEhQKDHNlY3Rpb25fc2l6ZRgDIAEoBCJGChJDcmVhdGVTcGFjZVJlcXVlc3QSDAoEbmFtZRgBIAEoCRIMCgRzdGVwGAIgASgEEhQKDHNlY3Rpb25fc2l6ZRgDIAEoBCJEChNDcmVhdGVTcGFjZVJlc3BvbnNlEhwKBXNwYWNlGAEgASgLMg0uc2VxLnYxLlNwYWNlEg8KB2NyZWF0ZWQYAiABKAgiEwoRTGlzdFNwYWNlc1JlcXVlc3QiMwoSTGlzdFNwYWNlc1Jlc3BvbnNlEh0KBnNwYWNlcxgBIAMoCzINLnNlcS52MS5TcGFjZSIWChRDbHVzdGVyU3RhdHVzUmVxdWVzdCKRAwoETm9kZRIKCgJpZBgBIAEoCRIQCghhcGlfYWRkchgCIAEoCRIRCglyYWZ0X2FkZHIYAyABKAkSEwoLZ29zc2lwX2FkZHIYBCABKAkSEgoKcmFmdF9zdGF0ZRgFIAEoCRINCgV2b3RlchgGIAEoCBIvCgxsYXN0X2NvbnRhY3QYByABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDAoEdGVybRgIIAEoBBIVCg1hcHBsaWVkX2luZGV4GAkgASgEEg8KB3NlcnZpbmcYCiABKAgSGAoQaW5fY29uZmlndXJhdGlvbhgLIAEoCBIXCg9zZWVuX3dpdGhfc3RhdGUYDCABKAgSFgoOcmVjb3JkZWRfaW5kZXgYDSABKAQSEgoKY2x1c3Rlcl9pZBgOIAEoCRIQCghwcm90b2NvbBgPIAEoBBIRCglyYWZ0X29wZW4YECABKAgSEQoJZGlza19mdWxsGBEgASgIEiIKBmdyb3VwcxgSIAMoCzISLnNlcS52MS5Hcm91cFN0YXRlImUKCkdyb3VwU3RhdGUSDQoFZ3JvdXAYASABKA0SEgoKcmFmdF9zdGF0ZRgCIAEoCRIMCgR0ZXJtGAMgASgEEhUKDWFwcGxpZWRfaW5kZXgYBCABKAQSDwoHc2VydmluZxgFIAEoCCK2AQoKR3JvdXBSb3V0ZRINCgVncm91cBgBIAEoDRIRCglsZWFkZXJfaWQYAiABKAkSFwoPbGVhZGVyX2FwaV9hZGRyGAMgASgJEgwKBHRlcm0YBCABKAQSDwoHc2VydmluZxgFIAEoCBIOCgZ2b3RlcnMYBiADKAkSEgoKZmlyc3Rfc2xvdBgHIAEoDRIQCghlbmRfc2xvdBgIIAEoDRIYChBwcmVmZXJyZWRfbGVhZGVyGAkgASgJIpUCChVDbHVzdGVyU3RhdHVzUmVzcG9uc2USEQoJbGVhZGVyX2lkGAEgASgJEgwKBHRlcm0YAiABKAQSGwoFbm9kZXMYAyADKAsyDC5zZXEudjEuTm9kZRIXCg9sZWFkZXJfYXBpX2FkZHIYBCABKAkSDwoHbm9kZV9pZBgFIAEoCRIPCgd2ZXJzaW9uGAYgASgEEhIKCmNsdXN0ZXJfaWQYByABKAkSIgoGZ3JvdXBzGAggAygLMhIuc2VxLnYxLkdyb3VwUm91dGUSEgoKc2xvdF9jb3VudBgJIAEoDRIYChBzbG90X21hcF92ZXJzaW9uGAogASgEEh0KBnNwYWNlcxgLIAMoCzINLnNlcS52MS5TcGFjZTLBAQoPU2VxdWVuY2VTZXJ2aWNlEjEKBE5leHQSEy5zZXEudjEuTmV4dFJlcXVlc3QaFC5zZXEudjEuTmV4dFJlc3BvbnNlEjoKB1Jlc2VydmUSFi5zZXEudjEuUmVzZXJ2ZVJlcXVlc3QaFy5zZXEudjEuUmVzZXJ2ZVJlc3BvbnNlEj8KB0N1cnJlbnQSFi5zZXEudjEuQ3VycmVudFJlcXVlc3QaFy5zZXEudjEuQ3VycmVudFJlc3BvbnNlIgOQAgEyuAUKDEFkbWluU2VydmljZRJGCgtDcmVhdGVTcGFjZRIaLnNlcS52MS5DcmVhdGVTcGFjZVJlcXVlc3QaGy5zZXEudjEuQ3JlYXRlU3BhY2VSZXNwb25zZRJICgpMaXN0U3BhY2VzEhkuc2VxLnYxLkxpc3RTcGFjZXNSZXF1ZXN0Ghouc2VxLnYxLkxpc3RTcGFjZXNSZXNwb25zZSIDkAIBElIKD0NyZWF0ZU5hbWVzcGFjZRIeLnNlcS52MS5DcmVhdGVOYW1lc3BhY2VSZXF1ZXN0Gh8uc2VxLnYxLkNyZWF0ZU5hbWVzcGFjZVJlc3BvbnNlElQKDkxpc3ROYW1lc3BhY2VzEh0uc2VxLnYxLkxpc3ROYW1lc3BhY2VzUmVxdWVzdBoeLnNlcS52MS5MaXN0TmFtZXNwYWNlc1Jlc3BvbnNlIgOQAgESSwoLTGlzdFdvcmtlcnMSGi5zZXEudjEuTGlzdFdvcmtlcnNSZXF1ZXN0Ghsuc2VxLnYxLkxpc3RXb3JrZXJzUmVzcG9uc2UiA5ACARJMCg1SZWNsYWltV29ya2VyEhwuc2VxLnYxLlJlY2xhaW1Xb3JrZXJSZXF1ZXN0Gh0uc2VxLnYxLlJlY2xhaW1Xb3JrZXJSZXNwb25zZRJRCg1DbHVzdGVyU3RhdHVzEhwuc2VxLnYxLkNsdXN0ZXJTdGF0dXNSZXF1ZXN0Gh0uc2VxLnYxLkNsdXN0ZXJTdGF0dXNSZXNwb25zZSIDkAIBEkMKClJlbW92ZU5vZGUSGS5zZXEudjEuUmVtb3ZlTm9kZVJlcXVlc3QaGi5zZXEudjEuUmVtb3ZlTm9kZVJlc3BvbnNlEjkKBkJhY2t1cBIVLnNlcS52MS5CYWNrdXBSZXF1ZXN0GhYuc2VxLnYxLkJhY2t1cFJlc3BvbnNlMAFCK1opZ2l0aHViLmNvbS9zZXFkL3NlcWQvYXBpL2dlbi9zZXEvdjE7c2VxdjFiBnByb3RvMw", [file_google_protobuf_duration, file_seq_v1_id]);
 
 /**
  * @generated from message seq.v1.NextRequest
@@ -456,6 +456,14 @@ export type Node = Message<"seq.v1.Node"> & {
    * @generated from field: bool disk_full = 17;
    */
   diskFull: boolean;
+
+  /**
+   * groups is the node's own view of each raft group it runs (the fields
+   * above describe group 0); empty from servers of builds without groups.
+   *
+   * @generated from field: repeated seq.v1.GroupState groups = 18;
+   */
+  groups: GroupState[];
 };
 
 /**
@@ -464,6 +472,119 @@ export type Node = Message<"seq.v1.Node"> & {
  */
 export const NodeSchema: GenMessage<Node> = /*@__PURE__*/
   messageDesc(file_seq_v1_seq, 16);
+
+/**
+ * GroupState is one raft group as one node sees it.
+ *
+ * @generated from message seq.v1.GroupState
+ */
+export type GroupState = Message<"seq.v1.GroupState"> & {
+  /**
+   * @generated from field: uint32 group = 1;
+   */
+  group: number;
+
+  /**
+   * raft_state is "leader", "follower", "candidate" or "shutdown".
+   *
+   * @generated from field: string raft_state = 2;
+   */
+  raftState: string;
+
+  /**
+   * @generated from field: uint64 term = 3;
+   */
+  term: bigint;
+
+  /**
+   * @generated from field: uint64 applied_index = 4;
+   */
+  appliedIndex: bigint;
+
+  /**
+   * serving is true while the node leads the group and holds its lease.
+   *
+   * @generated from field: bool serving = 5;
+   */
+  serving: boolean;
+};
+
+/**
+ * Describes the message seq.v1.GroupState.
+ * Use `create(GroupStateSchema)` to create a new message.
+ */
+export const GroupStateSchema: GenMessage<GroupState> = /*@__PURE__*/
+  messageDesc(file_seq_v1_seq, 17);
+
+/**
+ * GroupRoute is one row of the routing table: which server leads a group,
+ * and which slots (see seqd.SlotOf) the group owns.
+ *
+ * @generated from message seq.v1.GroupRoute
+ */
+export type GroupRoute = Message<"seq.v1.GroupRoute"> & {
+  /**
+   * @generated from field: uint32 group = 1;
+   */
+  group: number;
+
+  /**
+   * @generated from field: string leader_id = 2;
+   */
+  leaderId: string;
+
+  /**
+   * @generated from field: string leader_api_addr = 3;
+   */
+  leaderApiAddr: string;
+
+  /**
+   * term is the group's raft term as the answering node knows it; a client
+   * keeps, per group, the row with the highest term.
+   *
+   * @generated from field: uint64 term = 4;
+   */
+  term: bigint;
+
+  /**
+   * serving is true when the leader is known to hold the group's lease.
+   *
+   * @generated from field: bool serving = 5;
+   */
+  serving: boolean;
+
+  /**
+   * @generated from field: repeated string voters = 6;
+   */
+  voters: string[];
+
+  /**
+   * first_slot and end_slot bound the slots the group owns: [first, end).
+   *
+   * @generated from field: uint32 first_slot = 7;
+   */
+  firstSlot: number;
+
+  /**
+   * @generated from field: uint32 end_slot = 8;
+   */
+  endSlot: number;
+
+  /**
+   * preferred_leader is the voter the cluster balances the group's
+   * leadership to.
+   *
+   * @generated from field: string preferred_leader = 9;
+   */
+  preferredLeader: string;
+};
+
+/**
+ * Describes the message seq.v1.GroupRoute.
+ * Use `create(GroupRouteSchema)` to create a new message.
+ */
+export const GroupRouteSchema: GenMessage<GroupRoute> = /*@__PURE__*/
+  messageDesc(file_seq_v1_seq, 18);
 
 /**
  * @generated from message seq.v1.ClusterStatusResponse
@@ -513,6 +634,36 @@ export type ClusterStatusResponse = Message<"seq.v1.ClusterStatusResponse"> & {
    * @generated from field: string cluster_id = 7;
    */
   clusterId: string;
+
+  /**
+   * groups is the routing table, one row per raft group (empty from
+   * servers of builds without groups, which run one group: leader_id and
+   * term above). The fields above describe group 0.
+   *
+   * @generated from field: repeated seq.v1.GroupRoute groups = 8;
+   */
+  groups: GroupRoute[];
+
+  /**
+   * slot_count is seqd.SlotCount, and slot_map_version the version of the
+   * assignment of slots to groups.
+   *
+   * @generated from field: uint32 slot_count = 9;
+   */
+  slotCount: number;
+
+  /**
+   * @generated from field: uint64 slot_map_version = 10;
+   */
+  slotMapVersion: bigint;
+
+  /**
+   * spaces lists the committed spaces with their section sizes, which a
+   * client needs to route keys (section = key / section_size).
+   *
+   * @generated from field: repeated seq.v1.Space spaces = 11;
+   */
+  spaces: Space[];
 };
 
 /**
@@ -520,7 +671,7 @@ export type ClusterStatusResponse = Message<"seq.v1.ClusterStatusResponse"> & {
  * Use `create(ClusterStatusResponseSchema)` to create a new message.
  */
 export const ClusterStatusResponseSchema: GenMessage<ClusterStatusResponse> = /*@__PURE__*/
-  messageDesc(file_seq_v1_seq, 17);
+  messageDesc(file_seq_v1_seq, 19);
 
 /**
  * SequenceService hands out values. Any node answers: followers forward to the leader.

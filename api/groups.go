@@ -1,0 +1,193 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+
+	"connectrpc.com/connect"
+
+	"github.com/seqd/seqd"
+)
+
+// A cluster of several raft groups serves each key on the leader of the
+// group owning the key's section (seqd.SlotOf). A call reaching any server
+// is split by group; each group's share runs here if this server leads the
+// group, or is forwarded once to the group's leader as this server knows
+// it (a forwarded share that does not find its leader fails unavailable,
+// with the leader hint, and is never forwarded again). The shares run in
+// parallel, and the call succeeds or fails as a whole: values already
+// taken in groups that answered become gaps, which the contract allows. The
+// group's leader checks ownership against its own state (the allocator's
+// Owns), never against this server's view.
+
+// groupError is an error of one group's share; toConnect hints that
+// group's leader.
+type groupError struct {
+	group int
+	err   error
+}
+
+func (e *groupError) Error() string { return e.err.Error() }
+func (e *groupError) Unwrap() error { return e.err }
+
+// HeaderGroup carries, on an answer of one group, the group and its term
+// ("<group> <term>"), so that a client keeps the newest routing per group.
+const HeaderGroup = "Seqd-Group"
+
+// share is one group's part of a per-key call: the positions of its keys
+// in the call.
+type share struct {
+	group int
+	pos   []int
+	keys  []uint64
+}
+
+// splitKeys groups keys by the group owning them, in first-seen order.
+func (s *Server) splitKeys(space string, keys []uint64) ([]share, error) {
+	var out []share
+	idx := map[int]int{}
+	for p, k := range keys {
+		g, err := s.node.GroupOf(space, k)
+		if err != nil {
+			return nil, err
+		}
+		i, ok := idx[g]
+		if !ok {
+			i = len(out)
+			idx[g] = i
+			out = append(out, share{group: g})
+		}
+		out[i].pos = append(out[i].pos, p)
+		out[i].keys = append(out[i].keys, k)
+	}
+	return out, nil
+}
+
+// keysCall runs a per-key call (Next, Current) over every group it spans
+// (see above). local serves one group's keys on this server; remote sends
+// them to another server with the given header. It returns the values in
+// the keys' order and the headers to answer with.
+func keysCall(s *Server, ctx context.Context, hdr http.Header, space string, keys []uint64,
+	local func(ctx context.Context, group int, keys []uint64) ([]uint64, error),
+	remote func(ctx context.Context, p *peer, h http.Header, keys []uint64) ([]uint64, error),
+) ([]uint64, http.Header, error) {
+	shares, err := s.splitKeys(space, keys)
+	if err != nil {
+		return nil, nil, err
+	}
+	vals := make([]uint64, len(keys))
+	out := http.Header{}
+	run := func(ctx context.Context, sh share) error {
+		got, leader, err := s.onGroup(ctx, hdr, sh.group,
+			func(ctx context.Context) ([]uint64, error) { return local(ctx, sh.group, sh.keys) },
+			func(ctx context.Context, p *peer, h http.Header) ([]uint64, error) { return remote(ctx, p, h, sh.keys) })
+		if err != nil {
+			return &groupError{group: sh.group, err: err}
+		}
+		if len(got) != len(sh.keys) {
+			return fmt.Errorf("group %d answered %d values for %d keys", sh.group, len(got), len(sh.keys))
+		}
+		for i, p := range sh.pos {
+			vals[p] = got[i]
+		}
+		if len(shares) == 1 && leader != "" {
+			out.Set(seqd.HeaderLeader, leader)
+		}
+		return nil
+	}
+	if len(shares) == 1 {
+		err = run(ctx, shares[0])
+	} else {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		errs := make([]error, len(shares))
+		var wg sync.WaitGroup
+		for i, sh := range shares {
+			wg.Go(func() {
+				if errs[i] = run(ctx, sh); errs[i] != nil {
+					cancel() // the call fails as a whole: stop the others
+				}
+			})
+		}
+		wg.Wait()
+		err = firstError(errs)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	s.setAnswerHeaders(out)
+	if len(shares) == 1 {
+		s.setGroupHeader(out, shares[0].group)
+	}
+	return vals, out, nil
+}
+
+// setGroupHeader sets HeaderGroup for an answer of group g.
+func (s *Server) setGroupHeader(h http.Header, g int) {
+	h.Set(HeaderGroup, strconv.Itoa(g)+" "+strconv.FormatUint(s.node.Group(g).Raft().CurrentTerm(), 10))
+}
+
+// firstError returns the first error that is not a cancellation caused by
+// another share's failure, else the first error.
+func firstError(errs []error) error {
+	var first error
+	for _, e := range errs {
+		if e == nil {
+			continue
+		}
+		if first == nil {
+			first = e
+		}
+		if !errors.Is(e, context.Canceled) {
+			return e
+		}
+	}
+	return first
+}
+
+// onGroup runs one group's share here if this server leads the group, or
+// forwards it once to the group's leader. It returns the leader's address
+// when it forwarded.
+func (s *Server) onGroup(ctx context.Context, hdr http.Header, group int,
+	local func(context.Context) ([]uint64, error),
+	remote func(context.Context, *peer, http.Header) ([]uint64, error),
+) ([]uint64, string, error) {
+	if s.node.Group(group).IsLeader() {
+		v, err := local(ctx)
+		return v, "", err
+	}
+	id, addr := s.node.GroupLeader(group)
+	if hdr.Get(seqd.HeaderForwarded) != "" || id == "" || addr == "" || id == s.node.ID() {
+		if id == "" {
+			return nil, "", seqd.ErrNoLeader
+		}
+		return nil, "", seqd.ErrNotLeader
+	}
+	fctx := ctx
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		fctx, cancel = context.WithTimeout(ctx, forwardTimeout)
+		defer cancel()
+	}
+	h := http.Header{}
+	h.Set(seqd.HeaderForwarded, s.node.ID())
+	if a := hdr.Get("Authorization"); a != "" {
+		h.Set("Authorization", a) // the caller's token, already checked here
+	}
+	v, err := remote(fctx, s.peer(addr), h)
+	if err != nil {
+		if connect.IsWireError(err) {
+			return nil, "", err // the leader's own answer
+		}
+		if ctx.Err() != nil {
+			return nil, "", ctx.Err()
+		}
+		s.log.Warn("forwarding to a group's leader failed", "group", group, "leader", id, "addr", addr, "err", err)
+		return nil, "", fmt.Errorf("%w: group %d's leader %s unreachable", seqd.ErrNotLeader, group, id)
+	}
+	return v, addr, nil
+}
