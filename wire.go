@@ -27,6 +27,11 @@ const (
 	// HeaderForwarded marks a request a follower forwarded to the leader, so
 	// that it is never forwarded twice.
 	HeaderForwarded = "Seqd-Forwarded"
+	// HeaderGroup carries, on an answer served by one raft group of a
+	// cluster of several, the group and the term of its leader that served
+	// it ("<group> <term>", decimal), so that a client keeps the newest
+	// routing per group.
+	HeaderGroup = "Seqd-Group"
 	// HeaderLocalOnly asks a server to answer ClusterStatus from its own
 	// state, without asking its peers.
 	HeaderLocalOnly = "Seqd-Local-Only"
@@ -34,4 +39,4 @@ const (
 
 // ExposedHeaders lists the response headers a browser client may read; a
 // CORS configuration exposes all of them.
-var ExposedHeaders = []string{HeaderLeader, HeaderLeaderID, HeaderRoutingVersion, HeaderServedBy}
+var ExposedHeaders = []string{HeaderLeader, HeaderLeaderID, HeaderRoutingVersion, HeaderServedBy, HeaderGroup}

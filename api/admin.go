@@ -274,3 +274,24 @@ func (w *chunkWriter) flush() error {
 	w.buf = w.buf[:0]
 	return err
 }
+
+// LocateKeys implements AdminService.LocateKeys.
+func (s *Server) LocateKeys(ctx context.Context, req *connect.Request[seqv1.LocateKeysRequest]) (*connect.Response[seqv1.LocateKeysResponse], error) {
+	space, err := spaceName(req.Msg.GetSpace())
+	if err == nil {
+		err = checkKeys(req.Msg.GetKeys())
+	}
+	keys := req.Msg.GetKeys()
+	out := &seqv1.LocateKeysResponse{Groups: make([]uint32, len(keys)), Slots: make([]uint32, len(keys))}
+	for i := 0; err == nil && i < len(keys); i++ {
+		var g int
+		g, out.Slots[i], err = s.node.Locate(space, keys[i])
+		out.Groups[i] = uint32(g)
+	}
+	if err != nil {
+		err = s.toConnect(err)
+		s.logCall(seqv1connect.AdminServiceLocateKeysProcedure, err)
+		return nil, err
+	}
+	return connect.NewResponse(out), nil
+}

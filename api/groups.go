@@ -34,10 +34,6 @@ type groupError struct {
 func (e *groupError) Error() string { return e.err.Error() }
 func (e *groupError) Unwrap() error { return e.err }
 
-// HeaderGroup carries, on an answer of one group, the group and its term
-// ("<group> <term>"), so that a client keeps the newest routing per group.
-const HeaderGroup = "Seqd-Group"
-
 // share is one group's part of a per-key call: the positions of its keys
 // in the call.
 type share struct {
@@ -128,7 +124,7 @@ func keysCall(s *Server, ctx context.Context, hdr http.Header, space string, key
 
 // setGroupHeader sets HeaderGroup for an answer of group g.
 func (s *Server) setGroupHeader(h http.Header, g int) {
-	h.Set(HeaderGroup, strconv.Itoa(g)+" "+strconv.FormatUint(s.node.Group(g).Raft().CurrentTerm(), 10))
+	h.Set(seqd.HeaderGroup, strconv.Itoa(g)+" "+strconv.FormatUint(s.node.Group(g).Raft().CurrentTerm(), 10))
 }
 
 // firstError returns the first error that is not a cancellation caused by

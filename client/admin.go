@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"fmt"
 
 	"connectrpc.com/connect"
 
@@ -15,4 +16,20 @@ func (c *Client) RemoveNode(ctx context.Context, id string) error {
 		return msg(r, err)
 	})
 	return err
+}
+
+// LocateKeys returns the raft group owning each key of space ("" for the
+// default space), in the keys' order, as the answering server computes it.
+func (c *Client) LocateKeys(ctx context.Context, space string, keys ...uint64) ([]uint32, error) {
+	resp, err := call(c, ctx, func(ctx context.Context, n *node) (*seqv1.LocateKeysResponse, error) {
+		r, err := n.admin.LocateKeys(ctx, connect.NewRequest(&seqv1.LocateKeysRequest{Space: space, Keys: keys}))
+		return msg(r, err)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.GetGroups()) != len(keys) {
+		return nil, fmt.Errorf("seqd: LocateKeys answered %d groups for %d keys", len(resp.GetGroups()), len(keys))
+	}
+	return resp.GetGroups(), nil
 }

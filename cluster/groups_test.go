@@ -2,11 +2,14 @@ package cluster_test
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"connectrpc.com/connect"
 
 	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/client"
@@ -91,11 +94,29 @@ func TestGroupsSpreadLeadersAndServeEveryKey(t *testing.T) {
 			last[i] = v
 		}
 	}
+	// LocateKeys names the group owning each key, as the slots say.
+	located, err := cl.LocateKeys(ctx, "", keys...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, g := range located {
+		if int(g) != i {
+			t.Fatalf("LocateKeys: key %d in group %d, want %d", keys[i], g, i)
+		}
+	}
+	if _, err := cl.LocateKeys(ctx, "nosuch", 1); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Fatalf("LocateKeys of an unknown space: %v, want not_found", err)
+	}
 	// Every group's allocator served its own key, and only that.
 	for i, m := range c.GroupLeaders() {
 		if got := m.Node().Group(i).Allocator().ValuesTaken(); got == 0 {
 			t.Fatalf("group %d's leader %s took no values", i, m.ID)
 		}
+	}
+
+	// A backup of group 0 alone would lose the other groups' marks.
+	if _, err := cl.Backup(ctx, io.Discard); connect.CodeOf(err) != connect.CodeUnimplemented {
+		t.Fatalf("backup of a 6-group cluster: %v, want unimplemented", err)
 	}
 
 	victim := c.Nodes[1]

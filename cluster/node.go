@@ -204,16 +204,25 @@ func (n *Node) Groups() int { return len(n.groups) }
 func (n *Node) Group(i int) *group.Group { return n.groups[i] }
 
 // GroupOf returns the group owning key in space, by group 0's committed
-// settings of the space on this node.
+// settings of the space on this node. With one group it is 0 for every
+// key, and the space is not looked up.
 func (n *Node) GroupOf(space string, key uint64) (int, error) {
 	if len(n.groups) == 1 {
 		return 0, nil
 	}
+	g, _, err := n.Locate(space, key)
+	return g, err
+}
+
+// Locate returns the group owning key in space and the slot of its
+// section, by group 0's committed settings of the space on this node.
+func (n *Node) Locate(space string, key uint64) (group int, slot uint32, err error) {
 	sp, ok := n.fsm.Space(space)
 	if !ok {
-		return 0, fmt.Errorf("%w %q", seqd.ErrUnknownSpace, space)
+		return 0, 0, fmt.Errorf("%w %q", seqd.ErrUnknownSpace, space)
 	}
-	return seqd.GroupOfKey(space, sp.SectionSize, key, len(n.groups)), nil
+	slot = seqd.SlotOf(space, key/sp.SectionSize)
+	return seqd.SlotGroup(slot, len(n.groups)), slot, nil
 }
 
 // CutGroupTraffic cuts (or restores) the raft traffic of group i only, on

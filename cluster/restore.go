@@ -203,6 +203,16 @@ func copyFile(src, dst string) error {
 	return out.Close()
 }
 
+// ErrBackupGroups means a backup was asked of a cluster of several groups,
+// which this build cannot take: a copy of group 0 alone would lose every
+// other group's marks, and a cluster restored from it would repeat values.
+var ErrBackupGroups = errors.New("backup of a cluster of several raft groups is not supported by this build")
+
 // Backup writes a consistent copy of the node's state to w; see
-// group.Backup.
-func (n *Node) Backup(w io.Writer) (int64, error) { return n.grp.Backup(w) }
+// group.Backup. A cluster of several groups refuses (ErrBackupGroups).
+func (n *Node) Backup(w io.Writer) (int64, error) {
+	if len(n.groups) > 1 {
+		return 0, fmt.Errorf("%w (%d groups)", ErrBackupGroups, len(n.groups))
+	}
+	return n.grp.Backup(w)
+}

@@ -332,6 +332,114 @@ func (x *CurrentResponse) GetValues() []uint64 {
 	return nil
 }
 
+type LocateKeysRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// space defaults to "default".
+	Space string `protobuf:"bytes,1,opt,name=space,proto3" json:"space,omitempty"`
+	// keys: 1 to 10000.
+	Keys          []uint64 `protobuf:"varint,2,rep,packed,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LocateKeysRequest) Reset() {
+	*x = LocateKeysRequest{}
+	mi := &file_seq_v1_seq_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LocateKeysRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LocateKeysRequest) ProtoMessage() {}
+
+func (x *LocateKeysRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_seq_v1_seq_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LocateKeysRequest.ProtoReflect.Descriptor instead.
+func (*LocateKeysRequest) Descriptor() ([]byte, []int) {
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *LocateKeysRequest) GetSpace() string {
+	if x != nil {
+		return x.Space
+	}
+	return ""
+}
+
+func (x *LocateKeysRequest) GetKeys() []uint64 {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+type LocateKeysResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// groups[i] is the group owning keys[i].
+	Groups []uint32 `protobuf:"varint,1,rep,packed,name=groups,proto3" json:"groups,omitempty"`
+	// slots[i] is the slot of keys[i]'s section.
+	Slots         []uint32 `protobuf:"varint,2,rep,packed,name=slots,proto3" json:"slots,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LocateKeysResponse) Reset() {
+	*x = LocateKeysResponse{}
+	mi := &file_seq_v1_seq_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LocateKeysResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LocateKeysResponse) ProtoMessage() {}
+
+func (x *LocateKeysResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_seq_v1_seq_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LocateKeysResponse.ProtoReflect.Descriptor instead.
+func (*LocateKeysResponse) Descriptor() ([]byte, []int) {
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *LocateKeysResponse) GetGroups() []uint32 {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+func (x *LocateKeysResponse) GetSlots() []uint32 {
+	if x != nil {
+		return x.Slots
+	}
+	return nil
+}
+
 type BackupRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -340,7 +448,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_seq_v1_seq_proto_msgTypes[6]
+	mi := &file_seq_v1_seq_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -352,7 +460,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[6]
+	mi := &file_seq_v1_seq_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -365,7 +473,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{6}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{8}
 }
 
 type BackupResponse struct {
@@ -377,7 +485,7 @@ type BackupResponse struct {
 
 func (x *BackupResponse) Reset() {
 	*x = BackupResponse{}
-	mi := &file_seq_v1_seq_proto_msgTypes[7]
+	mi := &file_seq_v1_seq_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -389,7 +497,7 @@ func (x *BackupResponse) String() string {
 func (*BackupResponse) ProtoMessage() {}
 
 func (x *BackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[7]
+	mi := &file_seq_v1_seq_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -402,7 +510,7 @@ func (x *BackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
 func (*BackupResponse) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{7}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *BackupResponse) GetData() []byte {
@@ -421,7 +529,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_seq_v1_seq_proto_msgTypes[8]
+	mi := &file_seq_v1_seq_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -433,7 +541,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[8]
+	mi := &file_seq_v1_seq_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -446,7 +554,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{8}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RemoveNodeRequest) GetId() string {
@@ -464,7 +572,7 @@ type RemoveNodeResponse struct {
 
 func (x *RemoveNodeResponse) Reset() {
 	*x = RemoveNodeResponse{}
-	mi := &file_seq_v1_seq_proto_msgTypes[9]
+	mi := &file_seq_v1_seq_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -476,7 +584,7 @@ func (x *RemoveNodeResponse) String() string {
 func (*RemoveNodeResponse) ProtoMessage() {}
 
 func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[9]
+	mi := &file_seq_v1_seq_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -489,7 +597,7 @@ func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{9}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{11}
 }
 
 type Space struct {
@@ -505,7 +613,7 @@ type Space struct {
 
 func (x *Space) Reset() {
 	*x = Space{}
-	mi := &file_seq_v1_seq_proto_msgTypes[10]
+	mi := &file_seq_v1_seq_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -517,7 +625,7 @@ func (x *Space) String() string {
 func (*Space) ProtoMessage() {}
 
 func (x *Space) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[10]
+	mi := &file_seq_v1_seq_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -530,7 +638,7 @@ func (x *Space) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Space.ProtoReflect.Descriptor instead.
 func (*Space) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{10}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Space) GetName() string {
@@ -567,7 +675,7 @@ type CreateSpaceRequest struct {
 
 func (x *CreateSpaceRequest) Reset() {
 	*x = CreateSpaceRequest{}
-	mi := &file_seq_v1_seq_proto_msgTypes[11]
+	mi := &file_seq_v1_seq_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -579,7 +687,7 @@ func (x *CreateSpaceRequest) String() string {
 func (*CreateSpaceRequest) ProtoMessage() {}
 
 func (x *CreateSpaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[11]
+	mi := &file_seq_v1_seq_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -592,7 +700,7 @@ func (x *CreateSpaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSpaceRequest.ProtoReflect.Descriptor instead.
 func (*CreateSpaceRequest) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{11}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CreateSpaceRequest) GetName() string {
@@ -626,7 +734,7 @@ type CreateSpaceResponse struct {
 
 func (x *CreateSpaceResponse) Reset() {
 	*x = CreateSpaceResponse{}
-	mi := &file_seq_v1_seq_proto_msgTypes[12]
+	mi := &file_seq_v1_seq_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -638,7 +746,7 @@ func (x *CreateSpaceResponse) String() string {
 func (*CreateSpaceResponse) ProtoMessage() {}
 
 func (x *CreateSpaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[12]
+	mi := &file_seq_v1_seq_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -651,7 +759,7 @@ func (x *CreateSpaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSpaceResponse.ProtoReflect.Descriptor instead.
 func (*CreateSpaceResponse) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{12}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CreateSpaceResponse) GetSpace() *Space {
@@ -676,7 +784,7 @@ type ListSpacesRequest struct {
 
 func (x *ListSpacesRequest) Reset() {
 	*x = ListSpacesRequest{}
-	mi := &file_seq_v1_seq_proto_msgTypes[13]
+	mi := &file_seq_v1_seq_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -688,7 +796,7 @@ func (x *ListSpacesRequest) String() string {
 func (*ListSpacesRequest) ProtoMessage() {}
 
 func (x *ListSpacesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[13]
+	mi := &file_seq_v1_seq_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -701,7 +809,7 @@ func (x *ListSpacesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSpacesRequest.ProtoReflect.Descriptor instead.
 func (*ListSpacesRequest) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{13}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{15}
 }
 
 type ListSpacesResponse struct {
@@ -713,7 +821,7 @@ type ListSpacesResponse struct {
 
 func (x *ListSpacesResponse) Reset() {
 	*x = ListSpacesResponse{}
-	mi := &file_seq_v1_seq_proto_msgTypes[14]
+	mi := &file_seq_v1_seq_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -725,7 +833,7 @@ func (x *ListSpacesResponse) String() string {
 func (*ListSpacesResponse) ProtoMessage() {}
 
 func (x *ListSpacesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[14]
+	mi := &file_seq_v1_seq_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -738,7 +846,7 @@ func (x *ListSpacesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSpacesResponse.ProtoReflect.Descriptor instead.
 func (*ListSpacesResponse) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{14}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListSpacesResponse) GetSpaces() []*Space {
@@ -756,7 +864,7 @@ type ClusterStatusRequest struct {
 
 func (x *ClusterStatusRequest) Reset() {
 	*x = ClusterStatusRequest{}
-	mi := &file_seq_v1_seq_proto_msgTypes[15]
+	mi := &file_seq_v1_seq_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -768,7 +876,7 @@ func (x *ClusterStatusRequest) String() string {
 func (*ClusterStatusRequest) ProtoMessage() {}
 
 func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[15]
+	mi := &file_seq_v1_seq_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -781,7 +889,7 @@ func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*ClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{15}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{17}
 }
 
 type Node struct {
@@ -834,7 +942,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_seq_v1_seq_proto_msgTypes[16]
+	mi := &file_seq_v1_seq_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -846,7 +954,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[16]
+	mi := &file_seq_v1_seq_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -859,7 +967,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{16}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Node) GetId() string {
@@ -1004,7 +1112,7 @@ type GroupState struct {
 
 func (x *GroupState) Reset() {
 	*x = GroupState{}
-	mi := &file_seq_v1_seq_proto_msgTypes[17]
+	mi := &file_seq_v1_seq_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1016,7 +1124,7 @@ func (x *GroupState) String() string {
 func (*GroupState) ProtoMessage() {}
 
 func (x *GroupState) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[17]
+	mi := &file_seq_v1_seq_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1029,7 +1137,7 @@ func (x *GroupState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupState.ProtoReflect.Descriptor instead.
 func (*GroupState) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{17}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GroupState) GetGroup() uint32 {
@@ -1092,7 +1200,7 @@ type GroupRoute struct {
 
 func (x *GroupRoute) Reset() {
 	*x = GroupRoute{}
-	mi := &file_seq_v1_seq_proto_msgTypes[18]
+	mi := &file_seq_v1_seq_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1104,7 +1212,7 @@ func (x *GroupRoute) String() string {
 func (*GroupRoute) ProtoMessage() {}
 
 func (x *GroupRoute) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[18]
+	mi := &file_seq_v1_seq_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1117,7 +1225,7 @@ func (x *GroupRoute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRoute.ProtoReflect.Descriptor instead.
 func (*GroupRoute) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{18}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GroupRoute) GetGroup() uint32 {
@@ -1216,7 +1324,7 @@ type ClusterStatusResponse struct {
 
 func (x *ClusterStatusResponse) Reset() {
 	*x = ClusterStatusResponse{}
-	mi := &file_seq_v1_seq_proto_msgTypes[19]
+	mi := &file_seq_v1_seq_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1228,7 +1336,7 @@ func (x *ClusterStatusResponse) String() string {
 func (*ClusterStatusResponse) ProtoMessage() {}
 
 func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[19]
+	mi := &file_seq_v1_seq_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1241,7 +1349,7 @@ func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{19}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ClusterStatusResponse) GetLeaderId() string {
@@ -1342,7 +1450,13 @@ const file_seq_v1_seq_proto_rawDesc = "" +
 	"\x05space\x18\x01 \x01(\tR\x05space\x12\x12\n" +
 	"\x04keys\x18\x02 \x03(\x04R\x04keys\")\n" +
 	"\x0fCurrentResponse\x12\x16\n" +
-	"\x06values\x18\x01 \x03(\x04R\x06values\"\x0f\n" +
+	"\x06values\x18\x01 \x03(\x04R\x06values\"=\n" +
+	"\x11LocateKeysRequest\x12\x14\n" +
+	"\x05space\x18\x01 \x01(\tR\x05space\x12\x12\n" +
+	"\x04keys\x18\x02 \x03(\x04R\x04keys\"B\n" +
+	"\x12LocateKeysResponse\x12\x16\n" +
+	"\x06groups\x18\x01 \x03(\rR\x06groups\x12\x14\n" +
+	"\x05slots\x18\x02 \x03(\rR\x05slots\"\x0f\n" +
 	"\rBackupRequest\"$\n" +
 	"\x0eBackupResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"#\n" +
@@ -1425,7 +1539,7 @@ const file_seq_v1_seq_proto_rawDesc = "" +
 	"\x0fSequenceService\x121\n" +
 	"\x04Next\x12\x13.seq.v1.NextRequest\x1a\x14.seq.v1.NextResponse\x12:\n" +
 	"\aReserve\x12\x16.seq.v1.ReserveRequest\x1a\x17.seq.v1.ReserveResponse\x12?\n" +
-	"\aCurrent\x12\x16.seq.v1.CurrentRequest\x1a\x17.seq.v1.CurrentResponse\"\x03\x90\x02\x012\xb8\x05\n" +
+	"\aCurrent\x12\x16.seq.v1.CurrentRequest\x1a\x17.seq.v1.CurrentResponse\"\x03\x90\x02\x012\x82\x06\n" +
 	"\fAdminService\x12F\n" +
 	"\vCreateSpace\x12\x1a.seq.v1.CreateSpaceRequest\x1a\x1b.seq.v1.CreateSpaceResponse\x12H\n" +
 	"\n" +
@@ -1437,7 +1551,9 @@ const file_seq_v1_seq_proto_rawDesc = "" +
 	"\rClusterStatus\x12\x1c.seq.v1.ClusterStatusRequest\x1a\x1d.seq.v1.ClusterStatusResponse\"\x03\x90\x02\x01\x12C\n" +
 	"\n" +
 	"RemoveNode\x12\x19.seq.v1.RemoveNodeRequest\x1a\x1a.seq.v1.RemoveNodeResponse\x129\n" +
-	"\x06Backup\x12\x15.seq.v1.BackupRequest\x1a\x16.seq.v1.BackupResponse0\x01B+Z)github.com/seqd/seqd/api/gen/seq/v1;seqv1b\x06proto3"
+	"\x06Backup\x12\x15.seq.v1.BackupRequest\x1a\x16.seq.v1.BackupResponse0\x01\x12H\n" +
+	"\n" +
+	"LocateKeys\x12\x19.seq.v1.LocateKeysRequest\x1a\x1a.seq.v1.LocateKeysResponse\"\x03\x90\x02\x01B+Z)github.com/seqd/seqd/api/gen/seq/v1;seqv1b\x06proto3"
 
 var (
 	file_seq_v1_seq_proto_rawDescOnce sync.Once
@@ -1451,7 +1567,7 @@ func file_seq_v1_seq_proto_rawDescGZIP() []byte {
 	return file_seq_v1_seq_proto_rawDescData
 }
 
-var file_seq_v1_seq_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_seq_v1_seq_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_seq_v1_seq_proto_goTypes = []any{
 	(*NextRequest)(nil),             // 0: seq.v1.NextRequest
 	(*NextResponse)(nil),            // 1: seq.v1.NextResponse
@@ -1459,64 +1575,68 @@ var file_seq_v1_seq_proto_goTypes = []any{
 	(*ReserveResponse)(nil),         // 3: seq.v1.ReserveResponse
 	(*CurrentRequest)(nil),          // 4: seq.v1.CurrentRequest
 	(*CurrentResponse)(nil),         // 5: seq.v1.CurrentResponse
-	(*BackupRequest)(nil),           // 6: seq.v1.BackupRequest
-	(*BackupResponse)(nil),          // 7: seq.v1.BackupResponse
-	(*RemoveNodeRequest)(nil),       // 8: seq.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil),      // 9: seq.v1.RemoveNodeResponse
-	(*Space)(nil),                   // 10: seq.v1.Space
-	(*CreateSpaceRequest)(nil),      // 11: seq.v1.CreateSpaceRequest
-	(*CreateSpaceResponse)(nil),     // 12: seq.v1.CreateSpaceResponse
-	(*ListSpacesRequest)(nil),       // 13: seq.v1.ListSpacesRequest
-	(*ListSpacesResponse)(nil),      // 14: seq.v1.ListSpacesResponse
-	(*ClusterStatusRequest)(nil),    // 15: seq.v1.ClusterStatusRequest
-	(*Node)(nil),                    // 16: seq.v1.Node
-	(*GroupState)(nil),              // 17: seq.v1.GroupState
-	(*GroupRoute)(nil),              // 18: seq.v1.GroupRoute
-	(*ClusterStatusResponse)(nil),   // 19: seq.v1.ClusterStatusResponse
-	(*durationpb.Duration)(nil),     // 20: google.protobuf.Duration
-	(*CreateNamespaceRequest)(nil),  // 21: seq.v1.CreateNamespaceRequest
-	(*ListNamespacesRequest)(nil),   // 22: seq.v1.ListNamespacesRequest
-	(*ListWorkersRequest)(nil),      // 23: seq.v1.ListWorkersRequest
-	(*ReclaimWorkerRequest)(nil),    // 24: seq.v1.ReclaimWorkerRequest
-	(*CreateNamespaceResponse)(nil), // 25: seq.v1.CreateNamespaceResponse
-	(*ListNamespacesResponse)(nil),  // 26: seq.v1.ListNamespacesResponse
-	(*ListWorkersResponse)(nil),     // 27: seq.v1.ListWorkersResponse
-	(*ReclaimWorkerResponse)(nil),   // 28: seq.v1.ReclaimWorkerResponse
+	(*LocateKeysRequest)(nil),       // 6: seq.v1.LocateKeysRequest
+	(*LocateKeysResponse)(nil),      // 7: seq.v1.LocateKeysResponse
+	(*BackupRequest)(nil),           // 8: seq.v1.BackupRequest
+	(*BackupResponse)(nil),          // 9: seq.v1.BackupResponse
+	(*RemoveNodeRequest)(nil),       // 10: seq.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),      // 11: seq.v1.RemoveNodeResponse
+	(*Space)(nil),                   // 12: seq.v1.Space
+	(*CreateSpaceRequest)(nil),      // 13: seq.v1.CreateSpaceRequest
+	(*CreateSpaceResponse)(nil),     // 14: seq.v1.CreateSpaceResponse
+	(*ListSpacesRequest)(nil),       // 15: seq.v1.ListSpacesRequest
+	(*ListSpacesResponse)(nil),      // 16: seq.v1.ListSpacesResponse
+	(*ClusterStatusRequest)(nil),    // 17: seq.v1.ClusterStatusRequest
+	(*Node)(nil),                    // 18: seq.v1.Node
+	(*GroupState)(nil),              // 19: seq.v1.GroupState
+	(*GroupRoute)(nil),              // 20: seq.v1.GroupRoute
+	(*ClusterStatusResponse)(nil),   // 21: seq.v1.ClusterStatusResponse
+	(*durationpb.Duration)(nil),     // 22: google.protobuf.Duration
+	(*CreateNamespaceRequest)(nil),  // 23: seq.v1.CreateNamespaceRequest
+	(*ListNamespacesRequest)(nil),   // 24: seq.v1.ListNamespacesRequest
+	(*ListWorkersRequest)(nil),      // 25: seq.v1.ListWorkersRequest
+	(*ReclaimWorkerRequest)(nil),    // 26: seq.v1.ReclaimWorkerRequest
+	(*CreateNamespaceResponse)(nil), // 27: seq.v1.CreateNamespaceResponse
+	(*ListNamespacesResponse)(nil),  // 28: seq.v1.ListNamespacesResponse
+	(*ListWorkersResponse)(nil),     // 29: seq.v1.ListWorkersResponse
+	(*ReclaimWorkerResponse)(nil),   // 30: seq.v1.ReclaimWorkerResponse
 }
 var file_seq_v1_seq_proto_depIdxs = []int32{
-	10, // 0: seq.v1.CreateSpaceResponse.space:type_name -> seq.v1.Space
-	10, // 1: seq.v1.ListSpacesResponse.spaces:type_name -> seq.v1.Space
-	20, // 2: seq.v1.Node.last_contact:type_name -> google.protobuf.Duration
-	17, // 3: seq.v1.Node.groups:type_name -> seq.v1.GroupState
-	16, // 4: seq.v1.ClusterStatusResponse.nodes:type_name -> seq.v1.Node
-	18, // 5: seq.v1.ClusterStatusResponse.groups:type_name -> seq.v1.GroupRoute
-	10, // 6: seq.v1.ClusterStatusResponse.spaces:type_name -> seq.v1.Space
+	12, // 0: seq.v1.CreateSpaceResponse.space:type_name -> seq.v1.Space
+	12, // 1: seq.v1.ListSpacesResponse.spaces:type_name -> seq.v1.Space
+	22, // 2: seq.v1.Node.last_contact:type_name -> google.protobuf.Duration
+	19, // 3: seq.v1.Node.groups:type_name -> seq.v1.GroupState
+	18, // 4: seq.v1.ClusterStatusResponse.nodes:type_name -> seq.v1.Node
+	20, // 5: seq.v1.ClusterStatusResponse.groups:type_name -> seq.v1.GroupRoute
+	12, // 6: seq.v1.ClusterStatusResponse.spaces:type_name -> seq.v1.Space
 	0,  // 7: seq.v1.SequenceService.Next:input_type -> seq.v1.NextRequest
 	2,  // 8: seq.v1.SequenceService.Reserve:input_type -> seq.v1.ReserveRequest
 	4,  // 9: seq.v1.SequenceService.Current:input_type -> seq.v1.CurrentRequest
-	11, // 10: seq.v1.AdminService.CreateSpace:input_type -> seq.v1.CreateSpaceRequest
-	13, // 11: seq.v1.AdminService.ListSpaces:input_type -> seq.v1.ListSpacesRequest
-	21, // 12: seq.v1.AdminService.CreateNamespace:input_type -> seq.v1.CreateNamespaceRequest
-	22, // 13: seq.v1.AdminService.ListNamespaces:input_type -> seq.v1.ListNamespacesRequest
-	23, // 14: seq.v1.AdminService.ListWorkers:input_type -> seq.v1.ListWorkersRequest
-	24, // 15: seq.v1.AdminService.ReclaimWorker:input_type -> seq.v1.ReclaimWorkerRequest
-	15, // 16: seq.v1.AdminService.ClusterStatus:input_type -> seq.v1.ClusterStatusRequest
-	8,  // 17: seq.v1.AdminService.RemoveNode:input_type -> seq.v1.RemoveNodeRequest
-	6,  // 18: seq.v1.AdminService.Backup:input_type -> seq.v1.BackupRequest
-	1,  // 19: seq.v1.SequenceService.Next:output_type -> seq.v1.NextResponse
-	3,  // 20: seq.v1.SequenceService.Reserve:output_type -> seq.v1.ReserveResponse
-	5,  // 21: seq.v1.SequenceService.Current:output_type -> seq.v1.CurrentResponse
-	12, // 22: seq.v1.AdminService.CreateSpace:output_type -> seq.v1.CreateSpaceResponse
-	14, // 23: seq.v1.AdminService.ListSpaces:output_type -> seq.v1.ListSpacesResponse
-	25, // 24: seq.v1.AdminService.CreateNamespace:output_type -> seq.v1.CreateNamespaceResponse
-	26, // 25: seq.v1.AdminService.ListNamespaces:output_type -> seq.v1.ListNamespacesResponse
-	27, // 26: seq.v1.AdminService.ListWorkers:output_type -> seq.v1.ListWorkersResponse
-	28, // 27: seq.v1.AdminService.ReclaimWorker:output_type -> seq.v1.ReclaimWorkerResponse
-	19, // 28: seq.v1.AdminService.ClusterStatus:output_type -> seq.v1.ClusterStatusResponse
-	9,  // 29: seq.v1.AdminService.RemoveNode:output_type -> seq.v1.RemoveNodeResponse
-	7,  // 30: seq.v1.AdminService.Backup:output_type -> seq.v1.BackupResponse
-	19, // [19:31] is the sub-list for method output_type
-	7,  // [7:19] is the sub-list for method input_type
+	13, // 10: seq.v1.AdminService.CreateSpace:input_type -> seq.v1.CreateSpaceRequest
+	15, // 11: seq.v1.AdminService.ListSpaces:input_type -> seq.v1.ListSpacesRequest
+	23, // 12: seq.v1.AdminService.CreateNamespace:input_type -> seq.v1.CreateNamespaceRequest
+	24, // 13: seq.v1.AdminService.ListNamespaces:input_type -> seq.v1.ListNamespacesRequest
+	25, // 14: seq.v1.AdminService.ListWorkers:input_type -> seq.v1.ListWorkersRequest
+	26, // 15: seq.v1.AdminService.ReclaimWorker:input_type -> seq.v1.ReclaimWorkerRequest
+	17, // 16: seq.v1.AdminService.ClusterStatus:input_type -> seq.v1.ClusterStatusRequest
+	10, // 17: seq.v1.AdminService.RemoveNode:input_type -> seq.v1.RemoveNodeRequest
+	8,  // 18: seq.v1.AdminService.Backup:input_type -> seq.v1.BackupRequest
+	6,  // 19: seq.v1.AdminService.LocateKeys:input_type -> seq.v1.LocateKeysRequest
+	1,  // 20: seq.v1.SequenceService.Next:output_type -> seq.v1.NextResponse
+	3,  // 21: seq.v1.SequenceService.Reserve:output_type -> seq.v1.ReserveResponse
+	5,  // 22: seq.v1.SequenceService.Current:output_type -> seq.v1.CurrentResponse
+	14, // 23: seq.v1.AdminService.CreateSpace:output_type -> seq.v1.CreateSpaceResponse
+	16, // 24: seq.v1.AdminService.ListSpaces:output_type -> seq.v1.ListSpacesResponse
+	27, // 25: seq.v1.AdminService.CreateNamespace:output_type -> seq.v1.CreateNamespaceResponse
+	28, // 26: seq.v1.AdminService.ListNamespaces:output_type -> seq.v1.ListNamespacesResponse
+	29, // 27: seq.v1.AdminService.ListWorkers:output_type -> seq.v1.ListWorkersResponse
+	30, // 28: seq.v1.AdminService.ReclaimWorker:output_type -> seq.v1.ReclaimWorkerResponse
+	21, // 29: seq.v1.AdminService.ClusterStatus:output_type -> seq.v1.ClusterStatusResponse
+	11, // 30: seq.v1.AdminService.RemoveNode:output_type -> seq.v1.RemoveNodeResponse
+	9,  // 31: seq.v1.AdminService.Backup:output_type -> seq.v1.BackupResponse
+	7,  // 32: seq.v1.AdminService.LocateKeys:output_type -> seq.v1.LocateKeysResponse
+	20, // [20:33] is the sub-list for method output_type
+	7,  // [7:20] is the sub-list for method input_type
 	7,  // [7:7] is the sub-list for extension type_name
 	7,  // [7:7] is the sub-list for extension extendee
 	0,  // [0:7] is the sub-list for field type_name
@@ -1534,7 +1654,7 @@ func file_seq_v1_seq_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_seq_v1_seq_proto_rawDesc), len(file_seq_v1_seq_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -70,6 +70,8 @@ const (
 	AdminServiceRemoveNodeProcedure = "/seq.v1.AdminService/RemoveNode"
 	// AdminServiceBackupProcedure is the fully-qualified name of the AdminService's Backup RPC.
 	AdminServiceBackupProcedure = "/seq.v1.AdminService/Backup"
+	// AdminServiceLocateKeysProcedure is the fully-qualified name of the AdminService's LocateKeys RPC.
+	AdminServiceLocateKeysProcedure = "/seq.v1.AdminService/LocateKeys"
 )
 
 // SequenceServiceClient is a client for the seq.v1.SequenceService service.
@@ -235,6 +237,9 @@ type AdminServiceClient interface {
 	// from it, raising every mark by a margin. A node that is not the serving
 	// leader answers unavailable with the leader's address.
 	Backup(context.Context, *connect.Request[v1.BackupRequest]) (*connect.ServerStreamForClient[v1.BackupResponse], error)
+	// LocateKeys names the raft group owning each key of a space (see
+	// seqd.SlotOf), by the answering server's copy of the space's settings.
+	LocateKeys(context.Context, *connect.Request[v1.LocateKeysRequest]) (*connect.Response[v1.LocateKeysResponse], error)
 }
 
 // NewAdminServiceClient constructs a client for the seq.v1.AdminService service. By default, it
@@ -306,6 +311,13 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(adminServiceMethods.ByName("Backup")),
 			connect.WithClientOptions(opts...),
 		),
+		locateKeys: connect.NewClient[v1.LocateKeysRequest, v1.LocateKeysResponse](
+			httpClient,
+			baseURL+AdminServiceLocateKeysProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("LocateKeys")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -320,6 +332,7 @@ type adminServiceClient struct {
 	clusterStatus   *connect.Client[v1.ClusterStatusRequest, v1.ClusterStatusResponse]
 	removeNode      *connect.Client[v1.RemoveNodeRequest, v1.RemoveNodeResponse]
 	backup          *connect.Client[v1.BackupRequest, v1.BackupResponse]
+	locateKeys      *connect.Client[v1.LocateKeysRequest, v1.LocateKeysResponse]
 }
 
 // CreateSpace calls seq.v1.AdminService.CreateSpace.
@@ -367,6 +380,11 @@ func (c *adminServiceClient) Backup(ctx context.Context, req *connect.Request[v1
 	return c.backup.CallServerStream(ctx, req)
 }
 
+// LocateKeys calls seq.v1.AdminService.LocateKeys.
+func (c *adminServiceClient) LocateKeys(ctx context.Context, req *connect.Request[v1.LocateKeysRequest]) (*connect.Response[v1.LocateKeysResponse], error) {
+	return c.locateKeys.CallUnary(ctx, req)
+}
+
 // AdminServiceHandler is an implementation of the seq.v1.AdminService service.
 type AdminServiceHandler interface {
 	// CreateSpace creates a space. Creating a space that exists with the same
@@ -396,6 +414,9 @@ type AdminServiceHandler interface {
 	// from it, raising every mark by a margin. A node that is not the serving
 	// leader answers unavailable with the leader's address.
 	Backup(context.Context, *connect.Request[v1.BackupRequest], *connect.ServerStream[v1.BackupResponse]) error
+	// LocateKeys names the raft group owning each key of a space (see
+	// seqd.SlotOf), by the answering server's copy of the space's settings.
+	LocateKeys(context.Context, *connect.Request[v1.LocateKeysRequest]) (*connect.Response[v1.LocateKeysResponse], error)
 }
 
 // NewAdminServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -463,6 +484,13 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(adminServiceMethods.ByName("Backup")),
 		connect.WithHandlerOptions(opts...),
 	)
+	adminServiceLocateKeysHandler := connect.NewUnaryHandler(
+		AdminServiceLocateKeysProcedure,
+		svc.LocateKeys,
+		connect.WithSchema(adminServiceMethods.ByName("LocateKeys")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/seq.v1.AdminService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AdminServiceCreateSpaceProcedure:
@@ -483,6 +511,8 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 			adminServiceRemoveNodeHandler.ServeHTTP(w, r)
 		case AdminServiceBackupProcedure:
 			adminServiceBackupHandler.ServeHTTP(w, r)
+		case AdminServiceLocateKeysProcedure:
+			adminServiceLocateKeysHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -526,4 +556,8 @@ func (UnimplementedAdminServiceHandler) RemoveNode(context.Context, *connect.Req
 
 func (UnimplementedAdminServiceHandler) Backup(context.Context, *connect.Request[v1.BackupRequest], *connect.ServerStream[v1.BackupResponse]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("seq.v1.AdminService.Backup is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) LocateKeys(context.Context, *connect.Request[v1.LocateKeysRequest]) (*connect.Response[v1.LocateKeysResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("seq.v1.AdminService.LocateKeys is not implemented"))
 }

@@ -20,7 +20,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file seq/v1/seq.proto.
  */
 export const file_seq_v1_seq: GenFile = /*@__PURE__*/
-  fileDesc("ChBzZXEvdjEvc2VxLnByb3RvEgZzZXEudjEiKgoLTmV4dFJlcXVlc3QSDQoFc3BhY2UYASABKAkSDAoEa2V5cxgCIAMoBCIeCgxOZXh0UmVzcG9uc2USDgoGdmFsdWVzGAEgAygEIjsKDlJlc2VydmVSZXF1ZXN0Eg0KBXNwYWNlGAEgASgJEgsKA2tleRgCIAEoBBINCgVjb3VudBgDIAEoDSIvCg9SZXNlcnZlUmVzcG9uc2USDQoFZmlyc3QYASABKAQSDQoFY291bnQYAiABKA0iLQoOQ3VycmVudFJlcXVlc3QSDQoFc3BhY2UYASABKAkSDAoEa2V5cxgCIAMoBCIhCg9DdXJyZW50UmVzcG9uc2USDgoGdmFsdWVzGAEgAygEIg8KDUJhY2t1cFJlcXVlc3QiHgoOQmFja3VwUmVzcG9uc2USDAoEZGF0YRgBIAEoDCIfChFSZW1vdmVOb2RlUmVxdWVzdBIKCgJpZBgBIAEoCSIUChJSZW1vdmVOb2RlUmVzcG9uc2UiOQoFU3BhY2USDAoEbmFtZRgBIAEoCRIMCgRzdGVwGAIgASgEEhQKDHNlY3Rpb25fc2l6ZRgDIAEoBCJGChJDcmVhdGVTcGFjZVJlcXVlc3QSDAoEbmFtZRgBIAEoCRIMCgRzdGVwGAIgASgEEhQKDHNlY3Rpb25fc2l6ZRgDIAEoBCJEChNDcmVhdGVTcGFjZVJlc3BvbnNlEhwKBXNwYWNlGAEgASgLMg0uc2VxLnYxLlNwYWNlEg8KB2NyZWF0ZWQYAiABKAgiEwoRTGlzdFNwYWNlc1JlcXVlc3QiMwoSTGlzdFNwYWNlc1Jlc3BvbnNlEh0KBnNwYWNlcxgBIAMoCzINLnNlcS52MS5TcGFjZSIWChRDbHVzdGVyU3RhdHVzUmVxdWVzdCKRAwoETm9kZRIKCgJpZBgBIAEoCRIQCghhcGlfYWRkchgCIAEoCRIRCglyYWZ0X2FkZHIYAyABKAkSEwoLZ29zc2lwX2FkZHIYBCABKAkSEgoKcmFmdF9zdGF0ZRgFIAEoCRINCgV2b3RlchgGIAEoCBIvCgxsYXN0X2NvbnRhY3QYByABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDAoEdGVybRgIIAEoBBIVCg1hcHBsaWVkX2luZGV4GAkgASgEEg8KB3NlcnZpbmcYCiABKAgSGAoQaW5fY29uZmlndXJhdGlvbhgLIAEoCBIXCg9zZWVuX3dpdGhfc3RhdGUYDCABKAgSFgoOcmVjb3JkZWRfaW5kZXgYDSABKAQSEgoKY2x1c3Rlcl9pZBgOIAEoCRIQCghwcm90b2NvbBgPIAEoBBIRCglyYWZ0X29wZW4YECABKAgSEQoJZGlza19mdWxsGBEgASgIEiIKBmdyb3VwcxgSIAMoCzISLnNlcS52MS5Hcm91cFN0YXRlImUKCkdyb3VwU3RhdGUSDQoFZ3JvdXAYASABKA0SEgoKcmFmdF9zdGF0ZRgCIAEoCRIMCgR0ZXJtGAMgASgEEhUKDWFwcGxpZWRfaW5kZXgYBCABKAQSDwoHc2VydmluZxgFIAEoCCK2AQoKR3JvdXBSb3V0ZRINCgVncm91cBgBIAEoDRIRCglsZWFkZXJfaWQYAiABKAkSFwoPbGVhZGVyX2FwaV9hZGRyGAMgASgJEgwKBHRlcm0YBCABKAQSDwoHc2VydmluZxgFIAEoCBIOCgZ2b3RlcnMYBiADKAkSEgoKZmlyc3Rfc2xvdBgHIAEoDRIQCghlbmRfc2xvdBgIIAEoDRIYChBwcmVmZXJyZWRfbGVhZGVyGAkgASgJIpUCChVDbHVzdGVyU3RhdHVzUmVzcG9uc2USEQoJbGVhZGVyX2lkGAEgASgJEgwKBHRlcm0YAiABKAQSGwoFbm9kZXMYAyADKAsyDC5zZXEudjEuTm9kZRIXCg9sZWFkZXJfYXBpX2FkZHIYBCABKAkSDwoHbm9kZV9pZBgFIAEoCRIPCgd2ZXJzaW9uGAYgASgEEhIKCmNsdXN0ZXJfaWQYByABKAkSIgoGZ3JvdXBzGAggAygLMhIuc2VxLnYxLkdyb3VwUm91dGUSEgoKc2xvdF9jb3VudBgJIAEoDRIYChBzbG90X21hcF92ZXJzaW9uGAogASgEEh0KBnNwYWNlcxgLIAMoCzINLnNlcS52MS5TcGFjZTLBAQoPU2VxdWVuY2VTZXJ2aWNlEjEKBE5leHQSEy5zZXEudjEuTmV4dFJlcXVlc3QaFC5zZXEudjEuTmV4dFJlc3BvbnNlEjoKB1Jlc2VydmUSFi5zZXEudjEuUmVzZXJ2ZVJlcXVlc3QaFy5zZXEudjEuUmVzZXJ2ZVJlc3BvbnNlEj8KB0N1cnJlbnQSFi5zZXEudjEuQ3VycmVudFJlcXVlc3QaFy5zZXEudjEuQ3VycmVudFJlc3BvbnNlIgOQAgEyuAUKDEFkbWluU2VydmljZRJGCgtDcmVhdGVTcGFjZRIaLnNlcS52MS5DcmVhdGVTcGFjZVJlcXVlc3QaGy5zZXEudjEuQ3JlYXRlU3BhY2VSZXNwb25zZRJICgpMaXN0U3BhY2VzEhkuc2VxLnYxLkxpc3RTcGFjZXNSZXF1ZXN0Ghouc2VxLnYxLkxpc3RTcGFjZXNSZXNwb25zZSIDkAIBElIKD0NyZWF0ZU5hbWVzcGFjZRIeLnNlcS52MS5DcmVhdGVOYW1lc3BhY2VSZXF1ZXN0Gh8uc2VxLnYxLkNyZWF0ZU5hbWVzcGFjZVJlc3BvbnNlElQKDkxpc3ROYW1lc3BhY2VzEh0uc2VxLnYxLkxpc3ROYW1lc3BhY2VzUmVxdWVzdBoeLnNlcS52MS5MaXN0TmFtZXNwYWNlc1Jlc3BvbnNlIgOQAgESSwoLTGlzdFdvcmtlcnMSGi5zZXEudjEuTGlzdFdvcmtlcnNSZXF1ZXN0Ghsuc2VxLnYxLkxpc3RXb3JrZXJzUmVzcG9uc2UiA5ACARJMCg1SZWNsYWltV29ya2VyEhwuc2VxLnYxLlJlY2xhaW1Xb3JrZXJSZXF1ZXN0Gh0uc2VxLnYxLlJlY2xhaW1Xb3JrZXJSZXNwb25zZRJRCg1DbHVzdGVyU3RhdHVzEhwuc2VxLnYxLkNsdXN0ZXJTdGF0dXNSZXF1ZXN0Gh0uc2VxLnYxLkNsdXN0ZXJTdGF0dXNSZXNwb25zZSIDkAIBEkMKClJlbW92ZU5vZGUSGS5zZXEudjEuUmVtb3ZlTm9kZVJlcXVlc3QaGi5zZXEudjEuUmVtb3ZlTm9kZVJlc3BvbnNlEjkKBkJhY2t1cBIVLnNlcS52MS5CYWNrdXBSZXF1ZXN0GhYuc2VxLnYxLkJhY2t1cFJlc3BvbnNlMAFCK1opZ2l0aHViLmNvbS9zZXFkL3NlcWQvYXBpL2dlbi9zZXEvdjE7c2VxdjFiBnByb3RvMw", [file_google_protobuf_duration, file_seq_v1_id]);
+  fileDesc("ChBzZXEvdjEvc2VxLnByb3RvEgZzZXEudjEiKgoLTmV4dFJlcXVlc3QSDQoFc3BhY2UYASABKAkSDAoEa2V5cxgCIAMoBCIeCgxOZXh0UmVzcG9uc2USDgoGdmFsdWVzGAEgAygEIjsKDlJlc2VydmVSZXF1ZXN0Eg0KBXNwYWNlGAEgASgJEgsKA2tleRgCIAEoBBINCgVjb3VudBgDIAEoDSIvCg9SZXNlcnZlUmVzcG9uc2USDQoFZmlyc3QYASABKAQSDQoFY291bnQYAiABKA0iLQoOQ3VycmVudFJlcXVlc3QSDQoFc3BhY2UYASABKAkSDAoEa2V5cxgCIAMoBCIhCg9DdXJyZW50UmVzcG9uc2USDgoGdmFsdWVzGAEgAygEIjAKEUxvY2F0ZUtleXNSZXF1ZXN0Eg0KBXNwYWNlGAEgASgJEgwKBGtleXMYAiADKAQiMwoSTG9jYXRlS2V5c1Jlc3BvbnNlEg4KBmdyb3VwcxgBIAMoDRINCgVzbG90cxgCIAMoDSIPCg1CYWNrdXBSZXF1ZXN0Ih4KDkJhY2t1cFJlc3BvbnNlEgwKBGRhdGEYASABKAwiHwoRUmVtb3ZlTm9kZVJlcXVlc3QSCgoCaWQYASABKAkiFAoSUmVtb3ZlTm9kZVJlc3BvbnNlIjkKBVNwYWNlEgwKBG5hbWUYASABKAkSDAoEc3RlcBgCIAEoBBIUCgxzZWN0aW9uX3NpemUYAyABKAQiRgoSQ3JlYXRlU3BhY2VSZXF1ZXN0EgwKBG5hbWUYASABKAkSDAoEc3RlcBgCIAEoBBIUCgxzZWN0aW9uX3NpemUYAyABKAQiRAoTQ3JlYXRlU3BhY2VSZXNwb25zZRIcCgVzcGFjZRgBIAEoCzINLnNlcS52MS5TcGFjZRIPCgdjcmVhdGVkGAIgASgIIhMKEUxpc3RTcGFjZXNSZXF1ZXN0IjMKEkxpc3RTcGFjZXNSZXNwb25zZRIdCgZzcGFjZXMYASADKAsyDS5zZXEudjEuU3BhY2UiFgoUQ2x1c3RlclN0YXR1c1JlcXVlc3QikQMKBE5vZGUSCgoCaWQYASABKAkSEAoIYXBpX2FkZHIYAiABKAkSEQoJcmFmdF9hZGRyGAMgASgJEhMKC2dvc3NpcF9hZGRyGAQgASgJEhIKCnJhZnRfc3RhdGUYBSABKAkSDQoFdm90ZXIYBiABKAgSLwoMbGFzdF9jb250YWN0GAcgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEgwKBHRlcm0YCCABKAQSFQoNYXBwbGllZF9pbmRleBgJIAEoBBIPCgdzZXJ2aW5nGAogASgIEhgKEGluX2NvbmZpZ3VyYXRpb24YCyABKAgSFwoPc2Vlbl93aXRoX3N0YXRlGAwgASgIEhYKDnJlY29yZGVkX2luZGV4GA0gASgEEhIKCmNsdXN0ZXJfaWQYDiABKAkSEAoIcHJvdG9jb2wYDyABKAQSEQoJcmFmdF9vcGVuGBAgASgIEhEKCWRpc2tfZnVsbBgRIAEoCBIiCgZncm91cHMYEiADKAsyEi5zZXEudjEuR3JvdXBTdGF0ZSJlCgpHcm91cFN0YXRlEg0KBWdyb3VwGAEgASgNEhIKCnJhZnRfc3RhdGUYAiABKAkSDAoEdGVybRgDIAEoBBIVCg1hcHBsaWVkX2luZGV4GAQgASgEEg8KB3NlcnZpbmcYBSABKAgitgEKCkdyb3VwUm91dGUSDQoFZ3JvdXAYASABKA0SEQoJbGVhZGVyX2lkGAIgASgJEhcKD2xlYWRlcl9hcGlfYWRkchgDIAEoCRIMCgR0ZXJtGAQgASgEEg8KB3NlcnZpbmcYBSABKAgSDgoGdm90ZXJzGAYgAygJEhIKCmZpcnN0X3Nsb3QYByABKA0SEAoIZW5kX3Nsb3QYCCABKA0SGAoQcHJlZmVycmVkX2xlYWRlchgJIAEoCSKVAgoVQ2x1c3RlclN0YXR1c1Jlc3BvbnNlEhEKCWxlYWRlcl9pZBgBIAEoCRIMCgR0ZXJtGAIgASgEEhsKBW5vZGVzGAMgAygLMgwuc2VxLnYxLk5vZGUSFwoPbGVhZGVyX2FwaV9hZGRyGAQgASgJEg8KB25vZGVfaWQYBSABKAkSDwoHdmVyc2lvbhgGIAEoBBISCgpjbHVzdGVyX2lkGAcgASgJEiIKBmdyb3VwcxgIIAMoCzISLnNlcS52MS5Hcm91cFJvdXRlEhIKCnNsb3RfY291bnQYCSABKA0SGAoQc2xvdF9tYXBfdmVyc2lvbhgKIAEoBBIdCgZzcGFjZXMYCyADKAsyDS5zZXEudjEuU3BhY2UywQEKD1NlcXVlbmNlU2VydmljZRIxCgROZXh0EhMuc2VxLnYxLk5leHRSZXF1ZXN0GhQuc2VxLnYxLk5leHRSZXNwb25zZRI6CgdSZXNlcnZlEhYuc2VxLnYxLlJlc2VydmVSZXF1ZXN0Ghcuc2VxLnYxLlJlc2VydmVSZXNwb25zZRI/CgdDdXJyZW50EhYuc2VxLnYxLkN1cnJlbnRSZXF1ZXN0Ghcuc2VxLnYxLkN1cnJlbnRSZXNwb25zZSIDkAIBMoIGCgxBZG1pblNlcnZpY2USRgoLQ3JlYXRlU3BhY2USGi5zZXEudjEuQ3JlYXRlU3BhY2VSZXF1ZXN0Ghsuc2VxLnYxLkNyZWF0ZVNwYWNlUmVzcG9uc2USSAoKTGlzdFNwYWNlcxIZLnNlcS52MS5MaXN0U3BhY2VzUmVxdWVzdBoaLnNlcS52MS5MaXN0U3BhY2VzUmVzcG9uc2UiA5ACARJSCg9DcmVhdGVOYW1lc3BhY2USHi5zZXEudjEuQ3JlYXRlTmFtZXNwYWNlUmVxdWVzdBofLnNlcS52MS5DcmVhdGVOYW1lc3BhY2VSZXNwb25zZRJUCg5MaXN0TmFtZXNwYWNlcxIdLnNlcS52MS5MaXN0TmFtZXNwYWNlc1JlcXVlc3QaHi5zZXEudjEuTGlzdE5hbWVzcGFjZXNSZXNwb25zZSIDkAIBEksKC0xpc3RXb3JrZXJzEhouc2VxLnYxLkxpc3RXb3JrZXJzUmVxdWVzdBobLnNlcS52MS5MaXN0V29ya2Vyc1Jlc3BvbnNlIgOQAgESTAoNUmVjbGFpbVdvcmtlchIcLnNlcS52MS5SZWNsYWltV29ya2VyUmVxdWVzdBodLnNlcS52MS5SZWNsYWltV29ya2VyUmVzcG9uc2USUQoNQ2x1c3RlclN0YXR1cxIcLnNlcS52MS5DbHVzdGVyU3RhdHVzUmVxdWVzdBodLnNlcS52MS5DbHVzdGVyU3RhdHVzUmVzcG9uc2UiA5ACARJDCgpSZW1vdmVOb2RlEhkuc2VxLnYxLlJlbW92ZU5vZGVSZXF1ZXN0Ghouc2VxLnYxLlJlbW92ZU5vZGVSZXNwb25zZRI5CgZCYWNrdXASFS5zZXEudjEuQmFja3VwUmVxdWVzdBoWLnNlcS52MS5CYWNrdXBSZXNwb25zZTABEkgKCkxvY2F0ZUtleXMSGS5zZXEudjEuTG9jYXRlS2V5c1JlcXVlc3QaGi5zZXEudjEuTG9jYXRlS2V5c1Jlc3BvbnNlIgOQAgFCK1opZ2l0aHViLmNvbS9zZXFkL3NlcWQvYXBpL2dlbi9zZXEvdjE7c2VxdjFiBnByb3RvMw", [file_google_protobuf_duration, file_seq_v1_id]);
 
 /**
  * @generated from message seq.v1.NextRequest
@@ -150,6 +150,58 @@ export const CurrentResponseSchema: GenMessage<CurrentResponse> = /*@__PURE__*/
   messageDesc(file_seq_v1_seq, 5);
 
 /**
+ * @generated from message seq.v1.LocateKeysRequest
+ */
+export type LocateKeysRequest = Message<"seq.v1.LocateKeysRequest"> & {
+  /**
+   * space defaults to "default".
+   *
+   * @generated from field: string space = 1;
+   */
+  space: string;
+
+  /**
+   * keys: 1 to 10000.
+   *
+   * @generated from field: repeated uint64 keys = 2;
+   */
+  keys: bigint[];
+};
+
+/**
+ * Describes the message seq.v1.LocateKeysRequest.
+ * Use `create(LocateKeysRequestSchema)` to create a new message.
+ */
+export const LocateKeysRequestSchema: GenMessage<LocateKeysRequest> = /*@__PURE__*/
+  messageDesc(file_seq_v1_seq, 6);
+
+/**
+ * @generated from message seq.v1.LocateKeysResponse
+ */
+export type LocateKeysResponse = Message<"seq.v1.LocateKeysResponse"> & {
+  /**
+   * groups[i] is the group owning keys[i].
+   *
+   * @generated from field: repeated uint32 groups = 1;
+   */
+  groups: number[];
+
+  /**
+   * slots[i] is the slot of keys[i]'s section.
+   *
+   * @generated from field: repeated uint32 slots = 2;
+   */
+  slots: number[];
+};
+
+/**
+ * Describes the message seq.v1.LocateKeysResponse.
+ * Use `create(LocateKeysResponseSchema)` to create a new message.
+ */
+export const LocateKeysResponseSchema: GenMessage<LocateKeysResponse> = /*@__PURE__*/
+  messageDesc(file_seq_v1_seq, 7);
+
+/**
  * @generated from message seq.v1.BackupRequest
  */
 export type BackupRequest = Message<"seq.v1.BackupRequest"> & {
@@ -160,7 +212,7 @@ export type BackupRequest = Message<"seq.v1.BackupRequest"> & {
  * Use `create(BackupRequestSchema)` to create a new message.
  */
 export const BackupRequestSchema: GenMessage<BackupRequest> = /*@__PURE__*/
-  messageDesc(file_seq_v1_seq, 6);
+  messageDesc(file_seq_v1_seq, 8);
 
 /**
  * @generated from message seq.v1.BackupResponse
@@ -177,7 +229,7 @@ export type BackupResponse = Message<"seq.v1.BackupResponse"> & {
  * Use `create(BackupResponseSchema)` to create a new message.
  */
 export const BackupResponseSchema: GenMessage<BackupResponse> = /*@__PURE__*/
-  messageDesc(file_seq_v1_seq, 7);
+  messageDesc(file_seq_v1_seq, 9);
 
 /**
  * @generated from message seq.v1.RemoveNodeRequest
@@ -194,7 +246,7 @@ export type RemoveNodeRequest = Message<"seq.v1.RemoveNodeRequest"> & {
  * Use `create(RemoveNodeRequestSchema)` to create a new message.
  */
 export const RemoveNodeRequestSchema: GenMessage<RemoveNodeRequest> = /*@__PURE__*/
-  messageDesc(file_seq_v1_seq, 8);
+  messageDesc(file_seq_v1_seq, 10);
 
 /**
  * @generated from message seq.v1.RemoveNodeResponse
@@ -207,7 +259,7 @@ export type RemoveNodeResponse = Message<"seq.v1.RemoveNodeResponse"> & {
  * Use `create(RemoveNodeResponseSchema)` to create a new message.
  */
 export const RemoveNodeResponseSchema: GenMessage<RemoveNodeResponse> = /*@__PURE__*/
-  messageDesc(file_seq_v1_seq, 9);
+  messageDesc(file_seq_v1_seq, 11);
 
 /**
  * @generated from message seq.v1.Space
@@ -238,7 +290,7 @@ export type Space = Message<"seq.v1.Space"> & {
  * Use `create(SpaceSchema)` to create a new message.
  */
 export const SpaceSchema: GenMessage<Space> = /*@__PURE__*/
-  messageDesc(file_seq_v1_seq, 10);
+  messageDesc(file_seq_v1_seq, 12);
 
 /**
  * @generated from message seq.v1.CreateSpaceRequest
@@ -269,7 +321,7 @@ export type CreateSpaceRequest = Message<"seq.v1.CreateSpaceRequest"> & {
  * Use `create(CreateSpaceRequestSchema)` to create a new message.
  */
 export const CreateSpaceRequestSchema: GenMessage<CreateSpaceRequest> = /*@__PURE__*/
-  messageDesc(file_seq_v1_seq, 11);
+  messageDesc(file_seq_v1_seq, 13);
 
 /**
  * @generated from message seq.v1.CreateSpaceResponse
@@ -291,7 +343,7 @@ export type CreateSpaceResponse = Message<"seq.v1.CreateSpaceResponse"> & {
  * Use `create(CreateSpaceResponseSchema)` to create a new message.
  */
 export const CreateSpaceResponseSchema: GenMessage<CreateSpaceResponse> = /*@__PURE__*/
-  messageDesc(file_seq_v1_seq, 12);
+  messageDesc(file_seq_v1_seq, 14);
 
 /**
  * @generated from message seq.v1.ListSpacesRequest
@@ -304,7 +356,7 @@ export type ListSpacesRequest = Message<"seq.v1.ListSpacesRequest"> & {
  * Use `create(ListSpacesRequestSchema)` to create a new message.
  */
 export const ListSpacesRequestSchema: GenMessage<ListSpacesRequest> = /*@__PURE__*/
-  messageDesc(file_seq_v1_seq, 13);
+  messageDesc(file_seq_v1_seq, 15);
 
 /**
  * @generated from message seq.v1.ListSpacesResponse
@@ -321,7 +373,7 @@ export type ListSpacesResponse = Message<"seq.v1.ListSpacesResponse"> & {
  * Use `create(ListSpacesResponseSchema)` to create a new message.
  */
 export const ListSpacesResponseSchema: GenMessage<ListSpacesResponse> = /*@__PURE__*/
-  messageDesc(file_seq_v1_seq, 14);
+  messageDesc(file_seq_v1_seq, 16);
 
 /**
  * @generated from message seq.v1.ClusterStatusRequest
@@ -334,7 +386,7 @@ export type ClusterStatusRequest = Message<"seq.v1.ClusterStatusRequest"> & {
  * Use `create(ClusterStatusRequestSchema)` to create a new message.
  */
 export const ClusterStatusRequestSchema: GenMessage<ClusterStatusRequest> = /*@__PURE__*/
-  messageDesc(file_seq_v1_seq, 15);
+  messageDesc(file_seq_v1_seq, 17);
 
 /**
  * @generated from message seq.v1.Node
@@ -471,7 +523,7 @@ export type Node = Message<"seq.v1.Node"> & {
  * Use `create(NodeSchema)` to create a new message.
  */
 export const NodeSchema: GenMessage<Node> = /*@__PURE__*/
-  messageDesc(file_seq_v1_seq, 16);
+  messageDesc(file_seq_v1_seq, 18);
 
 /**
  * GroupState is one raft group as one node sees it.
@@ -514,7 +566,7 @@ export type GroupState = Message<"seq.v1.GroupState"> & {
  * Use `create(GroupStateSchema)` to create a new message.
  */
 export const GroupStateSchema: GenMessage<GroupState> = /*@__PURE__*/
-  messageDesc(file_seq_v1_seq, 17);
+  messageDesc(file_seq_v1_seq, 19);
 
 /**
  * GroupRoute is one row of the routing table: which server leads a group,
@@ -584,7 +636,7 @@ export type GroupRoute = Message<"seq.v1.GroupRoute"> & {
  * Use `create(GroupRouteSchema)` to create a new message.
  */
 export const GroupRouteSchema: GenMessage<GroupRoute> = /*@__PURE__*/
-  messageDesc(file_seq_v1_seq, 18);
+  messageDesc(file_seq_v1_seq, 20);
 
 /**
  * @generated from message seq.v1.ClusterStatusResponse
@@ -671,7 +723,7 @@ export type ClusterStatusResponse = Message<"seq.v1.ClusterStatusResponse"> & {
  * Use `create(ClusterStatusResponseSchema)` to create a new message.
  */
 export const ClusterStatusResponseSchema: GenMessage<ClusterStatusResponse> = /*@__PURE__*/
-  messageDesc(file_seq_v1_seq, 19);
+  messageDesc(file_seq_v1_seq, 21);
 
 /**
  * SequenceService hands out values. Any node answers: followers forward to the leader.
@@ -816,6 +868,17 @@ export const AdminService: GenService<{
     methodKind: "server_streaming";
     input: typeof BackupRequestSchema;
     output: typeof BackupResponseSchema;
+  },
+  /**
+   * LocateKeys names the raft group owning each key of a space (see
+   * seqd.SlotOf), by the answering server's copy of the space's settings.
+   *
+   * @generated from rpc seq.v1.AdminService.LocateKeys
+   */
+  locateKeys: {
+    methodKind: "unary";
+    input: typeof LocateKeysRequestSchema;
+    output: typeof LocateKeysResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_seq_v1_seq, 1);
