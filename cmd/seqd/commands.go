@@ -13,6 +13,7 @@ import (
 
 	"github.com/seqd/seqd"
 	healthv1 "github.com/seqd/seqd/api/gen/grpc/health/v1"
+	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
 	"github.com/seqd/seqd/client"
 	"github.com/seqd/seqd/internal/cli"
 )
@@ -296,7 +297,41 @@ func cmdStatus(args []string) error {
 		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", n.GetId(), n.GetRaftState(), n.GetServing(), member,
 			n.GetTerm(), n.GetAppliedIndex(), n.GetLastContact().AsDuration().Round(time.Millisecond), n.GetApiAddr(), n.GetRaftAddr(), note)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(st.GetGroups()) > 1 {
+		return printGroups(st)
+	}
+	return nil
+}
+
+// printGroups prints the routing table of a cluster of several groups and
+// how many groups each node leads.
+func printGroups(st *seqv1.ClusterStatusResponse) error {
+	leads := map[string]int{}
+	fmt.Printf("\ngroups: %d  slots: %d  slot map version: %d\n", len(st.GetGroups()), st.GetSlotCount(), st.GetSlotMapVersion())
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "GROUP\tLEADER\tSERVING\tTERM\tPREFERRED\tSLOTS\tVOTERS")
+	for _, g := range st.GetGroups() {
+		leader := g.GetLeaderId()
+		if leader == "" {
+			leader = "(none)"
+		} else {
+			leads[leader]++
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%v\t%d\t%s\t%d-%d\t%s\n", g.GetGroup(), leader, g.GetServing(), g.GetTerm(),
+			g.GetPreferredLeader(), g.GetFirstSlot(), g.GetEndSlot()-1, strings.Join(g.GetVoters(), ","))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	var parts []string
+	for _, n := range st.GetNodes() {
+		parts = append(parts, fmt.Sprintf("%s %d", n.GetId(), leads[n.GetId()]))
+	}
+	fmt.Printf("\ngroups led: %s\n", strings.Join(parts, ", "))
+	return nil
 }
 
 func cmdNode(args []string) error {
