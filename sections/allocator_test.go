@@ -539,3 +539,27 @@ func TestAllocatorRefusesSectionsItDoesNotOwn(t *testing.T) {
 		t.Fatalf("own key: first value %d, want 1", v)
 	}
 }
+
+// After Withhold no Grant renews the lease, not even one of the same epoch
+// (a renewal that was committing as the leader withheld), until
+// Unwithhold; a Revoke since makes Unwithhold refuse.
+func TestWithholdBlocksGrantsUntilUnwithhold(t *testing.T) {
+	a := serving(t, newStore(t, seqd.DefaultSpace), sections.Options{})
+	epoch := a.Withhold()
+	a.Grant(epoch, a.Now()+time.Hour)
+	if a.Serving() {
+		t.Fatal("a Grant after Withhold renewed the lease")
+	}
+	if !a.Unwithhold(epoch) {
+		t.Fatal("Unwithhold of the current epoch refused")
+	}
+	a.Grant(epoch, a.Now()+time.Hour)
+	if !a.Serving() {
+		t.Fatal("a Grant after Unwithhold did not renew the lease")
+	}
+	epoch = a.Withhold()
+	a.Revoke()
+	if a.Unwithhold(epoch) {
+		t.Fatal("Unwithhold of a revoked epoch accepted")
+	}
+}

@@ -11,6 +11,9 @@ import (
 type lease struct {
 	epoch  uint64
 	expiry time.Duration // a reading of Allocator.clock; noLease = no lease
+	// withheld: Withhold ended the lease and no Grant of the epoch may
+	// renew it until Unwithhold.
+	withheld bool
 }
 
 // noLease is the expiry of a lease not (or no longer) granted: every reading
@@ -60,7 +63,7 @@ func (a *Allocator) Epoch() uint64 { return a.lease.Load().epoch }
 func (a *Allocator) Grant(epoch uint64, until time.Duration) {
 	for {
 		cur := a.lease.Load()
-		if cur.epoch != epoch || cur.expiry >= until {
+		if cur.epoch != epoch || cur.withheld || cur.expiry >= until {
 			return
 		}
 		if a.lease.CompareAndSwap(cur, &lease{epoch: epoch, expiry: until}) {
@@ -89,17 +92,36 @@ func (a *Allocator) Revoke() uint64 {
 }
 
 // Withhold ends the lease at once but keeps the epoch and the sections held
-// in memory, and returns the epoch: a later Grant of the same epoch serves
-// again from where the allocator stopped, without reloading any section (so
-// without the jump of up to a step that a reload costs). Use it to pause
-// serving while this node stays the leader of the same term (a change that
-// may or may not end its leadership); any leadership change must still go
-// through Revoke, which makes a later Grant of the old epoch a no-op.
+// in memory, and returns the epoch. Until Unwithhold, every Grant is a
+// no-op, even one of a renewal that was committing as Withhold ran, so that
+// nothing serves again behind the caller's back (a planned handoff counts
+// on it: the next leader may serve at once). After Unwithhold, a Grant of
+// the same epoch serves again from where the allocator stopped, without
+// reloading any section (so without the jump of up to a step that a reload
+// costs). Use it to pause serving while this node stays the leader of the
+// same term (a change that may or may not end its leadership); any
+// leadership change must still go through Revoke, which makes a later
+// Grant of the old epoch a no-op.
 func (a *Allocator) Withhold() uint64 {
 	for {
 		cur := a.lease.Load()
-		if a.lease.CompareAndSwap(cur, &lease{epoch: cur.epoch, expiry: noLease}) {
+		if a.lease.CompareAndSwap(cur, &lease{epoch: cur.epoch, expiry: noLease, withheld: true}) {
 			return cur.epoch
+		}
+	}
+}
+
+// Unwithhold lets Grants of epoch renew the lease again after Withhold; it
+// reports whether epoch is still the current epoch (a Revoke since makes it
+// a no-op and false).
+func (a *Allocator) Unwithhold(epoch uint64) bool {
+	for {
+		cur := a.lease.Load()
+		if cur.epoch != epoch {
+			return false
+		}
+		if !cur.withheld || a.lease.CompareAndSwap(cur, &lease{epoch: epoch, expiry: cur.expiry}) {
+			return true
 		}
 	}
 }
