@@ -164,9 +164,10 @@ func (f *FSM) applyCluster(l *raft.Log, id string, protocol uint64) error {
 // applyLease records the lease carried by a renewal; the file is written
 // only when the record changes.
 func (f *FSM) applyLease(l *raft.Log, rec LeaseRecord) error {
-	f.mu.RLock()
+	f.mu.Lock()
+	f.released = false // a renewal after a release: a leader holds a lease again
 	same := f.ext.lease == rec
-	f.mu.RUnlock()
+	f.mu.Unlock()
 	if same {
 		return nil
 	}

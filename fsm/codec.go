@@ -33,6 +33,11 @@ func EncodeLease(lease, margin time.Duration) []byte {
 	return binary.AppendUvarint(b, uint64(max(margin, 0)))
 }
 
+// EncodeRelease encodes a leader's release of its lease (KindRelease).
+//
+// Layout: 0x82.
+func EncodeRelease() []byte { return []byte{byte(KindRelease)} }
+
 // IsRenewal reports whether data, a raft log entry's data, is an entry a
 // leader renews its lease with, without decoding the rest of it: KindLease,
 // or KindNoop, which leaders on protocol 1 (and the first release, in a
@@ -157,6 +162,8 @@ func Decode(b []byte) (Command, error) {
 	case KindFlake:
 		c.Kind = k
 		d.flake(&c)
+	case KindRelease:
+		c.Kind = k
 	case KindLease:
 		c.Kind = k
 		l, m := d.uvarint("lease"), d.uvarint("lease margin")

@@ -34,6 +34,11 @@ const (
 	// (every server knows it): skipping flake state is never safe once a
 	// server might serve flake ids from it.
 	KindFlake Kind = KindIgnorable | 1
+	// KindRelease is a leader's release of its lease before it hands its
+	// leadership over (see FSM.LeaseReleased). It carries KindIgnorable
+	// and needs no new protocol: a build that skips it never learns of the
+	// release, and as a new leader waits out the lease in full, as before.
+	KindRelease Kind = KindIgnorable | 2
 )
 
 // KindIgnorable is the bit that marks a command kind as safe to skip. A
@@ -115,6 +120,12 @@ var commands = map[Kind]command{
 	}},
 	KindFlake: {"flake", 3, func(f *FSM, l *raft.Log, c Command) any {
 		return f.applyFlake(l, c.NowMs, c.Flake)
+	}},
+	KindRelease: {"release", 3, func(f *FSM, l *raft.Log, c Command) any {
+		f.mu.Lock()
+		f.released = true
+		f.mu.Unlock()
+		return nil
 	}},
 }
 

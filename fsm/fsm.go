@@ -43,6 +43,8 @@ type FSM struct {
 	seen   map[string]uint64
 	ext    extState
 	flake  flakeState
+	// released: see LeaseReleased (memory only).
+	released bool
 
 	// trustClock is SetUnsafeFlakeTrustClock's setting.
 	trustClock atomic.Bool
@@ -112,6 +114,7 @@ func (f *FSM) Close() error {
 func (f *FSM) install(st *state) {
 	f.mu.Lock()
 	f.spaces, f.marks, f.bases, f.seen, f.ext, f.flake = st.spaces, st.marks, st.bases, st.seen, st.ext, st.flake
+	f.released = false
 	f.applied.Store(st.applied)
 	f.loaded.Store(st.applied)
 	f.mu.Unlock()
@@ -170,6 +173,19 @@ func (f *FSM) Floor() uint64 {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return f.ext.floor
+}
+
+// LeaseReleased reports whether the last lease entry applied (a renewal or
+// a release) is a release: the leader that wrote it had stopped serving
+// before it submitted it (see group's handoff), so no lease rests on the
+// renewals before it, and a new leader that finds it may serve without
+// waiting one out. It is kept in memory only: after a restart or a
+// snapshot install it reads false until a release is applied again, and a
+// new leader then waits, as it always may.
+func (f *FSM) LeaseReleased() bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.released
 }
 
 // LeaseRecord returns the lease length and margin of the last lease

@@ -140,6 +140,8 @@ func encode(c Command) []byte {
 		return EncodeLease(c.Lease, c.LeaseMargin)
 	case KindFlake:
 		return EncodeFlake(c.NowMs, c.Flake)
+	case KindRelease:
+		return EncodeRelease()
 	}
 	panic(fmt.Sprintf("unknown kind %d", c.Kind))
 }
@@ -1179,5 +1181,51 @@ func TestDiskFullWaitsInsteadOfPanicking(t *testing.T) {
 	}
 	if f.AppliedIndex() != 100 || f.Max("users", 100000) != 0 {
 		t.Fatal("the entry abandoned at Stop was applied")
+	}
+}
+
+// A release is the last lease entry until a renewal follows it; it is
+// forgotten when a snapshot is installed and when the state machine is
+// opened again (memory only: a new leader then waits, as it always may).
+func TestLeaseReleased(t *testing.T) {
+	f, path := openTest(t)
+	a := &applier{t: t, f: f}
+	if f.LeaseReleased() {
+		t.Fatal("released before any entry")
+	}
+	a.mustOK(EncodeCreateSpace(seqd.DefaultSpace))
+	a.mustOK(EncodeLease(time.Second, 100*time.Millisecond))
+	a.mustOK(EncodeRelease())
+	if !f.LeaseReleased() {
+		t.Fatal("not released after a release")
+	}
+	a.mustOK(EncodeRaise([]seqd.Mark{{Space: "default", Section: 0, Max: 5}}))
+	if !f.LeaseReleased() {
+		t.Fatal("a raise cleared the release")
+	}
+	a.mustOK(EncodeLease(time.Second, 100*time.Millisecond))
+	if f.LeaseReleased() {
+		t.Fatal("still released after a renewal")
+	}
+	a.mustOK(EncodeRelease())
+	data := snapshotBytes(t, f)
+	if err := f.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
+		t.Fatal(err)
+	}
+	if f.LeaseReleased() {
+		t.Fatal("released after a snapshot install")
+	}
+	a.mustOK(EncodeRelease())
+	f.Close()
+	g, err := Open(path, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if g.LeaseReleased() {
+		t.Fatal("released after reopening")
+	}
+	if c, err := Decode(EncodeRelease()); err != nil || c.Kind != KindRelease {
+		t.Fatalf("Decode(EncodeRelease()) = %v, %v", c, err)
 	}
 }
