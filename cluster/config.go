@@ -112,6 +112,11 @@ type Config struct {
 	// (default 10240); a follower further behind gets the snapshot.
 	TrailingLogs uint64
 
+	// LeaseHandoff makes planned leadership moves (balancing, graceful
+	// shutdown, transfers) release the lease, so that the new leader serves
+	// without a lease wait (see group.Config.LeaseHandoff).
+	LeaseHandoff bool
+
 	// UnsafeDisableLease is for testing the test harness only: a new leader
 	// serves at once, without waiting out the previous leader's lease, and
 	// keeps serving until raft reports the loss of leadership. It breaks the

@@ -53,6 +53,11 @@ type Config struct {
 	// Lease is how long a renewal lets the allocator serve, and
 	// LeaseMargin what a new leader adds to the longest earlier lease.
 	Lease, LeaseMargin time.Duration
+	// LeaseHandoff makes a planned leadership move hand the lease over: the
+	// leader stops serving, commits a lease release, then transfers, and a
+	// new leader that finds the release as the last lease entry serves
+	// without waiting out a lease (see Group.TransferLeadership and lead).
+	LeaseHandoff bool
 	// UnsafeDisableLease serves without a lease (tests that show why it is
 	// needed only).
 	UnsafeDisableLease bool

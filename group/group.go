@@ -107,6 +107,7 @@ type stats struct {
 	lastFailoverNs atomic.Int64 // became leader → serving, last time
 	lastLeaseWait  atomic.Int64 // the lease wait of the last leadership (see leaseWait)
 	flakeEntries   atomic.Int64 // KindFlake entries this server committed as leader
+	handoffs       atomic.Int64 // leaderships that served without a lease wait
 }
 
 // Open opens the group's stores in cfg.Dir, starts raft on cfg.Transport and
@@ -207,27 +208,72 @@ func (g *Group) IsLeader() bool { return g.raft.State() == raft.Leader }
 
 // TransferLeadership asks raft to hand leadership to server id (any voter
 // when id is empty) and waits for the outcome. It must run on the leader.
-// The lease is not revoked first: a failed transfer leaves this server
-// serving, and a successful one steps it down (revoking the lease) before
-// the new leader can serve, which waits out this server's lease anyway.
 // An id not in the configuration fails with an error wrapping unknown.
+//
+// Without LeaseHandoff the lease is not revoked first: a failed transfer
+// leaves this server serving, and a successful one steps it down (revoking
+// the lease) before the new leader can serve, which waits out this
+// server's lease anyway. With LeaseHandoff, this server stops serving
+// first (Withhold: nothing renews its lease again, not even a renewal
+// committing meanwhile), commits a lease release, and then transfers, so
+// that the new leader may serve at once; if the release or the transfer
+// fails, it serves again through the whole lease procedure (ResumeLead),
+// whose first renewal voids the release for any later leader.
 func (g *Group) TransferLeadership(id string, unknown error) error {
 	if !g.IsLeader() {
 		return seqd.ErrNotLeader
 	}
-	if id == "" {
-		return g.raft.LeadershipTransfer().Error()
-	}
-	cf := g.raft.GetConfiguration()
-	if err := cf.Error(); err != nil {
-		return err
-	}
-	for _, s := range cf.Configuration().Servers {
-		if string(s.ID) == id {
-			return g.raft.LeadershipTransferToServer(s.ID, s.Address).Error()
+	var target *raft.Server
+	if id != "" {
+		cf := g.raft.GetConfiguration()
+		if err := cf.Error(); err != nil {
+			return err
+		}
+		for _, s := range cf.Configuration().Servers {
+			if string(s.ID) == id {
+				target = &s
+			}
+		}
+		if target == nil {
+			return fmt.Errorf("%w: %q", unknown, id)
 		}
 	}
-	return fmt.Errorf("%w: %q", unknown, id)
+	transfer := func() error {
+		if target == nil {
+			return g.raft.LeadershipTransfer().Error()
+		}
+		return g.raft.LeadershipTransferToServer(target.ID, target.Address).Error()
+	}
+	if !g.handoff() {
+		return transfer()
+	}
+	epoch := g.Withhold()
+	err := g.release()
+	if err == nil {
+		err = transfer()
+	}
+	if err != nil {
+		g.ResumeLead(epoch)
+	}
+	return err
+}
+
+// handoff reports whether a planned move releases the lease: LeaseHandoff
+// is set and the group is on a protocol every server of which knows
+// KindRelease.
+func (g *Group) handoff() bool {
+	return g.cfg.LeaseHandoff && g.fsm.Protocol() >= fsm.KindProtocol(fsm.KindRelease)
+}
+
+// release commits a lease release; the caller has stopped serving.
+func (g *Group) release() error {
+	ctx, cancel := context.WithTimeout(context.Background(), applyTimeout)
+	defer cancel()
+	if err := g.apply(ctx, fsm.EncodeRelease()); err != nil {
+		g.log.Warn("releasing the lease before a leadership transfer failed", "err", err)
+		return err
+	}
+	return nil
 }
 
 // Snapshot makes raft take a snapshot of the group's state now (and compact
@@ -324,6 +370,9 @@ func (g *Group) Handover(ctx context.Context) {
 	g.stepDownLead()
 	if !g.hasOtherVoters() {
 		return
+	}
+	if g.handoff() {
+		_ = g.release() // on failure the next leader waits the lease out
 	}
 	f := g.raft.LeadershipTransfer()
 	errc := make(chan error, 1)

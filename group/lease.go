@@ -103,6 +103,17 @@ func (g *Group) stepDownLead() {
 // never cut short by this server's clock; the old leader times its lease by
 // a clock that counts suspension (bootclock), and the margin covers
 // differing clock rates, as before.
+//
+// The handoff (LeaseHandoff): a leader that moves its leadership on purpose
+// first stops serving (Withhold, after which no Grant renews its lease),
+// then commits a release, then transfers (see TransferLeadership). If the
+// last lease entry this server applied after its barrier is a release
+// (fsm.LeaseReleased: no renewal follows it), the leader that wrote it had
+// stopped serving before, and no leader served after it (serving needs a
+// committed renewal, which the barrier would have applied), so no lease is
+// running and this server serves without a wait. Anything else (a crash, a
+// failed transfer, whose resumed leader renews first) leaves a renewal as
+// the last lease entry and the full wait.
 func (g *Group) lead(ctx context.Context, epoch uint64) {
 	gained := time.Now()
 	if !g.host.WaitVouched(ctx) {
@@ -129,8 +140,15 @@ func (g *Group) lead(ctx context.Context, epoch uint64) {
 		<-ctx.Done()
 		return
 	}
-	// 2. Wait out the lease of any earlier leader.
-	if !sleepCtx(ctx, time.Until(g.leaseEnd(gained))) {
+	// 2. Wait out the lease of any earlier leader, unless the last lease
+	// entry is a release (see TransferLeadership): its leader had stopped
+	// serving before it submitted the release, and every later leader
+	// that served renewed after it.
+	if g.cfg.LeaseHandoff && g.fsm.LeaseReleased() {
+		g.stats.lastLeaseWait.Store(0)
+		g.stats.handoffs.Add(1)
+		g.log.Info("the previous leader released its lease: serving without a lease wait", "term", g.raft.CurrentTerm())
+	} else if !sleepCtx(ctx, time.Until(g.leaseEnd(gained))) {
 		return
 	}
 	// 3. The default space, group 0's spaces, and the protocol.
@@ -295,7 +313,7 @@ func (g *Group) ResumeLead(epoch uint64) {
 	g.leadMu.Lock()
 	running := g.leadCancel != nil
 	g.leadMu.Unlock()
-	if running || !g.IsLeader() || g.alloc.Epoch() != epoch {
+	if running || !g.IsLeader() || !g.alloc.Unwithhold(epoch) {
 		return
 	}
 	g.log.Info("the change failed while this server still leads: resuming the lease")

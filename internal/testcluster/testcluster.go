@@ -45,6 +45,8 @@ type Options struct {
 	ClusterSecret []byte
 	// Groups is every node's --groups (0: one group).
 	Groups int
+	// LeaseHandoff is every node's --lease-handoff.
+	LeaseHandoff bool
 }
 
 // Cluster is a set of in-process nodes.
@@ -212,7 +214,7 @@ func (m *Member) start(expect int) error {
 			SnapshotThreshold: m.c.opts.SnapshotThreshold, TrailingLogs: m.c.opts.TrailingLogs,
 			SnapshotInterval: snapshotInterval(m.c.opts.SnapshotThreshold),
 			MinVoters:        m.c.opts.MinVoters, DeadServerGrace: m.c.opts.DeadServerGrace,
-			Groups: m.c.opts.Groups,
+			Groups: m.c.opts.Groups, LeaseHandoff: m.c.opts.LeaseHandoff,
 		},
 		ClusterSecret: m.c.opts.ClusterSecret,
 		Logger:        m.c.log.With("node", m.ID),

@@ -1,0 +1,135 @@
+package cluster_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seqd/seqd"
+	"github.com/seqd/seqd/client"
+	"github.com/seqd/seqd/internal/testcluster"
+)
+
+// moveUnderLoad moves the leadership of a 3-node cluster to another
+// server while callers take values, checks every key's values strictly
+// increase, and returns how long the group served nothing: from the
+// transfer's start to the new leader serving.
+func moveUnderLoad(t *testing.T, c *testcluster.Cluster) (gap time.Duration, newLeader *testcluster.Member) {
+	t.Helper()
+	old := c.WaitServingLeader(failoverWait)
+	cl, err := client.New(c.APIAddrs(), client.Options{RetryFor: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 4 {
+		wg.Go(func() {
+			var last uint64
+			for ctx.Err() == nil {
+				v, err := cl.Next(ctx, seqd.DefaultSpaceName, uint64(w))
+				if err != nil {
+					if ctx.Err() == nil {
+						errs <- err
+					}
+					return
+				}
+				if v[0] <= last {
+					errs <- &orderError{key: uint64(w), v: v[0], last: last}
+					return
+				}
+				last = v[0]
+			}
+		})
+	}
+	time.Sleep(300 * time.Millisecond) // load before the move
+	start := time.Now()
+	if err := old.Node().TransferLeadership(""); err != nil {
+		t.Fatalf("transfer: %v", err)
+	}
+	newLeader = c.WaitServingLeader(failoverWait, old)
+	gap = time.Since(start)
+	time.Sleep(300 * time.Millisecond) // load after the move
+	cancel()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	return gap, newLeader
+}
+
+type orderError struct{ key, v, last uint64 }
+
+func (e *orderError) Error() string {
+	return "key " + itoa(e.key) + ": " + itoa(e.v) + " after " + itoa(e.last)
+}
+
+func itoa(v uint64) string {
+	b := []byte{}
+	for {
+		b = append([]byte{byte('0' + v%10)}, b...)
+		if v /= 10; v == 0 {
+			return string(b)
+		}
+	}
+}
+
+// With --lease-handoff, a planned move releases the lease: the new leader
+// serves without waiting one out (well under the 2s lease here), values
+// keep increasing across the move, and the new leader reports no wait.
+// Without it, the same move waits the lease out.
+func TestLeaseHandoffPlannedMove(t *testing.T) {
+	const lease = 2 * time.Second
+	for _, handoff := range []bool{true, false} {
+		c := testcluster.Start(t, 3, testcluster.Options{Lease: lease, LeaseHandoff: handoff})
+		gap, next := moveUnderLoad(t, c)
+		st := next.Node().Group(0).Status()
+		t.Logf("handoff %v: new leader served %v after the transfer began (lease wait %v)", handoff, gap.Round(time.Millisecond), st.LeaseWait)
+		if handoff && (gap >= lease || st.LeaseWait != 0) {
+			t.Fatalf("with handoff the move took %v (lease wait %v), want under the %v lease and no wait", gap, st.LeaseWait, lease)
+		}
+		if !handoff && st.LeaseWait < lease {
+			t.Fatalf("without handoff the new leader's lease wait was %v, want at least %v", st.LeaseWait, lease)
+		}
+		c.Close()
+	}
+}
+
+// A transfer that fails after the release (its target is cut off) leaves
+// the old leader serving again, through a renewal that voids the release:
+// a leader elected after a crash then waits the lease out in full.
+func TestLeaseHandoffFailedTransferVoidsRelease(t *testing.T) {
+	const lease = 2 * time.Second
+	c := testcluster.Start(t, 3, testcluster.Options{Lease: lease, LeaseHandoff: true})
+	leader := c.WaitServingLeader(failoverWait)
+	var target *testcluster.Member
+	for _, m := range c.Nodes {
+		if m != leader {
+			target = m
+			break
+		}
+	}
+	target.Isolate()
+	if err := leader.Node().TransferLeadership(target.ID); err == nil {
+		t.Fatal("a transfer to a cut-off server succeeded")
+	}
+	target.Heal()
+	deadline := time.Now().Add(failoverWait)
+	for !leader.Node().Group(0).Allocator().Serving() {
+		if time.Now().After(deadline) {
+			t.Fatal("the old leader did not serve again after the failed transfer")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if leader.Node().Group(0).FSM().LeaseReleased() {
+		t.Fatal("the old leader serves again but its release still stands")
+	}
+	leader.Kill()
+	next := c.WaitServingLeader(failoverWait, leader)
+	if w := next.Node().Group(0).Status().LeaseWait; w < lease {
+		t.Fatalf("after a crash following a voided release, the new leader waited %v, want at least the %v lease", w, lease)
+	}
+}
