@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -294,4 +295,63 @@ func (s *Server) LocateKeys(ctx context.Context, req *connect.Request[seqv1.Loca
 		return nil, err
 	}
 	return connect.NewResponse(out), nil
+}
+
+// drainWait bounds a DrainNode call without a deadline.
+const drainWait = 30 * time.Second
+
+// DrainNode implements AdminService.DrainNode: the named server drains
+// itself; another server forwards the call to it once.
+func (s *Server) DrainNode(ctx context.Context, req *connect.Request[seqv1.DrainNodeRequest]) (*connect.Response[seqv1.DrainNodeResponse], error) {
+	id := req.Msg.GetId()
+	if id == "" {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("id is required"))
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, drainWait)
+		defer cancel()
+	}
+	var (
+		resp *connect.Response[seqv1.DrainNodeResponse]
+		err  error
+	)
+	if id == s.node.ID() {
+		var led int
+		led, err = s.node.Drain(ctx, !req.Msg.GetUndo())
+		if errors.Is(err, cluster.ErrDrainIncomplete) {
+			err = fmt.Errorf("%w: %v", context.DeadlineExceeded, err)
+		}
+		resp = connect.NewResponse(&seqv1.DrainNodeResponse{GroupsLed: uint32(led)})
+	} else {
+		addr := ""
+		for _, m := range s.node.Members() {
+			if m.ID == id && m.Alive {
+				addr = m.APIAddr
+			}
+		}
+		switch {
+		case req.Header().Get(seqd.HeaderForwarded) != "":
+			err = seqd.ErrNotLeader // forwarded to a server that is not the one named
+		case addr == "":
+			err = fmt.Errorf("%w: no live server %q in gossip", cluster.ErrUnknownServer, id)
+		default:
+			freq := connect.NewRequest(req.Msg)
+			freq.Header().Set(seqd.HeaderForwarded, s.node.ID())
+			if a := req.Header().Get("Authorization"); a != "" {
+				freq.Header().Set("Authorization", a)
+			}
+			resp, err = s.peer(addr).admin.DrainNode(ctx, freq)
+			if err != nil && !connect.IsWireError(err) && ctx.Err() == nil {
+				s.log.Warn("forwarding a drain failed", "id", id, "addr", addr, "err", err)
+				err = fmt.Errorf("%w: server %s unreachable", seqd.ErrNotServing, id)
+			}
+		}
+	}
+	if err != nil {
+		err = s.toConnect(err)
+		s.logCall(seqv1connect.AdminServiceDrainNodeProcedure, err)
+		return nil, err
+	}
+	return resp, nil
 }

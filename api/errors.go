@@ -38,7 +38,11 @@ func (s *Server) toConnect(err error) error {
 	}
 	out := connect.NewError(code, errors.New(msg))
 	if code == connect.CodeUnavailable {
-		s.addLeaderHint(out)
+		group := 0
+		if ge := (*groupError)(nil); errors.As(err, &ge) {
+			group = ge.group
+		}
+		s.addLeaderHint(out, group)
 	}
 	return out
 }
@@ -78,8 +82,9 @@ func classify(err error) (connect.Code, string) {
 	return connect.CodeInternal, ""
 }
 
-func (s *Server) addLeaderHint(e *connect.Error) {
-	id, addr := s.node.Leader()
+// addLeaderHint names the leader of group on e.
+func (s *Server) addLeaderHint(e *connect.Error, group int) {
+	id, addr := s.node.GroupLeader(group)
 	if id != "" {
 		e.Meta().Set(seqd.HeaderLeaderID, id)
 	}

@@ -69,7 +69,7 @@ func (s *Server) splitKeys(space string, keys []uint64) ([]share, error) {
 // the keys' order and the headers to answer with.
 func keysCall(s *Server, ctx context.Context, hdr http.Header, space string, keys []uint64,
 	local func(ctx context.Context, group int, keys []uint64) ([]uint64, error),
-	remote func(ctx context.Context, p *peer, h http.Header, keys []uint64) ([]uint64, error),
+	remote func(ctx context.Context, p *peer, h http.Header, keys []uint64) ([]uint64, http.Header, error),
 ) ([]uint64, http.Header, error) {
 	shares, err := s.splitKeys(space, keys)
 	if err != nil {
@@ -78,9 +78,11 @@ func keysCall(s *Server, ctx context.Context, hdr http.Header, space string, key
 	vals := make([]uint64, len(keys))
 	out := http.Header{}
 	run := func(ctx context.Context, sh share) error {
-		got, leader, err := s.onGroup(ctx, hdr, sh.group,
+		got, leader, fwd, term, err := s.onGroup(ctx, hdr, sh.group,
 			func(ctx context.Context) ([]uint64, error) { return local(ctx, sh.group, sh.keys) },
-			func(ctx context.Context, p *peer, h http.Header) ([]uint64, error) { return remote(ctx, p, h, sh.keys) })
+			func(ctx context.Context, p *peer, h http.Header) ([]uint64, http.Header, error) {
+				return remote(ctx, p, h, sh.keys)
+			})
 		if err != nil {
 			return &groupError{group: sh.group, err: err}
 		}
@@ -90,8 +92,19 @@ func keysCall(s *Server, ctx context.Context, hdr http.Header, space string, key
 		for i, p := range sh.pos {
 			vals[p] = got[i]
 		}
-		if len(shares) == 1 && leader != "" {
-			out.Set(seqd.HeaderLeader, leader)
+		if len(shares) == 1 {
+			if leader != "" {
+				// The leader's own answer headers, and where it is.
+				out.Set(seqd.HeaderLeader, leader)
+				for _, h := range []string{seqd.HeaderGroup, seqd.HeaderRoutingVersion} {
+					if v := fwd.Get(h); v != "" {
+						out.Set(h, v)
+					}
+				}
+			} else {
+				s.setAnswerHeaders(out)
+				s.setGroupHeader(out, sh.group, term)
+			}
 		}
 		return nil
 	}
@@ -115,16 +128,16 @@ func keysCall(s *Server, ctx context.Context, hdr http.Header, space string, key
 	if err != nil {
 		return nil, nil, err
 	}
-	s.setAnswerHeaders(out)
-	if len(shares) == 1 {
-		s.setGroupHeader(out, shares[0].group)
+	if len(shares) > 1 {
+		s.setAnswerHeaders(out)
 	}
 	return vals, out, nil
 }
 
-// setGroupHeader sets HeaderGroup for an answer of group g.
-func (s *Server) setGroupHeader(h http.Header, g int) {
-	h.Set(seqd.HeaderGroup, strconv.Itoa(g)+" "+strconv.FormatUint(s.node.Group(g).Raft().CurrentTerm(), 10))
+// setGroupHeader sets HeaderGroup for an answer this server served as
+// group g's leader in term.
+func (s *Server) setGroupHeader(h http.Header, g int, term uint64) {
+	h.Set(seqd.HeaderGroup, strconv.Itoa(g)+" "+strconv.FormatUint(term, 10))
 }
 
 // firstError returns the first error that is not a cancellation caused by
@@ -146,22 +159,26 @@ func firstError(errs []error) error {
 }
 
 // onGroup runs one group's share here if this server leads the group, or
-// forwards it once to the group's leader. It returns the leader's address
-// when it forwarded.
+// forwards it once to the group's leader. It returns, when it forwarded,
+// the leader's address and answer headers, and when it served, the term it
+// served in.
 func (s *Server) onGroup(ctx context.Context, hdr http.Header, group int,
 	local func(context.Context) ([]uint64, error),
-	remote func(context.Context, *peer, http.Header) ([]uint64, error),
-) ([]uint64, string, error) {
-	if s.node.Group(group).IsLeader() {
-		v, err := local(ctx)
-		return v, "", err
+	remote func(context.Context, *peer, http.Header) ([]uint64, http.Header, error),
+) (vals []uint64, leader string, fwd http.Header, term uint64, err error) {
+	if g := s.node.Group(group); g.IsLeader() {
+		// The term read before serving: if leadership changed since, the
+		// answer claims an older term, which a client never prefers.
+		term = g.Raft().CurrentTerm()
+		vals, err = local(ctx)
+		return vals, "", nil, term, err
 	}
 	id, addr := s.node.GroupLeader(group)
 	if hdr.Get(seqd.HeaderForwarded) != "" || id == "" || addr == "" || id == s.node.ID() {
 		if id == "" {
-			return nil, "", seqd.ErrNoLeader
+			return nil, "", nil, 0, seqd.ErrNoLeader
 		}
-		return nil, "", seqd.ErrNotLeader
+		return nil, "", nil, 0, seqd.ErrNotLeader
 	}
 	fctx := ctx
 	if _, ok := ctx.Deadline(); !ok {
@@ -174,16 +191,16 @@ func (s *Server) onGroup(ctx context.Context, hdr http.Header, group int,
 	if a := hdr.Get("Authorization"); a != "" {
 		h.Set("Authorization", a) // the caller's token, already checked here
 	}
-	v, err := remote(fctx, s.peer(addr), h)
+	v, rh, err := remote(fctx, s.peer(addr), h)
 	if err != nil {
 		if connect.IsWireError(err) {
-			return nil, "", err // the leader's own answer
+			return nil, "", nil, 0, err // the leader's own answer
 		}
 		if ctx.Err() != nil {
-			return nil, "", ctx.Err()
+			return nil, "", nil, 0, ctx.Err()
 		}
 		s.log.Warn("forwarding to a group's leader failed", "group", group, "leader", id, "addr", addr, "err", err)
-		return nil, "", fmt.Errorf("%w: group %d's leader %s unreachable", seqd.ErrNotLeader, group, id)
+		return nil, "", nil, 0, fmt.Errorf("%w: group %d's leader %s unreachable", seqd.ErrNotLeader, group, id)
 	}
-	return v, addr, nil
+	return v, addr, rh, 0, nil
 }

@@ -46,14 +46,14 @@ func (s *Server) Next(ctx context.Context, req *connect.Request[seqv1.NextReques
 			func(ctx context.Context, g int, keys []uint64) ([]uint64, error) {
 				return s.node.Group(g).Allocator().Next(ctx, space, keys)
 			},
-			func(ctx context.Context, p *peer, h http.Header, keys []uint64) ([]uint64, error) {
+			func(ctx context.Context, p *peer, h http.Header, keys []uint64) ([]uint64, http.Header, error) {
 				r := connect.NewRequest(&seqv1.NextRequest{Space: req.Msg.GetSpace(), Keys: keys})
 				copyHeader(r.Header(), h)
 				resp, err := p.seq.Next(ctx, r)
 				if err != nil {
-					return nil, err
+					return nil, nil, err
 				}
-				return resp.Msg.GetValues(), nil
+				return resp.Msg.GetValues(), resp.Header(), nil
 			},
 			func(vals []uint64) *seqv1.NextResponse { return &seqv1.NextResponse{Values: vals} })
 	}
@@ -87,14 +87,14 @@ func (s *Server) Reserve(ctx context.Context, req *connect.Request[seqv1.Reserve
 				first, err := s.node.Group(g).Allocator().Reserve(ctx, space, key, uint64(count))
 				return []uint64{first}, err
 			},
-			func(ctx context.Context, p *peer, h http.Header, _ []uint64) ([]uint64, error) {
+			func(ctx context.Context, p *peer, h http.Header, _ []uint64) ([]uint64, http.Header, error) {
 				r := connect.NewRequest(req.Msg)
 				copyHeader(r.Header(), h)
 				resp, err := p.seq.Reserve(ctx, r)
 				if err != nil {
-					return nil, err
+					return nil, nil, err
 				}
-				return []uint64{resp.Msg.GetFirst()}, nil
+				return []uint64{resp.Msg.GetFirst()}, resp.Header(), nil
 			},
 			func(vals []uint64) *seqv1.ReserveResponse {
 				return &seqv1.ReserveResponse{First: vals[0], Count: count}
@@ -127,14 +127,14 @@ func (s *Server) Current(ctx context.Context, req *connect.Request[seqv1.Current
 			func(ctx context.Context, g int, keys []uint64) ([]uint64, error) {
 				return s.node.Group(g).Allocator().Current(ctx, space, keys)
 			},
-			func(ctx context.Context, p *peer, h http.Header, keys []uint64) ([]uint64, error) {
+			func(ctx context.Context, p *peer, h http.Header, keys []uint64) ([]uint64, http.Header, error) {
 				r := connect.NewRequest(&seqv1.CurrentRequest{Space: req.Msg.GetSpace(), Keys: keys})
 				copyHeader(r.Header(), h)
 				resp, err := p.seq.Current(ctx, r)
 				if err != nil {
-					return nil, err
+					return nil, nil, err
 				}
-				return resp.Msg.GetValues(), nil
+				return resp.Msg.GetValues(), resp.Header(), nil
 			},
 			func(vals []uint64) *seqv1.CurrentResponse { return &seqv1.CurrentResponse{Values: vals} })
 	}
@@ -155,7 +155,7 @@ func (s *Server) Current(ctx context.Context, req *connect.Request[seqv1.Current
 // groups.go).
 func grouped[Req, Resp any](s *Server, ctx context.Context, req *connect.Request[Req], procedure, space string, keys []uint64,
 	local func(ctx context.Context, group int, keys []uint64) ([]uint64, error),
-	remote func(ctx context.Context, p *peer, h http.Header, keys []uint64) ([]uint64, error),
+	remote func(ctx context.Context, p *peer, h http.Header, keys []uint64) ([]uint64, http.Header, error),
 	msg func([]uint64) *Resp,
 ) (*connect.Response[Resp], error) {
 	vals, hdr, err := keysCall(s, ctx, req.Header(), space, keys, local, remote)

@@ -33,3 +33,17 @@ func (c *Client) LocateKeys(ctx context.Context, space string, keys ...uint64) (
 	}
 	return resp.GetGroups(), nil
 }
+
+// DrainNode makes server id hand every raft group it leads to other voters
+// (undo: lead again). It returns how many groups the server still leads;
+// ctx bounds the wait (the server gives up at its own bound, 30s, too).
+func (c *Client) DrainNode(ctx context.Context, id string, undo bool) (int, error) {
+	resp, err := call(c, ctx, func(ctx context.Context, n *node) (*seqv1.DrainNodeResponse, error) {
+		r, err := n.admin.DrainNode(ctx, connect.NewRequest(&seqv1.DrainNodeRequest{Id: id, Undo: undo}))
+		return msg(r, err)
+	})
+	if err != nil {
+		return 0, err
+	}
+	return int(resp.GetGroupsLed()), nil
+}

@@ -40,6 +40,9 @@ type Meta struct {
 	// Groups is how many raft groups the server runs (absent, so 0, for
 	// servers of builds without groups: one).
 	Groups int `json:"g,omitempty"`
+	// Drained is true while the server is drained (see Node.Drain): it is
+	// nobody's preferred leader.
+	Drained bool `json:"d,omitempty"`
 }
 
 // groups is how many raft groups a member runs.
@@ -143,6 +146,7 @@ func (g *gossip) NodeMeta(limit int) []byte {
 	if len(g.n.groups) > 1 {
 		m.Groups = len(g.n.groups)
 	}
+	m.Drained = g.n.drained.Load()
 	if g.n.transport != nil {
 		m.RaftAddr = string(g.n.transport.LocalAddr())
 	}

@@ -260,3 +260,77 @@ func TestGroupsLeaseIndependence(t *testing.T) {
 	}
 	old.CutGroupTraffic(cut, false)
 }
+
+// Draining a server moves every group it leads to the other servers, and
+// none comes back while it stays drained; undoing the drain balances the
+// leaders again. With the lease handoff, each move leaves its group
+// without a serving leader for far less than a lease.
+func TestGroupsDrainMovesEveryGroup(t *testing.T) {
+	const groups = 6
+	const lease = 2 * time.Second
+	c := testcluster.Start(t, 3, testcluster.Options{Groups: groups, LeaseHandoff: true, Lease: lease})
+	waitBalanced(t, c, 60*time.Second)
+	cl, err := client.New(c.APIAddrs()[1:], client.Options{}) // not through the drained node
+	if err != nil {
+		t.Fatal(err)
+	}
+	drained := c.Nodes[0]
+	// Watch every group's serving leader while the drain runs.
+	stop := make(chan struct{})
+	worst := make([]time.Duration, groups)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		since := make([]time.Time, groups)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			now := time.Now()
+			for g, m := range c.GroupLeaders() {
+				if m != nil {
+					if !since[g].IsZero() {
+						worst[g] = max(worst[g], now.Sub(since[g]))
+					}
+					since[g] = time.Time{}
+				} else if since[g].IsZero() {
+					since[g] = now
+				}
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	led, err := cl.DrainNode(ctx, drained.ID, false)
+	close(stop)
+	<-watched
+	if err != nil || led != 0 {
+		t.Fatalf("drain: %d groups still led, %v", led, err)
+	}
+	var longest time.Duration
+	for _, w := range worst {
+		longest = max(longest, w)
+	}
+	t.Logf("drain moved 2 groups; the longest a group went without a serving leader: %v (lease %v)", longest.Round(time.Millisecond), lease)
+	if longest >= lease {
+		t.Fatalf("a group went %v without a serving leader during a drain with the handoff, want under the %v lease", longest, lease)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if n := c.LeadCountsOf(drained); n != 0 {
+			t.Fatalf("the drained server leads %d groups again", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := cl.DrainNode(ctx, "nosuch", false); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Fatalf("drain of an unknown server: %v, want not_found", err)
+	}
+	if _, err := cl.DrainNode(ctx, drained.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	took := waitBalanced(t, c, 60*time.Second)
+	t.Logf("balanced again %v after the drain was undone", took.Round(time.Millisecond))
+}

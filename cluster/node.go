@@ -76,6 +76,7 @@ type Node struct {
 	balancing    bool                 // a transfer is in flight
 	lastBalance  time.Time            // when the last one ended
 	balanceRetry map[int]time.Time    // per group: no new try before
+	drained      atomic.Bool          // see Drain
 
 	closeOnce sync.Once
 	closeErr  error

@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -41,11 +43,11 @@ const (
 )
 
 // preferredLeader returns the preferred leader of group i among conf's
-// voters ("" if none).
-func preferredLeader(i int, conf raft.Configuration) string {
+// voters that are not drained ("" if none).
+func preferredLeader(i int, conf raft.Configuration, drained func(id string) bool) string {
 	var voters []string
 	for _, s := range conf.Servers {
-		if s.Suffrage == raft.Voter {
+		if s.Suffrage == raft.Voter && !drained(string(s.ID)) {
 			voters = append(voters, string(s.ID))
 		}
 	}
@@ -137,8 +139,67 @@ func (n *Node) groupCaughtUp(i int, id string) bool {
 	return err == nil && term == r.CurrentTerm() && applied+promoteLag >= r.CommitIndex()
 }
 
+// isDrained reports whether server id is drained, as gossip (or, for this
+// server, its own flag) says.
+func (n *Node) isDrained(id string) bool {
+	if id == n.cfg.ID {
+		return n.drained.Load()
+	}
+	if n.gossip == nil {
+		return false
+	}
+	m, ok := n.gossip.member(id)
+	return ok && m.Drained
+}
+
+// ErrDrainIncomplete means a drain ended with groups still led here.
+var ErrDrainIncomplete = errors.New("drain incomplete: groups are still led by this server")
+
+// Drain makes this server hand every group it leads to another voter and
+// stop being preferred for any (on), or preferred again (off). A drained
+// server that becomes a group's leader again (after failures) hands it on
+// once it serves. Drain lasts until it is turned off or the process
+// restarts. With on, it waits until no group is led here or ctx ends
+// (ErrDrainIncomplete), and returns how many groups were still led here.
+func (n *Node) Drain(ctx context.Context, on bool) (int, error) {
+	if n.drained.Swap(on) != on && n.gossip != nil {
+		n.gossip.refreshMeta()
+	}
+	if !on {
+		n.log.Info("drain ended: this server may lead groups again")
+		return n.ledHere(), nil
+	}
+	n.log.Info("draining: handing over every group this server leads")
+	for {
+		led := n.ledHere()
+		if led == 0 {
+			return 0, nil
+		}
+		n.balance()
+		select {
+		case <-ctx.Done():
+			return led, fmt.Errorf("%w (%d)", ErrDrainIncomplete, led)
+		case <-n.closing:
+			return led, errClosing
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// ledHere counts the groups this server leads.
+func (n *Node) ledHere() int {
+	led := 0
+	for _, g := range n.groups {
+		if g.IsLeader() {
+			led++
+		}
+	}
+	return led
+}
+
 // balance moves at most one group this server leads to its preferred
-// leader (see above).
+// leader (see above); a drained server moves any group it leads and
+// serves, without waiting for the target to be alive for balanceStable.
 func (n *Node) balance() {
 	now := time.Now()
 	n.memMu.Lock()
@@ -149,9 +210,10 @@ func (n *Node) balance() {
 			n.aliveSince[m.ID] = now
 		}
 	}
-	busy := n.balancing || now.Sub(n.lastBalance) < balanceGap
+	drained := n.drained.Load()
+	busy := n.balancing || (!drained && now.Sub(n.lastBalance) < balanceGap)
 	n.memMu.Unlock()
-	if busy || len(n.groups) == 1 || !n.Vouched() {
+	if busy || (len(n.groups) == 1 && !drained) || !n.Vouched() {
 		return
 	}
 	for i, g := range n.groups {
@@ -162,7 +224,7 @@ func (n *Node) balance() {
 		if cf.Error() != nil {
 			continue
 		}
-		pref := preferredLeader(i, cf.Configuration())
+		pref := preferredLeader(i, cf.Configuration(), n.isDrained)
 		if pref == "" || pref == n.cfg.ID {
 			continue
 		}
@@ -170,7 +232,8 @@ func (n *Node) balance() {
 		since, alive := n.aliveSince[pref]
 		retryOK := now.After(n.balanceRetry[i])
 		n.memMu.Unlock()
-		if !alive || now.Sub(since) < balanceStable || !retryOK || !n.groupCaughtUp(i, pref) {
+		stable := alive && (drained || now.Sub(since) >= balanceStable)
+		if !stable || !retryOK || !n.groupCaughtUp(i, pref) {
 			continue
 		}
 		n.memMu.Lock()

@@ -88,6 +88,8 @@ type LocalStatus struct {
 	SectionsHeld int
 	// FlakeEntries counts the flake entries this node committed as leader.
 	FlakeEntries int64
+	// Drained is true while the node is drained (see Node.Drain).
+	Drained bool
 	// Groups describes every raft group the node runs; the fields above
 	// describe group 0, except ValuesTaken, KeysHeld and SectionsHeld,
 	// which count over all groups.
@@ -128,6 +130,7 @@ func (n *Node) Status() LocalStatus {
 		st.GossipAddr = n.gossipAddr
 	}
 	st.RoutingVersion = n.RoutingVersion()
+	st.Drained = n.drained.Load()
 	st.ValuesTaken, st.KeysHeld, st.SectionsHeld = 0, 0, 0
 	for i, gr := range n.groups {
 		gs := gr.Status()
@@ -140,7 +143,7 @@ func (n *Node) Status() LocalStatus {
 					row.Voters = append(row.Voters, string(s.ID))
 				}
 			}
-			row.Preferred = preferredLeader(i, *gs.Configuration)
+			row.Preferred = preferredLeader(i, *gs.Configuration, n.isDrained)
 		}
 		st.Groups = append(st.Groups, row)
 		st.ValuesTaken += gs.ValuesTaken

@@ -335,8 +335,11 @@ func printGroups(st *seqv1.ClusterStatusResponse) error {
 }
 
 func cmdNode(args []string) error {
+	if len(args) > 0 && args[0] == "drain" {
+		return cmdNodeDrain(args[1:])
+	}
 	if len(args) == 0 || args[0] != "remove" {
-		return cli.Usagef("node needs a subcommand: remove ID")
+		return cli.Usagef("node needs a subcommand: remove ID, or drain ID")
 	}
 	fs := cli.NewFlagSet("node remove", "seqd node remove ID",
 		"Removes server ID from the raft configuration. It stops voting, and the leader never adds it\n"+
@@ -394,6 +397,37 @@ func cmdHealth(args []string) error {
 	fmt.Println(st)
 	if st != healthv1.HealthCheckResponse_SERVING {
 		return fmt.Errorf("%s is %s", strings.TrimSpace(strings.Split(*cf.addr, ",")[0]), st)
+	}
+	return nil
+}
+
+func cmdNodeDrain(args []string) error {
+	fs := cli.NewFlagSet("node drain", "seqd node drain [--undo] ID",
+		"Makes server ID hand every raft group it leads to other voters and stop being preferred for\n"+
+			"any, and waits until it leads none (at most --timeout). Drain before maintenance;\n"+
+			"it lasts until --undo or until the server restarts. Exits 1 if groups are still led there.")
+	undo := fs.Bool("undo", false, "end the drain: the server may lead groups again")
+	cf := addClientFlags(fs)
+	ops, err := cli.ParseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(ops) != 1 || ops[0] == "" {
+		return cli.Usagef("node drain takes one ID")
+	}
+	c, ctx, cancel, err := cf.dial()
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	led, err := c.DrainNode(ctx, ops[0], *undo)
+	if err != nil {
+		return cli.CallError(err)
+	}
+	if *undo {
+		fmt.Printf("%s undrained (leads %d groups)\n", ops[0], led)
+	} else {
+		fmt.Printf("%s drained: leads no group\n", ops[0])
 	}
 	return nil
 }

@@ -9,6 +9,7 @@
 //	seqd id next|decode|namespace|workers  flake ids
 //	seqd status                         the cluster's nodes, leader and term
 //	seqd node remove ID                 remove a server from the raft configuration
+//	seqd node drain [--undo] ID         move every raft group ID leads to other servers
 //
 // Exit status: 0 on success, 1 when the call or the server fails, 2 for a
 // malformed command line.
@@ -39,6 +40,7 @@ Usage:
   seqd status                                show nodes, leader, term and lease
   seqd bench [flags]                         deprecated: use seqbench (the same flags)
   seqd node remove ID                        remove a server from the raft configuration
+  seqd node drain [--undo] ID                move every raft group ID leads to other servers
   seqd backup FILE                           save the cluster's high-water marks to FILE
   seqd restore --margin N [flags] FILE       build a new cluster's first node from a backup
   seqd health [--addr A]                     exit 0 if the node is SERVING (gRPC health)

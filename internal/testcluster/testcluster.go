@@ -525,3 +525,14 @@ func (c *Cluster) LeadCounts() (map[string]int, bool) {
 	}
 	return counts, all
 }
+
+// LeadCountsOf returns how many groups m leads and serves.
+func (c *Cluster) LeadCountsOf(m *Member) int {
+	n := 0
+	for _, l := range c.GroupLeaders() {
+		if l == m {
+			n++
+		}
+	}
+	return n
+}

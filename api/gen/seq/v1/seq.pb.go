@@ -600,6 +600,103 @@ func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
 	return file_seq_v1_seq_proto_rawDescGZIP(), []int{11}
 }
 
+type DrainNodeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Undo          bool                   `protobuf:"varint,2,opt,name=undo,proto3" json:"undo,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainNodeRequest) Reset() {
+	*x = DrainNodeRequest{}
+	mi := &file_seq_v1_seq_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainNodeRequest) ProtoMessage() {}
+
+func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_seq_v1_seq_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
+func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *DrainNodeRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *DrainNodeRequest) GetUndo() bool {
+	if x != nil {
+		return x.Undo
+	}
+	return false
+}
+
+type DrainNodeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// groups_led is how many groups the server still leads.
+	GroupsLed     uint32 `protobuf:"varint,1,opt,name=groups_led,json=groupsLed,proto3" json:"groups_led,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainNodeResponse) Reset() {
+	*x = DrainNodeResponse{}
+	mi := &file_seq_v1_seq_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainNodeResponse) ProtoMessage() {}
+
+func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_seq_v1_seq_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainNodeResponse.ProtoReflect.Descriptor instead.
+func (*DrainNodeResponse) Descriptor() ([]byte, []int) {
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *DrainNodeResponse) GetGroupsLed() uint32 {
+	if x != nil {
+		return x.GroupsLed
+	}
+	return 0
+}
+
 type Space struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -613,7 +710,7 @@ type Space struct {
 
 func (x *Space) Reset() {
 	*x = Space{}
-	mi := &file_seq_v1_seq_proto_msgTypes[12]
+	mi := &file_seq_v1_seq_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -625,7 +722,7 @@ func (x *Space) String() string {
 func (*Space) ProtoMessage() {}
 
 func (x *Space) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[12]
+	mi := &file_seq_v1_seq_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -638,7 +735,7 @@ func (x *Space) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Space.ProtoReflect.Descriptor instead.
 func (*Space) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{12}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Space) GetName() string {
@@ -675,7 +772,7 @@ type CreateSpaceRequest struct {
 
 func (x *CreateSpaceRequest) Reset() {
 	*x = CreateSpaceRequest{}
-	mi := &file_seq_v1_seq_proto_msgTypes[13]
+	mi := &file_seq_v1_seq_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -687,7 +784,7 @@ func (x *CreateSpaceRequest) String() string {
 func (*CreateSpaceRequest) ProtoMessage() {}
 
 func (x *CreateSpaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[13]
+	mi := &file_seq_v1_seq_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -700,7 +797,7 @@ func (x *CreateSpaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSpaceRequest.ProtoReflect.Descriptor instead.
 func (*CreateSpaceRequest) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{13}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CreateSpaceRequest) GetName() string {
@@ -734,7 +831,7 @@ type CreateSpaceResponse struct {
 
 func (x *CreateSpaceResponse) Reset() {
 	*x = CreateSpaceResponse{}
-	mi := &file_seq_v1_seq_proto_msgTypes[14]
+	mi := &file_seq_v1_seq_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -746,7 +843,7 @@ func (x *CreateSpaceResponse) String() string {
 func (*CreateSpaceResponse) ProtoMessage() {}
 
 func (x *CreateSpaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[14]
+	mi := &file_seq_v1_seq_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -759,7 +856,7 @@ func (x *CreateSpaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSpaceResponse.ProtoReflect.Descriptor instead.
 func (*CreateSpaceResponse) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{14}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CreateSpaceResponse) GetSpace() *Space {
@@ -784,7 +881,7 @@ type ListSpacesRequest struct {
 
 func (x *ListSpacesRequest) Reset() {
 	*x = ListSpacesRequest{}
-	mi := &file_seq_v1_seq_proto_msgTypes[15]
+	mi := &file_seq_v1_seq_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -796,7 +893,7 @@ func (x *ListSpacesRequest) String() string {
 func (*ListSpacesRequest) ProtoMessage() {}
 
 func (x *ListSpacesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[15]
+	mi := &file_seq_v1_seq_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -809,7 +906,7 @@ func (x *ListSpacesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSpacesRequest.ProtoReflect.Descriptor instead.
 func (*ListSpacesRequest) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{15}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{17}
 }
 
 type ListSpacesResponse struct {
@@ -821,7 +918,7 @@ type ListSpacesResponse struct {
 
 func (x *ListSpacesResponse) Reset() {
 	*x = ListSpacesResponse{}
-	mi := &file_seq_v1_seq_proto_msgTypes[16]
+	mi := &file_seq_v1_seq_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -833,7 +930,7 @@ func (x *ListSpacesResponse) String() string {
 func (*ListSpacesResponse) ProtoMessage() {}
 
 func (x *ListSpacesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[16]
+	mi := &file_seq_v1_seq_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -846,7 +943,7 @@ func (x *ListSpacesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSpacesResponse.ProtoReflect.Descriptor instead.
 func (*ListSpacesResponse) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{16}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListSpacesResponse) GetSpaces() []*Space {
@@ -864,7 +961,7 @@ type ClusterStatusRequest struct {
 
 func (x *ClusterStatusRequest) Reset() {
 	*x = ClusterStatusRequest{}
-	mi := &file_seq_v1_seq_proto_msgTypes[17]
+	mi := &file_seq_v1_seq_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -876,7 +973,7 @@ func (x *ClusterStatusRequest) String() string {
 func (*ClusterStatusRequest) ProtoMessage() {}
 
 func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[17]
+	mi := &file_seq_v1_seq_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -889,7 +986,7 @@ func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*ClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{17}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{19}
 }
 
 type Node struct {
@@ -942,7 +1039,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_seq_v1_seq_proto_msgTypes[18]
+	mi := &file_seq_v1_seq_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -954,7 +1051,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[18]
+	mi := &file_seq_v1_seq_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -967,7 +1064,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{18}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Node) GetId() string {
@@ -1112,7 +1209,7 @@ type GroupState struct {
 
 func (x *GroupState) Reset() {
 	*x = GroupState{}
-	mi := &file_seq_v1_seq_proto_msgTypes[19]
+	mi := &file_seq_v1_seq_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1124,7 +1221,7 @@ func (x *GroupState) String() string {
 func (*GroupState) ProtoMessage() {}
 
 func (x *GroupState) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[19]
+	mi := &file_seq_v1_seq_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1137,7 +1234,7 @@ func (x *GroupState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupState.ProtoReflect.Descriptor instead.
 func (*GroupState) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{19}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GroupState) GetGroup() uint32 {
@@ -1200,7 +1297,7 @@ type GroupRoute struct {
 
 func (x *GroupRoute) Reset() {
 	*x = GroupRoute{}
-	mi := &file_seq_v1_seq_proto_msgTypes[20]
+	mi := &file_seq_v1_seq_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1212,7 +1309,7 @@ func (x *GroupRoute) String() string {
 func (*GroupRoute) ProtoMessage() {}
 
 func (x *GroupRoute) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[20]
+	mi := &file_seq_v1_seq_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1225,7 +1322,7 @@ func (x *GroupRoute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRoute.ProtoReflect.Descriptor instead.
 func (*GroupRoute) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{20}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GroupRoute) GetGroup() uint32 {
@@ -1324,7 +1421,7 @@ type ClusterStatusResponse struct {
 
 func (x *ClusterStatusResponse) Reset() {
 	*x = ClusterStatusResponse{}
-	mi := &file_seq_v1_seq_proto_msgTypes[21]
+	mi := &file_seq_v1_seq_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1336,7 +1433,7 @@ func (x *ClusterStatusResponse) String() string {
 func (*ClusterStatusResponse) ProtoMessage() {}
 
 func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[21]
+	mi := &file_seq_v1_seq_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1349,7 +1446,7 @@ func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{21}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ClusterStatusResponse) GetLeaderId() string {
@@ -1462,7 +1559,13 @@ const file_seq_v1_seq_proto_rawDesc = "" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"#\n" +
 	"\x11RemoveNodeRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x14\n" +
-	"\x12RemoveNodeResponse\"R\n" +
+	"\x12RemoveNodeResponse\"6\n" +
+	"\x10DrainNodeRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04undo\x18\x02 \x01(\bR\x04undo\"2\n" +
+	"\x11DrainNodeResponse\x12\x1d\n" +
+	"\n" +
+	"groups_led\x18\x01 \x01(\rR\tgroupsLed\"R\n" +
 	"\x05Space\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04step\x18\x02 \x01(\x04R\x04step\x12!\n" +
@@ -1539,7 +1642,7 @@ const file_seq_v1_seq_proto_rawDesc = "" +
 	"\x0fSequenceService\x121\n" +
 	"\x04Next\x12\x13.seq.v1.NextRequest\x1a\x14.seq.v1.NextResponse\x12:\n" +
 	"\aReserve\x12\x16.seq.v1.ReserveRequest\x1a\x17.seq.v1.ReserveResponse\x12?\n" +
-	"\aCurrent\x12\x16.seq.v1.CurrentRequest\x1a\x17.seq.v1.CurrentResponse\"\x03\x90\x02\x012\x82\x06\n" +
+	"\aCurrent\x12\x16.seq.v1.CurrentRequest\x1a\x17.seq.v1.CurrentResponse\"\x03\x90\x02\x012\xc4\x06\n" +
 	"\fAdminService\x12F\n" +
 	"\vCreateSpace\x12\x1a.seq.v1.CreateSpaceRequest\x1a\x1b.seq.v1.CreateSpaceResponse\x12H\n" +
 	"\n" +
@@ -1550,7 +1653,8 @@ const file_seq_v1_seq_proto_rawDesc = "" +
 	"\rReclaimWorker\x12\x1c.seq.v1.ReclaimWorkerRequest\x1a\x1d.seq.v1.ReclaimWorkerResponse\x12Q\n" +
 	"\rClusterStatus\x12\x1c.seq.v1.ClusterStatusRequest\x1a\x1d.seq.v1.ClusterStatusResponse\"\x03\x90\x02\x01\x12C\n" +
 	"\n" +
-	"RemoveNode\x12\x19.seq.v1.RemoveNodeRequest\x1a\x1a.seq.v1.RemoveNodeResponse\x129\n" +
+	"RemoveNode\x12\x19.seq.v1.RemoveNodeRequest\x1a\x1a.seq.v1.RemoveNodeResponse\x12@\n" +
+	"\tDrainNode\x12\x18.seq.v1.DrainNodeRequest\x1a\x19.seq.v1.DrainNodeResponse\x129\n" +
 	"\x06Backup\x12\x15.seq.v1.BackupRequest\x1a\x16.seq.v1.BackupResponse0\x01\x12H\n" +
 	"\n" +
 	"LocateKeys\x12\x19.seq.v1.LocateKeysRequest\x1a\x1a.seq.v1.LocateKeysResponse\"\x03\x90\x02\x01B+Z)github.com/seqd/seqd/api/gen/seq/v1;seqv1b\x06proto3"
@@ -1567,7 +1671,7 @@ func file_seq_v1_seq_proto_rawDescGZIP() []byte {
 	return file_seq_v1_seq_proto_rawDescData
 }
 
-var file_seq_v1_seq_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_seq_v1_seq_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_seq_v1_seq_proto_goTypes = []any{
 	(*NextRequest)(nil),             // 0: seq.v1.NextRequest
 	(*NextResponse)(nil),            // 1: seq.v1.NextResponse
@@ -1581,62 +1685,66 @@ var file_seq_v1_seq_proto_goTypes = []any{
 	(*BackupResponse)(nil),          // 9: seq.v1.BackupResponse
 	(*RemoveNodeRequest)(nil),       // 10: seq.v1.RemoveNodeRequest
 	(*RemoveNodeResponse)(nil),      // 11: seq.v1.RemoveNodeResponse
-	(*Space)(nil),                   // 12: seq.v1.Space
-	(*CreateSpaceRequest)(nil),      // 13: seq.v1.CreateSpaceRequest
-	(*CreateSpaceResponse)(nil),     // 14: seq.v1.CreateSpaceResponse
-	(*ListSpacesRequest)(nil),       // 15: seq.v1.ListSpacesRequest
-	(*ListSpacesResponse)(nil),      // 16: seq.v1.ListSpacesResponse
-	(*ClusterStatusRequest)(nil),    // 17: seq.v1.ClusterStatusRequest
-	(*Node)(nil),                    // 18: seq.v1.Node
-	(*GroupState)(nil),              // 19: seq.v1.GroupState
-	(*GroupRoute)(nil),              // 20: seq.v1.GroupRoute
-	(*ClusterStatusResponse)(nil),   // 21: seq.v1.ClusterStatusResponse
-	(*durationpb.Duration)(nil),     // 22: google.protobuf.Duration
-	(*CreateNamespaceRequest)(nil),  // 23: seq.v1.CreateNamespaceRequest
-	(*ListNamespacesRequest)(nil),   // 24: seq.v1.ListNamespacesRequest
-	(*ListWorkersRequest)(nil),      // 25: seq.v1.ListWorkersRequest
-	(*ReclaimWorkerRequest)(nil),    // 26: seq.v1.ReclaimWorkerRequest
-	(*CreateNamespaceResponse)(nil), // 27: seq.v1.CreateNamespaceResponse
-	(*ListNamespacesResponse)(nil),  // 28: seq.v1.ListNamespacesResponse
-	(*ListWorkersResponse)(nil),     // 29: seq.v1.ListWorkersResponse
-	(*ReclaimWorkerResponse)(nil),   // 30: seq.v1.ReclaimWorkerResponse
+	(*DrainNodeRequest)(nil),        // 12: seq.v1.DrainNodeRequest
+	(*DrainNodeResponse)(nil),       // 13: seq.v1.DrainNodeResponse
+	(*Space)(nil),                   // 14: seq.v1.Space
+	(*CreateSpaceRequest)(nil),      // 15: seq.v1.CreateSpaceRequest
+	(*CreateSpaceResponse)(nil),     // 16: seq.v1.CreateSpaceResponse
+	(*ListSpacesRequest)(nil),       // 17: seq.v1.ListSpacesRequest
+	(*ListSpacesResponse)(nil),      // 18: seq.v1.ListSpacesResponse
+	(*ClusterStatusRequest)(nil),    // 19: seq.v1.ClusterStatusRequest
+	(*Node)(nil),                    // 20: seq.v1.Node
+	(*GroupState)(nil),              // 21: seq.v1.GroupState
+	(*GroupRoute)(nil),              // 22: seq.v1.GroupRoute
+	(*ClusterStatusResponse)(nil),   // 23: seq.v1.ClusterStatusResponse
+	(*durationpb.Duration)(nil),     // 24: google.protobuf.Duration
+	(*CreateNamespaceRequest)(nil),  // 25: seq.v1.CreateNamespaceRequest
+	(*ListNamespacesRequest)(nil),   // 26: seq.v1.ListNamespacesRequest
+	(*ListWorkersRequest)(nil),      // 27: seq.v1.ListWorkersRequest
+	(*ReclaimWorkerRequest)(nil),    // 28: seq.v1.ReclaimWorkerRequest
+	(*CreateNamespaceResponse)(nil), // 29: seq.v1.CreateNamespaceResponse
+	(*ListNamespacesResponse)(nil),  // 30: seq.v1.ListNamespacesResponse
+	(*ListWorkersResponse)(nil),     // 31: seq.v1.ListWorkersResponse
+	(*ReclaimWorkerResponse)(nil),   // 32: seq.v1.ReclaimWorkerResponse
 }
 var file_seq_v1_seq_proto_depIdxs = []int32{
-	12, // 0: seq.v1.CreateSpaceResponse.space:type_name -> seq.v1.Space
-	12, // 1: seq.v1.ListSpacesResponse.spaces:type_name -> seq.v1.Space
-	22, // 2: seq.v1.Node.last_contact:type_name -> google.protobuf.Duration
-	19, // 3: seq.v1.Node.groups:type_name -> seq.v1.GroupState
-	18, // 4: seq.v1.ClusterStatusResponse.nodes:type_name -> seq.v1.Node
-	20, // 5: seq.v1.ClusterStatusResponse.groups:type_name -> seq.v1.GroupRoute
-	12, // 6: seq.v1.ClusterStatusResponse.spaces:type_name -> seq.v1.Space
+	14, // 0: seq.v1.CreateSpaceResponse.space:type_name -> seq.v1.Space
+	14, // 1: seq.v1.ListSpacesResponse.spaces:type_name -> seq.v1.Space
+	24, // 2: seq.v1.Node.last_contact:type_name -> google.protobuf.Duration
+	21, // 3: seq.v1.Node.groups:type_name -> seq.v1.GroupState
+	20, // 4: seq.v1.ClusterStatusResponse.nodes:type_name -> seq.v1.Node
+	22, // 5: seq.v1.ClusterStatusResponse.groups:type_name -> seq.v1.GroupRoute
+	14, // 6: seq.v1.ClusterStatusResponse.spaces:type_name -> seq.v1.Space
 	0,  // 7: seq.v1.SequenceService.Next:input_type -> seq.v1.NextRequest
 	2,  // 8: seq.v1.SequenceService.Reserve:input_type -> seq.v1.ReserveRequest
 	4,  // 9: seq.v1.SequenceService.Current:input_type -> seq.v1.CurrentRequest
-	13, // 10: seq.v1.AdminService.CreateSpace:input_type -> seq.v1.CreateSpaceRequest
-	15, // 11: seq.v1.AdminService.ListSpaces:input_type -> seq.v1.ListSpacesRequest
-	23, // 12: seq.v1.AdminService.CreateNamespace:input_type -> seq.v1.CreateNamespaceRequest
-	24, // 13: seq.v1.AdminService.ListNamespaces:input_type -> seq.v1.ListNamespacesRequest
-	25, // 14: seq.v1.AdminService.ListWorkers:input_type -> seq.v1.ListWorkersRequest
-	26, // 15: seq.v1.AdminService.ReclaimWorker:input_type -> seq.v1.ReclaimWorkerRequest
-	17, // 16: seq.v1.AdminService.ClusterStatus:input_type -> seq.v1.ClusterStatusRequest
+	15, // 10: seq.v1.AdminService.CreateSpace:input_type -> seq.v1.CreateSpaceRequest
+	17, // 11: seq.v1.AdminService.ListSpaces:input_type -> seq.v1.ListSpacesRequest
+	25, // 12: seq.v1.AdminService.CreateNamespace:input_type -> seq.v1.CreateNamespaceRequest
+	26, // 13: seq.v1.AdminService.ListNamespaces:input_type -> seq.v1.ListNamespacesRequest
+	27, // 14: seq.v1.AdminService.ListWorkers:input_type -> seq.v1.ListWorkersRequest
+	28, // 15: seq.v1.AdminService.ReclaimWorker:input_type -> seq.v1.ReclaimWorkerRequest
+	19, // 16: seq.v1.AdminService.ClusterStatus:input_type -> seq.v1.ClusterStatusRequest
 	10, // 17: seq.v1.AdminService.RemoveNode:input_type -> seq.v1.RemoveNodeRequest
-	8,  // 18: seq.v1.AdminService.Backup:input_type -> seq.v1.BackupRequest
-	6,  // 19: seq.v1.AdminService.LocateKeys:input_type -> seq.v1.LocateKeysRequest
-	1,  // 20: seq.v1.SequenceService.Next:output_type -> seq.v1.NextResponse
-	3,  // 21: seq.v1.SequenceService.Reserve:output_type -> seq.v1.ReserveResponse
-	5,  // 22: seq.v1.SequenceService.Current:output_type -> seq.v1.CurrentResponse
-	14, // 23: seq.v1.AdminService.CreateSpace:output_type -> seq.v1.CreateSpaceResponse
-	16, // 24: seq.v1.AdminService.ListSpaces:output_type -> seq.v1.ListSpacesResponse
-	27, // 25: seq.v1.AdminService.CreateNamespace:output_type -> seq.v1.CreateNamespaceResponse
-	28, // 26: seq.v1.AdminService.ListNamespaces:output_type -> seq.v1.ListNamespacesResponse
-	29, // 27: seq.v1.AdminService.ListWorkers:output_type -> seq.v1.ListWorkersResponse
-	30, // 28: seq.v1.AdminService.ReclaimWorker:output_type -> seq.v1.ReclaimWorkerResponse
-	21, // 29: seq.v1.AdminService.ClusterStatus:output_type -> seq.v1.ClusterStatusResponse
-	11, // 30: seq.v1.AdminService.RemoveNode:output_type -> seq.v1.RemoveNodeResponse
-	9,  // 31: seq.v1.AdminService.Backup:output_type -> seq.v1.BackupResponse
-	7,  // 32: seq.v1.AdminService.LocateKeys:output_type -> seq.v1.LocateKeysResponse
-	20, // [20:33] is the sub-list for method output_type
-	7,  // [7:20] is the sub-list for method input_type
+	12, // 18: seq.v1.AdminService.DrainNode:input_type -> seq.v1.DrainNodeRequest
+	8,  // 19: seq.v1.AdminService.Backup:input_type -> seq.v1.BackupRequest
+	6,  // 20: seq.v1.AdminService.LocateKeys:input_type -> seq.v1.LocateKeysRequest
+	1,  // 21: seq.v1.SequenceService.Next:output_type -> seq.v1.NextResponse
+	3,  // 22: seq.v1.SequenceService.Reserve:output_type -> seq.v1.ReserveResponse
+	5,  // 23: seq.v1.SequenceService.Current:output_type -> seq.v1.CurrentResponse
+	16, // 24: seq.v1.AdminService.CreateSpace:output_type -> seq.v1.CreateSpaceResponse
+	18, // 25: seq.v1.AdminService.ListSpaces:output_type -> seq.v1.ListSpacesResponse
+	29, // 26: seq.v1.AdminService.CreateNamespace:output_type -> seq.v1.CreateNamespaceResponse
+	30, // 27: seq.v1.AdminService.ListNamespaces:output_type -> seq.v1.ListNamespacesResponse
+	31, // 28: seq.v1.AdminService.ListWorkers:output_type -> seq.v1.ListWorkersResponse
+	32, // 29: seq.v1.AdminService.ReclaimWorker:output_type -> seq.v1.ReclaimWorkerResponse
+	23, // 30: seq.v1.AdminService.ClusterStatus:output_type -> seq.v1.ClusterStatusResponse
+	11, // 31: seq.v1.AdminService.RemoveNode:output_type -> seq.v1.RemoveNodeResponse
+	13, // 32: seq.v1.AdminService.DrainNode:output_type -> seq.v1.DrainNodeResponse
+	9,  // 33: seq.v1.AdminService.Backup:output_type -> seq.v1.BackupResponse
+	7,  // 34: seq.v1.AdminService.LocateKeys:output_type -> seq.v1.LocateKeysResponse
+	21, // [21:35] is the sub-list for method output_type
+	7,  // [7:21] is the sub-list for method input_type
 	7,  // [7:7] is the sub-list for extension type_name
 	7,  // [7:7] is the sub-list for extension extendee
 	0,  // [0:7] is the sub-list for field type_name
@@ -1654,7 +1762,7 @@ func file_seq_v1_seq_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_seq_v1_seq_proto_rawDesc), len(file_seq_v1_seq_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -68,6 +68,8 @@ const (
 	AdminServiceClusterStatusProcedure = "/seq.v1.AdminService/ClusterStatus"
 	// AdminServiceRemoveNodeProcedure is the fully-qualified name of the AdminService's RemoveNode RPC.
 	AdminServiceRemoveNodeProcedure = "/seq.v1.AdminService/RemoveNode"
+	// AdminServiceDrainNodeProcedure is the fully-qualified name of the AdminService's DrainNode RPC.
+	AdminServiceDrainNodeProcedure = "/seq.v1.AdminService/DrainNode"
 	// AdminServiceBackupProcedure is the fully-qualified name of the AdminService's Backup RPC.
 	AdminServiceBackupProcedure = "/seq.v1.AdminService/Backup"
 	// AdminServiceLocateKeysProcedure is the fully-qualified name of the AdminService's LocateKeys RPC.
@@ -232,6 +234,12 @@ type AdminServiceClient interface {
 	// and is never added back unless its data directory is wiped). Unknown id:
 	// not_found; removing the last voter: failed_precondition.
 	RemoveNode(context.Context, *connect.Request[v1.RemoveNodeRequest]) (*connect.Response[v1.RemoveNodeResponse], error)
+	// DrainNode makes a server hand every raft group it leads to other
+	// voters and stop being preferred for any (undo: preferred again). It
+	// answers once the server leads no group, or fails (deadline_exceeded)
+	// if groups are still led there when the call's deadline ends. A drain
+	// lasts until it is undone or the server restarts.
+	DrainNode(context.Context, *connect.Request[v1.DrainNodeRequest]) (*connect.Response[v1.DrainNodeResponse], error)
 	// Backup streams a consistent copy of the replicated state (every space
 	// and high-water mark) from the leader. `seqd restore` builds a new cluster
 	// from it, raising every mark by a margin. A node that is not the serving
@@ -305,6 +313,12 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(adminServiceMethods.ByName("RemoveNode")),
 			connect.WithClientOptions(opts...),
 		),
+		drainNode: connect.NewClient[v1.DrainNodeRequest, v1.DrainNodeResponse](
+			httpClient,
+			baseURL+AdminServiceDrainNodeProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("DrainNode")),
+			connect.WithClientOptions(opts...),
+		),
 		backup: connect.NewClient[v1.BackupRequest, v1.BackupResponse](
 			httpClient,
 			baseURL+AdminServiceBackupProcedure,
@@ -331,6 +345,7 @@ type adminServiceClient struct {
 	reclaimWorker   *connect.Client[v1.ReclaimWorkerRequest, v1.ReclaimWorkerResponse]
 	clusterStatus   *connect.Client[v1.ClusterStatusRequest, v1.ClusterStatusResponse]
 	removeNode      *connect.Client[v1.RemoveNodeRequest, v1.RemoveNodeResponse]
+	drainNode       *connect.Client[v1.DrainNodeRequest, v1.DrainNodeResponse]
 	backup          *connect.Client[v1.BackupRequest, v1.BackupResponse]
 	locateKeys      *connect.Client[v1.LocateKeysRequest, v1.LocateKeysResponse]
 }
@@ -375,6 +390,11 @@ func (c *adminServiceClient) RemoveNode(ctx context.Context, req *connect.Reques
 	return c.removeNode.CallUnary(ctx, req)
 }
 
+// DrainNode calls seq.v1.AdminService.DrainNode.
+func (c *adminServiceClient) DrainNode(ctx context.Context, req *connect.Request[v1.DrainNodeRequest]) (*connect.Response[v1.DrainNodeResponse], error) {
+	return c.drainNode.CallUnary(ctx, req)
+}
+
 // Backup calls seq.v1.AdminService.Backup.
 func (c *adminServiceClient) Backup(ctx context.Context, req *connect.Request[v1.BackupRequest]) (*connect.ServerStreamForClient[v1.BackupResponse], error) {
 	return c.backup.CallServerStream(ctx, req)
@@ -409,6 +429,12 @@ type AdminServiceHandler interface {
 	// and is never added back unless its data directory is wiped). Unknown id:
 	// not_found; removing the last voter: failed_precondition.
 	RemoveNode(context.Context, *connect.Request[v1.RemoveNodeRequest]) (*connect.Response[v1.RemoveNodeResponse], error)
+	// DrainNode makes a server hand every raft group it leads to other
+	// voters and stop being preferred for any (undo: preferred again). It
+	// answers once the server leads no group, or fails (deadline_exceeded)
+	// if groups are still led there when the call's deadline ends. A drain
+	// lasts until it is undone or the server restarts.
+	DrainNode(context.Context, *connect.Request[v1.DrainNodeRequest]) (*connect.Response[v1.DrainNodeResponse], error)
 	// Backup streams a consistent copy of the replicated state (every space
 	// and high-water mark) from the leader. `seqd restore` builds a new cluster
 	// from it, raising every mark by a margin. A node that is not the serving
@@ -478,6 +504,12 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(adminServiceMethods.ByName("RemoveNode")),
 		connect.WithHandlerOptions(opts...),
 	)
+	adminServiceDrainNodeHandler := connect.NewUnaryHandler(
+		AdminServiceDrainNodeProcedure,
+		svc.DrainNode,
+		connect.WithSchema(adminServiceMethods.ByName("DrainNode")),
+		connect.WithHandlerOptions(opts...),
+	)
 	adminServiceBackupHandler := connect.NewServerStreamHandler(
 		AdminServiceBackupProcedure,
 		svc.Backup,
@@ -509,6 +541,8 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 			adminServiceClusterStatusHandler.ServeHTTP(w, r)
 		case AdminServiceRemoveNodeProcedure:
 			adminServiceRemoveNodeHandler.ServeHTTP(w, r)
+		case AdminServiceDrainNodeProcedure:
+			adminServiceDrainNodeHandler.ServeHTTP(w, r)
 		case AdminServiceBackupProcedure:
 			adminServiceBackupHandler.ServeHTTP(w, r)
 		case AdminServiceLocateKeysProcedure:
@@ -552,6 +586,10 @@ func (UnimplementedAdminServiceHandler) ClusterStatus(context.Context, *connect.
 
 func (UnimplementedAdminServiceHandler) RemoveNode(context.Context, *connect.Request[v1.RemoveNodeRequest]) (*connect.Response[v1.RemoveNodeResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("seq.v1.AdminService.RemoveNode is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) DrainNode(context.Context, *connect.Request[v1.DrainNodeRequest]) (*connect.Response[v1.DrainNodeResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("seq.v1.AdminService.DrainNode is not implemented"))
 }
 
 func (UnimplementedAdminServiceHandler) Backup(context.Context, *connect.Request[v1.BackupRequest], *connect.ServerStream[v1.BackupResponse]) error {

@@ -20,7 +20,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file seq/v1/seq.proto.
  */
 export const file_seq_v1_seq: GenFile = /*@__PURE__*/
-  fileDesc("ChBzZXEvdjEvc2VxLnByb3RvEgZzZXEudjEiKgoLTmV4dFJlcXVlc3QSDQoFc3BhY2UYASABKAkSDAoEa2V5cxgCIAMoBCIeCgxOZXh0UmVzcG9uc2USDgoGdmFsdWVzGAEgAygEIjsKDlJlc2VydmVSZXF1ZXN0Eg0KBXNwYWNlGAEgASgJEgsKA2tleRgCIAEoBBINCgVjb3VudBgDIAEoDSIvCg9SZXNlcnZlUmVzcG9uc2USDQoFZmlyc3QYASABKAQSDQoFY291bnQYAiABKA0iLQoOQ3VycmVudFJlcXVlc3QSDQoFc3BhY2UYASABKAkSDAoEa2V5cxgCIAMoBCIhCg9DdXJyZW50UmVzcG9uc2USDgoGdmFsdWVzGAEgAygEIjAKEUxvY2F0ZUtleXNSZXF1ZXN0Eg0KBXNwYWNlGAEgASgJEgwKBGtleXMYAiADKAQiMwoSTG9jYXRlS2V5c1Jlc3BvbnNlEg4KBmdyb3VwcxgBIAMoDRINCgVzbG90cxgCIAMoDSIPCg1CYWNrdXBSZXF1ZXN0Ih4KDkJhY2t1cFJlc3BvbnNlEgwKBGRhdGEYASABKAwiHwoRUmVtb3ZlTm9kZVJlcXVlc3QSCgoCaWQYASABKAkiFAoSUmVtb3ZlTm9kZVJlc3BvbnNlIjkKBVNwYWNlEgwKBG5hbWUYASABKAkSDAoEc3RlcBgCIAEoBBIUCgxzZWN0aW9uX3NpemUYAyABKAQiRgoSQ3JlYXRlU3BhY2VSZXF1ZXN0EgwKBG5hbWUYASABKAkSDAoEc3RlcBgCIAEoBBIUCgxzZWN0aW9uX3NpemUYAyABKAQiRAoTQ3JlYXRlU3BhY2VSZXNwb25zZRIcCgVzcGFjZRgBIAEoCzINLnNlcS52MS5TcGFjZRIPCgdjcmVhdGVkGAIgASgIIhMKEUxpc3RTcGFjZXNSZXF1ZXN0IjMKEkxpc3RTcGFjZXNSZXNwb25zZRIdCgZzcGFjZXMYASADKAsyDS5zZXEudjEuU3BhY2UiFgoUQ2x1c3RlclN0YXR1c1JlcXVlc3QikQMKBE5vZGUSCgoCaWQYASABKAkSEAoIYXBpX2FkZHIYAiABKAkSEQoJcmFmdF9hZGRyGAMgASgJEhMKC2dvc3NpcF9hZGRyGAQgASgJEhIKCnJhZnRfc3RhdGUYBSABKAkSDQoFdm90ZXIYBiABKAgSLwoMbGFzdF9jb250YWN0GAcgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEgwKBHRlcm0YCCABKAQSFQoNYXBwbGllZF9pbmRleBgJIAEoBBIPCgdzZXJ2aW5nGAogASgIEhgKEGluX2NvbmZpZ3VyYXRpb24YCyABKAgSFwoPc2Vlbl93aXRoX3N0YXRlGAwgASgIEhYKDnJlY29yZGVkX2luZGV4GA0gASgEEhIKCmNsdXN0ZXJfaWQYDiABKAkSEAoIcHJvdG9jb2wYDyABKAQSEQoJcmFmdF9vcGVuGBAgASgIEhEKCWRpc2tfZnVsbBgRIAEoCBIiCgZncm91cHMYEiADKAsyEi5zZXEudjEuR3JvdXBTdGF0ZSJlCgpHcm91cFN0YXRlEg0KBWdyb3VwGAEgASgNEhIKCnJhZnRfc3RhdGUYAiABKAkSDAoEdGVybRgDIAEoBBIVCg1hcHBsaWVkX2luZGV4GAQgASgEEg8KB3NlcnZpbmcYBSABKAgitgEKCkdyb3VwUm91dGUSDQoFZ3JvdXAYASABKA0SEQoJbGVhZGVyX2lkGAIgASgJEhcKD2xlYWRlcl9hcGlfYWRkchgDIAEoCRIMCgR0ZXJtGAQgASgEEg8KB3NlcnZpbmcYBSABKAgSDgoGdm90ZXJzGAYgAygJEhIKCmZpcnN0X3Nsb3QYByABKA0SEAoIZW5kX3Nsb3QYCCABKA0SGAoQcHJlZmVycmVkX2xlYWRlchgJIAEoCSKVAgoVQ2x1c3RlclN0YXR1c1Jlc3BvbnNlEhEKCWxlYWRlcl9pZBgBIAEoCRIMCgR0ZXJtGAIgASgEEhsKBW5vZGVzGAMgAygLMgwuc2VxLnYxLk5vZGUSFwoPbGVhZGVyX2FwaV9hZGRyGAQgASgJEg8KB25vZGVfaWQYBSABKAkSDwoHdmVyc2lvbhgGIAEoBBISCgpjbHVzdGVyX2lkGAcgASgJEiIKBmdyb3VwcxgIIAMoCzISLnNlcS52MS5Hcm91cFJvdXRlEhIKCnNsb3RfY291bnQYCSABKA0SGAoQc2xvdF9tYXBfdmVyc2lvbhgKIAEoBBIdCgZzcGFjZXMYCyADKAsyDS5zZXEudjEuU3BhY2UywQEKD1NlcXVlbmNlU2VydmljZRIxCgROZXh0EhMuc2VxLnYxLk5leHRSZXF1ZXN0GhQuc2VxLnYxLk5leHRSZXNwb25zZRI6CgdSZXNlcnZlEhYuc2VxLnYxLlJlc2VydmVSZXF1ZXN0Ghcuc2VxLnYxLlJlc2VydmVSZXNwb25zZRI/CgdDdXJyZW50EhYuc2VxLnYxLkN1cnJlbnRSZXF1ZXN0Ghcuc2VxLnYxLkN1cnJlbnRSZXNwb25zZSIDkAIBMoIGCgxBZG1pblNlcnZpY2USRgoLQ3JlYXRlU3BhY2USGi5zZXEudjEuQ3JlYXRlU3BhY2VSZXF1ZXN0Ghsuc2VxLnYxLkNyZWF0ZVNwYWNlUmVzcG9uc2USSAoKTGlzdFNwYWNlcxIZLnNlcS52MS5MaXN0U3BhY2VzUmVxdWVzdBoaLnNlcS52MS5MaXN0U3BhY2VzUmVzcG9uc2UiA5ACARJSCg9DcmVhdGVOYW1lc3BhY2USHi5zZXEudjEuQ3JlYXRlTmFtZXNwYWNlUmVxdWVzdBofLnNlcS52MS5DcmVhdGVOYW1lc3BhY2VSZXNwb25zZRJUCg5MaXN0TmFtZXNwYWNlcxIdLnNlcS52MS5MaXN0TmFtZXNwYWNlc1JlcXVlc3QaHi5zZXEudjEuTGlzdE5hbWVzcGFjZXNSZXNwb25zZSIDkAIBEksKC0xpc3RXb3JrZXJzEhouc2VxLnYxLkxpc3RXb3JrZXJzUmVxdWVzdBobLnNlcS52MS5MaXN0V29ya2Vyc1Jlc3BvbnNlIgOQAgESTAoNUmVjbGFpbVdvcmtlchIcLnNlcS52MS5SZWNsYWltV29ya2VyUmVxdWVzdBodLnNlcS52MS5SZWNsYWltV29ya2VyUmVzcG9uc2USUQoNQ2x1c3RlclN0YXR1cxIcLnNlcS52MS5DbHVzdGVyU3RhdHVzUmVxdWVzdBodLnNlcS52MS5DbHVzdGVyU3RhdHVzUmVzcG9uc2UiA5ACARJDCgpSZW1vdmVOb2RlEhkuc2VxLnYxLlJlbW92ZU5vZGVSZXF1ZXN0Ghouc2VxLnYxLlJlbW92ZU5vZGVSZXNwb25zZRI5CgZCYWNrdXASFS5zZXEudjEuQmFja3VwUmVxdWVzdBoWLnNlcS52MS5CYWNrdXBSZXNwb25zZTABEkgKCkxvY2F0ZUtleXMSGS5zZXEudjEuTG9jYXRlS2V5c1JlcXVlc3QaGi5zZXEudjEuTG9jYXRlS2V5c1Jlc3BvbnNlIgOQAgFCK1opZ2l0aHViLmNvbS9zZXFkL3NlcWQvYXBpL2dlbi9zZXEvdjE7c2VxdjFiBnByb3RvMw", [file_google_protobuf_duration, file_seq_v1_id]);
+  fileDesc("ChBzZXEvdjEvc2VxLnByb3RvEgZzZXEudjEiKgoLTmV4dFJlcXVlc3QSDQoFc3BhY2UYASABKAkSDAoEa2V5cxgCIAMoBCIeCgxOZXh0UmVzcG9uc2USDgoGdmFsdWVzGAEgAygEIjsKDlJlc2VydmVSZXF1ZXN0Eg0KBXNwYWNlGAEgASgJEgsKA2tleRgCIAEoBBINCgVjb3VudBgDIAEoDSIvCg9SZXNlcnZlUmVzcG9uc2USDQoFZmlyc3QYASABKAQSDQoFY291bnQYAiABKA0iLQoOQ3VycmVudFJlcXVlc3QSDQoFc3BhY2UYASABKAkSDAoEa2V5cxgCIAMoBCIhCg9DdXJyZW50UmVzcG9uc2USDgoGdmFsdWVzGAEgAygEIjAKEUxvY2F0ZUtleXNSZXF1ZXN0Eg0KBXNwYWNlGAEgASgJEgwKBGtleXMYAiADKAQiMwoSTG9jYXRlS2V5c1Jlc3BvbnNlEg4KBmdyb3VwcxgBIAMoDRINCgVzbG90cxgCIAMoDSIPCg1CYWNrdXBSZXF1ZXN0Ih4KDkJhY2t1cFJlc3BvbnNlEgwKBGRhdGEYASABKAwiHwoRUmVtb3ZlTm9kZVJlcXVlc3QSCgoCaWQYASABKAkiFAoSUmVtb3ZlTm9kZVJlc3BvbnNlIiwKEERyYWluTm9kZVJlcXVlc3QSCgoCaWQYASABKAkSDAoEdW5kbxgCIAEoCCInChFEcmFpbk5vZGVSZXNwb25zZRISCgpncm91cHNfbGVkGAEgASgNIjkKBVNwYWNlEgwKBG5hbWUYASABKAkSDAoEc3RlcBgCIAEoBBIUCgxzZWN0aW9uX3NpemUYAyABKAQiRgoSQ3JlYXRlU3BhY2VSZXF1ZXN0EgwKBG5hbWUYASABKAkSDAoEc3RlcBgCIAEoBBIUCgxzZWN0aW9uX3NpemUYAyABKAQiRAoTQ3JlYXRlU3BhY2VSZXNwb25zZRIcCgVzcGFjZRgBIAEoCzINLnNlcS52MS5TcGFjZRIPCgdjcmVhdGVkGAIgASgIIhMKEUxpc3RTcGFjZXNSZXF1ZXN0IjMKEkxpc3RTcGFjZXNSZXNwb25zZRIdCgZzcGFjZXMYASADKAsyDS5zZXEudjEuU3BhY2UiFgoUQ2x1c3RlclN0YXR1c1JlcXVlc3QikQMKBE5vZGUSCgoCaWQYASABKAkSEAoIYXBpX2FkZHIYAiABKAkSEQoJcmFmdF9hZGRyGAMgASgJEhMKC2dvc3NpcF9hZGRyGAQgASgJEhIKCnJhZnRfc3RhdGUYBSABKAkSDQoFdm90ZXIYBiABKAgSLwoMbGFzdF9jb250YWN0GAcgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEgwKBHRlcm0YCCABKAQSFQoNYXBwbGllZF9pbmRleBgJIAEoBBIPCgdzZXJ2aW5nGAogASgIEhgKEGluX2NvbmZpZ3VyYXRpb24YCyABKAgSFwoPc2Vlbl93aXRoX3N0YXRlGAwgASgIEhYKDnJlY29yZGVkX2luZGV4GA0gASgEEhIKCmNsdXN0ZXJfaWQYDiABKAkSEAoIcHJvdG9jb2wYDyABKAQSEQoJcmFmdF9vcGVuGBAgASgIEhEKCWRpc2tfZnVsbBgRIAEoCBIiCgZncm91cHMYEiADKAsyEi5zZXEudjEuR3JvdXBTdGF0ZSJlCgpHcm91cFN0YXRlEg0KBWdyb3VwGAEgASgNEhIKCnJhZnRfc3RhdGUYAiABKAkSDAoEdGVybRgDIAEoBBIVCg1hcHBsaWVkX2luZGV4GAQgASgEEg8KB3NlcnZpbmcYBSABKAgitgEKCkdyb3VwUm91dGUSDQoFZ3JvdXAYASABKA0SEQoJbGVhZGVyX2lkGAIgASgJEhcKD2xlYWRlcl9hcGlfYWRkchgDIAEoCRIMCgR0ZXJtGAQgASgEEg8KB3NlcnZpbmcYBSABKAgSDgoGdm90ZXJzGAYgAygJEhIKCmZpcnN0X3Nsb3QYByABKA0SEAoIZW5kX3Nsb3QYCCABKA0SGAoQcHJlZmVycmVkX2xlYWRlchgJIAEoCSKVAgoVQ2x1c3RlclN0YXR1c1Jlc3BvbnNlEhEKCWxlYWRlcl9pZBgBIAEoCRIMCgR0ZXJtGAIgASgEEhsKBW5vZGVzGAMgAygLMgwuc2VxLnYxLk5vZGUSFwoPbGVhZGVyX2FwaV9hZGRyGAQgASgJEg8KB25vZGVfaWQYBSABKAkSDwoHdmVyc2lvbhgGIAEoBBISCgpjbHVzdGVyX2lkGAcgASgJEiIKBmdyb3VwcxgIIAMoCzISLnNlcS52MS5Hcm91cFJvdXRlEhIKCnNsb3RfY291bnQYCSABKA0SGAoQc2xvdF9tYXBfdmVyc2lvbhgKIAEoBBIdCgZzcGFjZXMYCyADKAsyDS5zZXEudjEuU3BhY2UywQEKD1NlcXVlbmNlU2VydmljZRIxCgROZXh0EhMuc2VxLnYxLk5leHRSZXF1ZXN0GhQuc2VxLnYxLk5leHRSZXNwb25zZRI6CgdSZXNlcnZlEhYuc2VxLnYxLlJlc2VydmVSZXF1ZXN0Ghcuc2VxLnYxLlJlc2VydmVSZXNwb25zZRI/CgdDdXJyZW50EhYuc2VxLnYxLkN1cnJlbnRSZXF1ZXN0Ghcuc2VxLnYxLkN1cnJlbnRSZXNwb25zZSIDkAIBMsQGCgxBZG1pblNlcnZpY2USRgoLQ3JlYXRlU3BhY2USGi5zZXEudjEuQ3JlYXRlU3BhY2VSZXF1ZXN0Ghsuc2VxLnYxLkNyZWF0ZVNwYWNlUmVzcG9uc2USSAoKTGlzdFNwYWNlcxIZLnNlcS52MS5MaXN0U3BhY2VzUmVxdWVzdBoaLnNlcS52MS5MaXN0U3BhY2VzUmVzcG9uc2UiA5ACARJSCg9DcmVhdGVOYW1lc3BhY2USHi5zZXEudjEuQ3JlYXRlTmFtZXNwYWNlUmVxdWVzdBofLnNlcS52MS5DcmVhdGVOYW1lc3BhY2VSZXNwb25zZRJUCg5MaXN0TmFtZXNwYWNlcxIdLnNlcS52MS5MaXN0TmFtZXNwYWNlc1JlcXVlc3QaHi5zZXEudjEuTGlzdE5hbWVzcGFjZXNSZXNwb25zZSIDkAIBEksKC0xpc3RXb3JrZXJzEhouc2VxLnYxLkxpc3RXb3JrZXJzUmVxdWVzdBobLnNlcS52MS5MaXN0V29ya2Vyc1Jlc3BvbnNlIgOQAgESTAoNUmVjbGFpbVdvcmtlchIcLnNlcS52MS5SZWNsYWltV29ya2VyUmVxdWVzdBodLnNlcS52MS5SZWNsYWltV29ya2VyUmVzcG9uc2USUQoNQ2x1c3RlclN0YXR1cxIcLnNlcS52MS5DbHVzdGVyU3RhdHVzUmVxdWVzdBodLnNlcS52MS5DbHVzdGVyU3RhdHVzUmVzcG9uc2UiA5ACARJDCgpSZW1vdmVOb2RlEhkuc2VxLnYxLlJlbW92ZU5vZGVSZXF1ZXN0Ghouc2VxLnYxLlJlbW92ZU5vZGVSZXNwb25zZRJACglEcmFpbk5vZGUSGC5zZXEudjEuRHJhaW5Ob2RlUmVxdWVzdBoZLnNlcS52MS5EcmFpbk5vZGVSZXNwb25zZRI5CgZCYWNrdXASFS5zZXEudjEuQmFja3VwUmVxdWVzdBoWLnNlcS52MS5CYWNrdXBSZXNwb25zZTABEkgKCkxvY2F0ZUtleXMSGS5zZXEudjEuTG9jYXRlS2V5c1JlcXVlc3QaGi5zZXEudjEuTG9jYXRlS2V5c1Jlc3BvbnNlIgOQAgFCK1opZ2l0aHViLmNvbS9zZXFkL3NlcWQvYXBpL2dlbi9zZXEvdjE7c2VxdjFiBnByb3RvMw", [file_google_protobuf_duration, file_seq_v1_id]);
 
 /**
  * @generated from message seq.v1.NextRequest
@@ -262,6 +262,47 @@ export const RemoveNodeResponseSchema: GenMessage<RemoveNodeResponse> = /*@__PUR
   messageDesc(file_seq_v1_seq, 11);
 
 /**
+ * @generated from message seq.v1.DrainNodeRequest
+ */
+export type DrainNodeRequest = Message<"seq.v1.DrainNodeRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: bool undo = 2;
+   */
+  undo: boolean;
+};
+
+/**
+ * Describes the message seq.v1.DrainNodeRequest.
+ * Use `create(DrainNodeRequestSchema)` to create a new message.
+ */
+export const DrainNodeRequestSchema: GenMessage<DrainNodeRequest> = /*@__PURE__*/
+  messageDesc(file_seq_v1_seq, 12);
+
+/**
+ * @generated from message seq.v1.DrainNodeResponse
+ */
+export type DrainNodeResponse = Message<"seq.v1.DrainNodeResponse"> & {
+  /**
+   * groups_led is how many groups the server still leads.
+   *
+   * @generated from field: uint32 groups_led = 1;
+   */
+  groupsLed: number;
+};
+
+/**
+ * Describes the message seq.v1.DrainNodeResponse.
+ * Use `create(DrainNodeResponseSchema)` to create a new message.
+ */
+export const DrainNodeResponseSchema: GenMessage<DrainNodeResponse> = /*@__PURE__*/
+  messageDesc(file_seq_v1_seq, 13);
+
+/**
  * @generated from message seq.v1.Space
  */
 export type Space = Message<"seq.v1.Space"> & {
@@ -290,7 +331,7 @@ export type Space = Message<"seq.v1.Space"> & {
  * Use `create(SpaceSchema)` to create a new message.
  */
 export const SpaceSchema: GenMessage<Space> = /*@__PURE__*/
-  messageDesc(file_seq_v1_seq, 12);
+  messageDesc(file_seq_v1_seq, 14);
 
 /**
  * @generated from message seq.v1.CreateSpaceRequest
@@ -321,7 +362,7 @@ export type CreateSpaceRequest = Message<"seq.v1.CreateSpaceRequest"> & {
  * Use `create(CreateSpaceRequestSchema)` to create a new message.
  */
 export const CreateSpaceRequestSchema: GenMessage<CreateSpaceRequest> = /*@__PURE__*/
-  messageDesc(file_seq_v1_seq, 13);
+  messageDesc(file_seq_v1_seq, 15);
 
 /**
  * @generated from message seq.v1.CreateSpaceResponse
@@ -343,7 +384,7 @@ export type CreateSpaceResponse = Message<"seq.v1.CreateSpaceResponse"> & {
  * Use `create(CreateSpaceResponseSchema)` to create a new message.
  */
 export const CreateSpaceResponseSchema: GenMessage<CreateSpaceResponse> = /*@__PURE__*/
-  messageDesc(file_seq_v1_seq, 14);
+  messageDesc(file_seq_v1_seq, 16);
 
 /**
  * @generated from message seq.v1.ListSpacesRequest
@@ -356,7 +397,7 @@ export type ListSpacesRequest = Message<"seq.v1.ListSpacesRequest"> & {
  * Use `create(ListSpacesRequestSchema)` to create a new message.
  */
 export const ListSpacesRequestSchema: GenMessage<ListSpacesRequest> = /*@__PURE__*/
-  messageDesc(file_seq_v1_seq, 15);
+  messageDesc(file_seq_v1_seq, 17);
 
 /**
  * @generated from message seq.v1.ListSpacesResponse
@@ -373,7 +414,7 @@ export type ListSpacesResponse = Message<"seq.v1.ListSpacesResponse"> & {
  * Use `create(ListSpacesResponseSchema)` to create a new message.
  */
 export const ListSpacesResponseSchema: GenMessage<ListSpacesResponse> = /*@__PURE__*/
-  messageDesc(file_seq_v1_seq, 16);
+  messageDesc(file_seq_v1_seq, 18);
 
 /**
  * @generated from message seq.v1.ClusterStatusRequest
@@ -386,7 +427,7 @@ export type ClusterStatusRequest = Message<"seq.v1.ClusterStatusRequest"> & {
  * Use `create(ClusterStatusRequestSchema)` to create a new message.
  */
 export const ClusterStatusRequestSchema: GenMessage<ClusterStatusRequest> = /*@__PURE__*/
-  messageDesc(file_seq_v1_seq, 17);
+  messageDesc(file_seq_v1_seq, 19);
 
 /**
  * @generated from message seq.v1.Node
@@ -523,7 +564,7 @@ export type Node = Message<"seq.v1.Node"> & {
  * Use `create(NodeSchema)` to create a new message.
  */
 export const NodeSchema: GenMessage<Node> = /*@__PURE__*/
-  messageDesc(file_seq_v1_seq, 18);
+  messageDesc(file_seq_v1_seq, 20);
 
 /**
  * GroupState is one raft group as one node sees it.
@@ -566,7 +607,7 @@ export type GroupState = Message<"seq.v1.GroupState"> & {
  * Use `create(GroupStateSchema)` to create a new message.
  */
 export const GroupStateSchema: GenMessage<GroupState> = /*@__PURE__*/
-  messageDesc(file_seq_v1_seq, 19);
+  messageDesc(file_seq_v1_seq, 21);
 
 /**
  * GroupRoute is one row of the routing table: which server leads a group,
@@ -636,7 +677,7 @@ export type GroupRoute = Message<"seq.v1.GroupRoute"> & {
  * Use `create(GroupRouteSchema)` to create a new message.
  */
 export const GroupRouteSchema: GenMessage<GroupRoute> = /*@__PURE__*/
-  messageDesc(file_seq_v1_seq, 20);
+  messageDesc(file_seq_v1_seq, 22);
 
 /**
  * @generated from message seq.v1.ClusterStatusResponse
@@ -723,7 +764,7 @@ export type ClusterStatusResponse = Message<"seq.v1.ClusterStatusResponse"> & {
  * Use `create(ClusterStatusResponseSchema)` to create a new message.
  */
 export const ClusterStatusResponseSchema: GenMessage<ClusterStatusResponse> = /*@__PURE__*/
-  messageDesc(file_seq_v1_seq, 21);
+  messageDesc(file_seq_v1_seq, 23);
 
 /**
  * SequenceService hands out values. Any node answers: followers forward to the leader.
@@ -855,6 +896,20 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof RemoveNodeRequestSchema;
     output: typeof RemoveNodeResponseSchema;
+  },
+  /**
+   * DrainNode makes a server hand every raft group it leads to other
+   * voters and stop being preferred for any (undo: preferred again). It
+   * answers once the server leads no group, or fails (deadline_exceeded)
+   * if groups are still led there when the call's deadline ends. A drain
+   * lasts until it is undone or the server restarts.
+   *
+   * @generated from rpc seq.v1.AdminService.DrainNode
+   */
+  drainNode: {
+    methodKind: "unary";
+    input: typeof DrainNodeRequestSchema;
+    output: typeof DrainNodeResponseSchema;
   },
   /**
    * Backup streams a consistent copy of the replicated state (every space
