@@ -18,7 +18,7 @@ import (
 // is bounded by AttemptTimeout: a backup takes as long as its data does
 // (ctx bounds it).
 func (c *Client) Backup(ctx context.Context, w io.Writer) (int64, error) {
-	buf, err := retry(c, ctx, 0, nil, func(ctx context.Context, n *node) (*bytes.Buffer, error) {
+	buf, err := retry(c, ctx, 0, nil, noGroup, func(ctx context.Context, n *node) (*bytes.Buffer, error) {
 		stream, err := n.admin.Backup(ctx, connect.NewRequest(&seqv1.BackupRequest{}))
 		if err != nil {
 			return nil, err

@@ -19,7 +19,10 @@
 // The client caches the cluster's routing table (the members' API addresses
 // and the leader's), refreshes it in the background when an answer carries a
 // new routing version or a node hints at another leader, and sends calls
-// straight to the leader; see routing.go and Options.DisableRouting.
+// straight to the leader; see routing.go and Options.DisableRouting. In a
+// cluster of several raft groups, Next, Current and Reserve calls go to the
+// leader of the group owning each key instead: a call whose keys span
+// several groups is split into one request per group, sent in parallel.
 package client
 
 import (
@@ -89,9 +92,10 @@ type Options struct {
 	// at most 10000); a call with more keys is sent on its own.
 	MaxBatchKeys int
 	// MaxInFlight bounds the coalesced requests in flight per space and kind
-	// of call (default 4). Above 1, requests leave at least a round trip /
-	// MaxInFlight apart (round trips measured as a moving average), so
-	// that the requests in flight share the waiting calls evenly.
+	// of call, and per raft group in a cluster of several (default 4). Above
+	// 1, requests leave at least a round trip / MaxInFlight apart (round
+	// trips measured as a moving average), so that the requests in flight
+	// share the waiting calls evenly.
 	MaxInFlight int
 	// MaxBatchWait bounds how long a call waits for a free slot: a queued
 	// request is sent after this long even if MaxInFlight requests are still
@@ -115,7 +119,9 @@ type Options struct {
 	// cluster's routing table (ClusterStatus) when it changes and sends
 	// calls straight to the leader's advertised API address (see
 	// routing.go). Set it when those addresses are not reachable from the
-	// client (behind a proxy or a NAT).
+	// client (behind a proxy or a NAT). It also turns off routing by raft
+	// group in a cluster of several: every call then goes whole to the
+	// believed leader, which forwards each group's share.
 	DisableRouting bool
 }
 
@@ -135,6 +141,13 @@ type Client struct {
 	routeVer   atomic.Uint64
 	refreshing atomic.Bool
 	refreshes  atomic.Uint64
+	// groups is the per-group routing table of a cluster of several raft
+	// groups (routing.go), replaced whole under mu; nil for one group or
+	// before the first refresh.
+	groups atomic.Pointer[groupTable]
+	// forwarded counts the SequenceService answers that a node forwarded
+	// (they carry Seqd-Leader); tests read it.
+	forwarded atomic.Uint64
 
 	batchers                 sync.Map // batcherKey → *batcher
 	bCalls, bRequests, bKeys atomic.Uint64
@@ -303,10 +316,125 @@ func (c *Client) Leader() string {
 
 // Next returns one new value per key (values[i] is for keys[i]).
 func (c *Client) Next(ctx context.Context, space string, keys ...uint64) ([]uint64, error) {
-	if c.coalesce(keys) {
-		return c.batcher(kindNext, space).do(ctx, keys)
+	if t := c.groups.Load(); t != nil {
+		return c.byGroup(ctx, t, kindNext, space, keys)
 	}
-	return c.multi(ctx, kindNext, space, keys, nil)
+	if c.coalesce(keys) {
+		return c.batcher(kindNext, space, noGroup).do(ctx, keys)
+	}
+	return c.multi(ctx, kindNext, space, keys, nil, noGroup)
+}
+
+// send sends the keys of one call, or of one group's share of it, through
+// the batcher of (kind, space, group) or on their own.
+func (c *Client) send(ctx context.Context, kind batchKind, space string, keys []uint64, group int) ([]uint64, error) {
+	if c.coalesce(keys) {
+		return c.batcher(kind, space, group).do(ctx, keys)
+	}
+	return c.multi(ctx, kind, space, keys, nil, group)
+}
+
+// byGroup runs a Next or Current call in a cluster of several groups:
+// keys of one group go to that group's leader; keys of several groups are
+// split into one share per group, sent in parallel, and the values merged
+// back in the keys' order. The call succeeds or fails as a whole: the first
+// share to fail cancels the others and its error is the call's. A space the
+// table does not know (created since the last refresh) is sent whole, as
+// with one group, and a success starts a refresh.
+func (c *Client) byGroup(ctx context.Context, t *groupTable, kind batchKind, space string, keys []uint64) ([]uint64, error) {
+	name, size, ok := t.space(space)
+	if !ok || len(keys) == 0 || len(keys) > seqd.MaxKeys {
+		// Unknown space, or a call the server refuses as a whole.
+		vals, err := c.send(ctx, kind, space, keys, noGroup)
+		if err == nil && !ok {
+			c.refreshRouting() // the space exists: learn its section size
+		}
+		return vals, err
+	}
+	// The common case, one group for every key, costs no allocation.
+	sec := keys[0] / size
+	g0 := seqd.GroupOfKey(name, size, keys[0], t.n)
+	first := -1 // the first key of another group than g0
+	for i, k := range keys[1:] {
+		if k/size == sec {
+			continue
+		}
+		if seqd.GroupOfKey(name, size, k, t.n) != g0 {
+			first = i + 1
+			break
+		}
+	}
+	if first < 0 {
+		return c.send(ctx, kind, space, keys, g0)
+	}
+	shares := splitShares(name, size, t.n, keys, g0, first)
+	vals := make([]uint64, len(keys))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		once sync.Once
+		fail error
+		wg   sync.WaitGroup
+	)
+	run := func(sh *keyShare) {
+		v, err := c.send(ctx, kind, space, sh.keys, sh.group)
+		if err != nil {
+			once.Do(func() { fail = err; cancel() })
+			return
+		}
+		for i, p := range sh.pos {
+			vals[p] = v[i]
+		}
+	}
+	for i := 1; i < len(shares); i++ {
+		wg.Go(func() { run(&shares[i]) })
+	}
+	run(&shares[0])
+	wg.Wait()
+	if fail != nil {
+		return nil, fail
+	}
+	return vals, nil
+}
+
+// keyShare is one group's share of a call: its keys and their positions in
+// the call.
+type keyShare struct {
+	group int
+	pos   []int
+	keys  []uint64
+}
+
+// splitShares splits keys by group, in order of first appearance; keys[:first]
+// all belong to group g0.
+func splitShares(space string, size uint64, groups int, keys []uint64, g0, first int) []keyShare {
+	shares := []keyShare{{group: g0}}
+	for p := range first {
+		shares[0].pos = append(shares[0].pos, p)
+		shares[0].keys = append(shares[0].keys, keys[p])
+	}
+	lastSec, lastShare := keys[0]/size, 0
+	for p := first; p < len(keys); p++ {
+		k := keys[p]
+		if sec := k / size; sec != lastSec {
+			g := seqd.GroupOfKey(space, size, k, groups)
+			lastSec, lastShare = sec, -1
+			for i := range shares {
+				if shares[i].group == g {
+					lastShare = i
+					break
+				}
+			}
+			if lastShare < 0 {
+				lastShare = len(shares)
+				shares = append(shares, keyShare{group: g})
+			}
+		}
+		sh := &shares[lastShare]
+		sh.pos = append(sh.pos, p)
+		sh.keys = append(sh.keys, k)
+	}
+	return shares
 }
 
 // coalesce reports whether a call for keys goes through a batcher.
@@ -314,12 +442,13 @@ func (c *Client) coalesce(keys []uint64) bool {
 	return !c.opts.DisableCoalescing && len(keys) > 0 && len(keys) <= c.opts.MaxBatchKeys
 }
 
-// multi sends one Next or Current request (with retries, until gone).
-func (c *Client) multi(ctx context.Context, kind batchKind, space string, keys []uint64, gone func() bool) ([]uint64, error) {
+// multi sends one Next or Current request (with retries, until gone) to
+// group's leader (noGroup: the cluster's leader).
+func (c *Client) multi(ctx context.Context, kind batchKind, space string, keys []uint64, gone func() bool, group int) ([]uint64, error) {
 	var vals []uint64
 	switch kind {
 	case kindIDs:
-		resp, err := callUntil(c, ctx, gone, func(ctx context.Context, n *node) (*seqv1.NextIdsResponse, error) {
+		resp, err := callUntil(c, ctx, gone, noGroup, func(ctx context.Context, n *node) (*seqv1.NextIdsResponse, error) {
 			r, err := n.id.NextIds(ctx, connect.NewRequest(&seqv1.NextIdsRequest{Namespace: space, Count: uint32(len(keys)), Runs: true}))
 			return msgFrom(c, n, r, err)
 		})
@@ -337,7 +466,7 @@ func (c *Client) multi(ctx context.Context, kind batchKind, space string, keys [
 			}
 		}
 	case kindNext:
-		resp, err := callUntil(c, ctx, gone, func(ctx context.Context, n *node) (*seqv1.NextResponse, error) {
+		resp, err := callUntil(c, ctx, gone, group, func(ctx context.Context, n *node) (*seqv1.NextResponse, error) {
 			r, err := n.seq.Next(ctx, connect.NewRequest(&seqv1.NextRequest{Space: space, Keys: keys}))
 			return msgFrom(c, n, r, err)
 		})
@@ -346,7 +475,7 @@ func (c *Client) multi(ctx context.Context, kind batchKind, space string, keys [
 		}
 		vals = resp.GetValues()
 	default:
-		resp, err := callUntil(c, ctx, gone, func(ctx context.Context, n *node) (*seqv1.CurrentResponse, error) {
+		resp, err := callUntil(c, ctx, gone, group, func(ctx context.Context, n *node) (*seqv1.CurrentResponse, error) {
 			r, err := n.seq.Current(ctx, connect.NewRequest(&seqv1.CurrentRequest{Space: space, Keys: keys}))
 			return msgFrom(c, n, r, err)
 		})
@@ -363,22 +492,36 @@ func (c *Client) multi(ctx context.Context, kind batchKind, space string, keys [
 
 // Reserve returns the first of count consecutive new values for key.
 func (c *Client) Reserve(ctx context.Context, space string, key uint64, count uint32) (uint64, error) {
-	resp, err := call(c, ctx, func(ctx context.Context, n *node) (*seqv1.ReserveResponse, error) {
+	group, known := noGroup, true
+	if t := c.groups.Load(); t != nil {
+		var name string
+		var size uint64
+		if name, size, known = t.space(space); known {
+			group = seqd.GroupOfKey(name, size, key, t.n)
+		}
+	}
+	resp, err := callUntil(c, ctx, nil, group, func(ctx context.Context, n *node) (*seqv1.ReserveResponse, error) {
 		r, err := n.seq.Reserve(ctx, connect.NewRequest(&seqv1.ReserveRequest{Space: space, Key: key, Count: count}))
 		return msgFrom(c, n, r, err)
 	})
 	if err != nil {
 		return 0, err
 	}
+	if !known {
+		c.refreshRouting() // the space exists: learn its section size
+	}
 	return resp.GetFirst(), nil
 }
 
 // Current returns, per key, the last value issued (or a larger one after a failover).
 func (c *Client) Current(ctx context.Context, space string, keys ...uint64) ([]uint64, error) {
-	if c.coalesce(keys) {
-		return c.batcher(kindCurrent, space).do(ctx, keys)
+	if t := c.groups.Load(); t != nil {
+		return c.byGroup(ctx, t, kindCurrent, space, keys)
 	}
-	return c.multi(ctx, kindCurrent, space, keys, nil)
+	if c.coalesce(keys) {
+		return c.batcher(kindCurrent, space, noGroup).do(ctx, keys)
+	}
+	return c.multi(ctx, kindCurrent, space, keys, nil, noGroup)
 }
 
 // CreateSpace creates a space (step and sectionSize 0 take the server's defaults).
@@ -413,13 +556,22 @@ func (c *Client) ClusterStatus(ctx context.Context) (*seqv1.ClusterStatusRespons
 // call to the leader names the leader in the Seqd-Leader header, and if the
 // client knows that address (it was given, or learned from an error hint) it
 // sends its next calls there directly, saving the extra hop. It also notes
-// the answer's routing version (routing.go).
+// the answer's routing version, and in a cluster of several groups the
+// answer's group and term (routing.go); an answer of a group other than
+// group 0 says nothing of the cluster's leader.
 func msgFrom[T any](c *Client, n *node, r *connect.Response[T], err error) (*T, error) {
 	if err != nil {
 		return nil, err
 	}
 	c.noteRouting(r.Header())
-	if h := r.Header().Get(seqd.HeaderLeader); h != "" && h != n.addr {
+	h := r.Header().Get(seqd.HeaderLeader)
+	if h != "" {
+		c.forwarded.Add(1)
+	}
+	if t := c.groups.Load(); t != nil && c.noteGroup(t, n, r.Header().Get(seqd.HeaderGroup), h) > 0 {
+		return r.Msg, nil
+	}
+	if h != "" && h != n.addr {
 		c.mu.Lock()
 		if i := indexOf(c.nodes, h); i >= 0 && c.nodes[c.leader] == n {
 			c.leader = i
@@ -440,26 +592,36 @@ func msg[T any](r *connect.Response[T], err error) (*T, error) {
 // transport failures and attempts that time out on the hinted leader or the
 // next node, with backoff, for up to RetryFor.
 func call[T any](c *Client, ctx context.Context, f func(context.Context, *node) (*T, error)) (*T, error) {
-	return callUntil(c, ctx, nil, f)
+	return callUntil(c, ctx, nil, noGroup, f)
 }
 
 // callUntil is call that also stops retrying once gone (if not nil) reports
-// true: a coalesced request whose callers all gave up.
-func callUntil[T any](c *Client, ctx context.Context, gone func() bool, f func(context.Context, *node) (*T, error)) (*T, error) {
-	return retry(c, ctx, c.opts.AttemptTimeout, gone, f)
+// true: a coalesced request whose callers all gave up. A group (not
+// noGroup) sends the attempts to that group's leader while the routing
+// table knows it.
+func callUntil[T any](c *Client, ctx context.Context, gone func() bool, group int, f func(context.Context, *node) (*T, error)) (*T, error) {
+	return retry(c, ctx, c.opts.AttemptTimeout, gone, group, f)
 }
 
-// retry is the one retry loop of the client: call and callUntil with
-// attempts bounded by attemptTimeout (0: only by ctx, for a call whose
-// length depends on the data, such as a backup's stream).
-func retry[T any](c *Client, ctx context.Context, attemptTimeout time.Duration, gone func() bool, f func(context.Context, *node) (*T, error)) (*T, error) {
+// retry is the one retry loop of the client: callUntil with attempts
+// bounded by attemptTimeout (0: only by ctx, for a call whose length
+// depends on the data, such as a backup's stream). An attempt goes to the
+// leader of group if the routing table knows it, else to the believed
+// leader of the cluster. When a group's leader fails an attempt, the table
+// forgets it and a refresh starts (routing.go); the next attempt goes to
+// the cluster's leader, which forwards the call to the group's leader.
+func retry[T any](c *Client, ctx context.Context, attemptTimeout time.Duration, gone func() bool, group int, f func(context.Context, *node) (*T, error)) (*T, error) {
 	deadline := time.Now().Add(c.opts.RetryFor)
 	backoff := c.opts.MinBackoff
 	for attempt := 0; ; attempt++ {
-		c.mu.Lock()
-		idx := c.leader
-		n := c.nodes[idx]
-		c.mu.Unlock()
+		idx := -1 // -1: n is group's leader
+		n := c.groupLeader(group)
+		if n == nil {
+			c.mu.Lock()
+			idx = c.leader
+			n = c.nodes[idx]
+			c.mu.Unlock()
+		}
 
 		actx, cancel := ctx, context.CancelFunc(func() {})
 		if attemptTimeout > 0 {
@@ -481,7 +643,14 @@ func retry[T any](c *Client, ctx context.Context, attemptTimeout time.Duration, 
 		// Follow the leader hint, or try the next node.
 		hinted := false
 		var ce *connect.Error
-		if errors.As(err, &ce) {
+		if idx < 0 {
+			// The group's presumed leader failed: the cluster's leader
+			// next, at once (hints name group 0's leader, not this
+			// group's), and a fresh table.
+			c.forgetGroupLeader(group, n)
+			c.refreshRouting()
+			hinted = true
+		} else if errors.As(err, &ce) {
 			if h := ce.Meta().Get(seqd.HeaderLeader); h != "" && h != n.addr {
 				c.mu.Lock()
 				c.leader = c.addNodeLocked(h)
@@ -490,7 +659,7 @@ func retry[T any](c *Client, ctx context.Context, attemptTimeout time.Duration, 
 				c.refreshRouting()
 			}
 		}
-		if !hinted {
+		if !hinted && idx >= 0 {
 			c.mu.Lock()
 			if c.leader == idx {
 				c.leader = (idx + 1) % len(c.nodes)

@@ -22,7 +22,10 @@ import (
 // calls arrived, and the server hands out values key by key in that order,
 // so a call that completed before another began still gets the smaller value
 // (per-key order), and each caller gets exactly the values for its own keys.
-// Current calls are coalesced the same way.
+// Current calls are coalesced the same way. In a cluster of several raft
+// groups, calls are coalesced per space and group: a call's share of each
+// group goes through that group's batcher, so that a coalesced request goes
+// to one group's leader (see routing.go).
 //
 // A coalesced request is retried as a whole (see Client.call). If it fails
 // with resource_exhausted (one key near 2^63), each of its calls is retried on
@@ -55,9 +58,12 @@ const (
 type batcherKey struct {
 	kind  batchKind
 	space string
+	group int // the raft group whose keys it sends (noGroup: any keys)
 }
 
-// batcher coalesces the calls of one kind for one space.
+// batcher coalesces the calls of one kind for one space, and in a cluster
+// of several raft groups for one group, so that each request goes to one
+// group's leader.
 //
 // Dispatch rule: a queued batch is sent when no request is in flight; or
 // when fewer than MaxInFlight are in flight and the last request left at
@@ -69,6 +75,7 @@ type batcher struct {
 	c     *Client
 	kind  batchKind
 	space string
+	group int
 
 	mu       sync.Mutex
 	inFlight int
@@ -145,12 +152,12 @@ func (c *Client) BatchStats() BatchStats {
 
 var waiterPool = sync.Pool{New: func() any { return &waiter{done: make(chan struct{}, 1)} }}
 
-func (c *Client) batcher(kind batchKind, space string) *batcher {
-	k := batcherKey{kind, space}
+func (c *Client) batcher(kind batchKind, space string, group int) *batcher {
+	k := batcherKey{kind, space, group}
 	if b, ok := c.batchers.Load(k); ok {
 		return b.(*batcher)
 	}
-	b, _ := c.batchers.LoadOrStore(k, &batcher{c: c, kind: kind, space: space, work: make(chan *batch)})
+	b, _ := c.batchers.LoadOrStore(k, &batcher{c: c, kind: kind, space: space, group: group, work: make(chan *batch)})
 	return b.(*batcher)
 }
 
@@ -279,7 +286,7 @@ func (b *batcher) send(ctx context.Context, bt *batch) {
 	if !bt.gone() {
 		b.c.bRequests.Add(1)
 		b.c.bKeys.Add(uint64(len(bt.keys)))
-		vals, err = b.c.multi(ctx, b.kind, b.space, bt.keys, bt.gone)
+		vals, err = b.c.multi(ctx, b.kind, b.space, bt.keys, bt.gone, b.group)
 	} else {
 		err = context.Canceled // every caller gave up before it was sent
 	}
@@ -307,7 +314,7 @@ func (b *batcher) send(ctx context.Context, bt *batch) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				w.vals, w.err = b.c.multi(context.Background(), b.kind, b.space, bt.keys[w.off:w.off+w.n:w.off+w.n], nil)
+				w.vals, w.err = b.c.multi(context.Background(), b.kind, b.space, bt.keys[w.off:w.off+w.n:w.off+w.n], nil, b.group)
 				w.done <- struct{}{}
 			}()
 		}

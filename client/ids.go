@@ -26,7 +26,7 @@ import (
 // consecutive ids where the server can send them so (see NextIdRuns).
 func (c *Client) NextIds(ctx context.Context, namespace string, count uint32) ([]int64, error) {
 	if count > 0 && count <= maxCoalescedIDs && !c.opts.DisableCoalescing && int(count) <= c.opts.MaxBatchKeys {
-		vals, err := c.batcher(kindIDs, namespace).do(ctx, make([]uint64, count))
+		vals, err := c.batcher(kindIDs, namespace, noGroup).do(ctx, make([]uint64, count))
 		if err != nil {
 			return nil, err
 		}

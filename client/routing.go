@@ -2,9 +2,11 @@ package client
 
 import (
 	"context"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -33,16 +35,162 @@ import (
 // Options.DisableRouting keeps the client on the given addresses and the
 // leader hints (for clients behind a proxy that cannot reach the members'
 // advertised addresses).
+//
+// Several raft groups.
+//
+// A cluster may run several raft groups, each with its own leader; every
+// key of a space belongs to one group (seqd.GroupOfKey: the key's section,
+// key / section size, picks a slot, and the slot a group). When a refresh
+// returns more than one group row, and the slot map the cluster reports is
+// the one this build computes, the client keeps a per-group table: the
+// number of groups, each space's section size, and per group the leader's
+// API address with the highest term seen. A row with a lower term than the
+// one held never replaces it; a row with the same term replaces it only
+// when it names a leader; a row with a higher term always does, even one
+// that names no leader (an election is under way, and the leader is then
+// unknown). Group rows are weighed so even in an answer older than the
+// routing version the client holds, whose node list is ignored. A space
+// once learned stays in the table (a section size never changes). The
+// fields of the answer that describe one leader describe group 0: they
+// remain the cluster's leader, which every call that is not per-key (admin
+// calls, IdService) goes to as with one group. Options.DisableRouting
+// turns the table off with the refreshes.
+//
+// Answers teach the table too. An answer served by one group carries
+// Seqd-Group ("<group> <term>"). If its term is higher than the term held
+// for that group (or the same, with no leader held), the group's leader
+// becomes the hinted address when the answer carries Seqd-Leader (the node
+// asked forwarded the call to it), and otherwise the node that answered,
+// which served the call itself. A forwarded answer from the node the table
+// holds as the group's leader replaces it at the same term as well: that
+// node has just said it does not lead the group. An answer with a lower
+// term teaches nothing, and an answer of a group other than group 0 never
+// moves the cluster's leader.
+//
+// Next and Current split their keys by group and send each group's share
+// to that group's leader, or, when the table knows no leader for it, to
+// the cluster's leader, which forwards it. The shares of one call run in
+// parallel, their values are merged back in the keys' order, and the call
+// succeeds or fails as a whole: the first share to fail cancels the others
+// and its error is the call's (values taken by shares that succeeded are
+// gaps, which the contract allows). Reserve goes to its key's group's
+// leader. Coalescing is per space and group, so that each coalesced request
+// goes to one leader. A space the table does not know (created since the
+// last refresh) is sent whole, as with one group, and a call that succeeds
+// on it starts a refresh. When an attempt on a group's presumed leader
+// fails with an error worth retrying (unavailable, a transport failure, a
+// timeout), the table forgets that leader (its term stays), a refresh
+// starts in the background, and the retry goes to the cluster's leader; the
+// group's leader is learned again from the forwarded answer's headers or
+// from the refresh. With one group, or before the first refresh, there is
+// no table and calls go as described above.
 
 // refreshTimeout bounds one routing refresh (ClusterStatus asks every member).
 const refreshTimeout = 5 * time.Second
+
+// noGroup routes a call to the cluster's leader rather than a group's.
+const noGroup = -1
+
+// groupTable is the per-group routing table of a cluster of several groups.
+// It is never modified once stored in Client.groups: a change stores a copy.
+type groupTable struct {
+	n       int               // groups (more than one)
+	spaces  map[string]uint64 // section size by space name
+	leaders []groupLeader     // by group
+}
+
+// groupLeader is what the table holds of one group's leader.
+type groupLeader struct {
+	n    *node  // nil: unknown
+	term uint64 // the highest term seen for the group
+}
+
+// space returns the name of space as servers know it ("" is the default
+// space) and its section size, if the table knows it.
+func (t *groupTable) space(space string) (string, uint64, bool) {
+	if space == "" {
+		space = seqd.DefaultSpaceName
+	}
+	size, ok := t.spaces[space]
+	return space, size, ok
+}
+
+// clone returns a copy of t that may be modified.
+func (t *groupTable) clone() *groupTable {
+	return &groupTable{n: t.n, spaces: t.spaces, leaders: slices.Clone(t.leaders)}
+}
+
+// groupLeader returns the leader of group the table knows, or nil.
+func (c *Client) groupLeader(group int) *node {
+	if group < 0 {
+		return nil
+	}
+	if t := c.groups.Load(); t != nil && group < len(t.leaders) {
+		return t.leaders[group].n
+	}
+	return nil
+}
+
+// forgetGroupLeader forgets n as group's leader (keeping the term), if the
+// table still names it.
+func (c *Client) forgetGroupLeader(group int, n *node) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.groups.Load()
+	if t == nil || group >= len(t.leaders) || t.leaders[group].n != n {
+		return
+	}
+	t = t.clone()
+	t.leaders[group].n = nil
+	c.groups.Store(t)
+}
+
+// newer reports whether what an answer of node n at term says replaces l:
+// a higher term; or the same term when no leader is held, or when l's
+// leader forwarded the call.
+func (l groupLeader) newer(term uint64, n *node, forwarded bool) bool {
+	return term > l.term || (term == l.term && (l.n == nil || forwarded && l.n == n))
+}
+
+// noteGroup learns from an answer's Seqd-Group header (hdr) that n served
+// the call, or forwarded it to hint if not "" (see above). It returns the
+// group, or -1 without a valid header.
+func (c *Client) noteGroup(t *groupTable, n *node, hdr, hint string) int {
+	gs, ts, ok := strings.Cut(hdr, " ")
+	if !ok {
+		return -1
+	}
+	g, err1 := strconv.Atoi(gs)
+	term, err2 := strconv.ParseUint(ts, 10, 64)
+	if err1 != nil || err2 != nil || g < 0 || g >= len(t.leaders) {
+		return -1
+	}
+	if !t.leaders[g].newer(term, n, hint != "") {
+		return g // the common case: nothing new, no lock
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t = c.groups.Load()
+	if t == nil || g >= len(t.leaders) || !t.leaders[g].newer(term, n, hint != "") {
+		return g
+	}
+	if hint != "" {
+		n = c.nodes[c.addNodeLocked(hint)]
+	}
+	t = t.clone()
+	t.leaders[g] = groupLeader{n: n, term: term}
+	c.groups.Store(t)
+	return g
+}
 
 // Routing is the client's view of the cluster.
 type Routing struct {
 	// Version is the cluster's routing version when the table was last read
 	// (0 before the first refresh).
 	Version uint64
-	// Leader is the API address calls are sent to first.
+	// Leader is the API address calls are sent to first (in a cluster of
+	// several raft groups, group 0's leader: per-key calls go to the leader
+	// of their keys' group, see the package documentation).
 	Leader string
 	// Nodes are the API addresses the client knows, in the order it tries
 	// them: the given ones, then learned ones.
@@ -117,12 +265,18 @@ func (c *Client) readStatus(ctx context.Context) *seqv1.ClusterStatusResponse {
 }
 
 // applyRouting installs a ClusterStatus answer as the routing table, unless
-// the table already holds a later term's.
+// the table already holds a later term's. The group rows are weighed one by
+// one against the per-group table (see above).
 func (c *Client) applyRouting(st *seqv1.ClusterStatusResponse) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if st.GetVersion()>>32 < c.routeVer.Load()>>32 {
-		return // an answer from before a leader change the client has seen
+		// An answer from before a leader change the client has seen; its
+		// group rows may still be news.
+		if len(st.GetGroups()) > 1 {
+			c.applyGroupsLocked(st)
+		}
+		return
 	}
 	// The given addresses, then the members; a node already known keeps
 	// its connections.
@@ -145,6 +299,46 @@ func (c *Client) applyRouting(st *seqv1.ClusterStatusResponse) {
 	add(st.GetLeaderApiAddr())
 	c.nodes = nodes
 	c.leader = indexOf(nodes, st.GetLeaderApiAddr())
+	c.applyGroupsLocked(st)
 	c.routeVer.Store(st.GetVersion())
 	c.refreshes.Add(1)
+}
+
+// applyGroupsLocked updates the per-group table from a ClusterStatus
+// answer: none for one group (or a slot map this build does not compute),
+// else the answer's spaces added and each group row weighed against the
+// leader held. Call with c.mu held.
+func (c *Client) applyGroupsLocked(st *seqv1.ClusterStatusResponse) {
+	rows := st.GetGroups()
+	if len(rows) <= 1 || len(rows) > seqd.MaxGroups ||
+		st.GetSlotCount() != seqd.SlotCount || st.GetSlotMapVersion() != seqd.SlotMapVersion {
+		c.groups.Store(nil)
+		return
+	}
+	t := &groupTable{n: len(rows), spaces: map[string]uint64{}, leaders: make([]groupLeader, len(rows))}
+	if old := c.groups.Load(); old != nil && old.n == t.n {
+		maps.Copy(t.spaces, old.spaces)
+		copy(t.leaders, old.leaders)
+	}
+	for _, sp := range st.GetSpaces() {
+		if sp.GetSectionSize() > 0 {
+			t.spaces[sp.GetName()] = sp.GetSectionSize()
+		}
+	}
+	for _, r := range rows {
+		g := int(r.GetGroup())
+		if g >= t.n {
+			continue
+		}
+		l, term, addr := t.leaders[g], r.GetTerm(), r.GetLeaderApiAddr()
+		switch {
+		case term < l.term, term == l.term && addr == "":
+			continue // older, or no news
+		case addr == "":
+			t.leaders[g] = groupLeader{term: term} // an election under way
+		default:
+			t.leaders[g] = groupLeader{n: c.nodes[c.addNodeLocked(addr)], term: term}
+		}
+	}
+	c.groups.Store(t)
 }

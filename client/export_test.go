@@ -1,0 +1,34 @@
+package client
+
+// Test hooks (compiled into the package's tests only).
+
+// ForwardedAnswers returns how many SequenceService answers came forwarded
+// by the node asked (they carried Seqd-Leader).
+func (c *Client) ForwardedAnswers() uint64 { return c.forwarded.Load() }
+
+// GroupLeaders returns the per-group table's leader addresses ("" where
+// unknown) and terms, or nil without a table.
+func (c *Client) GroupLeaders() ([]string, []uint64) {
+	t := c.groups.Load()
+	if t == nil {
+		return nil, nil
+	}
+	addrs, terms := make([]string, t.n), make([]uint64, t.n)
+	for i, l := range t.leaders {
+		if l.n != nil {
+			addrs[i] = l.n.addr
+		}
+		terms[i] = l.term
+	}
+	return addrs, terms
+}
+
+// SectionSize returns the section size the per-group table holds for space
+// (0: unknown, or no table).
+func (c *Client) SectionSize(space string) uint64 {
+	if t := c.groups.Load(); t != nil {
+		_, size, _ := t.space(space)
+		return size
+	}
+	return 0
+}
