@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -219,6 +220,19 @@ var (
 	descLeaseWait     = prometheus.NewDesc("seqd_lease_wait_seconds", "What this node waited from its last election before serving: the longer of its lease and the recorded one, plus a margin.", nil, nil)
 	descTaken         = prometheus.NewDesc("seqd_values_taken_total", "Values this node's allocator took as leader: those calls returned and those of calls that failed after taking them (gaps). Bounds --values-since for seqd restore.", nil, nil)
 	descProtocol      = prometheus.NewDesc("seqd_protocol", "The cluster's replicated-command protocol as this node knows it.", nil, nil)
+
+	// Per raft group (the unlabelled series above describe group 0, and
+	// count values, keys and sections over all groups). hashicorp/raft's
+	// own metrics (seqd_raft_* from go-metrics) are process-global: every
+	// group's raft adds into the same series.
+	groupLabel         = []string{"group"}
+	descGroups         = prometheus.NewDesc("seqd_groups", "Raft groups this node runs (fixed when the cluster was bootstrapped).", nil, nil)
+	descGroupServing   = prometheus.NewDesc("seqd_group_serving", "1 while this node leads the group and holds its lease.", groupLabel, nil)
+	descGroupLeader    = prometheus.NewDesc("seqd_group_is_leader", "1 while raft considers this node the group's leader.", groupLabel, nil)
+	descGroupTerm      = prometheus.NewDesc("seqd_group_raft_term", "The group's raft term on this node.", groupLabel, nil)
+	descGroupApplied   = prometheus.NewDesc("seqd_group_raft_applied_index", "Last raft index of the group applied to its FSM on this node.", groupLabel, nil)
+	descGroupTaken     = prometheus.NewDesc("seqd_group_values_taken_total", "Values this node's allocator of the group took as its leader.", groupLabel, nil)
+	descGroupPreferred = prometheus.NewDesc("seqd_group_preferred_leader", "1 while this node is the group's preferred leader (leaders are balanced towards it).", groupLabel, nil)
 )
 
 func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -226,7 +240,8 @@ func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 		descLeaderChanges, descFailover, descKeys, descSections, descTerm, descApplied, descVoter,
 		descRaftOpen, descDiskFull, descDiskFullWr, descLeaseWait, descProtocol, descTaken,
 		descFlakeIssued, descFlakeFenced, descFlakeWorkers, descFlakeCapacity, descFlakeRange, descFlakeLead,
-		descFlakeRenew, descFlakeLifetime, descFlakeEntries, descFlakeLeaderSkew} {
+		descFlakeRenew, descFlakeLifetime, descFlakeEntries, descFlakeLeaderSkew,
+		descGroups, descGroupServing, descGroupLeader, descGroupTerm, descGroupApplied, descGroupTaken, descGroupPreferred} {
 		ch <- d
 	}
 }
@@ -268,6 +283,16 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descProtocol, float64(st.Protocol))
 	counter(descTaken, float64(st.ValuesTaken))
 	counter(descFlakeEntries, float64(st.FlakeEntries))
+	gauge(descGroups, float64(len(st.Groups)))
+	for _, g := range st.Groups {
+		l := strconv.Itoa(g.Group)
+		ch <- prometheus.MustNewConstMetric(descGroupServing, prometheus.GaugeValue, b(g.Serving), l)
+		ch <- prometheus.MustNewConstMetric(descGroupLeader, prometheus.GaugeValue, b(g.State == "Leader"), l)
+		ch <- prometheus.MustNewConstMetric(descGroupTerm, prometheus.GaugeValue, float64(g.Term), l)
+		ch <- prometheus.MustNewConstMetric(descGroupApplied, prometheus.GaugeValue, float64(g.AppliedIndex), l)
+		ch <- prometheus.MustNewConstMetric(descGroupTaken, prometheus.CounterValue, float64(g.ValuesTaken), l)
+		ch <- prometheus.MustNewConstMetric(descGroupPreferred, prometheus.GaugeValue, b(g.Preferred == st.ID), l)
+	}
 	if st.State == "Leader" {
 		gauge(descFlakeLeaderSkew, n.ClockSkew().Seconds())
 	}
