@@ -312,3 +312,13 @@ func WaitHealthy(t testing.TB, ps []*Proc, timeout time.Duration) {
 	}
 	t.Fatalf("cluster not healthy within %v", timeout)
 }
+
+// PID returns the process ID of the process last started (0 if none).
+func (p *Proc) PID() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
