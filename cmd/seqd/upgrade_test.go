@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,11 +22,13 @@ import (
 
 // previousReleases are the builds a rolling upgrade starts from: the last
 // commit of the first release's data format and command set (protocol 1),
-// and the last commit before flake ids (protocol 2, data format 2).
+// the last commit before flake ids (protocol 2, data format 2), and the
+// last commit before raft groups, the raft multiplexer and the lease
+// release (protocol 3, one group).
 var previousReleases = []struct {
 	commit   string
 	protocol uint64
-}{{"2be74fd", 1}, {"dc5fb21", 2}}
+}{{"2be74fd", 1}, {"dc5fb21", 2}, {"3f91119", 3}}
 
 // buildPrevious builds seqd at previousRelease from this repository's git
 // history (git archive into a temporary directory, go build there).
@@ -99,12 +102,21 @@ func rollingUpgrade(t *testing.T, commit string, prevProtocol uint64) {
 	}
 	upgrade := func(p *proctest.Proc) {
 		t.Helper()
+		t.Logf("%s: upgrading %s", time.Now().Format("15:04:05.000"), p.ID)
 		p.Signal(15)
 		<-p.Done()
 		w.WaitOK(t, 50, 30*time.Second)
 		p.Bin = ""
+		if !slices.Contains(p.Args, "--lease-handoff") {
+			// This build's planned moves release the lease: a server of
+			// the previous build must take the release entry in stride.
+			p.Args = append(p.Args, "--lease-handoff")
+		}
 		p.Start(t)
 		waitVoters(t, addrs, "p1", "p2", "p3")
+		// As a rolling procedure must: the next server stops only once
+		// this one takes part in raft again.
+		proctest.WaitVouched(t, p, 30*time.Second)
 		w.WaitOK(t, 100, 30*time.Second)
 		alive("upgrading " + p.ID)
 	}
@@ -153,6 +165,13 @@ func rollingUpgrade(t *testing.T, commit string, prevProtocol uint64) {
 			ctx, cancel = context.WithTimeout(context.Background(), 2*time.Second)
 			_, err = st.NextIds(ctx, "", 1)
 			cancel()
+			if prevProtocol >= fsm.ProtocolVersion {
+				// The previous build speaks this protocol: ids are served.
+				if err != nil {
+					t.Fatalf("NextIds on a mixed cluster of the same protocol: %v", err)
+				}
+				break
+			}
 			if connect.CodeOf(err) == connect.CodeUnavailable {
 				break
 			}
@@ -162,6 +181,26 @@ func rollingUpgrade(t *testing.T, commit string, prevProtocol uint64) {
 		}
 		alive("NextIds on a mixed cluster")
 	}
+	// The upgraded leader stops gracefully: it hands leadership over with
+	// a lease release (on protocol 3), which the previous build skips; a
+	// server of the previous build then leads, waiting out the lease.
+	t.Logf("%s: stopping the upgraded leader %s", time.Now().Format("15:04:05.000"), first.ID)
+	first.Signal(15)
+	<-first.Done()
+	w.WaitOK(t, 100, 30*time.Second)
+	for _, p := range ps {
+		select {
+		case <-p.Done():
+			if p != first {
+				t.Fatalf("after a handover by the upgraded leader, %s (%s) exited; log:\n%s", p.ID, binName(p), p.LogText())
+			}
+		default:
+		}
+	}
+	first.Start(t)
+	waitVoters(t, addrs, "p1", "p2", "p3")
+	proctest.WaitVouched(t, first, 30*time.Second) // before the next server stops
+	alive("a handover by the upgraded leader")
 	for _, p := range ps {
 		if p != first {
 			upgrade(p)
