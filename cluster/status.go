@@ -22,7 +22,8 @@ type GroupStatus struct {
 	Serving bool
 	// LeaderID and LeaderAPIAddr name the group's leader as this node
 	// knows it; Voters are the voters of its latest configuration here,
-	// and Preferred the voter its leadership is balanced to.
+	// and Preferred the voter its leadership is balanced to ("" in a
+	// cluster of one group, which is never balanced).
 	LeaderID, LeaderAPIAddr string
 	Voters                  []string
 	Preferred               string
@@ -143,7 +144,9 @@ func (n *Node) Status() LocalStatus {
 					row.Voters = append(row.Voters, string(s.ID))
 				}
 			}
-			row.Preferred = preferredLeader(i, *gs.Configuration, n.isDrained)
+			if len(n.groups) > 1 { // one group is never balanced
+				row.Preferred = preferredLeader(i, *gs.Configuration, n.isDrained)
+			}
 		}
 		st.Groups = append(st.Groups, row)
 		st.ValuesTaken += gs.ValuesTaken
