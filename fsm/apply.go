@@ -127,8 +127,10 @@ func (f *FSM) applyServerSeen(l *raft.Log, id string, index uint64) error {
 }
 
 // applyCluster sets the cluster's ID if it has none (the first ID applied
-// wins, so every replica ends with the same one) and raises its protocol.
-func (f *FSM) applyCluster(l *raft.Log, id string, protocol uint64) error {
+// wins, so every replica ends with the same one) and raises its protocol;
+// from protocol 4 it records the group count (the first one applied wins;
+// an entry with another count is refused).
+func (f *FSM) applyCluster(l *raft.Log, id string, protocol uint64, groups int) error {
 	if protocol < 2 || protocol > ProtocolVersion {
 		// Decode accepts any number; a leader never writes these.
 		return fmt.Errorf("fsm: protocol %d is not one this build writes (2 to %d)", protocol, ProtocolVersion)
@@ -140,7 +142,13 @@ func (f *FSM) applyCluster(l *raft.Log, id string, protocol uint64) error {
 		id = ext.clusterID
 	}
 	protocol = max(protocol, ext.protocol)
-	if id == ext.clusterID && protocol == ext.protocol {
+	switch {
+	case ext.groups != 0 && groups != 0 && groups != ext.groups:
+		return fmt.Errorf("fsm: the cluster runs %d raft groups; an entry says %d", ext.groups, groups)
+	case ext.groups != 0:
+		groups = ext.groups
+	}
+	if id == ext.clusterID && protocol == ext.protocol && groups == ext.groups {
 		return nil
 	}
 	if err := f.write(l, func(tx *bolt.Tx) error {
@@ -151,12 +159,17 @@ func (f *FSM) applyCluster(l *raft.Log, id string, protocol uint64) error {
 		if err := m.Put(keyProtocol, u64(protocol)); err != nil {
 			return err
 		}
+		if groups != 0 {
+			if err := m.Put(keyGroups, u64(uint64(groups))); err != nil {
+				return err
+			}
+		}
 		return setFormat(tx, 2)
 	}); err != nil {
 		return err
 	}
 	f.mu.Lock()
-	f.ext.clusterID, f.ext.protocol = id, protocol
+	f.ext.clusterID, f.ext.protocol, f.ext.groups = id, protocol, groups
 	f.mu.Unlock()
 	return nil
 }

@@ -364,7 +364,7 @@ func PrepareRestore(path string, o RestoreOptions) (RestoreSummary, error) {
 			}
 		}
 		meta := tx.Bucket(bucketMeta)
-		for _, k := range [][]byte{keyApplied, keyLease} {
+		for _, k := range [][]byte{keyApplied, keyLease, keyGroups} {
 			if err := meta.Delete(k); err != nil {
 				return err
 			}

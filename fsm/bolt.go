@@ -41,6 +41,7 @@ var (
 	keyCluster  = []byte("cluster")
 	keyProtocol = []byte("protocol")
 	keyFloor    = []byte("floor")
+	keyGroups   = []byte("groups")
 	keyLease    = []byte("lease")
 )
 
@@ -312,7 +313,7 @@ func loadState(tx *bolt.Tx) (*state, error) {
 			}
 			st.ext.lease = LeaseRecord{Lease: time.Duration(l), Margin: time.Duration(m)}
 			return nil
-		case string(keyApplied), string(keyFormat), string(keyProtocol), string(keyFloor):
+		case string(keyApplied), string(keyFormat), string(keyProtocol), string(keyFloor), string(keyGroups):
 		default:
 			return fmt.Errorf("meta: unexpected key %q", k)
 		}
@@ -334,6 +335,11 @@ func loadState(tx *bolt.Tx) (*state, error) {
 				return fmt.Errorf("replicated-command protocol %d was written by a newer seqd; this one speaks protocol %d or older: run the newer version", n, ProtocolVersion)
 			}
 			st.ext.protocol = n
+		case string(keyGroups):
+			if n < 1 || n > seqd.MaxGroups {
+				return fmt.Errorf("meta: group count %d", n)
+			}
+			st.ext.groups = int(n)
 		case string(keyFloor):
 			if n > math.MaxInt64 {
 				return errors.New("meta: floor above 2^63-1")

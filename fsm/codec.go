@@ -16,8 +16,22 @@ import (
 //
 // Layout: 0x05, uvarint protocol, uvarint len(id), id.
 func EncodeCluster(id string, protocol uint64) []byte {
+	return EncodeClusterGroups(id, protocol, 1)
+}
+
+// EncodeClusterGroups is EncodeCluster for a cluster of groups raft
+// groups: from protocol 4 on, the entry records the group count, which
+// then never changes (protocols before 4 record none: one group).
+//
+// Layout: 0x05, uvarint protocol, uvarint len(id), id[, uvarint groups
+// from protocol 4].
+func EncodeClusterGroups(id string, protocol uint64, groups int) []byte {
 	b := binary.AppendUvarint([]byte{byte(KindCluster)}, protocol)
-	return appendString(b, id)
+	b = appendString(b, id)
+	if protocol >= groupsProtocol {
+		b = binary.AppendUvarint(b, uint64(max(groups, 0)))
+	}
+	return b
 }
 
 // EncodeLease encodes a lease renewal: a no-op that records the lease
@@ -158,6 +172,13 @@ func Decode(b []byte) (Command, error) {
 		c.ClusterID = d.string("cluster id")
 		if d.err == nil && (len(c.ClusterID) == 0 || len(c.ClusterID) > maxClusterIDLen) {
 			d.fail(fmt.Errorf("cluster id of %d bytes (want 1 to %d)", len(c.ClusterID), maxClusterIDLen))
+		}
+		if d.err == nil && c.Protocol >= groupsProtocol {
+			g := d.uvarint("groups")
+			if d.err == nil && (g < 1 || g > seqd.MaxGroups) {
+				d.fail(fmt.Errorf("group count %d (want 1 to %d)", g, seqd.MaxGroups))
+			}
+			c.Groups = int(g)
 		}
 	case KindFlake:
 		c.Kind = k

@@ -51,11 +51,19 @@ const KindIgnorable Kind = 0x80
 // ProtocolVersion is the highest replicated-command protocol this build
 // writes and reads. Protocol 1 is the commands of the first release
 // (create space, raise, no-op, server seen); protocol 2 adds KindCluster and
-// KindLease; protocol 3 adds KindFlake. A cluster moves to a newer protocol
+// KindLease; protocol 3 adds KindFlake; protocol 4 records the cluster's
+// raft group count in KindCluster (see EncodeClusterGroups), so that a
+// server running another count, or a build without groups, never serves
+// from the cluster's state (a build of protocol 3 refuses a state machine
+// of protocol 4, and stops on the entry). A cluster moves to a newer protocol
 // through a KindCluster entry, which its leader writes only once every
 // server in the raft configuration advertises that protocol (through
 // gossip).
-const ProtocolVersion = 3
+const ProtocolVersion = 4
+
+// groupsProtocol is the protocol whose KindCluster entries carry the group
+// count.
+const groupsProtocol = 4
 
 // Command is the decoded form of a raft log entry. Space is set for
 // KindCreateSpace, Marks for KindRaise and Server for KindServerSeen; the
@@ -67,9 +75,11 @@ type Command struct {
 	Server string
 	Index  uint64 // KindServerSeen: the server's raft index
 
-	// KindCluster: the cluster's identity and the protocol it moves to.
+	// KindCluster: the cluster's identity and the protocol it moves to,
+	// and from protocol 4 its raft group count.
 	ClusterID string
 	Protocol  uint64
+	Groups    int
 	// KindLease: the granting leader's lease and lease margin.
 	Lease, LeaseMargin time.Duration
 	// KindFlake: the leader's time (Unix ms) and the operations.
@@ -113,7 +123,7 @@ var commands = map[Kind]command{
 		return f.applyServerSeen(l, c.Server, c.Index)
 	}},
 	KindCluster: {"cluster", 2, func(f *FSM, l *raft.Log, c Command) any {
-		return f.applyCluster(l, c.ClusterID, c.Protocol)
+		return f.applyCluster(l, c.ClusterID, c.Protocol, c.Groups)
 	}},
 	KindLease: {"lease", 2, func(f *FSM, l *raft.Log, c Command) any {
 		return f.applyLease(l, LeaseRecord{Lease: c.Lease, Margin: c.LeaseMargin})

@@ -63,6 +63,7 @@ type extState struct {
 	protocol  uint64
 	floor     uint64
 	lease     LeaseRecord
+	groups    int // recorded raft group count (0: none recorded, one group)
 }
 
 // LeaseRecord is the lease length and margin carried by the last lease
@@ -173,6 +174,15 @@ func (f *FSM) Floor() uint64 {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return f.ext.floor
+}
+
+// Groups returns the cluster's raft group count as recorded (protocol 4),
+// and false when none is recorded (a cluster of one group, or one not yet
+// on protocol 4).
+func (f *FSM) Groups() (int, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return max(f.ext.groups, 1), f.ext.groups != 0
 }
 
 // LeaseReleased reports whether the last lease entry applied (a renewal or

@@ -135,7 +135,7 @@ func encode(c Command) []byte {
 	case KindServerSeen:
 		return EncodeServerSeen(c.Server, c.Index)
 	case KindCluster:
-		return EncodeCluster(c.ClusterID, c.Protocol)
+		return EncodeClusterGroups(c.ClusterID, c.Protocol, c.Groups)
 	case KindLease:
 		return EncodeLease(c.Lease, c.LeaseMargin)
 	case KindFlake:
@@ -1227,5 +1227,54 @@ func TestLeaseReleased(t *testing.T) {
 	}
 	if c, err := Decode(EncodeRelease()); err != nil || c.Kind != KindRelease {
 		t.Fatalf("Decode(EncodeRelease()) = %v, %v", c, err)
+	}
+}
+
+// From protocol 4 the cluster entry records the raft group count: the first
+// count applied wins, an entry with another count is refused, the count
+// survives a reopen and a snapshot, and entries of earlier protocols
+// record none (one group). A build of protocol 3 cannot decode the entry
+// (trailing bytes), so it stops rather than serve from the state.
+func TestClusterRecordsGroups(t *testing.T) {
+	f, path := openTest(t)
+	a := &applier{t: t, f: f}
+	a.mustOK(EncodeCluster("c", 3))
+	if n, ok := f.Groups(); ok || n != 1 {
+		t.Fatalf("protocol 3: groups %d recorded %v, want 1 unrecorded", n, ok)
+	}
+	a.mustOK(EncodeClusterGroups("c", 4, 6))
+	if n, ok := f.Groups(); !ok || n != 6 {
+		t.Fatalf("after protocol 4 with 6 groups: %d %v", n, ok)
+	}
+	a.mustOK(EncodeClusterGroups("c", 4, 6)) // the same again: fine
+	if err := respErr(t, a.apply(EncodeClusterGroups("c", 4, 2))); err == nil || !strings.Contains(err.Error(), "runs 6 raft groups") {
+		t.Fatalf("another count: %v, want a refusal", err)
+	}
+	if c, err := Decode(EncodeClusterGroups("c", 4, 6)); err != nil || c.Groups != 6 || c.Protocol != 4 {
+		t.Fatalf("decode: %+v %v", c, err)
+	}
+	if _, err := Decode(EncodeClusterGroups("c", 4, 0)); err == nil {
+		t.Fatal("a count of 0 decoded")
+	}
+	// What a protocol 3 decoder sees: the protocol 3 layout plus a byte.
+	if _, err := Decode(append(EncodeCluster("c", 3), 6)); err == nil {
+		t.Fatal("a protocol 3 entry with a trailing count decoded")
+	}
+	data := snapshotBytes(t, f)
+	f.Close()
+	g, err := Open(path, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if n, ok := g.Groups(); !ok || n != 6 {
+		t.Fatalf("after reopening: %d %v", n, ok)
+	}
+	h, _ := openTest(t)
+	if err := h.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
+		t.Fatal(err)
+	}
+	if n, ok := h.Groups(); !ok || n != 6 {
+		t.Fatalf("after a snapshot install: %d %v", n, ok)
 	}
 }
