@@ -299,6 +299,11 @@ func (g *gossip) maybeBootstrap() {
 		if m.ID != n.cfg.ID && !m.Ready && m.Proto != 0 {
 			continue // it would not bootstrap (yet): it does not count
 		}
+		if m.groups() != len(n.groups) {
+			n.warnOnce("bootstrap-groups:"+m.ID, fmt.Sprintf("not bootstrapping: server %s runs %d raft groups, this one %d; start every server of a new cluster with the same --groups", m.ID, m.groups(), len(n.groups)),
+				"id", m.ID)
+			return
+		}
 		servers = append(servers, raft.Server{ID: raft.ServerID(m.ID), Address: raft.ServerAddress(m.RaftAddr), Suffrage: raft.Voter})
 	}
 	if len(servers) < n.cfg.BootstrapExpect {

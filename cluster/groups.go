@@ -79,6 +79,8 @@ func groupCount(dataDir string, want, def int) (int, error) {
 	}
 	n := want
 	switch {
+	case has && !recorded && exists(filepath.Join(dataDir, "groups")):
+		return 0, fmt.Errorf("%w: the file %s is missing while the data directory holds groups/: the group count is unknown; restore the file (it holds the cluster's --groups) or remove this server and start it again with an empty data directory", ErrInvalidConfig, filepath.Join(dataDir, groupsFile))
 	case has && !recorded:
 		// The previous build's data directory: one group.
 		if want != 0 && want != 1 {
@@ -101,6 +103,11 @@ func groupCount(dataDir string, want, def int) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 func readGroups(dataDir string) (int, bool, error) {
@@ -155,18 +162,22 @@ func syncDir(dir string) error {
 }
 
 // checkGroupState refuses a data directory whose groups disagree: group 0
-// holds raft state but another group does not. That group's directory was
-// deleted or lost: its votes and acknowledged entries are gone, and letting
-// it take part could elect two leaders in a term or lose committed marks.
-// (The reverse, a group with state while group 0 has none, is a bootstrap
-// cut short: groups are bootstrapped before group 0.)
-func checkGroupState(groups []*group.Group) error {
+// held raft state when the node started but another group's directory did
+// not exist (existed records, per group, whether its raft.db was there
+// before the group opened it). That directory was deleted or lost: its
+// votes and acknowledged entries are gone, and letting it take part could
+// elect two leaders in a term or lose committed marks. A directory that
+// exists without state is a group this server had not been added to yet
+// (a server that joined and stopped before every group's leader added it),
+// and a group with state while group 0 has none is a bootstrap cut short
+// (groups are bootstrapped before group 0): both are fine.
+func checkGroupState(groups []*group.Group, existed []bool) error {
 	if !groups[0].HadState() {
 		return nil
 	}
-	for i, g := range groups[1:] {
-		if !g.HadState() {
-			return fmt.Errorf("%w: group %d's directory holds no raft state while group 0's does: it was deleted or lost. Remove this server from the cluster, delete its whole data directory, and start it again to join as a new server", ErrInvalidConfig, i+1)
+	for i := 1; i < len(groups); i++ {
+		if !existed[i] {
+			return fmt.Errorf("%w: group %d's directory is missing while group 0's holds raft state: it was deleted or lost. Remove this server from the cluster, delete its whole data directory, and start it again to join as a new server", ErrInvalidConfig, i)
 		}
 	}
 	return nil

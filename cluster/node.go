@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -77,6 +78,7 @@ type Node struct {
 	lastBalance  time.Time            // when the last one ended
 	balanceRetry map[int]time.Time    // per group: no new try before
 	drained      atomic.Bool          // see Drain
+	missingSince map[string]time.Time // "group/id" gone from group 0's configuration, since when
 
 	closeOnce sync.Once
 	closeErr  error
@@ -92,7 +94,7 @@ func Start(cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), closing: make(chan struct{}),
 		vouchedCh:   make(chan struct{}, 1),
 		caughtSince: map[string]time.Time{}, warned: map[string]time.Time{}, recordedAt: map[string]time.Time{},
-		aliveSince: map[string]time.Time{}, balanceRetry: map[int]time.Time{}}
+		aliveSince: map[string]time.Time{}, balanceRetry: map[int]time.Time{}, missingSince: map[string]time.Time{}}
 	if err := n.open(); err != nil {
 		n.closeGroups()
 		n.closeTransports()
@@ -145,10 +147,12 @@ func (n *Node) open() error {
 		n.transports = append(n.transports, t)
 	}
 	n.transport = n.transports[0]
+	existed := make([]bool, count)
 	for i := 0; i < count; i++ {
+		existed[i] = exists(filepath.Join(groupDir(cfg.DataDir, i), "raft.db"))
 		gc := group.Config{
 			ID: cfg.ID, Dir: groupDir(cfg.DataDir, i), Transport: noPipeline{n.transports[i]}, Host: n,
-			Index: i, Owns: ownsFunc(i, count),
+			Index: i, Groups: count, Owns: ownsFunc(i, count),
 			Lease: cfg.Lease, LeaseMargin: cfg.LeaseMargin, UnsafeDisableLease: cfg.UnsafeDisableLease, LeaseHandoff: cfg.LeaseHandoff,
 			UnsafeFlakeTrustClock: cfg.UnsafeFlakeTrustClock,
 			LeaseClock:            cfg.LeaseClock, WallClock: n.WallMs, MaxKeysPerSection: cfg.MaxKeysPerSection, OnRaise: cfg.OnRaise,
@@ -167,7 +171,7 @@ func (n *Node) open() error {
 		}
 		n.groups = append(n.groups, g)
 	}
-	if err := checkGroupState(n.groups); err != nil {
+	if err := checkGroupState(n.groups, existed); err != nil {
 		return err
 	}
 	g := n.groups[0]
@@ -306,6 +310,11 @@ func (n *Node) CreateSpace(ctx context.Context, s seqd.Space) (created bool, err
 // in-memory state and hands leadership to another voter; then the node leaves
 // gossip and stops raft. ctx bounds the handover.
 func (n *Node) Shutdown(ctx context.Context) error {
+	// Nobody's preferred leader from now on, so that no balancer moves a
+	// group back here between its handover and the gossip leave.
+	if !n.drained.Swap(true) && n.gossip != nil && n.ml != nil {
+		n.gossip.refreshMeta()
+	}
 	var wg sync.WaitGroup
 	for _, g := range n.groups {
 		wg.Go(func() { g.Handover(ctx) })

@@ -60,7 +60,7 @@ var (
 )
 
 // stateFiles are what a data directory holding state contains.
-var stateFiles = []string{"raft.db", "fsm.db", "snapshots"}
+var stateFiles = []string{"raft.db", "fsm.db", "snapshots", "groups", groupsFile}
 
 // PrepareRestore builds a data directory from which `seqd serve` starts a new
 // single-voter cluster whose state is the backup with every mark raised by

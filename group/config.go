@@ -46,6 +46,9 @@ type Config struct {
 	// Authority reads group 0's committed state on this server; it is
 	// required when Index > 0, and nil for group 0.
 	Authority Authority
+	// Groups is how many groups the cluster runs (0: one). The group serves
+	// only while group 0's record of the count agrees (see lead).
+	Groups int
 	// Owns reports whether the group owns a section (see seqd.SlotOf;
 	// nil: every section, a cluster of one group).
 	Owns func(space string, section uint64) bool

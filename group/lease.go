@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/seqd/seqd"
@@ -151,10 +152,27 @@ func (g *Group) lead(ctx context.Context, epoch uint64) {
 	} else if !sleepCtx(ctx, time.Until(g.leaseEnd(gained))) {
 		return
 	}
-	// 3. The default space, group 0's spaces, and the protocol.
-	g.ensureDefaultSpace(ctx)
+	// 3. The default space (group 0 only: the others copy it), group 0's
+	// spaces, the protocol, and an agreed group count.
+	if g.cfg.Authority == nil {
+		g.ensureDefaultSpace(ctx)
+	}
 	g.copySpaces(ctx)
-	g.EnsureProtocol(ctx)
+	for {
+		g.EnsureProtocol(ctx)
+		err := g.groupsAgree()
+		if err == nil {
+			break
+		}
+		g.log.Error("not serving: "+err.Error()+"; handing leadership to another server", "term", g.raft.CurrentTerm())
+		if errors.Is(err, ErrGroupCount) && g.hasOtherVoters() {
+			// Let a server that agrees with the cluster lead instead.
+			_ = g.raft.LeadershipTransfer().Error()
+		}
+		if !sleepCtx(ctx, g.cfg.Lease) {
+			return
+		}
+	}
 	// 4. Renew the lease from committed entries.
 	first := true
 	for round := 1; ; round++ {
@@ -200,7 +218,10 @@ func (g *Group) copySpaces(ctx context.Context) {
 		return
 	}
 	for _, sp := range g.cfg.Authority.Spaces() {
-		if _, ok := g.fsm.Space(sp.Name); ok {
+		if own, ok := g.fsm.Space(sp.Name); ok {
+			if own != sp {
+				g.log.Error("a space's settings differ from group 0's; this group keeps its own", "space", sp.Name, "group0", sp, "here", own)
+			}
 			continue
 		}
 		if err := g.apply(ctx, fsm.EncodeCreateSpace(sp)); err != nil {
@@ -354,7 +375,7 @@ func (g *Group) EnsureProtocol(ctx context.Context) {
 	if id == "" {
 		id = NewClusterID()
 	}
-	if err := g.apply(ctx, fsm.EncodeCluster(id, fsm.ProtocolVersion)); err != nil {
+	if err := g.apply(ctx, fsm.EncodeClusterGroups(id, fsm.ProtocolVersion, max(g.cfg.Groups, 1))); err != nil {
 		if !errors.Is(err, context.Canceled) {
 			g.log.Warn("moving the cluster to the new protocol failed", "err", err)
 		}
@@ -362,6 +383,35 @@ func (g *Group) EnsureProtocol(ctx context.Context) {
 	}
 	g.log.Info("cluster on protocol", "protocol", g.fsm.Protocol(), "cluster_id", g.fsm.ClusterID())
 	g.host.ProtocolMoved()
+}
+
+// ErrGroupCount means this server runs another number of raft groups than
+// the cluster records: it would map keys to other groups than the ones
+// holding their marks, so it serves nothing.
+var ErrGroupCount = errors.New("this server's raft group count differs from the cluster's")
+
+// groupsAgree reports whether this server may serve: the cluster's group
+// count as group 0 records it (one when unrecorded: a cluster of one group,
+// or of a build before groups) is this server's. A server of several
+// groups also needs the count recorded (protocol 4), so that a server with
+// another count, or a previous build (which refuses protocol 4 state),
+// cannot serve from the same cluster.
+func (g *Group) groupsAgree() error {
+	var rec int
+	var recorded bool
+	if g.cfg.Authority != nil {
+		rec, recorded = g.cfg.Authority.Groups()
+	} else {
+		rec, recorded = g.fsm.Groups()
+	}
+	mine := max(g.cfg.Groups, 1)
+	switch {
+	case rec != mine:
+		return fmt.Errorf("%w: it runs %d, the cluster %d (start it with --groups %d)", ErrGroupCount, mine, rec, rec)
+	case mine > 1 && !recorded:
+		return fmt.Errorf("%w: the cluster has not recorded its group count yet (every server must run a build with groups)", ErrGroupCount)
+	}
+	return nil
 }
 
 // NewClusterID returns a new random cluster ID (32 hex digits).

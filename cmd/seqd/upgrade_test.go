@@ -165,8 +165,8 @@ func rollingUpgrade(t *testing.T, commit string, prevProtocol uint64) {
 			ctx, cancel = context.WithTimeout(context.Background(), 2*time.Second)
 			_, err = st.NextIds(ctx, "", 1)
 			cancel()
-			if prevProtocol >= fsm.ProtocolVersion {
-				// The previous build speaks this protocol: ids are served.
+			if prevProtocol >= fsm.KindProtocol(fsm.KindFlake) {
+				// The previous build has flake ids: they are served.
 				if err != nil {
 					t.Fatalf("NextIds on a mixed cluster of the same protocol: %v", err)
 				}
