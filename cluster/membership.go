@@ -266,6 +266,7 @@ func (n *Node) RemoveServer(ctx context.Context, id string) error {
 	self := id == n.cfg.ID
 	var epoch uint64
 	if self {
+		defer n.grp.LockMoves()()
 		// Stop serving first, as on any step-down, but keep the epoch and
 		// the sections: if the change fails while this node still leads
 		// the same term, it serves on from where it stopped (reloading

@@ -18,12 +18,12 @@ import (
 // follow the configuration of group 0 as this server has it, one change per
 // pass: a server of group 0 missing here is added as a non-voter; one that
 // votes in group 0 is promoted here once it has caught up with this group;
-// an address change is copied; a server gone from group 0 is removed here
-// (a leader that is itself gone from group 0 hands its leadership to
-// another voter first, and the new leader removes it). A server this
-// group's leader does not see in group 0's configuration yet is never
-// removed on that account alone while it is a voter of both: group 0's
-// copy on this server may lag, and the next pass corrects it.
+// an address change is copied; a server gone from group 0 for
+// mirrorRemoveAfter is removed here (a leader that is itself gone from
+// group 0 hands its leadership to another voter first, and the new leader
+// removes it). Group 0's configuration as this server has it may lag, or
+// hold a change not yet committed that is later dropped; waiting before a
+// removal keeps such a passing view from shrinking the group.
 //
 // Leaders: each group has a preferred leader, the voter at position
 // (group mod voters) of its voters sorted by ID, so that with as many
@@ -37,9 +37,10 @@ import (
 // the voters stay the same.
 
 const (
-	balanceStable = 3 * time.Second
-	balanceGap    = 500 * time.Millisecond
-	balanceRetry  = 15 * time.Second
+	mirrorRemoveAfter = 5 * time.Second
+	balanceStable     = 3 * time.Second
+	balanceGap        = 500 * time.Millisecond
+	balanceRetry      = 15 * time.Second
 )
 
 // preferredLeader returns the preferred leader of group i among conf's
@@ -103,8 +104,22 @@ func (n *Node) mirrorMembership(i int, conf0 raft.Configuration) {
 			return
 		}
 	}
+	now := time.Now()
 	for _, s := range have.Servers {
+		key := fmt.Sprintf("%d/%s", i, s.ID)
 		if _, ok := want[s.ID]; ok {
+			n.memMu.Lock()
+			delete(n.missingSince, key)
+			n.memMu.Unlock()
+			continue
+		}
+		n.memMu.Lock()
+		since, seen := n.missingSince[key]
+		if !seen {
+			n.missingSince[key] = now
+		}
+		n.memMu.Unlock()
+		if !seen || now.Sub(since) < mirrorRemoveAfter {
 			continue
 		}
 		if string(s.ID) == n.cfg.ID {

@@ -60,6 +60,9 @@ type Authority interface {
 	Spaces() []seqd.Space
 	// ClusterID returns group 0's cluster ID ("" until it has one).
 	ClusterID() string
+	// Groups returns the cluster's group count as group 0 records it, and
+	// whether it is recorded (see fsm.FSM.Groups).
+	Groups() (int, bool)
 }
 
 // Group is one running Raft group.
@@ -81,6 +84,11 @@ type Group struct {
 
 	leadMu     sync.Mutex
 	leadCancel context.CancelFunc
+
+	// moveMu serializes planned moves (TransferLeadership, Handover and a
+	// host's withhold-change-resume, see LockMoves): one move's ResumeLead
+	// must never lift another's Withhold.
+	moveMu sync.Mutex
 
 	stats stats
 
@@ -220,6 +228,8 @@ func (g *Group) IsLeader() bool { return g.raft.State() == raft.Leader }
 // fails, it serves again through the whole lease procedure (ResumeLead),
 // whose first renewal voids the release for any later leader.
 func (g *Group) TransferLeadership(id string, unknown error) error {
+	g.moveMu.Lock()
+	defer g.moveMu.Unlock()
 	if !g.IsLeader() {
 		return seqd.ErrNotLeader
 	}
@@ -248,7 +258,7 @@ func (g *Group) TransferLeadership(id string, unknown error) error {
 		return transfer()
 	}
 	epoch := g.Withhold()
-	err := g.release()
+	err := g.release(context.Background())
 	if err == nil {
 		err = transfer()
 	}
@@ -258,6 +268,14 @@ func (g *Group) TransferLeadership(id string, unknown error) error {
 	return err
 }
 
+// LockMoves holds off every other planned move of the group until the
+// returned function is called: a host that withholds, changes something
+// and resumes (removing this server) holds it throughout.
+func (g *Group) LockMoves() (unlock func()) {
+	g.moveMu.Lock()
+	return g.moveMu.Unlock
+}
+
 // handoff reports whether a planned move releases the lease: LeaseHandoff
 // is set and the group is on a protocol every server of which knows
 // KindRelease.
@@ -265,9 +283,10 @@ func (g *Group) handoff() bool {
 	return g.cfg.LeaseHandoff && g.fsm.Protocol() >= fsm.KindProtocol(fsm.KindRelease)
 }
 
-// release commits a lease release; the caller has stopped serving.
-func (g *Group) release() error {
-	ctx, cancel := context.WithTimeout(context.Background(), applyTimeout)
+// release commits a lease release; the caller has stopped serving. ctx
+// bounds it (at most applyTimeout).
+func (g *Group) release(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, applyTimeout)
 	defer cancel()
 	if err := g.apply(ctx, fsm.EncodeRelease()); err != nil {
 		g.log.Warn("releasing the lease before a leadership transfer failed", "err", err)
@@ -356,6 +375,26 @@ func (s store) Space(name string) (seqd.Space, bool) {
 
 func (s store) Max(space string, section uint64) uint64 { return s.g.fsm.Max(space, section) }
 func (s store) Raise(ctx context.Context, marks []seqd.Mark) error {
+	if s.g.cfg.Authority != nil {
+		// A space this group has not copied yet (created in group 0 since
+		// the last copy pass): the group's state machine refuses marks of
+		// a space it does not hold, so copy it first.
+		for i, m := range marks {
+			if i > 0 && m.Space == marks[i-1].Space {
+				continue
+			}
+			if _, ok := s.g.fsm.Space(m.Space); ok {
+				continue
+			}
+			sp, ok := s.g.cfg.Authority.Space(m.Space)
+			if !ok {
+				continue // the raise fails as the state machine says
+			}
+			if err := s.g.apply(ctx, fsm.EncodeCreateSpace(sp)); err != nil {
+				return err
+			}
+		}
+	}
 	return s.g.apply(ctx, fsm.EncodeRaise(marks))
 }
 
@@ -363,6 +402,8 @@ func (s store) Raise(ctx context.Context, marks []seqd.Mark) error {
 // and in-memory state and hands leadership to another voter, if there is
 // one. ctx bounds the handover.
 func (g *Group) Handover(ctx context.Context) {
+	g.moveMu.Lock()
+	defer g.moveMu.Unlock()
 	if !g.IsLeader() {
 		return
 	}
@@ -372,7 +413,7 @@ func (g *Group) Handover(ctx context.Context) {
 		return
 	}
 	if g.handoff() {
-		_ = g.release() // on failure the next leader waits the lease out
+		_ = g.release(ctx) // on failure the next leader waits the lease out
 	}
 	f := g.raft.LeadershipTransfer()
 	errc := make(chan error, 1)
