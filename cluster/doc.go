@@ -4,7 +4,7 @@
 // membership (promotion, cleanup, seqd node remove), vouching (DESIGN.md
 // §6: who may take part in raft, from what knowledge), the disk-full rule
 // (disk.go), the routing version, offline restore, and the list of groups
-// (exactly one for now: see group/).
+// (a fixed number, chosen at bootstrap: see groups.go and group/).
 //
 // A group (group/) runs raft, the state machine and the lease loop; it
 // reaches the host only through group.Host: the host tells it when this

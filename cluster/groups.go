@@ -21,7 +21,7 @@ import (
 // single-group server always had, so that a data directory of the previous
 // build opens in place as group 0 of a one-group cluster; group g >= 1 keeps
 // the same files under groups/<g>/. The count is written in the file
-// "groups" when the directory is first opened, and once group 0 holds raft
+// "group-count" when the directory is first opened, and once group 0 holds raft
 // state it is fixed: a start with another --groups fails, since keys would
 // map to other groups than the ones holding their marks.
 //
