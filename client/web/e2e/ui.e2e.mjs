@@ -14,7 +14,9 @@
 // the new leader, the dead node as unreachable, and a Next from the page
 // returns a larger value. Last, against a fourth, single-node cluster that
 // requires an admin token: without the token the page says so where the
-// workers would be, and once the token is entered it lists that node's worker.
+// workers would be, and once the token is entered it lists that node's worker;
+// that node runs 3 raft groups (--groups 3), and the page's Raft groups panel
+// shows the 3 groups led by it (the 3-node cluster, of one group, shows none).
 //
 // Env: SEQD_BIN, UITEST_BIN (built binaries; required), CHROMIUM (default
 // /usr/bin/chromium), E2E_OUT (directory for screenshots and logs; default a
@@ -158,6 +160,9 @@ async function main() {
     let leader = await agreed(nodes);
     await page.waitForFunction(() => document.querySelectorAll("#nodes tbody tr").length === 3, null, { timeout: 5000 });
     await page.waitForFunction(() => document.querySelectorAll("#spaces tbody tr").length >= 1, null, { timeout: 5000 });
+    // One raft group (no --groups): no groups panel.
+    assert(await page.locator("#groups-panel").isHidden(), "a single-group cluster shows no Raft groups panel");
+    assert((await page.locator("#groups tbody tr").count()) === 0, "no group rows for a single-group cluster");
     log(`page shows leader ${leader}, 3 nodes, conn: ${await page.locator("#conn").textContent()}`);
 
     const call = async (btn) => {
@@ -260,7 +265,7 @@ async function main() {
     start(solo.id, SEQD, [
       "serve", "--id", solo.id, "--data-dir", path.join(work, solo.id),
       "--api-addr", solo.api, "--raft-addr", solo.raft, "--gossip-addr", solo.gossip,
-      "--join", solo.gossip, "--bootstrap-expect", "1",
+      "--join", solo.gossip, "--bootstrap-expect", "1", "--groups", "3",
     ], { SEQD_TOKEN: tok });
     // IdService needs no token (no --token-sequence): this makes n4 hold a worker.
     const soloId = await until("n4 to issue a flake id", () => rpc(solo.api, "seq.v1.IdService/NextIds", { count: 1 }), 30000);
@@ -285,6 +290,22 @@ async function main() {
     const row2 = (await page2.locator(`#workers tr[data-label="${solo.id}"]`).first().locator("td").allTextContents()).map((t) => t.trim());
     log(`page with the token: worker row ${JSON.stringify(row2)}`);
     assert(row2[1] === "held" && row2[2] === solo.id, `n4's worker is shown held by n4: ${JSON.stringify(row2)}`);
+    // n4 runs 3 raft groups (--groups 3) and, alone, leads them all.
+    await page2.waitForFunction((id) => {
+      const rows = [...document.querySelectorAll("#groups tbody tr")];
+      return !document.querySelector("#groups-panel").hidden && rows.length === 3 && rows.every((r) => r.dataset.leader === id);
+    }, solo.id, { timeout: 15000 }).catch(async (e) => {
+      throw new Error(`the page shows no 3 groups led by ${solo.id} (groups panel: ${JSON.stringify(await page2.locator("#groups-panel").textContent())}): ${e.message}`);
+    });
+    const groupRows = await page2.locator("#groups tbody tr").evaluateAll((rows) => rows.map((r) => [...r.cells].map((c) => c.textContent.trim())));
+    log(`page: group rows ${JSON.stringify(groupRows)}`);
+    assert(groupRows.map((r) => r[0]).join() === "0,1,2", `groups 0, 1, 2: ${JSON.stringify(groupRows)}`);
+    for (const r of groupRows) {
+      assert(r.length === 7 && r[1] === solo.id, `group ${r[0]} is led by ${solo.id}: ${JSON.stringify(r)}`);
+      assert(/^\d+-\d+$/.test(r[5]) && r[6] === solo.id, `group ${r[0]} shows its slots and its one voter ${solo.id}: ${JSON.stringify(r)}`);
+    }
+    const led = await page2.locator("#groups-led").textContent();
+    assert(led === `groups led: ${solo.id} 3`, `groups led line: ${led}`);
     await page2.screenshot({ path: path.join(out, "ui-token.png"), fullPage: true });
     await page2.close();
 

@@ -16,6 +16,7 @@ import {
   AdminService,
   SequenceService,
   type ClusterStatusResponse,
+  type GroupRoute,
   type Node,
   type Space,
 } from "./gen/seq/v1/seq_pb.js";
@@ -29,7 +30,7 @@ import {
 } from "./gen/seq/v1/id_pb.js";
 
 export { Code, ConnectError };
-export type { ClusterStatusResponse, Node, Space, DecodeResponse, GetLayoutResponse, Namespace, Worker, WorkerUse };
+export type { ClusterStatusResponse, GroupRoute, Node, Space, DecodeResponse, GetLayoutResponse, Namespace, Worker, WorkerUse };
 
 export type TransportKind = "connect" | "grpc-web";
 

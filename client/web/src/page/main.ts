@@ -1,7 +1,7 @@
 // The status page served by seqd at /ui/ (ui/static/index.html loads this
 // bundle as app.js). It talks to the node that served it (or to ?api=URL)
 // with the browser client over Connect or gRPC-Web, polls ClusterStatus every
-// second, lists spaces, flake namespaces and their workers every ten seconds
+// second (and shows its raft groups when the cluster runs several), lists spaces, flake namespaces and their workers every ten seconds
 // (and whenever the routing version changes), and lets an operator try Next
 // and Current on a key.
 
@@ -12,6 +12,7 @@ import {
   describeError,
   leaderHint,
   type ClusterStatusResponse,
+  type GroupRoute,
   type Namespace,
   type Node,
   type SeqdClient,
@@ -159,6 +160,7 @@ function renderStatus(st: ClusterStatusResponse, reading?: RateReading): void {
     );
   }
   tbody.replaceChildren(...rows);
+  renderGroups(st.groups);
   $("node-count").textContent = `${nodes.length} node${nodes.length === 1 ? "" : "s"}, ${
     nodes.filter((n) => n.voter).length
   } voters`;
@@ -174,6 +176,79 @@ function renderStatus(st: ClusterStatusResponse, reading?: RateReading): void {
     while (rateHistory.length > 60) rateHistory.shift();
     drawSpark();
   }
+}
+
+// ---- raft groups ------------------------------------------------------------
+
+/** The group's leader differs from the voter leadership is balanced to. */
+function offPreferred(g: GroupRoute): boolean {
+  return g.preferredLeader !== "" && g.leaderId !== "" && g.leaderId !== g.preferredLeader;
+}
+
+/** "groups led: n1 2, n2 2, n3 2" from the rows: every leader and voter, and the groups without a leader. */
+function groupsLed(groups: GroupRoute[]): string {
+  const led = new Map<string, number>();
+  for (const g of groups) for (const v of g.voters) if (!led.has(v)) led.set(v, 0);
+  let leaderless = 0;
+  for (const g of groups) {
+    if (g.leaderId) led.set(g.leaderId, (led.get(g.leaderId) ?? 0) + 1);
+    else leaderless++;
+  }
+  const parts = [...led].sort(([a], [b]) => a.localeCompare(b)).map(([id, n]) => `${id} ${n}`);
+  return `groups led: ${parts.join(", ") || "none"}${leaderless ? ` · ${leaderless} without a leader` : ""}`;
+}
+
+// The panel is shown only for a cluster of several raft groups: with one, the
+// cards and the nodes table above already say it all.
+function renderGroups(list: GroupRoute[]): void {
+  const panel = $("groups-panel");
+  const tbody = $("groups").querySelector("tbody")!;
+  if (list.length <= 1) {
+    panel.hidden = true;
+    tbody.replaceChildren();
+    return;
+  }
+  const groups = [...list].sort((a, b) => a.group - b.group);
+  tbody.replaceChildren(
+    ...groups.map((g) => {
+      const tr = el("tr");
+      tr.dataset.group = String(g.group);
+      tr.dataset.leader = g.leaderId;
+      tr.dataset.preferred = g.preferredLeader;
+      const off = offPreferred(g);
+      if (off) {
+        tr.className = "off-preferred";
+        tr.title = `led by ${g.leaderId}, not by its preferred leader ${g.preferredLeader}`;
+      }
+      const leader = el("td", undefined, "mono");
+      if (g.leaderId) leader.append(el("strong", g.leaderId));
+      else leader.append(pill("none", "st-candidate"));
+      if (g.leaderId && g.leaderApiAddr) leader.title = g.leaderApiAddr;
+      const serving = el("td");
+      serving.append(g.serving ? pill("yes", "ok") : el("span", "no", "muted"));
+      const preferred = el("td", undefined, "mono");
+      preferred.append(
+        g.preferredLeader ? document.createTextNode(g.preferredLeader) : el("span", "—", "muted"),
+      );
+      if (off) preferred.append(el("span", " ≠ leader", "warn-text"));
+      const slots = el("td", `${g.firstSlot}-${g.endSlot}`, "num mono");
+      slots.title = `slots [${g.firstSlot}, ${g.endSlot}): ${g.endSlot - g.firstSlot} slots`;
+      tr.append(
+        el("td", String(g.group), "num"),
+        leader,
+        serving,
+        el("td", String(g.term), "num"),
+        preferred,
+        slots,
+        el("td", g.voters.length ? [...g.voters].sort().join(", ") : "—", "mono"),
+      );
+      return tr;
+    }),
+  );
+  $("groups-led").textContent = groupsLed(groups);
+  const moved = groups.filter(offPreferred).length;
+  $("group-count").textContent = `${groups.length} groups${moved ? `, ${moved} not on their preferred leader` : ""}`;
+  panel.hidden = false;
 }
 
 function drawSpark(): void {
