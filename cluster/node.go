@@ -73,12 +73,13 @@ type Node struct {
 	recordedAt  map[string]time.Time // when each server's raft index was last recorded
 	warned      map[string]time.Time // warnOnce
 	// Leader balancing (placement.go), under memMu.
-	aliveSince   map[string]time.Time // members alive in gossip, since when
-	balancing    bool                 // a transfer is in flight
-	lastBalance  time.Time            // when the last one ended
-	balanceRetry map[int]time.Time    // per group: no new try before
-	drained      atomic.Bool          // see Drain
-	missingSince map[string]time.Time // "group/id" gone from group 0's configuration, since when
+	aliveSince     map[string]time.Time // members alive in gossip, since when
+	balancing      bool                 // a transfer is in flight
+	lastBalance    time.Time            // when the last one ended
+	balanceRetry   map[int]time.Time    // per group: no new try before
+	drained        atomic.Bool          // see Drain
+	missingSince   map[string]time.Time // "group/id" gone from group 0's configuration, since when
+	progressFailed map[string]time.Time // API address → no progress question before
 
 	closeOnce sync.Once
 	closeErr  error
@@ -94,7 +95,7 @@ func Start(cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), closing: make(chan struct{}),
 		vouchedCh:   make(chan struct{}, 1),
 		caughtSince: map[string]time.Time{}, warned: map[string]time.Time{}, recordedAt: map[string]time.Time{},
-		aliveSince: map[string]time.Time{}, balanceRetry: map[int]time.Time{}, missingSince: map[string]time.Time{}}
+		aliveSince: map[string]time.Time{}, balanceRetry: map[int]time.Time{}, missingSince: map[string]time.Time{}, progressFailed: map[string]time.Time{}}
 	if err := n.open(); err != nil {
 		n.closeGroups()
 		n.closeTransports()

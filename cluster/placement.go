@@ -124,8 +124,19 @@ func (n *Node) mirrorMembership(i int, conf0 raft.Configuration) {
 		}
 		if string(s.ID) == n.cfg.ID {
 			// Hand the group over; its next leader removes this server.
+			n.memMu.Lock()
+			retryOK := now.After(n.balanceRetry[i])
+			n.memMu.Unlock()
+			if !retryOK {
+				return
+			}
 			n.log.Info("this server left group 0's configuration: handing over a group it leads", "group", i)
-			n.logChange(i, "leadership transfer", s.ID, g.TransferLeadership("", ErrUnknownServer))
+			if err := g.TransferLeadership("", ErrUnknownServer); err != nil {
+				n.logChange(i, "leadership transfer", s.ID, err)
+				n.memMu.Lock()
+				n.balanceRetry[i] = time.Now().Add(balanceRetry)
+				n.memMu.Unlock()
+			}
 			return
 		}
 		n.log.Info("removing server from a group: it left group 0's configuration", "group", i, "id", s.ID)
@@ -147,12 +158,31 @@ func (n *Node) groupCaughtUp(i int, id string) bool {
 	if !ok || !m.Alive || m.APIAddr == "" || n.cfg.PeerProgress == nil {
 		return false
 	}
+	// A server whose API failed to answer is not asked again for
+	// progressBackoff: the reconcile pass calls this synchronously, per
+	// group, and must not stall a second per group on a hung peer.
+	n.memMu.Lock()
+	until := n.progressFailed[m.APIAddr]
+	n.memMu.Unlock()
+	if time.Now().Before(until) {
+		return false
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	r := n.groups[i].Raft()
 	term, applied, err := n.cfg.PeerProgress(ctx, m.APIAddr, i)
-	return err == nil && term == r.CurrentTerm() && applied+promoteLag >= r.CommitIndex()
+	if err != nil {
+		n.memMu.Lock()
+		n.progressFailed[m.APIAddr] = time.Now().Add(progressBackoff)
+		n.memMu.Unlock()
+		return false
+	}
+	return term == r.CurrentTerm() && applied+promoteLag >= r.CommitIndex()
 }
+
+// progressBackoff is how long a server whose progress could not be read is
+// not asked again by the balancer and the mirror.
+const progressBackoff = 5 * time.Second
 
 // isDrained reports whether server id is drained, as gossip (or, for this
 // server, its own flag) says.
