@@ -231,7 +231,7 @@ function renderGroups(list: GroupRoute[]): void {
         g.preferredLeader ? document.createTextNode(g.preferredLeader) : el("span", "—", "muted"),
       );
       if (off) preferred.append(el("span", " ≠ leader", "warn-text"));
-      const slots = el("td", `${g.firstSlot}-${g.endSlot}`, "num mono");
+      const slots = el("td", `${g.firstSlot}-${g.endSlot - 1}`, "num mono");
       slots.title = `slots [${g.firstSlot}, ${g.endSlot}): ${g.endSlot - g.firstSlot} slots`;
       tr.append(
         el("td", String(g.group), "num"),
