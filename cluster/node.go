@@ -78,6 +78,7 @@ type Node struct {
 	lastBalance    time.Time            // when the last one ended
 	balanceRetry   map[int]time.Time    // per group: no new try before
 	drained        atomic.Bool          // see Drain
+	stopping       atomic.Bool          // Shutdown has begun: no balancing here
 	missingSince   map[string]time.Time // "group/id" gone from group 0's configuration, since when
 	progressFailed map[string]time.Time // API address → no progress question before
 
@@ -312,7 +313,9 @@ func (n *Node) CreateSpace(ctx context.Context, s seqd.Space) (created bool, err
 // gossip and stops raft. ctx bounds the handover.
 func (n *Node) Shutdown(ctx context.Context) error {
 	// Nobody's preferred leader from now on, so that no balancer moves a
-	// group back here between its handover and the gossip leave.
+	// group back here between its handover and the gossip leave; this
+	// server's own balancer stops (the handovers below move its groups).
+	n.stopping.Store(true)
 	if !n.drained.Swap(true) && n.gossip != nil && n.ml != nil {
 		n.gossip.refreshMeta()
 	}

@@ -246,6 +246,9 @@ func (n *Node) ledHere() int {
 // leader (see above); a drained server moves any group it leads and
 // serves, without waiting for the target to be alive for balanceStable.
 func (n *Node) balance() {
+	if n.stopping.Load() {
+		return
+	}
 	now := time.Now()
 	n.memMu.Lock()
 	for _, m := range n.Members() {
