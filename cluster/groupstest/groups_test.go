@@ -1,4 +1,4 @@
-package cluster_test
+package groupstest_test
 
 import (
 	"context"
