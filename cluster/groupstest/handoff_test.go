@@ -2,6 +2,7 @@ package groupstest_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -37,7 +38,7 @@ func moveUnderLoad(t *testing.T, c *testcluster.Cluster) (gap time.Duration, new
 					return
 				}
 				if v[0] <= last {
-					errs <- &orderError{key: uint64(w), v: v[0], last: last}
+					errs <- fmt.Errorf("key %d: %d after %d", w, v[0], last)
 					return
 				}
 				last = v[0]
@@ -59,22 +60,6 @@ func moveUnderLoad(t *testing.T, c *testcluster.Cluster) (gap time.Duration, new
 		t.Fatal(err)
 	}
 	return gap, newLeader
-}
-
-type orderError struct{ key, v, last uint64 }
-
-func (e *orderError) Error() string {
-	return "key " + itoa(e.key) + ": " + itoa(e.v) + " after " + itoa(e.last)
-}
-
-func itoa(v uint64) string {
-	b := []byte{}
-	for {
-		b = append([]byte{byte('0' + v%10)}, b...)
-		if v /= 10; v == 0 {
-			return string(b)
-		}
-	}
 }
 
 // With --lease-handoff, a planned move releases the lease: the new leader
