@@ -78,6 +78,7 @@ type Node struct {
 	lastBalance    time.Time            // when the last one ended
 	balanceRetry   map[int]time.Time    // per group: no new try before
 	drained        atomic.Bool          // see Drain
+	balanceMoves   atomic.Int64         // see BalanceMoves
 	stopping       atomic.Bool          // Shutdown has begun: no balancing here
 	missingSince   map[string]time.Time // "group/id" gone from group 0's configuration, since when
 	progressFailed map[string]time.Time // API address → no progress question before

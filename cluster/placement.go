@@ -231,6 +231,10 @@ func (n *Node) Drain(ctx context.Context, on bool) (int, error) {
 	}
 }
 
+// BalanceMoves counts the leadership transfers this server's balancer (and
+// drain) started.
+func (n *Node) BalanceMoves() int64 { return n.balanceMoves.Load() }
+
 // ledHere counts the groups this server leads.
 func (n *Node) ledHere() int {
 	led := 0
@@ -287,6 +291,7 @@ func (n *Node) balance() {
 		n.memMu.Lock()
 		n.balancing = true
 		n.memMu.Unlock()
+		n.balanceMoves.Add(1)
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()

@@ -85,9 +85,10 @@ type Group struct {
 	leadMu     sync.Mutex
 	leadCancel context.CancelFunc
 
-	// moveMu serializes planned moves (TransferLeadership, Handover and a
-	// host's withhold-change-resume, see LockMoves): one move's ResumeLead
-	// must never lift another's Withhold.
+	// moveMu serializes the planned moves that withhold or revoke
+	// (TransferLeadership with the handoff, Handover, and a host's
+	// withhold-change-resume, see LockMoves): one move's ResumeLead must
+	// never lift another's Withhold.
 	moveMu sync.Mutex
 
 	stats stats
@@ -228,8 +229,6 @@ func (g *Group) IsLeader() bool { return g.raft.State() == raft.Leader }
 // fails, it serves again through the whole lease procedure (ResumeLead),
 // whose first renewal voids the release for any later leader.
 func (g *Group) TransferLeadership(id string, unknown error) error {
-	g.moveMu.Lock()
-	defer g.moveMu.Unlock()
 	if !g.IsLeader() {
 		return seqd.ErrNotLeader
 	}
@@ -256,6 +255,12 @@ func (g *Group) TransferLeadership(id string, unknown error) error {
 	}
 	if !g.handoff() {
 		return transfer()
+	}
+	// A move that withholds holds off every other such move (see moveMu).
+	g.moveMu.Lock()
+	defer g.moveMu.Unlock()
+	if !g.IsLeader() {
+		return seqd.ErrNotLeader
 	}
 	epoch := g.Withhold()
 	err := g.release(context.Background())

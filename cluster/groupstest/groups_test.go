@@ -139,15 +139,46 @@ func TestGroupsSpreadLeadersAndServeEveryKey(t *testing.T) {
 	victim.Restart()
 	took = waitBalanced(t, c, 60*time.Second)
 	t.Logf("balanced again %v after the restart", took.Round(time.Millisecond))
-	before := c.GroupLeaders()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		for i, m := range c.GroupLeaders() {
-			if m != before[i] {
-				t.Fatalf("group %d moved from %v to %v after balancing", i, before[i], m)
+	// Balanced, the balancers move nothing more (a leader lost to an
+	// election on a loaded machine is not a move; the counters say what
+	// the balancers did).
+	moves := func() (n int64) {
+		for _, m := range c.Nodes {
+			if node := m.Node(); node != nil {
+				n += node.BalanceMoves()
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
+		return n
+	}
+	terms := func() (sum uint64) {
+		for _, m := range c.Nodes {
+			if node := m.Node(); node != nil {
+				for g := range node.Groups() {
+					sum += node.Group(g).Raft().CurrentTerm()
+				}
+			}
+		}
+		return sum
+	}
+	for attempt := 1; ; attempt++ {
+		before, t0 := moves(), terms()
+		deadline := time.Now().Add(5 * time.Second)
+		elected := false
+		for time.Now().Before(deadline) && !elected {
+			elected = terms() != t0 // an election (a loaded machine): the balancer may move back
+			if after := moves(); after != before && !elected {
+				t.Fatalf("the balancers moved %d more groups after balancing", after-before)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if !elected {
+			break
+		}
+		if attempt == 3 {
+			t.Fatal("elections kept happening after balancing (3 windows of 5 s)")
+		}
+		t.Logf("an election during the stability window (attempt %d): waiting for balance again", attempt)
+		waitBalanced(t, c, 60*time.Second)
 	}
 }
 
