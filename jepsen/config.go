@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/jepsen/nemesis"
 	"github.com/seqd/seqd/jepsen/workload"
 )
@@ -21,6 +22,7 @@ func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 // config is the command line.
 type config struct {
 	Nodes     int
+	Groups    int
 	TimeLimit time.Duration
 	Test      string
 	Store     string
@@ -213,6 +215,7 @@ func newFlags(cfg *config, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("jepsen", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.IntVar(&cfg.Nodes, "nodes", 3, "number of seqd nodes (3 or 5 are typical)")
+	fs.IntVar(&cfg.Groups, "groups", 1, "raft groups per cluster (seqd serve --groups N): every key belongs to one group with its own leader and lease; with more than 1 the leader-targeting faults pick one group's leader at random, and the report gives each group's outage windows")
 	fs.DurationVar(&cfg.TimeLimit, "time-limit", 60*time.Second, "how long the workload runs under faults (before healing, recovery and final reads)")
 	fs.StringVar(&cfg.Test, "test", "", "test name for the store directory (default: from --nemesis, with -unsafe when --unsafe-disable-lease)")
 	fs.StringVar(&cfg.Store, "store", "store", "directory for results (store/<test>/<time>/)")
@@ -237,7 +240,7 @@ func newFlags(cfg *config, out io.Writer) *flag.FlagSet {
 	fs.UintVar(&cfg.MaxReserve, "max-reserve", 20, "Reserve asks for 1..max-reserve values")
 	fs.StringVar(&cfg.Space, "space", "jepsen", "space created at the start and used by every call")
 	fs.Uint64Var(&cfg.Step, "step", 50, "the space's step (small: frequent raises of the high-water mark)")
-	fs.Uint64Var(&cfg.SectionSize, "section-size", 8, "the space's section size (keys per high-water mark)")
+	fs.Uint64Var(&cfg.SectionSize, "section-size", 8, "the space's section size (keys per high-water mark; with --groups above 1 the default is 2, so that the 32 keys' sections spread over 6 groups)")
 
 	fs.StringVar(&cfg.Namespace, "namespace", "jepsen-ids", "flake: the namespace created at the start with a small worker field (--worker-bits) in 1 ms units")
 	fs.StringVar(&cfg.Second, "second-namespace", "jepsen-ids-default", "flake: a second namespace, with the default (snowflake) layout, that gets --second-share of the calls (\"\": none)")
@@ -306,6 +309,13 @@ func parse(args []string, out io.Writer) (*config, error) {
 	if cfg.Cleanup || cfg.Analyze != "" {
 		return cfg, nil
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if cfg.Groups > 1 && !set["section-size"] {
+		// Keys map to groups by their section: 32 keys in sections of 8
+		// reach only 3 of 6 groups.
+		cfg.SectionSize = 2
+	}
 	var err error
 	if cfg.durMin, cfg.durMax, err = parseRange(cfg.Duration); err != nil {
 		return nil, fmt.Errorf("--nemesis-duration: %w", err)
@@ -329,6 +339,8 @@ func parse(args []string, out io.Writer) (*config, error) {
 	switch {
 	case cfg.Nodes < 1 || cfg.Nodes > 9:
 		return nil, errors.New("--nodes must be 1 to 9")
+	case cfg.Groups < 1 || seqd.ValidGroups(cfg.Groups) != nil:
+		return nil, fmt.Errorf("--groups must be 1 to %d", seqd.MaxGroups)
 	case cfg.TimeLimit <= 0:
 		return nil, errors.New("--time-limit must be positive")
 	case cfg.Keys == 0:

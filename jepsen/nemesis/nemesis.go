@@ -57,6 +57,10 @@ type Env struct {
 	// pause-holder and partition-holder (zero: DefaultHolderPause,
 	// DefaultHolderPartition); they override the schedule's.
 	HolderPause, HolderPartition [2]time.Duration
+	// Groups is the cluster's raft group count (--groups); with more than
+	// one, the faults that target "the leader" target the leader of one
+	// group drawn at random.
+	Groups int
 
 	nextID  atomic.Int64
 	op      opState
@@ -233,13 +237,32 @@ func Names(faults []Fault) []string {
 }
 
 // leader finds the serving leader (waiting up to 5s); without one it falls
-// back to a random running node.
+// back to a random running node. With several raft groups it is the leader
+// of a group drawn at random, named in the note ("(group G leader)").
 func (e *Env) leader(ctx context.Context, rng *rand.Rand) (*nodes.Node, string) {
+	if e.Groups > 1 {
+		n, g, note := e.groupLeader(ctx, rng)
+		if note == "" {
+			note = fmt.Sprintf(" (group %d leader)", g)
+		}
+		return n, note
+	}
 	if l := e.Cluster.WaitLeader(ctx, 5*time.Second); l != nil {
 		return l, ""
 	}
 	n := e.randomNodes(rng, 1)[0]
 	return n, " (no leader found; random node)"
+}
+
+// groupLeader draws a group at random and finds its serving leader
+// (waiting up to 5s); without one it falls back to a random running node
+// and says so in note.
+func (e *Env) groupLeader(ctx context.Context, rng *rand.Rand) (n *nodes.Node, g int, note string) {
+	g = rng.IntN(max(e.Groups, 1))
+	if l := e.Cluster.WaitGroupLeader(ctx, g, 5*time.Second); l != nil {
+		return l, g, ""
+	}
+	return e.randomNodes(rng, 1)[0], g, fmt.Sprintf(" (group %d: no leader found; random node)", g)
 }
 
 // randomNodes picks k distinct nodes, running ones first.
