@@ -230,8 +230,8 @@ func newFlags(cfg *config, out io.Writer) *flag.FlagSet {
 
 	fs.StringVar(&cfg.Workload, "workload", "sequence", "sequence (Next, Reserve, Current of a space; checks C1-C3) or flake (flake ids from nodes, the Go client and embedded generators; checks G1-G3, see below)")
 	fs.Float64Var(&cfg.Rate, "rate", 500, "target rate of client calls per second, all clients together (0: as fast as possible)")
-	fs.IntVar(&cfg.PinnedPerNode, "pinned-per-node", 2, "clients pinned to each node (one node each, no retries)")
-	fs.IntVar(&cfg.Smart, "smart-clients", 4, "clients using the Go client (all nodes, leader tracking, retries)")
+	fs.IntVar(&cfg.PinnedPerNode, "pinned-per-node", 2, "clients pinned to each node (one node each, no retries; 16 by default with --groups above 1)")
+	fs.IntVar(&cfg.Smart, "smart-clients", 4, "clients using the Go client (all nodes, leader tracking, retries; 128 by default with --groups above 1, so that callers waiting on a faulted group do not starve the others: clients are closed loops)")
 	fs.DurationVar(&cfg.OpTimeout, "op-timeout", time.Second, "timeout of one call of a pinned client")
 	fs.DurationVar(&cfg.AttemptTimeout, "attempt-timeout", 500*time.Millisecond, "timeout of one attempt (on one node) of a smart client's call")
 	fs.DurationVar(&cfg.SmartTimeout, "smart-timeout", 5*time.Second, "timeout of one call of a smart client, retries included")
@@ -315,6 +315,14 @@ func parse(args []string, out io.Writer) (*config, error) {
 		// Keys map to groups by their section: 32 keys in sections of 8
 		// reach only 3 of 6 groups.
 		cfg.SectionSize = 2
+	}
+	if cfg.Groups > 1 && !set["smart-clients"] {
+		// Clients are closed loops: a few dozen would all be waiting on a
+		// faulted group within 100 ms, and every group would look out.
+		cfg.Smart = 128
+	}
+	if cfg.Groups > 1 && !set["pinned-per-node"] {
+		cfg.PinnedPerNode = 16
 	}
 	var err error
 	if cfg.durMin, cfg.durMax, err = parseRange(cfg.Duration); err != nil {

@@ -56,7 +56,7 @@ func TestParseGroups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Groups != 6 || cfg.SectionSize != 2 {
+	if cfg.Groups != 6 || cfg.SectionSize != 2 || cfg.Smart != 128 || cfg.PinnedPerNode != 16 {
 		t.Errorf("groups %d section size %d", cfg.Groups, cfg.SectionSize)
 	}
 	if cfg, err = parse(strings.Fields("--groups 6 --section-size 8"), io.Discard); err != nil || cfg.SectionSize != 8 {
