@@ -423,6 +423,9 @@ func parse(args []string, out io.Writer) (*config, error) {
 		if f.NeedsSlowNode() && cfg.SlowNode == "" {
 			return nil, fmt.Errorf("--nemesis %s needs --slow-node", f.Name)
 		}
+		if f.NeedsHandoff() && !hasFlag(cfg.SeqdArgs, "--lease-handoff") {
+			return nil, fmt.Errorf("--nemesis %s tests planned leadership moves with the lease handoff: pass --seqd-arg=--lease-handoff", f.Name)
+		}
 	}
 	switch cfg.Bootstrap {
 	case "auto":
@@ -552,4 +555,19 @@ func parseRange(s string) (time.Duration, time.Duration, error) {
 		return 0, 0, fmt.Errorf("bad range %q", s)
 	}
 	return lo, hi, nil
+}
+
+// hasFlag reports whether args turn on the boolean flag name (--x, -x,
+// --x=true).
+func hasFlag(args []string, name string) bool {
+	on := false
+	bare := strings.TrimLeft(name, "-")
+	for _, a := range args {
+		k, v, ok := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if k != bare {
+			continue
+		}
+		on = !ok || v == "true" || v == "1"
+	}
+	return on
 }
