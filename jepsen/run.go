@@ -181,6 +181,13 @@ func run(cfg *config, p plan) int {
 	if cfg.TrustClock {
 		seqdArgs = append(seqdArgs, "--unsafe-flake-trust-clock")
 	}
+	for _, f := range faults {
+		if f.NeedsTestHooks() {
+			// group-isolation cuts a group through the servers' test hook.
+			seqdArgs = append(seqdArgs, "--unsafe-test-hooks")
+			break
+		}
+	}
 	seqdArgs = append(seqdArgs, cfg.SeqdArgs...)
 	m.SeqdArgs, m.NodeArgs = seqdArgs, cfg.nodeArgs
 	dataDir := filepath.Join(dir, "data")

@@ -67,8 +67,9 @@ type Env struct {
 	overlap atomic.Bool // network faults run on their own lane
 
 	mu      sync.Mutex
-	dirty   map[string]bool // nodes whose membership change is not complete
-	drained map[string]bool // nodes drained (seqd node drain) and not undone yet
+	dirty   map[string]bool   // nodes whose membership change is not complete
+	drained map[string]bool   // nodes drained (seqd node drain) and not undone yet
+	cuts    map[groupCut]bool // raft groups cut on a node (group-isolation) and not restored yet
 }
 
 func (e *Env) logf(format string, args ...any) {
@@ -122,6 +123,7 @@ var All = []Fault{
 	// Planned leadership moves, for --lease-handoff (see transfer.go).
 	{Name: "transfer-storm", Class: Process, MinNodes: 2, Help: "for the fault's duration, every 200-500ms `seqd node drain` a random running node (AdminService.DrainNode, 250ms deadline) and undo it, so leaderships move away and back many times; needs --seqd-arg=--lease-handoff; heal: stop, undo every drain", op: transferStorm},
 	{Name: "pause-mid-transfer", Class: Process, MinNodes: 2, Help: "drain the node of a random group's leader and SIGSTOP it 0-30ms later, in the middle of its lease handoffs; needs --seqd-arg=--lease-handoff; heal: SIGCONT, undo the drain", op: pauseMidTransfer},
+	{Name: "group-isolation", Class: GroupClass, MinNodes: 3, Help: "cut one raft group's traffic (a random group) on the node that leads it, for that group only, through the servers' test hook (the harness adds --unsafe-test-hooks); the group elects another leader, the node's other groups keep working; heal: restore it", inject: groupIsolation},
 	// Clock and holder faults, for the flake workload (see clock.go).
 	{Name: "clock-holder", Class: clockClass, MinNodes: 2, Help: "step a follower's wall clock (--unsafe-clock-offset-file) back 1h, half-way through the fault forward 1h; heal: back to 0", inject: clockHolder},
 	{Name: "clock-leader", Class: clockClass, MinNodes: 1, Help: "step the leader's wall clock back 10s or forward 1h; heal: back to 0", inject: clockLeader},
@@ -161,6 +163,10 @@ func byName(name string) (Fault, bool) {
 
 // NeedsSlowNode reports whether a fault needs --slow-node.
 func (f Fault) NeedsSlowNode() bool { return f.Name == "partition-slow-leader" }
+
+// NeedsTestHooks reports whether a fault needs the servers' test hooks
+// (--unsafe-test-hooks).
+func (f Fault) NeedsTestHooks() bool { return f.Name == "group-isolation" }
 
 // NeedsHandoff reports whether a fault is meant for servers run with
 // --lease-handoff (planned leadership moves).

@@ -191,6 +191,10 @@ func HealAll(e *Env) error {
 			errs = append(errs, n.Start())
 		}
 	}
+	if t, err := e.uncutAll(); len(t) > 0 || err != nil {
+		touched = append(touched, t...)
+		errs = append(errs, err)
+	}
 	if t, err := e.undrainAll(); len(t) > 0 || err != nil {
 		touched = append(touched, t...)
 		errs = append(errs, err)
