@@ -207,6 +207,12 @@ Examples:
   go run ./jepsen --workload flake --nemesis clock,pause-holder,kill-leader --time-limit 5m
   # proof that it can fail (expect duplicate ids, G1, and exit status 1): a naive Snowflake
   go run ./jepsen --workload flake --unsafe-flake-trust-clock --nemesis clock-all,clock-leader --time-limit 2m
+  # 6 raft groups with the lease handoff: leader faults hit one group's leader, planned
+  # leadership moves (drains) in storms and with the old leader paused mid-handoff, one
+  # group's raft traffic cut on its leader (the CI line; per-group outages in the summary)
+  go run ./jepsen --nodes 3 --groups 6 --seqd-arg=--lease-handoff --time-limit 45s \
+      --nemesis kill-leader,pause-leader,transfer-storm,pause-mid-transfer,group-isolation \
+      --nemesis-interval 3s --nemesis-duration 2s..4s --recovery 5s --quiet
   # remove namespaces and processes left by a killed harness
   go run ./jepsen --cleanup
 `
