@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/jepsen/nemesis"
 	"github.com/seqd/seqd/jepsen/workload"
 )
@@ -21,6 +22,7 @@ func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 // config is the command line.
 type config struct {
 	Nodes     int
+	Groups    int
 	TimeLimit time.Duration
 	Test      string
 	Store     string
@@ -205,6 +207,12 @@ Examples:
   go run ./jepsen --workload flake --nemesis clock,pause-holder,kill-leader --time-limit 5m
   # proof that it can fail (expect duplicate ids, G1, and exit status 1): a naive Snowflake
   go run ./jepsen --workload flake --unsafe-flake-trust-clock --nemesis clock-all,clock-leader --time-limit 2m
+  # 6 raft groups with the lease handoff: leader faults hit one group's leader, planned
+  # leadership moves (drains) in storms and with the old leader paused mid-handoff, one
+  # group's raft traffic cut on its leader (the CI line; per-group outages in the summary)
+  go run ./jepsen --nodes 3 --groups 6 --seqd-arg=--lease-handoff --time-limit 45s \
+      --nemesis kill-leader,pause-leader,transfer-storm,pause-mid-transfer,group-isolation \
+      --nemesis-interval 3s --nemesis-duration 2s..4s --recovery 5s --quiet
   # remove namespaces and processes left by a killed harness
   go run ./jepsen --cleanup
 `
@@ -213,6 +221,7 @@ func newFlags(cfg *config, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("jepsen", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.IntVar(&cfg.Nodes, "nodes", 3, "number of seqd nodes (3 or 5 are typical)")
+	fs.IntVar(&cfg.Groups, "groups", 1, "raft groups per cluster (seqd serve --groups N): every key belongs to one group with its own leader and lease; with more than 1 the leader-targeting faults pick one group's leader at random, and the report gives each group's outage windows")
 	fs.DurationVar(&cfg.TimeLimit, "time-limit", 60*time.Second, "how long the workload runs under faults (before healing, recovery and final reads)")
 	fs.StringVar(&cfg.Test, "test", "", "test name for the store directory (default: from --nemesis, with -unsafe when --unsafe-disable-lease)")
 	fs.StringVar(&cfg.Store, "store", "store", "directory for results (store/<test>/<time>/)")
@@ -227,8 +236,8 @@ func newFlags(cfg *config, out io.Writer) *flag.FlagSet {
 
 	fs.StringVar(&cfg.Workload, "workload", "sequence", "sequence (Next, Reserve, Current of a space; checks C1-C3) or flake (flake ids from nodes, the Go client and embedded generators; checks G1-G3, see below)")
 	fs.Float64Var(&cfg.Rate, "rate", 500, "target rate of client calls per second, all clients together (0: as fast as possible)")
-	fs.IntVar(&cfg.PinnedPerNode, "pinned-per-node", 2, "clients pinned to each node (one node each, no retries)")
-	fs.IntVar(&cfg.Smart, "smart-clients", 4, "clients using the Go client (all nodes, leader tracking, retries)")
+	fs.IntVar(&cfg.PinnedPerNode, "pinned-per-node", 2, "clients pinned to each node (one node each, no retries; 16 by default with --groups above 1)")
+	fs.IntVar(&cfg.Smart, "smart-clients", 4, "clients using the Go client (all nodes, leader tracking, retries; 128 by default with --groups above 1, so that callers waiting on a faulted group do not starve the others: clients are closed loops)")
 	fs.DurationVar(&cfg.OpTimeout, "op-timeout", time.Second, "timeout of one call of a pinned client")
 	fs.DurationVar(&cfg.AttemptTimeout, "attempt-timeout", 500*time.Millisecond, "timeout of one attempt (on one node) of a smart client's call")
 	fs.DurationVar(&cfg.SmartTimeout, "smart-timeout", 5*time.Second, "timeout of one call of a smart client, retries included")
@@ -237,7 +246,7 @@ func newFlags(cfg *config, out io.Writer) *flag.FlagSet {
 	fs.UintVar(&cfg.MaxReserve, "max-reserve", 20, "Reserve asks for 1..max-reserve values")
 	fs.StringVar(&cfg.Space, "space", "jepsen", "space created at the start and used by every call")
 	fs.Uint64Var(&cfg.Step, "step", 50, "the space's step (small: frequent raises of the high-water mark)")
-	fs.Uint64Var(&cfg.SectionSize, "section-size", 8, "the space's section size (keys per high-water mark)")
+	fs.Uint64Var(&cfg.SectionSize, "section-size", 8, "the space's section size (keys per high-water mark; with --groups above 1 the default is 2, so that the 32 keys' sections spread over 6 groups)")
 
 	fs.StringVar(&cfg.Namespace, "namespace", "jepsen-ids", "flake: the namespace created at the start with a small worker field (--worker-bits) in 1 ms units")
 	fs.StringVar(&cfg.Second, "second-namespace", "jepsen-ids-default", "flake: a second namespace, with the default (snowflake) layout, that gets --second-share of the calls (\"\": none)")
@@ -306,6 +315,21 @@ func parse(args []string, out io.Writer) (*config, error) {
 	if cfg.Cleanup || cfg.Analyze != "" {
 		return cfg, nil
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if cfg.Groups > 1 && !set["section-size"] {
+		// Keys map to groups by their section: 32 keys in sections of 8
+		// reach only 3 of 6 groups.
+		cfg.SectionSize = 2
+	}
+	if cfg.Groups > 1 && !set["smart-clients"] {
+		// Clients are closed loops: a few dozen would all be waiting on a
+		// faulted group within 100 ms, and every group would look out.
+		cfg.Smart = 128
+	}
+	if cfg.Groups > 1 && !set["pinned-per-node"] {
+		cfg.PinnedPerNode = 16
+	}
 	var err error
 	if cfg.durMin, cfg.durMax, err = parseRange(cfg.Duration); err != nil {
 		return nil, fmt.Errorf("--nemesis-duration: %w", err)
@@ -329,6 +353,8 @@ func parse(args []string, out io.Writer) (*config, error) {
 	switch {
 	case cfg.Nodes < 1 || cfg.Nodes > 9:
 		return nil, errors.New("--nodes must be 1 to 9")
+	case cfg.Groups < 1 || seqd.ValidGroups(cfg.Groups) != nil:
+		return nil, fmt.Errorf("--groups must be 1 to %d", seqd.MaxGroups)
 	case cfg.TimeLimit <= 0:
 		return nil, errors.New("--time-limit must be positive")
 	case cfg.Keys == 0:
@@ -402,6 +428,9 @@ func parse(args []string, out io.Writer) (*config, error) {
 		has[f.Name] = true
 		if f.NeedsSlowNode() && cfg.SlowNode == "" {
 			return nil, fmt.Errorf("--nemesis %s needs --slow-node", f.Name)
+		}
+		if f.NeedsHandoff() && !hasFlag(cfg.SeqdArgs, "--lease-handoff") {
+			return nil, fmt.Errorf("--nemesis %s tests planned leadership moves with the lease handoff: pass --seqd-arg=--lease-handoff", f.Name)
 		}
 	}
 	switch cfg.Bootstrap {
@@ -532,4 +561,19 @@ func parseRange(s string) (time.Duration, time.Duration, error) {
 		return 0, 0, fmt.Errorf("bad range %q", s)
 	}
 	return lo, hi, nil
+}
+
+// hasFlag reports whether args turn on the boolean flag name (--x, -x,
+// --x=true).
+func hasFlag(args []string, name string) bool {
+	on := false
+	bare := strings.TrimLeft(name, "-")
+	for _, a := range args {
+		k, v, ok := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if k != bare {
+			continue
+		}
+		on = !ok || v == "true" || v == "1"
+	}
+	return on
 }

@@ -43,11 +43,31 @@ func TestParse(t *testing.T) {
 		"--nodes 0", "--nemesis-duration 5s..3s", "--nemesis-duration x", "--mix next=0", "--net wifi",
 		"--nemesis member-remove --nodes 2", "--nemesis bogus", "--nemesis partition-slow-leader", "--slow-node n4",
 		"--node-arg n1", "--node-arg n9=--x", "--loss 0", "--keys 0", "extra",
-		"--pinned-per-node 0 --smart-clients 0",
+		"--pinned-per-node 0 --smart-clients 0", "--groups 0", "--groups 257",
+		"--nemesis transfer-storm", "--nemesis pause-mid-transfer --seqd-arg=--lease-handoff=false",
 	} {
 		if _, err := parse(strings.Fields(bad), io.Discard); err == nil {
 			t.Errorf("parse(%q) accepted", bad)
 		}
+	}
+}
+
+func TestParseGroups(t *testing.T) {
+	cfg, err := parse(strings.Fields("--groups 6"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Groups != 6 || cfg.SectionSize != 2 || cfg.Smart != 128 || cfg.PinnedPerNode != 16 {
+		t.Errorf("groups %d section size %d", cfg.Groups, cfg.SectionSize)
+	}
+	if cfg, err = parse(strings.Fields("--groups 6 --section-size 8"), io.Discard); err != nil || cfg.SectionSize != 8 {
+		t.Errorf("explicit section size: %v %+v", err, cfg)
+	}
+	if _, err = parse(strings.Fields("--groups 6 --nemesis transfer,kill-leader --seqd-arg=--lease-handoff"), io.Discard); err != nil {
+		t.Errorf("transfer faults with --lease-handoff: %v", err)
+	}
+	if cfg, err = parse(nil, io.Discard); err != nil || cfg.Groups != 1 || cfg.SectionSize != 8 {
+		t.Errorf("defaults: %v %+v", err, cfg)
 	}
 }
 

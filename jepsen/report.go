@@ -17,15 +17,18 @@ import (
 
 // results is results.json.
 type results struct {
-	Valid        checker.Validity            `json:"valid"`
-	Meta         *meta                       `json:"meta"`
-	Ops          checker.Counts              `json:"ops"`
-	Checkers     map[string]*checker.Result  `json:"checkers"`
-	Availability checker.Availability        `json:"availability"`
-	Files        map[string]string           `json:"files"`
-	Nemesis      map[string]int              `json:"faults_by_kind"`
-	Flake        *checker.FlakeStats         `json:"flake,omitempty"`
-	Timelines    map[string]checker.Validity `json:"-"`
+	Valid        checker.Validity           `json:"valid"`
+	Meta         *meta                      `json:"meta"`
+	Ops          checker.Counts             `json:"ops"`
+	Checkers     map[string]*checker.Result `json:"checkers"`
+	Availability checker.Availability       `json:"availability"`
+	Files        map[string]string          `json:"files"`
+	Nemesis      map[string]int             `json:"faults_by_kind"`
+	Flake        *checker.FlakeStats        `json:"flake,omitempty"`
+	// Groups is each raft group's availability (runs with --groups above
+	// 1): its keys, ok calls and outage windows.
+	Groups    []groupAvail                `json:"groups,omitempty"`
+	Timelines map[string]checker.Validity `json:"-"`
 }
 
 func (r *results) exitCode() int {
@@ -95,6 +98,16 @@ func analyzeOps(ops []record.Op, dir string, limit int, m *meta) *results {
 	} else {
 		r.Files["rate"] = "rate.png"
 	}
+	if m.WorkloadKind != "flake" {
+		r.Groups = groupOutages(ops, m.Space, m.SectionSize, m.Groups, minGroupOutage, windows)
+	}
+	if len(r.Groups) > 0 {
+		if err := plot.Groups(filepath.Join(dir, "groups.png"), "raft groups: "+title, groupRows(r.Groups), end, windows); err != nil {
+			m.Errors = append(m.Errors, "groups plot: "+err.Error())
+		} else {
+			r.Files["groups"] = "groups.png"
+		}
+	}
 	r.Files["history"] = "history.jsonl"
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err == nil {
@@ -149,6 +162,9 @@ func pct(a, b int) string {
 func printSummary(w io.Writer, r *results) {
 	m := r.Meta
 	fmt.Fprintf(w, "\n=== seqd chaos test %s: %d nodes, %s, seed %d", m.Test, m.Nodes, m.Net, m.Seed)
+	if m.Groups > 1 {
+		fmt.Fprintf(w, ", %d raft groups", m.Groups)
+	}
 	if m.Unsafe {
 		fmt.Fprint(w, ", --unsafe-disable-lease")
 	}
@@ -194,6 +210,16 @@ func printSummary(w io.Writer, r *results) {
 	if a.Outage.N > 0 {
 		fmt.Fprintf(w, "              outage per fault: median %v, worst %v; first ok after healing: median %v, worst %v (%d faults)\n",
 			a.Outage.Median, a.Outage.Worst, a.AfterHeal.Median, a.AfterHeal.Worst, a.Outage.N)
+	}
+	for i, g := range r.Groups {
+		head := "              "
+		if i == 0 {
+			head = "per group:    "
+		}
+		fmt.Fprintf(w, "%s%s\n", head, groupSummary(g, 6))
+	}
+	if m.Groups > 1 && len(r.Groups) < m.Groups && r.Flake == nil {
+		fmt.Fprintf(w, "              (%d of %d groups own none of the keys)\n", m.Groups-len(r.Groups), m.Groups)
 	}
 	var notes []string
 	for _, name := range []string{final, "crashes"} {
@@ -259,7 +285,11 @@ func printSummary(w io.Writer, r *results) {
 			}
 		}
 	}
-	fmt.Fprintf(w, "files:        history.jsonl results.json latency.png rate.png jepsen.log n*.log\n")
+	files := "history.jsonl results.json latency.png rate.png"
+	if r.Files["groups"] != "" {
+		files += " groups.png"
+	}
+	fmt.Fprintf(w, "files:        %s jepsen.log n*.log\n", files)
 	switch r.Valid {
 	case checker.Valid:
 		fmt.Fprintln(w, "verdict:      VALID — everything looks good! ヽ(‘ー`)ノ")

@@ -25,33 +25,37 @@ import (
 
 // meta describes a test run in results.json.
 type meta struct {
-	Test       string              `json:"test"`
-	Start      time.Time           `json:"start"`
-	Dir        string              `json:"dir"`
-	Command    []string            `json:"command"`
-	Seed       uint64              `json:"seed"`
-	Nodes      int                 `json:"nodes"`
-	Net        string              `json:"net"`
-	NetNote    string              `json:"net_note,omitempty"`
-	Unsafe     bool                `json:"unsafe_disable_lease"`
-	SeqdArgs   []string            `json:"seqd_args"`
-	NodeArgs   map[string][]string `json:"node_args,omitempty"`
-	NodeCmds   []string            `json:"node_commands"`
-	Faults     []string            `json:"faults"`
-	Skipped    []string            `json:"faults_skipped,omitempty"`
-	Injected   int                 `json:"faults_injected"`
-	Schedule   string              `json:"schedule"`
-	Workload   string              `json:"workload"`
-	TimeLimit  float64             `json:"time_limit_s"`
-	Elapsed    float64             `json:"elapsed_s"`
-	Errors     []string            `json:"harness_errors,omitempty"`
-	Warnings   []string            `json:"warnings,omitempty"`
-	Bootstrap  string              `json:"bootstrap,omitempty"`
-	SmallDisks []string            `json:"small_disks,omitempty"`
-	Crashes    []string            `json:"node_crashes,omitempty"`
-	Panics     []string            `json:"node_panics,omitempty"`
-	Interrupt  string              `json:"interrupted,omitempty"`
-	FinalReads string              `json:"final_reads,omitempty"`
+	Test    string    `json:"test"`
+	Start   time.Time `json:"start"`
+	Dir     string    `json:"dir"`
+	Command []string  `json:"command"`
+	Seed    uint64    `json:"seed"`
+	Nodes   int       `json:"nodes"`
+	Groups  int       `json:"groups,omitempty"`
+	// Space and SectionSize map a key to its group (seqd.GroupOfKey).
+	Space       string              `json:"space,omitempty"`
+	SectionSize uint64              `json:"section_size,omitempty"`
+	Net         string              `json:"net"`
+	NetNote     string              `json:"net_note,omitempty"`
+	Unsafe      bool                `json:"unsafe_disable_lease"`
+	SeqdArgs    []string            `json:"seqd_args"`
+	NodeArgs    map[string][]string `json:"node_args,omitempty"`
+	NodeCmds    []string            `json:"node_commands"`
+	Faults      []string            `json:"faults"`
+	Skipped     []string            `json:"faults_skipped,omitempty"`
+	Injected    int                 `json:"faults_injected"`
+	Schedule    string              `json:"schedule"`
+	Workload    string              `json:"workload"`
+	TimeLimit   float64             `json:"time_limit_s"`
+	Elapsed     float64             `json:"elapsed_s"`
+	Errors      []string            `json:"harness_errors,omitempty"`
+	Warnings    []string            `json:"warnings,omitempty"`
+	Bootstrap   string              `json:"bootstrap,omitempty"`
+	SmallDisks  []string            `json:"small_disks,omitempty"`
+	Crashes     []string            `json:"node_crashes,omitempty"`
+	Panics      []string            `json:"node_panics,omitempty"`
+	Interrupt   string              `json:"interrupted,omitempty"`
+	FinalReads  string              `json:"final_reads,omitempty"`
 	// The flake workload's: its kind, --unsafe-flake-trust-clock, and how
 	// many times an embedded generator was closed and recreated.
 	WorkloadKind      string `json:"workload_kind,omitempty"`
@@ -124,6 +128,7 @@ func run(cfg *config, p plan) int {
 	slog.SetDefault(slog.New(slog.NewTextHandler(&lockedWriter{w: logf, mu: &log.mu}, nil)))
 
 	m := &meta{Test: cfg.Test, Start: startWall, Dir: dir, Command: os.Args, Seed: p.Seed, Nodes: cfg.Nodes,
+		Groups: cfg.Groups, Space: cfg.Space, SectionSize: cfg.SectionSize,
 		Net: "loopback", NetNote: p.NetNote, Unsafe: cfg.Unsafe, TimeLimit: cfg.TimeLimit.Seconds(),
 		WorkloadKind: cfg.Workload, TrustClock: cfg.TrustClock}
 	if p.Net != nil {
@@ -167,11 +172,21 @@ func run(cfg *config, p plan) int {
 	// The nodes.
 	seqdArgs := []string{"--lease", cfg.Lease.String(), "--raft-heartbeat-timeout", cfg.Heartbeat.String(),
 		"--raft-election-timeout", cfg.Election.String(), "--raft-leader-lease-timeout", cfg.LeaderLease.String()}
+	if cfg.Groups > 1 {
+		seqdArgs = append(seqdArgs, "--groups", fmt.Sprint(cfg.Groups))
+	}
 	if cfg.Unsafe {
 		seqdArgs = append(seqdArgs, "--unsafe-disable-lease")
 	}
 	if cfg.TrustClock {
 		seqdArgs = append(seqdArgs, "--unsafe-flake-trust-clock")
+	}
+	for _, f := range faults {
+		if f.NeedsTestHooks() {
+			// group-isolation cuts a group through the servers' test hook.
+			seqdArgs = append(seqdArgs, "--unsafe-test-hooks")
+			break
+		}
 	}
 	seqdArgs = append(seqdArgs, cfg.SeqdArgs...)
 	m.SeqdArgs, m.NodeArgs = seqdArgs, cfg.nodeArgs
@@ -294,7 +309,7 @@ func run(cfg *config, p plan) int {
 	// The nemesis, until the time limit or its fault count.
 	env := &nemesis.Env{Cluster: cl, Net: p.Net, Rec: rec, Loss: cfg.Loss, Logf: log.Printf,
 		Dir: filepath.Join(dataDir, "operator"), RunLease: cfg.Lease, AltLease: cfg.LeaseChangeTo,
-		HolderPause: cfg.holderPause, HolderPartition: cfg.holderPartition}
+		HolderPause: cfg.holderPause, HolderPartition: cfg.holderPartition, Groups: cfg.Groups}
 	if cfg.SlowNode != "" {
 		env.Slow, env.SlowTimeout = cl.ByID(cfg.SlowNode), scale(cfg.Heartbeat, cfg.SlowFactor)
 	}

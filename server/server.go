@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"time"
 
 	"connectrpc.com/connect"
@@ -61,6 +62,13 @@ type Config struct {
 
 	// Logger receives every log line (default slog.Default()).
 	Logger *slog.Logger
+
+	// UnsafeTestHooks serves test hooks on the API listener, for chaos
+	// tests only (seqd serve --unsafe-test-hooks): POST
+	// /debug/seqd/cut-group?group=G&cut=1|0 cuts (1) or restores (0) raft
+	// group G's traffic on this server (cluster.Node.CutGroupTraffic).
+	// Off, the path is not found (404) like any unknown one.
+	UnsafeTestHooks bool
 }
 
 // The defaults of `seqd serve`, written once.
@@ -182,6 +190,10 @@ func New(cfg Config) (*Server, error) {
 	mux.Handle("/metrics", met.Handler())
 	mux.Handle("/ui/", ui.Handler())
 	mux.Handle("/", s.api.Handler(connect.WithInterceptors(met.Interceptor())))
+	if cfg.UnsafeTestHooks {
+		log.Warn("--unsafe-test-hooks is set: anyone who reaches the API can cut raft groups off; never use it outside tests")
+		mux.HandleFunc("POST /debug/seqd/cut-group", s.cutGroup)
+	}
 	s.http = api.NewHTTPServer(api.CORS(cfg.CORSOrigins, mux))
 	if cfg.TLS != nil {
 		var p http.Protocols
@@ -194,6 +206,28 @@ func New(cfg Config) (*Server, error) {
 		go func() { s.errc <- s.http.Serve(ln) }()
 	}
 	return s, nil
+}
+
+// cutGroup serves POST /debug/seqd/cut-group?group=G&cut=1|0 (with
+// UnsafeTestHooks only).
+func (s *Server) cutGroup(w http.ResponseWriter, r *http.Request) {
+	g, err := strconv.Atoi(r.URL.Query().Get("group"))
+	if err != nil || g < 0 || g >= s.node.Groups() {
+		http.Error(w, fmt.Sprintf("group must be 0 to %d", s.node.Groups()-1), http.StatusBadRequest)
+		return
+	}
+	var cut bool
+	switch r.URL.Query().Get("cut") {
+	case "1":
+		cut = true
+	case "0":
+	default:
+		http.Error(w, "cut must be 1 or 0", http.StatusBadRequest)
+		return
+	}
+	s.node.CutGroupTraffic(g, cut)
+	s.log.Warn("test hook: raft group traffic", "group", g, "cut", cut)
+	fmt.Fprintf(w, "group %d cut %v\n", g, cut)
 }
 
 // Node returns the cluster host.

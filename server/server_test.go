@@ -98,6 +98,9 @@ func TestNewServesTheWholeNode(t *testing.T) {
 	if res, _ := get("/ui/", nil, "GET"); res.StatusCode != 200 {
 		t.Fatalf("/ui/: %d", res.StatusCode)
 	}
+	if res, _ := get("/debug/seqd/cut-group?group=0&cut=1", nil, "POST"); res.StatusCode != http.StatusNotFound {
+		t.Fatalf("the cut-group test hook without UnsafeTestHooks: %d, want 404", res.StatusCode)
+	}
 	res, _ := get("/seq.v1.SequenceService/Next", map[string]string{
 		"Origin": "https://app.example", "Access-Control-Request-Method": "POST",
 		"Access-Control-Request-Headers": "content-type",
@@ -115,6 +118,31 @@ func TestNewServesTheWholeNode(t *testing.T) {
 	if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
 		conn.Close()
 		t.Fatal("the API still accepts connections after Close")
+	}
+}
+
+// With UnsafeTestHooks, POST /debug/seqd/cut-group cuts and restores a
+// group's raft traffic, and refuses a group the node does not have.
+func TestUnsafeTestHooksCutGroup(t *testing.T) {
+	cfg := config(t)
+	cfg.UnsafeTestHooks = true
+	srv, err := server.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Kill() })
+	post := func(q string) int {
+		res, err := http.Post("http://"+srv.Addr().String()+"/debug/seqd/cut-group?"+q, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	for q, want := range map[string]int{"group=0&cut=1": 200, "group=0&cut=0": 200, "group=1&cut=1": 400, "group=0&cut=x": 400, "cut=1": 400} {
+		if got := post(q); got != want {
+			t.Errorf("cut-group?%s: %d, want %d", q, got, want)
+		}
 	}
 }
 

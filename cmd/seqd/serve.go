@@ -74,6 +74,7 @@ func serve(args []string) error {
 		clockOffset   = fs.String("unsafe-clock-offset-file", "", "TESTING ONLY: add the integer number of milliseconds in this file (re-read every 100ms) to this node's wall clock, as harnesses that step clocks do")
 		corsOrigins   = fs.String("cors-origin", "", "comma-separated browser origins allowed to call the API (CORS for Connect and gRPC-Web; * for any)")
 		unsafeNoLease = fs.Bool("unsafe-disable-lease", false, "TESTING ONLY: serve without the leader lease; breaks per-key order when an old leader keeps serving after a new one is elected")
+		unsafeHooks   = fs.Bool("unsafe-test-hooks", false, "TESTING ONLY (chaos tests): serve POST /debug/seqd/cut-group?group=G&cut=1|0 on the API listener, which cuts (1) or restores (0) one raft group's traffic on this server; anyone who reaches the API may use it")
 		unsafeTrust   = fs.Bool("unsafe-flake-trust-clock", false, "TESTING ONLY: a naive Snowflake: flake grants start at the leader's wall-clock time, ignoring each worker's high-water mark and the namespace's floor, and a leader with a skewed clock still grants; flake ids repeat when clocks step back (set it on every server or none)")
 		shutdownWait  = fs.Duration("shutdown-timeout", 10*time.Second, "how long a graceful shutdown may take")
 		pprofAddr     = fs.String("pprof-addr", "", "serve Go's profiler (net/http/pprof) on this address, e.g. 127.0.0.1:7790 (off by default; keep it private)")
@@ -185,8 +186,9 @@ func serve(args []string) error {
 		ClusterSecret: secret,
 		TLS:           serverTLS, PeerTLS: peerTLS,
 		Token: *token, TokenSequence: *tokenSeq,
-		CORSOrigins: splitList(*corsOrigins),
-		Logger:      logger,
+		CORSOrigins:     splitList(*corsOrigins),
+		Logger:          logger,
+		UnsafeTestHooks: *unsafeHooks,
 	})
 	if err != nil {
 		if errors.Is(err, cluster.ErrInvalidConfig) {

@@ -57,13 +57,19 @@ type Env struct {
 	// pause-holder and partition-holder (zero: DefaultHolderPause,
 	// DefaultHolderPartition); they override the schedule's.
 	HolderPause, HolderPartition [2]time.Duration
+	// Groups is the cluster's raft group count (--groups); with more than
+	// one, the faults that target "the leader" target the leader of one
+	// group drawn at random.
+	Groups int
 
 	nextID  atomic.Int64
 	op      opState
 	overlap atomic.Bool // network faults run on their own lane
 
-	mu    sync.Mutex
-	dirty map[string]bool // nodes whose membership change is not complete
+	mu      sync.Mutex
+	dirty   map[string]bool   // nodes whose membership change is not complete
+	drained map[string]bool   // nodes drained (seqd node drain) and not undone yet
+	cuts    map[groupCut]bool // raft groups cut on a node (group-isolation) and not restored yet
 }
 
 func (e *Env) logf(format string, args ...any) {
@@ -114,6 +120,10 @@ var All = []Fault{
 	{Name: "wipe-restart", Class: Operator, MinNodes: 3, Help: "stop every node (SIGTERM, or kill -9 after pausing a minority so it lags), wipe one voter, restart in a seeded order (the wiped one first, last or between, pauses between starts; after --bootstrap single the first one wipes a server that joined n1 and makes n1 lag); heal: wait for a leader (5 voters) or for every survivor to wait for the wiped voter (3 voters: it logs waiting for [ID]) and restart them with --assume-gone ID (this start only), wait for the wiped voter's refusal, `seqd node remove` it, wait until it is a voter", op: wipeRestart},
 	{Name: "restore-mistake", Class: Operator, MinNodes: 3, Help: "`seqd backup` the cluster; a later restore-mistake stops a voter, wipes it, runs `seqd restore` (--values-since/--terms-since when its --help lists them) from the backup into its data directory and starts it with its usual flags while the cluster runs; it must be refused (logs: another cluster lists it) or stay out of service; heal: wait for the refusal (bounded), seqd node remove, wipe, start", op: restoreMistake},
 	{Name: "lease-change", Class: Operator, MinNodes: 3, Help: "rolling restart (SIGTERM one node at a time, wait until it is a voter) that moves nodes between the run's --lease and --lease-change-to (mixed leases), SIGSTOPping a long-lease leader for 1.2-2s at a seeded moment so a short-lease leader takes over (3 times in 4, without --nemesis-overlap, also cut off from the other nodes until 0.5s after it resumes); leases stay mixed until the next lease-change; heal-all puts every node back on the run's lease", op: leaseChange},
+	// Planned leadership moves, for --lease-handoff (see transfer.go).
+	{Name: "transfer-storm", Class: Process, MinNodes: 2, Help: "for the fault's duration, every 200-500ms `seqd node drain` a random running node (AdminService.DrainNode, 250ms deadline) and undo it, so leaderships move away and back many times; needs --seqd-arg=--lease-handoff; heal: stop, undo every drain", op: transferStorm},
+	{Name: "pause-mid-transfer", Class: Process, MinNodes: 2, Help: "drain the node of a random group's leader and SIGSTOP it 0-30ms later, in the middle of its lease handoffs; needs --seqd-arg=--lease-handoff; heal: SIGCONT, undo the drain", op: pauseMidTransfer},
+	{Name: "group-isolation", Class: GroupClass, MinNodes: 3, Help: "cut one raft group's traffic (a random group) on the node that leads it, for that group only, through the servers' test hook (the harness adds --unsafe-test-hooks); the group elects another leader, the node's other groups keep working; heal: restore it", inject: groupIsolation},
 	// Clock and holder faults, for the flake workload (see clock.go).
 	{Name: "clock-holder", Class: clockClass, MinNodes: 2, Help: "step a follower's wall clock (--unsafe-clock-offset-file) back 1h, half-way through the fault forward 1h; heal: back to 0", inject: clockHolder},
 	{Name: "clock-leader", Class: clockClass, MinNodes: 1, Help: "step the leader's wall clock back 10s or forward 1h; heal: back to 0", inject: clockLeader},
@@ -138,6 +148,8 @@ var Groups = map[string][]string{
 	// clock and holder are for the flake workload; not part of all.
 	"clock":  {"clock-holder", "clock-leader", "clock-all", "clock-restart"},
 	"holder": {"pause-holder", "partition-holder"},
+	// transfer is for runs with --lease-handoff; not part of all.
+	"transfer": {"transfer-storm", "pause-mid-transfer"},
 }
 
 func byName(name string) (Fault, bool) {
@@ -151,6 +163,16 @@ func byName(name string) (Fault, bool) {
 
 // NeedsSlowNode reports whether a fault needs --slow-node.
 func (f Fault) NeedsSlowNode() bool { return f.Name == "partition-slow-leader" }
+
+// NeedsTestHooks reports whether a fault needs the servers' test hooks
+// (--unsafe-test-hooks).
+func (f Fault) NeedsTestHooks() bool { return f.Name == "group-isolation" }
+
+// NeedsHandoff reports whether a fault is meant for servers run with
+// --lease-handoff (planned leadership moves).
+func (f Fault) NeedsHandoff() bool {
+	return f.Name == "transfer-storm" || f.Name == "pause-mid-transfer"
+}
 
 // maxWeight bounds a fault's weight (NAME*W).
 const maxWeight = 20
@@ -233,13 +255,32 @@ func Names(faults []Fault) []string {
 }
 
 // leader finds the serving leader (waiting up to 5s); without one it falls
-// back to a random running node.
+// back to a random running node. With several raft groups it is the leader
+// of a group drawn at random, named in the note ("(group G leader)").
 func (e *Env) leader(ctx context.Context, rng *rand.Rand) (*nodes.Node, string) {
+	if e.Groups > 1 {
+		n, g, note := e.groupLeader(ctx, rng)
+		if note == "" {
+			note = fmt.Sprintf(" (group %d leader)", g)
+		}
+		return n, note
+	}
 	if l := e.Cluster.WaitLeader(ctx, 5*time.Second); l != nil {
 		return l, ""
 	}
 	n := e.randomNodes(rng, 1)[0]
 	return n, " (no leader found; random node)"
+}
+
+// groupLeader draws a group at random and finds its serving leader
+// (waiting up to 5s); without one it falls back to a random running node
+// and says so in note.
+func (e *Env) groupLeader(ctx context.Context, rng *rand.Rand) (n *nodes.Node, g int, note string) {
+	g = rng.IntN(max(e.Groups, 1))
+	if l := e.Cluster.WaitGroupLeader(ctx, g, 5*time.Second); l != nil {
+		return l, g, ""
+	}
+	return e.randomNodes(rng, 1)[0], g, fmt.Sprintf(" (group %d: no leader found; random node)", g)
 }
 
 // randomNodes picks k distinct nodes, running ones first.

@@ -191,6 +191,14 @@ func HealAll(e *Env) error {
 			errs = append(errs, n.Start())
 		}
 	}
+	if t, err := e.uncutAll(); len(t) > 0 || err != nil {
+		touched = append(touched, t...)
+		errs = append(errs, err)
+	}
+	if t, err := e.undrainAll(); len(t) > 0 || err != nil {
+		touched = append(touched, t...)
+		errs = append(errs, err)
+	}
 	for _, n := range e.dirtyNodes() {
 		touched = append(touched, n.ID+" (membership)")
 		errs = append(errs, e.restore(n))

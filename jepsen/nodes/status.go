@@ -28,6 +28,16 @@ type Status struct {
 	// disk full and stands for no election.
 	RaftOpen bool
 	DiskFull bool
+	// Groups is the node's own state in each raft group (--groups), by
+	// group number; empty for a cluster of one group.
+	Groups map[int]GroupState
+}
+
+// GroupState is one node's state in one raft group.
+type GroupState struct {
+	State   string // raft state
+	Term    uint64
+	Serving bool // it leads the group and holds its lease
 }
 
 // Statuses asks every node for its own state, in parallel, each bounded by
@@ -70,6 +80,12 @@ func (c *Cluster) status(ctx context.Context, n *Node, timeout time.Duration) St
 			if x.GetTerm() > 0 {
 				st.Term = x.GetTerm()
 			}
+			for _, g := range x.GetGroups() {
+				if st.Groups == nil {
+					st.Groups = map[int]GroupState{}
+				}
+				st.Groups[int(g.GetGroup())] = GroupState{State: g.GetRaftState(), Term: g.GetTerm(), Serving: g.GetServing()}
+			}
 		}
 	}
 	return st
@@ -90,6 +106,45 @@ func (c *Cluster) Leader(ctx context.Context) *Node {
 		return nil
 	}
 	return best.Node
+}
+
+// GroupLeader returns the node that says it leads raft group g and serves
+// it, with the highest term, or nil. Group 0 of a node that reports no
+// groups is its only group.
+func (c *Cluster) GroupLeader(ctx context.Context, g int) *Node {
+	var best *Node
+	var bestTerm uint64
+	for _, s := range c.Statuses(ctx, time.Second) {
+		if s.Err != nil {
+			continue
+		}
+		gs, ok := s.Groups[g]
+		if !ok && g == 0 {
+			gs, ok = GroupState{State: s.State, Term: s.Term, Serving: s.Serving}, true
+		}
+		if ok && gs.Serving && strings.EqualFold(gs.State, "leader") && (best == nil || gs.Term > bestTerm) {
+			best, bestTerm = s.Node, gs.Term
+		}
+	}
+	return best
+}
+
+// WaitGroupLeader polls until a node leads and serves group g, or timeout.
+func (c *Cluster) WaitGroupLeader(ctx context.Context, g int, timeout time.Duration) *Node {
+	deadline := time.Now().Add(timeout)
+	for {
+		if l := c.GroupLeader(ctx, g); l != nil {
+			return l
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // WaitLeader polls until a node leads and serves, or timeout.

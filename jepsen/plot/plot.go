@@ -348,3 +348,58 @@ func Rate(path, title string, ops []record.Op, windows []record.Window) error {
 	c.drawLegend(faults)
 	return save(path, c.img)
 }
+
+// GroupRow is one raft group's lane in Groups: when its successful calls
+// completed and its outage windows (stretches without one).
+type GroupRow struct {
+	Name    string
+	OK      []time.Duration
+	Outages [][2]time.Duration // start, end
+}
+
+// Groups draws one lane per raft group over the fault windows: a tick per
+// second with successful calls of the group (blue, its height the share of
+// the busiest second), and the group's outage windows as red bars.
+func Groups(path, title string, rows []GroupRow, end time.Duration, windows []record.Window) error {
+	n := max(len(rows), 1)
+	c := newCanvas(title, end.Seconds(), 0, float64(n), false)
+	faults := c.shade(windows)
+	var ticks []float64
+	for i := range n + 1 {
+		ticks = append(ticks, float64(i))
+	}
+	c.axes("time (s)", "ok calls per 100 ms, by raft group (red: an outage)", ticks, func(float64) string { return "" })
+	for i, r := range rows {
+		lane0, lane1 := c.py(float64(n-i)), c.py(float64(n-i-1)) // top, bottom of the lane
+		c.text(left-8-textWidth(r.Name), (lane0+lane1)/2+4, r.Name, black)
+		bins := map[int]int{}
+		most := 1
+		for _, t := range r.OK {
+			b := int(t / (100 * time.Millisecond))
+			bins[b]++
+			most = max(most, bins[b])
+		}
+		h := lane1 - lane0 - 8
+		for b, k := range bins {
+			x := c.px((float64(b) + 0.5) / 10)
+			y := lane1 - 4 - k*h/most
+			c.line(x, lane1-4, x, y, okColor, 1)
+		}
+		for _, o := range r.Outages {
+			x0, x1 := c.px(o[0].Seconds()), c.px(o[1].Seconds())
+			c.fill(x0, lane1-10, max(x1, x0+1), lane1-4, failColor)
+		}
+	}
+	y := c.legend(top+10, []string{"ok calls", "outage"}, []color.Color{okColor, failColor})
+	if len(faults) > 0 {
+		y += 10
+		c.text(left+c.plotW+16, y, "faults:", black)
+		y += 18
+		var cols []color.Color
+		for _, f := range faults {
+			cols = append(cols, faultColor(f))
+		}
+		c.legend(y, faults, cols)
+	}
+	return save(path, c.img)
+}
