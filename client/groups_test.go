@@ -392,7 +392,7 @@ func TestGroupRouting(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	leaders := waitGroupsSettled(t, c, cl, groups)
+	waitGroupsSettled(t, c, cl, groups)
 	keys := groupKeys(t, cl, groups, 2)
 	all := slices.Concat(keys...)
 	seen := &perKey{last: map[uint64]uint64{}}
@@ -407,7 +407,7 @@ func TestGroupRouting(t *testing.T) {
 
 	t.Run("direct", func(t *testing.T) {
 		for attempt := 1; ; attempt++ {
-			if directOnce(t, c, cl, log, leaders, keys, all, seen, next, attempt) {
+			if directOnce(t, c, cl, log, keys, all, seen, next, attempt) {
 				return
 			}
 		}
@@ -423,7 +423,7 @@ func TestGroupRouting(t *testing.T) {
 	})
 
 	t.Run("leader_killed", func(t *testing.T) {
-		leaderKilled(t, c, cl, leaders, all, next)
+		leaderKilled(t, c, cl, all, next)
 	})
 }
 
@@ -457,11 +457,11 @@ func moved(t *testing.T, before string, c *testcluster.Cluster, attempt int) boo
 	return true
 }
 
-func directOnce(t *testing.T, c *testcluster.Cluster, cl *client.Client, log *hostLog, leaders []*testcluster.Member,
+func directOnce(t *testing.T, c *testcluster.Cluster, cl *client.Client, log *hostLog,
 	keys [][]uint64, all []uint64, seen *perKey, next func(ks ...uint64), attempt int) bool {
 	t.Helper()
 	ctx := context.Background()
-	leaders = c.GroupLeaders()
+	leaders := c.GroupLeaders()
 	{
 		waitGroupLeaders(t, cl, leaders, func() { next(all...) })
 		before := groupTerms(c)
@@ -578,10 +578,10 @@ func coalescedOnce(t *testing.T, c *testcluster.Cluster, cl *client.Client, keys
 	return true
 }
 
-func leaderKilled(t *testing.T, c *testcluster.Cluster, cl *client.Client, leaders []*testcluster.Member, all []uint64, next func(ks ...uint64)) {
+func leaderKilled(t *testing.T, c *testcluster.Cluster, cl *client.Client, all []uint64, next func(ks ...uint64)) {
 	t.Helper()
 	{
-		leaders = c.GroupLeaders()
+		leaders := c.GroupLeaders()
 		victim := leaders[1]
 		if victim == leaders[0] {
 			t.Fatalf("group 1's leader %s also leads group 0", victim.ID)
