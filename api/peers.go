@@ -118,10 +118,15 @@ func (p peerService) Vouch(ctx context.Context, req *connect.Request[peerv1.Vouc
 		p.s.logCall(peerv1connect.PeerServiceVouchProcedure, err)
 		return nil, err
 	}
-	a := p.s.node.Vouch(cluster.VouchRequest{ID: m.GetId(), ClusterID: m.GetClusterId(), HasState: m.GetHasState(), LastIndex: m.GetLastIndex()})
+	a, err := p.s.node.Vouch(cluster.VouchRequest{ID: m.GetId(), ClusterID: m.GetClusterId(), Group: int(m.GetGroup()), HasState: m.GetHasState(), LastIndex: m.GetLastIndex()})
+	if err != nil {
+		err = p.s.toConnect(err)
+		p.s.logCall(peerv1connect.PeerServiceVouchProcedure, err)
+		return nil, err
+	}
 	p.s.logCall(peerv1connect.PeerServiceVouchProcedure, nil)
 	return connect.NewResponse(&peerv1.VouchResponse{
-		ClusterId: a.ClusterID, Authoritative: a.Authoritative, NodeId: a.NodeID,
+		ClusterId: a.ClusterID, Group: uint32(a.Group), Authoritative: a.Authoritative, NodeId: a.NodeID,
 		LeaderId: a.LeaderID, LeaderApiAddr: a.LeaderAPIAddr,
 		InConfiguration: a.InConfiguration, Voter: a.Voter,
 		SeenWithState: a.Seen, RecordedIndex: a.RecordedIndex, RecordedTerm: a.RecordedTerm,
@@ -158,9 +163,12 @@ func (p Peers) Vouch() cluster.PeerVouch {
 	return func(ctx context.Context, apiAddr string, req cluster.VouchRequest) (cluster.VouchAnswer, error) {
 		c := peerv1connect.NewPeerServiceClient(h, p.scheme()+apiAddr, p.options()...)
 		resp, err := c.Vouch(ctx, connect.NewRequest(&peerv1.VouchRequest{
-			Id: req.ID, ClusterId: req.ClusterID, HasState: req.HasState, LastIndex: req.LastIndex,
+			Id: req.ID, ClusterId: req.ClusterID, Group: uint32(req.Group), HasState: req.HasState, LastIndex: req.LastIndex,
 		}))
 		if connect.CodeOf(err) == connect.CodeUnimplemented {
+			if req.Group != 0 {
+				return cluster.VouchAnswer{}, err // the first release runs one group
+			}
 			voter, seen, index, lerr := listing(ctx, apiAddr, req.ID)
 			if lerr != nil {
 				return cluster.VouchAnswer{}, lerr
@@ -175,7 +183,7 @@ func (p Peers) Vouch() cluster.PeerVouch {
 		}
 		m := resp.Msg
 		return cluster.VouchAnswer{
-			ClusterID: m.GetClusterId(), Authoritative: m.GetAuthoritative(), NodeID: m.GetNodeId(),
+			ClusterID: m.GetClusterId(), Group: int(m.GetGroup()), Authoritative: m.GetAuthoritative(), NodeID: m.GetNodeId(),
 			LeaderID: m.GetLeaderId(), LeaderAPIAddr: m.GetLeaderApiAddr(),
 			InConfiguration: m.GetInConfiguration(), Voter: m.GetVoter(),
 			Seen: m.GetSeenWithState(), RecordedIndex: m.GetRecordedIndex(), RecordedTerm: m.GetRecordedTerm(),

@@ -508,8 +508,9 @@ func TestJustBootstrappedExceptionNeedsEveryVoter(t *testing.T) {
 	for range 20 {
 		last = advNext(t, cl, "default", 5)
 	}
-	if li := n3.Node().Vouch(cluster.VouchRequest{ID: "probe"}).LastIndex; li > 1 {
-		t.Fatalf("n3 received entries although its raft traffic was cut (last index %d)", li)
+	if a, err := n3.Node().Vouch(cluster.VouchRequest{ID: "probe"}); err != nil || a.LastIndex > 1 {
+		li := a.LastIndex
+		t.Fatalf("n3 received entries although its raft traffic was cut (last index %d, %v)", li, err)
 	}
 	n1.Kill()
 	n2.Kill()

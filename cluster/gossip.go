@@ -323,7 +323,7 @@ func (g *gossip) maybeBootstrap() {
 	}
 	n.log.Info("bootstrapped a new cluster", "servers", len(servers), "groups", len(n.groups))
 	g.setHasState()
-	n.vouch("bootstrapped a new cluster")
+	n.vouchAll("bootstrapped a new cluster")
 }
 
 func (g *gossip) setHasState() {
@@ -444,14 +444,15 @@ func (g *gossip) reconcile() {
 	if pub, _ := g.published.Load().(string); pub != n.fsm.ClusterID() || g.publishedReady.Load() != g.ready() {
 		g.refreshMeta()
 	}
-	if !n.Vouched() {
+	if !n.GroupVouched(0) {
 		return
 	}
 	if n.IsLeader() {
 		n.membership(conf)
 	}
 	for i := 1; i < len(n.groups); i++ {
-		if n.groups[i].IsLeader() {
+		if n.GroupVouched(i) && n.groups[i].IsLeader() {
+			n.recordGroupProgress(i)
 			n.mirrorMembership(i, conf)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -131,15 +132,17 @@ func (n *Node) membership(conf raft.Configuration) {
 	n.cleanupDead(conf, confIndex, voters)
 }
 
-// recordInterval is how often the leader records each server's raft index.
+// recordInterval is how often a group's leader records each server's raft
+// index in the group.
 const recordInterval = 5 * time.Second
 
-// recordProgress records, at most every recordInterval per server, that a
-// server holds raft state and how far its log reaches (its applied index, a
-// lower bound of its last log index). A server that later shows up without
-// state was wiped; one whose log ends below the record runs on an older
-// copy of its data.
+// recordProgress records in group 0, at most every recordInterval per
+// server, that a server holds raft state and how far its log reaches (its
+// applied index, a lower bound of its last log index). A server that later
+// shows up without state was wiped; one whose log ends below the record
+// runs on an older copy of its data.
 func (n *Node) recordProgress(in map[string]raft.Server, members []Member) {
+	var due []Member
 	for _, m := range members {
 		if _, ok := in[m.ID]; !ok || !m.Alive || !m.HasState {
 			continue
@@ -147,34 +150,108 @@ func (n *Node) recordProgress(in map[string]raft.Server, members []Member) {
 		if m.ID != n.cfg.ID && m.Cluster == "" && n.fsm.Protocol() >= 2 {
 			continue // not sure yet that it holds this cluster's state
 		}
-		n.memMu.Lock()
-		due := time.Since(n.recordedAt[m.ID]) >= recordInterval
-		if due {
-			n.recordedAt[m.ID] = time.Now()
-		}
-		n.memMu.Unlock()
-		if !due {
+		due = append(due, m)
+	}
+	n.recordIn(0, due, false)
+}
+
+// recordGroupProgress is recordProgress for group i >= 1, run on its
+// leader: the servers of the group's configuration alive in gossip, each
+// recorded once it has applied an entry of the group (gossip says whether
+// a server holds group 0's state, not this group's).
+func (n *Node) recordGroupProgress(i int) {
+	cf := n.groups[i].Raft().GetConfiguration()
+	if cf.Error() != nil {
+		return
+	}
+	mine := n.fsm.ClusterID()
+	var due []Member
+	for _, s := range cf.Configuration().Servers {
+		m, ok := n.gossip.member(string(s.ID))
+		if !ok || !m.Alive || (m.Cluster != "" && mine != "" && m.Cluster != mine) {
 			continue
 		}
-		var applied uint64
-		if m.ID == n.cfg.ID {
-			applied = n.raft.AppliedIndex()
-		} else if n.cfg.PeerProgress != nil && m.APIAddr != "" {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_, a, err := n.cfg.PeerProgress(ctx, m.APIAddr, 0)
-			cancel()
-			if err == nil {
-				applied = a
-			}
+		if m.ID != n.cfg.ID && m.Cluster == "" {
+			continue // not sure yet that it holds this cluster's state
 		}
-		seen, rec := n.fsm.ServerSeen(m.ID)
-		if seen && applied <= rec {
-			continue
-		}
-		if err := n.grp.Apply(context.Background(), fsm.EncodeServerSeen(m.ID, max(applied, rec))); err != nil {
-			n.log.Warn("recording server progress failed", "id", m.ID, "err", err)
+		due = append(due, m)
+	}
+	n.recordIn(i, due, true)
+}
+
+// recordIn records in group i the progress of those of members that are
+// due (last recorded recordInterval ago). Their progress is asked for, and
+// their entries submitted, concurrently, so that raft writes the entries in
+// one batch and a hung server stalls the pass for one question at most (a
+// server that failed to answer is not asked again for progressBackoff).
+// With needApplied, a server is recorded only once it has applied an entry
+// of the group.
+func (n *Node) recordIn(i int, members []Member, needApplied bool) {
+	g := n.groups[i]
+	r, f := g.Raft(), g.FSM()
+	var due []Member
+	now := time.Now()
+	n.memMu.Lock()
+	for _, m := range members {
+		key := fmt.Sprintf("%d/%s", i, m.ID)
+		if now.Sub(n.recordedAt[key]) >= recordInterval {
+			n.recordedAt[key] = now
+			due = append(due, m)
 		}
 	}
+	n.memMu.Unlock()
+	cmds := make([][]byte, len(due))
+	var wg sync.WaitGroup
+	for k, m := range due {
+		wg.Go(func() {
+			var applied uint64
+			if m.ID == n.cfg.ID {
+				applied = r.AppliedIndex()
+			} else if a, err := n.peerProgress(m, i); err == nil {
+				applied = a
+			}
+			seen, rec := f.ServerSeen(m.ID)
+			if (seen && applied <= rec) || (needApplied && !seen && applied == 0) {
+				return
+			}
+			cmds[k] = fsm.EncodeServerSeen(m.ID, max(applied, rec))
+		})
+	}
+	wg.Wait()
+	for k, c := range cmds {
+		if c == nil {
+			continue
+		}
+		wg.Go(func() {
+			if err := g.Apply(context.Background(), c); err != nil {
+				n.log.Warn("recording server progress failed", "group", i, "id", due[k].ID, "err", err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// peerProgress asks server m for its applied index of group i, unless it
+// failed to answer within the last progressBackoff.
+func (n *Node) peerProgress(m Member, i int) (uint64, error) {
+	if n.cfg.PeerProgress == nil || m.APIAddr == "" {
+		return 0, errors.New("no way to ask")
+	}
+	n.memMu.Lock()
+	until := n.progressFailed[m.APIAddr]
+	n.memMu.Unlock()
+	if time.Now().Before(until) {
+		return 0, errors.New("did not answer recently")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, a, err := n.cfg.PeerProgress(ctx, m.APIAddr, i)
+	if err != nil {
+		n.memMu.Lock()
+		n.progressFailed[m.APIAddr] = time.Now().Add(progressBackoff)
+		n.memMu.Unlock()
+	}
+	return a, err
 }
 
 // caughtUp reports whether a non-voter has kept up with the leader for

@@ -10,6 +10,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -64,6 +65,12 @@ type muxGroup struct {
 	id     int
 	accept chan net.Conn // unbuffered: the sender gives up when the mux closes
 
+	// open is the group's raft gate (see vouch.go): while it is false, Dial
+	// fails with errGated and accepted connections are closed, so that
+	// this server neither votes nor takes entries in the group. It starts
+	// false; opening is one-way.
+	open atomic.Bool
+
 	mu    sync.Mutex
 	cut   bool
 	conns map[*muxConn]struct{} // open connections, dialled and accepted
@@ -101,6 +108,13 @@ func (m *muxLayer) shutdown() {
 		m.closeErr = m.base.Close()
 	})
 }
+
+// Open opens group g's raft gate (see muxGroup.open); it reports whether
+// it was already open.
+func (m *muxLayer) Open(g int) (was bool) { return m.groups[g].open.Swap(true) }
+
+// IsOpen reports whether group g's raft gate is open.
+func (m *muxLayer) IsOpen(g int) bool { return m.groups[g].open.Load() }
 
 // Cut is a test hook. While group g is cut, its Dial fails with
 // errGroupCut and the connections it accepts are closed at once; cutting
@@ -155,6 +169,11 @@ func (m *muxLayer) route(c net.Conn) {
 		return
 	}
 	l := m.groups[g]
+	if !l.open.Load() {
+		m.log.Debug("raft mux: refused connection: the group's raft gate is shut", "remote", c.RemoteAddr(), "group", g)
+		c.Close()
+		return
+	}
 	mc := l.track(c, first)
 	if mc == nil {
 		return
@@ -238,6 +257,9 @@ func (l *muxGroup) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Con
 	case <-l.m.done:
 		return nil, l.errClosed()
 	default:
+	}
+	if !l.open.Load() {
+		return nil, errGated
 	}
 	l.mu.Lock()
 	cut := l.cut

@@ -15,9 +15,19 @@ import (
 
 const muxWait = 5 * time.Second // the longest any test waits for a condition
 
-// newTestMux returns a mux over a fresh TCP listener on 127.0.0.1, closed
-// when the test ends.
+// newTestMux returns a mux over a fresh TCP listener on 127.0.0.1, every
+// group's gate open, closed when the test ends.
 func newTestMux(t *testing.T, groups int) *muxLayer {
+	t.Helper()
+	m := newShutMux(t, groups)
+	for g := range groups {
+		m.Open(g)
+	}
+	return m
+}
+
+// newShutMux is newTestMux with every group's gate shut.
+func newShutMux(t *testing.T, groups int) *muxLayer {
 	t.Helper()
 	tl, err := newTCPLayer("127.0.0.1:0", nil)
 	if err != nil {
@@ -250,6 +260,40 @@ func TestMuxCut(t *testing.T) {
 	b.Cut(1, false)
 	expectOpen(t, dial(t, b.Group(1), muxAddr(a)), waitConn(t, ach[1], "after uncut"), "dial after uncut")
 	expectOpen(t, dial(t, a.Group(1), muxAddr(b)), waitConn(t, bch[1], "in after uncut"), "accept after uncut")
+	expectNoConn(t, bch)
+	expectNoConn(t, ach)
+}
+
+// TestMuxGate: a group whose raft gate is shut dials nothing and closes
+// what it is sent, while the other groups of the same listener carry their
+// traffic; opening the gate lets the group's traffic through.
+func TestMuxGate(t *testing.T) {
+	a, b := newTestMux(t, 3), newShutMux(t, 3)
+	b.Open(0)
+	b.Open(2)
+	ach, bch := acceptAll(t, a), acceptAll(t, b)
+
+	if _, err := b.Group(1).Dial(muxAddr(a), muxWait); !errors.Is(err, errGated) {
+		t.Errorf("Dial on a shut group: %v, want errGated", err)
+	}
+	expectClosed(t, dial(t, a.Group(1), muxAddr(b)), "incoming conn of a shut group")
+	in2 := dial(t, a.Group(2), muxAddr(b))
+	expectOpen(t, in2, waitConn(t, bch[2], "group 2"), "group 2 beside a shut group")
+	in0 := dial(t, a.Group(0), muxAddr(b))
+	if _, err := in0.Write([]byte{0x01}); err != nil { // group 0 has no header: raft's first byte routes it
+		t.Fatal(err)
+	}
+	b0 := waitConn(t, bch[0], "group 0")
+	if _, err := io.ReadFull(b0, make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	expectOpen(t, in0, b0, "group 0 beside a shut group")
+
+	if b.Open(1) {
+		t.Error("Open reported the gate already open")
+	}
+	expectOpen(t, dial(t, b.Group(1), muxAddr(a)), waitConn(t, ach[1], "out after open"), "dial after open")
+	expectOpen(t, dial(t, a.Group(1), muxAddr(b)), waitConn(t, bch[1], "in after open"), "accept after open")
 	expectNoConn(t, bch)
 	expectNoConn(t, ach)
 }

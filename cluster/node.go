@@ -49,16 +49,16 @@ type Node struct {
 	alloc      *sections.Allocator
 	logStore   raft.LogStore
 	transport  *raft.NetworkTransport
-	gate       *gatedLayer
+	// vouches is each group's vouching state (vouch.go); each group's raft
+	// gate is in mux (muxLayer.Open).
+	vouches []*groupVouch
 
 	ml            *memberlist.Memberlist
 	gossipAddr    string // host:port other servers reach this node's gossip on
 	gossip        *gossip
 	gossipStarted time.Time
 	hasState      atomic.Bool
-	vouchedCh     chan struct{} // signalled when the gate opens
 	disk          diskState
-	logScan       logScan // see seenInLog
 	// routingVersion is the routing version, computed only by the
 	// reconcile pass (gossip.go) and read by headers and status alike.
 	routingVersion atomic.Uint64
@@ -95,7 +95,6 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), closing: make(chan struct{}),
-		vouchedCh:   make(chan struct{}, 1),
 		caughtSince: map[string]time.Time{}, warned: map[string]time.Time{}, recordedAt: map[string]time.Time{},
 		aliveSince: map[string]time.Time{}, balanceRetry: map[int]time.Time{}, missingSince: map[string]time.Time{}, progressFailed: map[string]time.Time{}}
 	if err := n.open(); err != nil {
@@ -137,15 +136,17 @@ func (n *Node) open() error {
 		}
 		layer = &tlsLayer{StreamLayer: layer, server: srv, client: cli}
 	}
-	// The raft gate starts shut until the server is vouched for: see vouch.go.
-	n.gate = &gatedLayer{StreamLayer: layer, disk: &n.disk}
+	base := &diskLayer{StreamLayer: layer, disk: &n.disk}
 	count, err := groupCount(cfg.DataDir, cfg.Groups, 1)
 	if err != nil {
-		_ = n.gate.Close()
+		_ = base.Close()
 		return err
 	}
-	n.mux = newMux(n.gate, count, n.log)
+	// Every group's raft gate starts shut until the server is vouched for
+	// in that group: see vouch.go.
+	n.mux = newMux(base, count, n.log)
 	for i := 0; i < count; i++ {
+		n.vouches = append(n.vouches, newGroupVouch())
 		t := raft.NewNetworkTransport(n.mux.Group(i), 3, 10*time.Second, logbridge.NewWriter(n.log, "raft", cfg.RaftLogLevel))
 		n.transports = append(n.transports, t)
 	}

@@ -94,6 +94,11 @@ func (n *Node) mirrorMembership(i int, conf0 raft.Configuration) {
 			n.logChange(i, "updating address", s.ID, n.await(f))
 			return
 		case s.Suffrage == raft.Voter && cur.Suffrage != raft.Voter:
+			// Recorded holding the group's state first (recordGroupProgress),
+			// so that a voter wiped later is always recognised as one.
+			if seen, _ := g.FSM().ServerSeen(string(s.ID)); !seen {
+				continue
+			}
 			if n.groupCaughtUp(i, string(s.ID)) {
 				n.log.Info("promoting caught-up non-voter in a group", "group", i, "id", s.ID)
 				n.logChange(i, "promotion", s.ID, n.await(r.AddVoter(s.ID, s.Address, 0, applyTimeout)))
@@ -265,11 +270,11 @@ func (n *Node) balance() {
 	drained := n.drained.Load()
 	busy := n.balancing || (!drained && now.Sub(n.lastBalance) < balanceGap)
 	n.memMu.Unlock()
-	if busy || (len(n.groups) == 1 && !drained) || !n.Vouched() {
+	if busy || (len(n.groups) == 1 && !drained) {
 		return
 	}
 	for i, g := range n.groups {
-		if !g.IsLeader() || !g.Allocator().Serving() {
+		if !n.GroupVouched(i) || !g.IsLeader() || !g.Allocator().Serving() {
 			continue
 		}
 		cf := g.Raft().GetConfiguration()

@@ -31,6 +31,9 @@ type GroupStatus struct {
 	FirstSlot, EndSlot uint32
 	// ValuesTaken counts the values this node's allocator of the group took.
 	ValuesTaken uint64
+	// RaftOpen is false while this node refuses the group's raft traffic
+	// (not vouched for in the group: see vouch.go).
+	RaftOpen bool
 }
 
 // LocalStatus is what this node knows about itself.
@@ -119,7 +122,7 @@ func (n *Node) Status() LocalStatus {
 		ValuesTaken:    g.ValuesTaken,
 		SectionsHeld:   g.SectionsHeld,
 		FlakeEntries:   g.FlakeEntries,
-		RaftOpen:       n.gate.open.Load(),
+		RaftOpen:       n.Vouched(),
 		ClusterID:      g.ClusterID,
 		Protocol:       g.Protocol,
 		DiskFull:       n.disk.Full(),
@@ -135,7 +138,8 @@ func (n *Node) Status() LocalStatus {
 	st.ValuesTaken, st.KeysHeld, st.SectionsHeld = 0, 0, 0
 	for i, gr := range n.groups {
 		gs := gr.Status()
-		row := GroupStatus{Group: i, State: gs.State, Term: gs.Term, AppliedIndex: gs.AppliedIndex, Serving: gs.Serving, ValuesTaken: gs.ValuesTaken}
+		row := GroupStatus{Group: i, State: gs.State, Term: gs.Term, AppliedIndex: gs.AppliedIndex, Serving: gs.Serving, ValuesTaken: gs.ValuesTaken,
+			RaftOpen: n.GroupVouched(i)}
 		row.LeaderID, row.LeaderAPIAddr = n.leaderAddr(gs.LeaderID)
 		row.FirstSlot, row.EndSlot = seqd.SlotRange(i, len(n.groups))
 		if gs.Configuration != nil {

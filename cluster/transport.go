@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -35,44 +34,25 @@ func (t *tcpLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Con
 	return net.DialTimeout("tcp", string(addr), timeout)
 }
 
-// gatedLayer refuses every raft connection, incoming and outgoing, while
-// closed, so that the node can neither vote nor take entries. Every node
-// starts closed until it is vouched for (see vouch.go): one whose data
-// directory was wiped, or replaced by an older copy, lost votes or entries
-// it acknowledged, so letting it take part could elect two leaders in one
-// term or lose committed entries. Opening is one-way.
-//
-// Dial also fails while the server's disk is full (see disk.go), so that it
-// neither campaigns nor leads.
-type gatedLayer struct {
+// diskLayer refuses to dial while the server's disk is full (see disk.go),
+// so that it neither campaigns nor leads. (Each group's raft gate, which
+// refuses its traffic both ways until the server is vouched for in the
+// group, is in the multiplexer above: see muxGroup.open and vouch.go.)
+type diskLayer struct {
 	raft.StreamLayer
-	open atomic.Bool
 	disk *diskState
 }
 
-var errGated = errors.New("raft traffic refused: this server is not safely part of the cluster yet")
-
-// Accept implements net.Listener, closing connections while the gate is shut.
-func (g *gatedLayer) Accept() (net.Conn, error) {
-	for {
-		c, err := g.StreamLayer.Accept()
-		if err != nil || g.open.Load() {
-			return c, err
-		}
-		c.Close()
-	}
-}
+// errGated is what a group's Dial returns while its raft gate is shut.
+var errGated = errors.New("raft traffic refused: this server is not safely part of the group yet")
 
 // Dial implements raft.StreamLayer.
-func (g *gatedLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	if !g.open.Load() {
-		return nil, errGated
-	}
-	if g.disk != nil && g.disk.Full() {
+func (g *diskLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	if g.disk.Full() {
 		return nil, errDiskFull
 	}
 	c, err := g.StreamLayer.Dial(addr, timeout)
-	if err != nil || g.disk == nil {
+	if err != nil {
 		return c, err
 	}
 	return &outConn{Conn: c, disk: g.disk}, nil

@@ -67,7 +67,17 @@ import (
 // example `seqd restore` run into a member's data directory), and serving
 // would hand out values the other cluster hands out too.
 //
-// Vouching happens once per process start; the gate never closes again.
+// Every raft group is vouched for on its own, by the same rules applied to
+// that group: its raft gate (in the multiplexer), its log, its
+// configuration, and the records its own leader keeps of how far each
+// server's log of the group reaches (recordProgress runs on every group's
+// leader). A data directory is several logs: an older copy of one group's
+// directory put back while the others stay current, or one group's
+// directory wiped, is caught in that group, whose gate stays shut while the
+// others' open. Foreign clusters are told by group 0's cluster ID, the
+// same for every group.
+//
+// Vouching happens once per process start; a gate never closes again.
 // What it cannot tell apart: a copy taken within the last recordInterval;
 // with every other server down, the old copy of a lone node from the node
 // itself; and, with --assume-gone, a server that runs on an older copy of
@@ -83,17 +93,29 @@ const soloWait = 5 * time.Second
 // vouchTimeout bounds one question to another server.
 const vouchTimeout = 2 * time.Second
 
-// VouchRequest is what a server asks another when it wants to be vouched for.
+// vouchParallel bounds how many groups are vouched for at once (each asks
+// every server that holds state).
+const vouchParallel = 8
+
+// VouchRequest is what a server asks another when it wants to be vouched
+// for in one raft group.
 type VouchRequest struct {
 	ID        string
 	ClusterID string
+	// Group is the raft group asked about; HasState and LastIndex describe
+	// the asking server's log of that group.
+	Group     int
 	HasState  bool
 	LastIndex uint64
 }
 
-// VouchAnswer is the answer (see the PeerService.Vouch protocol).
+// VouchAnswer is the answer (see the PeerService.Vouch protocol). Every
+// field but ClusterID and NodeID describes the group asked about.
 type VouchAnswer struct {
-	ClusterID                string
+	ClusterID string
+	// Group echoes the group asked about (a server of a build without
+	// groups answers for group 0 whatever it is asked, and sets none).
+	Group                    int
 	Authoritative            bool
 	NodeID                   string
 	LeaderID, LeaderAPIAddr  string
@@ -111,49 +133,89 @@ type VouchAnswer struct {
 // PeerVouch asks the server at apiAddr to vouch (see Node.Vouch).
 type PeerVouch func(ctx context.Context, apiAddr string, req VouchRequest) (VouchAnswer, error)
 
-// Vouched reports whether this server has been vouched for (its raft gate
-// is open and it may hold a lease).
-func (n *Node) Vouched() bool { return n.gate.open.Load() }
+// groupVouch is one group's vouching state on this server.
+type groupVouch struct {
+	opened chan struct{} // closed when the group's gate opens
+	once   sync.Once
+	scan   logScan // see seenInLog
+}
 
-// vouch opens the gate. Opening is one-way.
-func (n *Node) vouch(how string, args ...any) {
-	if n.gate.open.Swap(true) {
+func newGroupVouch() *groupVouch { return &groupVouch{opened: make(chan struct{})} }
+
+// Vouched reports whether this server has been vouched for in every raft
+// group (each group's gate is open, and it may hold their leases).
+func (n *Node) Vouched() bool {
+	for i := range n.vouches {
+		if !n.GroupVouched(i) {
+			return false
+		}
+	}
+	return true
+}
+
+// GroupVouched reports whether this server has been vouched for in group i.
+func (n *Node) GroupVouched(i int) bool { return n.mux.IsOpen(i) }
+
+// vouch opens group i's gate. Opening is one-way.
+func (n *Node) vouch(i int, how string, args ...any) {
+	if n.mux.Open(i) {
 		return
 	}
+	if i > 0 || len(n.groups) > 1 {
+		how = fmt.Sprintf("group %d: %s", i, how)
+	}
 	n.log.Info("raft gate open: "+how, args...)
-	select {
-	case n.vouchedCh <- struct{}{}:
-	default:
+	v := n.vouches[i]
+	v.once.Do(func() { close(v.opened) })
+}
+
+// vouchAll opens every group's gate.
+func (n *Node) vouchAll(how string, args ...any) {
+	for i := range n.groups {
+		n.vouch(i, how, args...)
 	}
 }
 
 // WaitVouched implements group.Host: it waits until this server is vouched
-// for or ctx ends.
-func (n *Node) WaitVouched(ctx context.Context) bool {
-	logged := false
-	for !n.Vouched() {
-		if !logged && n.IsLeader() {
-			n.log.Warn("raft elected this server, but it is not vouched for yet: it does not serve, or write entries, until it is")
+// for in group i or ctx ends.
+func (n *Node) WaitVouched(ctx context.Context, i int) bool {
+	if n.GroupVouched(i) {
+		return true
+	}
+	r := n.groups[i].Raft()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for logged := false; ; {
+		if !logged && r.State() == raft.Leader {
+			n.log.Warn("raft elected this server, but it is not vouched for in the group yet: it does not serve, or write entries, until it is", "group", i)
 			logged = true
 		}
-		t := time.NewTimer(time.Second)
 		select {
 		case <-ctx.Done():
-			t.Stop()
 			return false
-		case <-n.vouchedCh:
+		case <-n.vouches[i].opened:
+			return true
 		case <-t.C:
 		}
-		t.Stop()
 	}
-	return ctx.Err() == nil
 }
 
-// checkGate runs on every gossip pass until this server is vouched for.
+// gateWarn is warnOnce for group i's vouching: the message names the group
+// when the server runs several.
+func (n *Node) gateWarn(i int, key, msg string, args ...any) {
+	if len(n.groups) > 1 {
+		msg = fmt.Sprintf("group %d: %s", i, msg)
+		args = append(args, "group", i)
+	}
+	n.warnOnce(fmt.Sprintf("gate%d:%s", i, key), msg, args...)
+}
+
+// checkGate runs on every gossip pass until this server is vouched for in
+// every group: each group still shut is judged on its own (checkGroupGate),
+// vouchParallel at a time.
 func (g *gossip) checkGate(joined bool) {
 	n := g.n
-	has := n.hasState.Load()
-	if n.Vouched() || (!has && !joined) {
+	if n.Vouched() {
 		return
 	}
 	mine := n.fsm.ClusterID()
@@ -167,11 +229,46 @@ func (g *gossip) checkGate(joined bool) {
 			}
 		}
 	}
-	if n.cfg.PeerVouch == nil {
-		n.vouch("no way to ask other servers (PeerVouch unset)")
+	sem := make(chan struct{}, vouchParallel)
+	var wg sync.WaitGroup
+	for i := range n.groups {
+		if n.GroupVouched(i) {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			g.checkGroupGate(i, joined, mine, withState, sameSeen)
+		})
+	}
+	wg.Wait()
+}
+
+// groupHasState reports whether this server holds raft state in group i.
+func (n *Node) groupHasState(i int) bool {
+	if i == 0 {
+		return n.hasState.Load()
+	}
+	if n.groups[i].HadState() {
+		return true
+	}
+	cf := n.groups[i].Raft().GetConfiguration()
+	return cf.Error() == nil && len(cf.Configuration().Servers) > 0
+}
+
+// checkGroupGate decides whether this server may take part in group i.
+func (g *gossip) checkGroupGate(i int, joined bool, mine string, withState []Member, sameSeen int) {
+	n := g.n
+	has := n.groupHasState(i)
+	if !has && !joined {
 		return
 	}
-	req := VouchRequest{ID: n.cfg.ID, ClusterID: mine, HasState: has, LastIndex: n.raft.LastIndex()}
+	if n.cfg.PeerVouch == nil {
+		n.vouch(i, "no way to ask other servers (PeerVouch unset)")
+		return
+	}
+	r := n.groups[i].Raft()
+	req := VouchRequest{ID: n.cfg.ID, ClusterID: mine, Group: i, HasState: has, LastIndex: r.LastIndex()}
 	answers := n.ask(withState, req)
 
 	// Another cluster that lists this server: refuse.
@@ -198,33 +295,33 @@ func (g *gossip) checkGate(joined bool) {
 		}
 	}
 	if !has {
-		g.checkGateNoState(own, len(clusters))
+		g.checkGateNoState(i, own, len(clusters))
 		return
 	}
 	var auth *VouchAnswer
-	for i := range own {
-		if own[i].Authoritative {
-			auth = &own[i]
+	for k := range own {
+		if own[k].Authoritative {
+			auth = &own[k]
 		}
 	}
 	if len(own) == 0 {
 		if sameSeen == 0 {
-			n.checkSolo()
+			n.checkSolo(i)
 		}
 		return // servers of its cluster are up but did not answer: ask again
 	}
-	last := n.raft.LastIndex()
+	last := r.LastIndex()
 	judge := own
 	if auth != nil {
 		judge = []VouchAnswer{*auth}
 		if !auth.InConfiguration {
-			n.warnOnce("removed", "this server holds raft state but the serving leader "+auth.NodeID+" does not list it in the raft configuration (it was removed): "+
+			n.gateWarn(i, "removed", "this server holds raft state but the serving leader "+auth.NodeID+" does not list it in the raft configuration (it was removed): "+
 				"it refuses to take part or serve. To use it again: stop it, delete its data directory, and start it again (it joins as a new server)",
 				"id", n.cfg.ID)
 			return
 		}
-	} else if missing := n.unanswered(own); len(missing) > 0 {
-		n.warnOnce("quorum-wait", fmt.Sprintf("no leader answers, and vouching without one needs answers from enough voters to include every committed record: waiting for %v. "+
+	} else if missing := n.unanswered(i, own); len(missing) > 0 {
+		n.gateWarn(i, "quorum-wait", fmt.Sprintf("no leader answers, and vouching without one needs answers from enough voters to include every committed record: waiting for %v. "+
 			"If some of them are gone for good (dead, their disks lost) and no server runs on an older copy of its data directory, restart the survivors with --assume-gone naming them",
 			missing), "id", n.cfg.ID)
 		return
@@ -235,12 +332,12 @@ func (g *gossip) checkGate(joined bool) {
 		}
 		stale := a.RecordedIndex > last
 		if !stale && a.RecordedTerm != 0 {
-			if t := n.termAt(a.RecordedIndex); t != 0 && t != a.RecordedTerm {
+			if t := termAt(n.groups[i].LogStore(), a.RecordedIndex); t != 0 && t != a.RecordedTerm {
 				stale = true
 			}
 		}
 		if stale {
-			n.warnOnce("stale", fmt.Sprintf("this server's raft log ends at index %d, but %s recorded it reaching index %d (term %d): "+
+			n.gateWarn(i, "stale", fmt.Sprintf("this server's raft log ends at index %d, but %s recorded it reaching index %d (term %d): "+
 				"its data directory is an older copy, so it refuses to take part or serve. "+
 				"To re-add it: run `seqd node remove %s` against the cluster, stop this server, delete its data directory, and start it again",
 				last, a.answeredBy, a.RecordedIndex, a.RecordedTerm, n.cfg.ID),
@@ -249,22 +346,22 @@ func (g *gossip) checkGate(joined bool) {
 		}
 	}
 	if auth != nil {
-		n.vouch("the serving leader vouches for this server's log", "leader", auth.NodeID, "last_index", last)
+		n.vouch(i, "the serving leader vouches for this server's log", "leader", auth.NodeID, "last_index", last)
 		return
 	}
-	n.vouch("no leader answers; enough voters answered, and none recorded this server's log beyond what it holds", "answers", len(own), "last_index", last)
+	n.vouch(i, "no leader answers; enough voters answered, and none recorded this server's log beyond what it holds", "answers", len(own), "last_index", last)
 }
 
-// unanswered returns, when no leader answers, the voters of this server's
-// configuration whose answers it still needs. A committed record (how far
-// this server's log reached) is on a majority of the voters, which may
-// include this server itself, whose copy is the one in doubt; the answers
-// of N - majority + 1 other voters (N voters in all) always include one
-// that holds it. Voters named in AssumeGone count as answered. The only
-// voter of its configuration needs no answer (see checkSolo and the
-// answers of the servers it sees).
-func (n *Node) unanswered(own []VouchAnswer) []string {
-	cf := n.raft.GetConfiguration()
+// unanswered returns, when no leader of group i answers, the voters of
+// this server's configuration of the group whose answers it still needs. A
+// committed record (how far this server's log reached) is on a majority of
+// the voters, which may include this server itself, whose copy is the one
+// in doubt; the answers of N - majority + 1 other voters (N voters in all)
+// always include one that holds it. Voters named in AssumeGone count as
+// answered. The only voter of its configuration needs no answer (see
+// checkSolo and the answers of the servers it sees).
+func (n *Node) unanswered(i int, own []VouchAnswer) []string {
+	cf := n.groups[i].Raft().GetConfiguration()
 	if cf.Error() != nil {
 		return []string{"(configuration unknown)"}
 	}
@@ -301,8 +398,8 @@ func (n *Node) unanswered(own []VouchAnswer) []string {
 	return missing
 }
 
-// checkGateNoState decides for a server without raft state.
-func (g *gossip) checkGateNoState(own []VouchAnswer, clusters int) {
+// checkGateNoState decides for a server without raft state in group i.
+func (g *gossip) checkGateNoState(i int, own []VouchAnswer, clusters int) {
 	n := g.n
 	if clusters > 1 {
 		n.warnOnce("clusters", "servers of more than one cluster are in this server's gossip (check --join): it refuses to join any of them", "id", n.cfg.ID)
@@ -313,13 +410,13 @@ func (g *gossip) checkGateNoState(own []VouchAnswer, clusters int) {
 			continue
 		}
 		if a.Voter && a.Seen {
-			n.warnOnce("wiped", "this server is a voter in the cluster's raft configuration and held raft state before, "+
+			n.gateWarn(i, "wiped", "this server is a voter in the cluster's raft configuration and held raft state before, "+
 				"but its data directory has none (wiped or replaced): it refuses to vote or serve. "+
 				"To re-add it, run `seqd node remove "+n.cfg.ID+"` against the cluster; it then joins as a new server by itself",
 				"id", n.cfg.ID)
 			return
 		}
-		n.vouch("joining as a new server", "leader", a.NodeID, "listed_as_voter", a.Voter)
+		n.vouch(i, "joining as a new server", "leader", a.NodeID, "listed_as_voter", a.Voter)
 		return
 	}
 	if len(own) == 0 {
@@ -334,7 +431,7 @@ func (g *gossip) checkGateNoState(own []VouchAnswer, clusters int) {
 	voters := map[string]bool{}
 	for _, a := range own {
 		if a.LastIndex > 1 {
-			n.warnOnce("nostate-wait", "this server has no raft state and no serving leader answers yet: waiting for one to vouch for it", "id", n.cfg.ID)
+			n.gateWarn(i, "nostate-wait", "this server has no raft state and no serving leader answers yet: waiting for one to vouch for it", "id", n.cfg.ID)
 			return
 		}
 		fresh[a.answeredBy] = true
@@ -349,18 +446,18 @@ func (g *gossip) checkGateNoState(own []VouchAnswer, clusters int) {
 	}
 	for v := range voters {
 		if v != n.cfg.ID && !fresh[v] {
-			n.warnOnce("bootstrap-wait", "this server has no raft state; the cluster it sees has just bootstrapped, but voter "+v+
+			n.gateWarn(i, "bootstrap-wait", "this server has no raft state; the cluster it sees has just bootstrapped, but voter "+v+
 				" of its configuration is not seen: waiting for it, or for a serving leader", "id", n.cfg.ID)
 			return
 		}
 	}
-	n.vouch("joining a cluster that has just bootstrapped", "answers", len(own))
+	n.vouch(i, "joining a cluster that has just bootstrapped", "answers", len(own))
 }
 
-// checkSolo lets the only voter of its configuration vouch for itself once
-// no other server of its cluster has shown up for soloWait.
-func (n *Node) checkSolo() {
-	cf := n.raft.GetConfiguration()
+// checkSolo lets the only voter of group i's configuration vouch for itself
+// once no other server of its cluster has shown up for soloWait.
+func (n *Node) checkSolo(i int) {
+	cf := n.groups[i].Raft().GetConfiguration()
 	if cf.Error() != nil {
 		return
 	}
@@ -378,11 +475,13 @@ func (n *Node) checkSolo() {
 	if since := time.Since(n.gossipStarted); since < soloWait {
 		return
 	}
-	n.vouch("the only voter of its configuration, and no other server of its cluster is seen")
+	n.vouch(i, "the only voter of its configuration, and no other server of its cluster is seen")
 }
 
 // ask puts req to each server concurrently, then to the leaders they name
-// that were not asked yet. Failed questions are left out.
+// that were not asked yet. Failed questions, and answers about another
+// group than the one asked (a server of a build without groups answers for
+// group 0 whatever it is asked), are left out.
 func (n *Node) ask(servers []Member, req VouchRequest) []VouchAnswer {
 	var (
 		mu    sync.Mutex
@@ -400,8 +499,11 @@ func (n *Node) ask(servers []Member, req VouchRequest) []VouchAnswer {
 				ctx, cancel := context.WithTimeout(context.Background(), vouchTimeout)
 				a, err := n.cfg.PeerVouch(ctx, addr, req)
 				cancel()
+				if err == nil && a.Group != req.Group {
+					err = fmt.Errorf("answered for group %d", a.Group)
+				}
 				if err != nil {
-					n.log.Debug("vouch question failed", "peer", id, "addr", addr, "err", err)
+					n.log.Debug("vouch question failed", "peer", id, "addr", addr, "group", req.Group, "err", err)
 					return
 				}
 				a.answeredBy, a.answeredAddr, a.answeredCluster = a.NodeID, addr, a.ClusterID

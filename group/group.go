@@ -24,10 +24,11 @@ import (
 // Its methods are called from the group's goroutines and must not block
 // beyond what each says.
 type Host interface {
-	// WaitVouched blocks until this server has been vouched for (it may
-	// then write raft entries) or ctx ends; it reports whether it was. A
-	// new leader writes nothing, not even a barrier, before it returns true.
-	WaitVouched(ctx context.Context) bool
+	// WaitVouched blocks until this server has been vouched for in the
+	// group of index group (it may then write the group's raft entries) or
+	// ctx ends; it reports whether it was. A new leader writes nothing, not
+	// even a barrier, before it returns true.
+	WaitVouched(ctx context.Context, group int) bool
 	// ProtocolReady reports whether every server in conf runs a build that
 	// speaks fsm.ProtocolVersion, so that the leader may move the group to
 	// it (a server of an older build stops on a kind it does not know).

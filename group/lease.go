@@ -117,7 +117,7 @@ func (g *Group) stepDownLead() {
 // the last lease entry and the full wait.
 func (g *Group) lead(ctx context.Context, epoch uint64) {
 	gained := time.Now()
-	if !g.host.WaitVouched(ctx) {
+	if !g.host.WaitVouched(ctx, g.cfg.Index) {
 		return
 	}
 	// 1. Barrier: the FSM holds every entry committed before this term.

@@ -233,6 +233,7 @@ var (
 	descGroupApplied   = prometheus.NewDesc("seqd_group_raft_applied_index", "Last raft index of the group applied to its FSM on this node.", groupLabel, nil)
 	descGroupTaken     = prometheus.NewDesc("seqd_group_values_taken_total", "Values this node's allocator of the group took as its leader.", groupLabel, nil)
 	descGroupPreferred = prometheus.NewDesc("seqd_group_preferred_leader", "1 while this node is the group's preferred leader (leaders are balanced towards it).", groupLabel, nil)
+	descGroupRaftOpen  = prometheus.NewDesc("seqd_group_raft_open", "1 once this node is vouched for in the group (it takes part in its raft); 0 while it refuses the group's raft traffic (not yet vouched for, or its copy of the group wiped or older: see its log).", groupLabel, nil)
 )
 
 func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -241,7 +242,7 @@ func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 		descRaftOpen, descDiskFull, descDiskFullWr, descLeaseWait, descProtocol, descTaken,
 		descFlakeIssued, descFlakeFenced, descFlakeWorkers, descFlakeCapacity, descFlakeRange, descFlakeLead,
 		descFlakeRenew, descFlakeLifetime, descFlakeEntries, descFlakeLeaderSkew,
-		descGroups, descGroupServing, descGroupLeader, descGroupTerm, descGroupApplied, descGroupTaken, descGroupPreferred} {
+		descGroups, descGroupServing, descGroupLeader, descGroupTerm, descGroupApplied, descGroupTaken, descGroupPreferred, descGroupRaftOpen} {
 		ch <- d
 	}
 }
@@ -292,6 +293,7 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descGroupApplied, prometheus.GaugeValue, float64(g.AppliedIndex), l)
 		ch <- prometheus.MustNewConstMetric(descGroupTaken, prometheus.CounterValue, float64(g.ValuesTaken), l)
 		ch <- prometheus.MustNewConstMetric(descGroupPreferred, prometheus.GaugeValue, b(g.Preferred == st.ID), l)
+		ch <- prometheus.MustNewConstMetric(descGroupRaftOpen, prometheus.GaugeValue, b(g.RaftOpen), l)
 	}
 	if st.State == "Leader" {
 		gauge(descFlakeLeaderSkew, n.ClockSkew().Seconds())

@@ -281,7 +281,7 @@ func cmdStatus(args []string) error {
 		var notes []string
 		if n.GetRaftState() != "unreachable" {
 			if !n.GetRaftOpen() {
-				notes = append(notes, "refusing-raft")
+				notes = append(notes, refusingNote(n))
 			}
 			if n.GetDiskFull() {
 				notes = append(notes, "disk-full")
@@ -304,6 +304,21 @@ func cmdStatus(args []string) error {
 		return printGroups(st)
 	}
 	return nil
+}
+
+// refusingNote says that node n refuses raft traffic and, when it refuses
+// only some of its groups' traffic, which.
+func refusingNote(n *seqv1.Node) string {
+	var shut []string
+	for _, g := range n.GetGroups() {
+		if !g.GetRaftOpen() {
+			shut = append(shut, strconv.FormatUint(uint64(g.GetGroup()), 10))
+		}
+	}
+	if len(shut) == 0 || len(shut) == len(n.GetGroups()) {
+		return "refusing-raft"
+	}
+	return "refusing-raft(groups " + strings.Join(shut, " ") + ")"
 }
 
 // printGroups prints the routing table of a cluster of several groups and

@@ -259,6 +259,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		"seqd_groups 1",
 		`seqd_group_serving{group="0"} 1`,
 		`seqd_group_preferred_leader{group="0"} 0`, // one group is never balanced
+		`seqd_group_raft_open{group="0"} 1`,
 		"seqd_lease_renewals_total",
 		"seqd_leader_changes_total 1",
 		"seqd_last_failover_seconds",

@@ -1202,7 +1202,12 @@ type GroupState struct {
 	Term         uint64 `protobuf:"varint,3,opt,name=term,proto3" json:"term,omitempty"`
 	AppliedIndex uint64 `protobuf:"varint,4,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
 	// serving is true while the node leads the group and holds its lease.
-	Serving       bool `protobuf:"varint,5,opt,name=serving,proto3" json:"serving,omitempty"`
+	Serving bool `protobuf:"varint,5,opt,name=serving,proto3" json:"serving,omitempty"`
+	// raft_open is false while the node refuses the group's raft traffic:
+	// it has not been vouched for in the group yet, or never will be (the
+	// group's directory wiped or an older copy; its log says which). The
+	// node's raft_open is true only when every group's is.
+	RaftOpen      bool `protobuf:"varint,6,opt,name=raft_open,json=raftOpen,proto3" json:"raft_open,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1268,6 +1273,13 @@ func (x *GroupState) GetAppliedIndex() uint64 {
 func (x *GroupState) GetServing() bool {
 	if x != nil {
 		return x.Serving
+	}
+	return false
+}
+
+func (x *GroupState) GetRaftOpen() bool {
+	if x != nil {
+		return x.RaftOpen
 	}
 	return false
 }
@@ -1603,7 +1615,7 @@ const file_seq_v1_seq_proto_rawDesc = "" +
 	"\bprotocol\x18\x0f \x01(\x04R\bprotocol\x12\x1b\n" +
 	"\traft_open\x18\x10 \x01(\bR\braftOpen\x12\x1b\n" +
 	"\tdisk_full\x18\x11 \x01(\bR\bdiskFull\x12*\n" +
-	"\x06groups\x18\x12 \x03(\v2\x12.seq.v1.GroupStateR\x06groups\"\x94\x01\n" +
+	"\x06groups\x18\x12 \x03(\v2\x12.seq.v1.GroupStateR\x06groups\"\xb1\x01\n" +
 	"\n" +
 	"GroupState\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\rR\x05group\x12\x1d\n" +
@@ -1611,7 +1623,8 @@ const file_seq_v1_seq_proto_rawDesc = "" +
 	"raft_state\x18\x02 \x01(\tR\traftState\x12\x12\n" +
 	"\x04term\x18\x03 \x01(\x04R\x04term\x12#\n" +
 	"\rapplied_index\x18\x04 \x01(\x04R\fappliedIndex\x12\x18\n" +
-	"\aserving\x18\x05 \x01(\bR\aserving\"\x92\x02\n" +
+	"\aserving\x18\x05 \x01(\bR\aserving\x12\x1b\n" +
+	"\traft_open\x18\x06 \x01(\bR\braftOpen\"\x92\x02\n" +
 	"\n" +
 	"GroupRoute\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\rR\x05group\x12\x1b\n" +

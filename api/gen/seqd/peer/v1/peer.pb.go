@@ -114,8 +114,13 @@ type VouchRequest struct {
 	ClusterId string `protobuf:"bytes,2,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	// has_state is true when the asking server holds raft state.
 	HasState bool `protobuf:"varint,3,opt,name=has_state,json=hasState,proto3" json:"has_state,omitempty"`
-	// last_index is the index of the last entry in the asking server's raft log.
-	LastIndex     uint64 `protobuf:"varint,4,opt,name=last_index,json=lastIndex,proto3" json:"last_index,omitempty"`
+	// last_index is the index of the last entry in the asking server's raft
+	// log of the group.
+	LastIndex uint64 `protobuf:"varint,4,opt,name=last_index,json=lastIndex,proto3" json:"last_index,omitempty"`
+	// group is the raft group asked about; has_state and last_index describe
+	// the asking server's log of that group. Servers of builds without groups
+	// ignore it and answer for group 0.
+	Group         uint32 `protobuf:"varint,5,opt,name=group,proto3" json:"group,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -178,6 +183,13 @@ func (x *VouchRequest) GetLastIndex() uint64 {
 	return 0
 }
 
+func (x *VouchRequest) GetGroup() uint32 {
+	if x != nil {
+		return x.Group
+	}
+	return 0
+}
+
 type VouchResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// cluster_id is the answering server's cluster ("" without one).
@@ -208,7 +220,11 @@ type VouchResponse struct {
 	Protocol uint64 `protobuf:"varint,12,opt,name=protocol,proto3" json:"protocol,omitempty"`
 	// voters lists the voters of the answering server's latest raft
 	// configuration.
-	Voters        []string `protobuf:"bytes,13,rep,name=voters,proto3" json:"voters,omitempty"`
+	Voters []string `protobuf:"bytes,13,rep,name=voters,proto3" json:"voters,omitempty"`
+	// group echoes the group asked about: every field but cluster_id and
+	// node_id describes that group. (Servers of builds without groups leave
+	// it 0: an asker discards their answer about any other group.)
+	Group         uint32 `protobuf:"varint,14,opt,name=group,proto3" json:"group,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -334,6 +350,13 @@ func (x *VouchResponse) GetVoters() []string {
 	return nil
 }
 
+func (x *VouchResponse) GetGroup() uint32 {
+	if x != nil {
+		return x.Group
+	}
+	return 0
+}
+
 var File_seqd_peer_v1_peer_proto protoreflect.FileDescriptor
 
 const file_seqd_peer_v1_peer_proto_rawDesc = "" +
@@ -341,14 +364,15 @@ const file_seqd_peer_v1_peer_proto_rawDesc = "" +
 	"\x17seqd/peer/v1/peer.proto\x12\fseqd.peer.v1\"\x0e\n" +
 	"\fClockRequest\"(\n" +
 	"\rClockResponse\x12\x17\n" +
-	"\aunix_ms\x18\x01 \x01(\x03R\x06unixMs\"y\n" +
+	"\aunix_ms\x18\x01 \x01(\x03R\x06unixMs\"\x8f\x01\n" +
 	"\fVouchRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x02 \x01(\tR\tclusterId\x12\x1b\n" +
 	"\thas_state\x18\x03 \x01(\bR\bhasState\x12\x1d\n" +
 	"\n" +
-	"last_index\x18\x04 \x01(\x04R\tlastIndex\"\xba\x03\n" +
+	"last_index\x18\x04 \x01(\x04R\tlastIndex\x12\x14\n" +
+	"\x05group\x18\x05 \x01(\rR\x05group\"\xd0\x03\n" +
 	"\rVouchResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12$\n" +
@@ -365,7 +389,8 @@ const file_seqd_peer_v1_peer_proto_rawDesc = "" +
 	"\n" +
 	"last_index\x18\v \x01(\x04R\tlastIndex\x12\x1a\n" +
 	"\bprotocol\x18\f \x01(\x04R\bprotocol\x12\x16\n" +
-	"\x06voters\x18\r \x03(\tR\x06voters2\x98\x01\n" +
+	"\x06voters\x18\r \x03(\tR\x06voters\x12\x14\n" +
+	"\x05group\x18\x0e \x01(\rR\x05group2\x98\x01\n" +
 	"\vPeerService\x12B\n" +
 	"\x05Vouch\x12\x1a.seqd.peer.v1.VouchRequest\x1a\x1b.seqd.peer.v1.VouchResponse\"\x00\x12E\n" +
 	"\x05Clock\x12\x1a.seqd.peer.v1.ClockRequest\x1a\x1b.seqd.peer.v1.ClockResponse\"\x03\x90\x02\x01B2Z0github.com/seqd/seqd/api/gen/seqd/peer/v1;peerv1b\x06proto3"

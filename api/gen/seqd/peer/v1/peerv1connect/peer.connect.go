@@ -45,10 +45,12 @@ const (
 
 // PeerServiceClient is a client for the seqd.peer.v1.PeerService service.
 type PeerServiceClient interface {
-	// Vouch asks whether the asking server may take part in raft. A serving
+	// Vouch asks whether the asking server may take part in one raft group
+	// (group 0 for servers of builds without groups). The group's serving
 	// leader answers from committed knowledge (authoritative); any other
-	// server answers from everything it has stored, names the leader it knows,
-	// and says that its answer is not authoritative.
+	// server answers from everything it has stored of the group, names the
+	// group's leader it knows, and says that its answer is not authoritative.
+	// A group the answering server does not run is failed_precondition.
 	Vouch(context.Context, *connect.Request[v1.VouchRequest]) (*connect.Response[v1.VouchResponse], error)
 	// Clock answers the answering server's wall clock, so that a leader can
 	// tell whether its own clock is far from its peers' (it then refuses
@@ -101,10 +103,12 @@ func (c *peerServiceClient) Clock(ctx context.Context, req *connect.Request[v1.C
 
 // PeerServiceHandler is an implementation of the seqd.peer.v1.PeerService service.
 type PeerServiceHandler interface {
-	// Vouch asks whether the asking server may take part in raft. A serving
+	// Vouch asks whether the asking server may take part in one raft group
+	// (group 0 for servers of builds without groups). The group's serving
 	// leader answers from committed knowledge (authoritative); any other
-	// server answers from everything it has stored, names the leader it knows,
-	// and says that its answer is not authoritative.
+	// server answers from everything it has stored of the group, names the
+	// group's leader it knows, and says that its answer is not authoritative.
+	// A group the answering server does not run is failed_precondition.
 	Vouch(context.Context, *connect.Request[v1.VouchRequest]) (*connect.Response[v1.VouchResponse], error)
 	// Clock answers the answering server's wall clock, so that a leader can
 	// tell whether its own clock is far from its peers' (it then refuses

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file seqd/peer/v1/peer.proto.
  */
 export const file_seqd_peer_v1_peer: GenFile = /*@__PURE__*/
-  fileDesc("ChdzZXFkL3BlZXIvdjEvcGVlci5wcm90bxIMc2VxZC5wZWVyLnYxIg4KDENsb2NrUmVxdWVzdCIgCg1DbG9ja1Jlc3BvbnNlEg8KB3VuaXhfbXMYASABKAMiVQoMVm91Y2hSZXF1ZXN0EgoKAmlkGAEgASgJEhIKCmNsdXN0ZXJfaWQYAiABKAkSEQoJaGFzX3N0YXRlGAMgASgIEhIKCmxhc3RfaW5kZXgYBCABKAQingIKDVZvdWNoUmVzcG9uc2USEgoKY2x1c3Rlcl9pZBgBIAEoCRIVCg1hdXRob3JpdGF0aXZlGAIgASgIEg8KB25vZGVfaWQYAyABKAkSEQoJbGVhZGVyX2lkGAQgASgJEhcKD2xlYWRlcl9hcGlfYWRkchgFIAEoCRIYChBpbl9jb25maWd1cmF0aW9uGAYgASgIEg0KBXZvdGVyGAcgASgIEhcKD3NlZW5fd2l0aF9zdGF0ZRgIIAEoCBIWCg5yZWNvcmRlZF9pbmRleBgJIAEoBBIVCg1yZWNvcmRlZF90ZXJtGAogASgEEhIKCmxhc3RfaW5kZXgYCyABKAQSEAoIcHJvdG9jb2wYDCABKAQSDgoGdm90ZXJzGA0gAygJMpgBCgtQZWVyU2VydmljZRJCCgVWb3VjaBIaLnNlcWQucGVlci52MS5Wb3VjaFJlcXVlc3QaGy5zZXFkLnBlZXIudjEuVm91Y2hSZXNwb25zZSIAEkUKBUNsb2NrEhouc2VxZC5wZWVyLnYxLkNsb2NrUmVxdWVzdBobLnNlcWQucGVlci52MS5DbG9ja1Jlc3BvbnNlIgOQAgFCMlowZ2l0aHViLmNvbS9zZXFkL3NlcWQvYXBpL2dlbi9zZXFkL3BlZXIvdjE7cGVlcnYxYgZwcm90bzM");
+  fileDesc("ChdzZXFkL3BlZXIvdjEvcGVlci5wcm90bxIMc2VxZC5wZWVyLnYxIg4KDENsb2NrUmVxdWVzdCIgCg1DbG9ja1Jlc3BvbnNlEg8KB3VuaXhfbXMYASABKAMiZAoMVm91Y2hSZXF1ZXN0EgoKAmlkGAEgASgJEhIKCmNsdXN0ZXJfaWQYAiABKAkSEQoJaGFzX3N0YXRlGAMgASgIEhIKCmxhc3RfaW5kZXgYBCABKAQSDQoFZ3JvdXAYBSABKA0irQIKDVZvdWNoUmVzcG9uc2USEgoKY2x1c3Rlcl9pZBgBIAEoCRIVCg1hdXRob3JpdGF0aXZlGAIgASgIEg8KB25vZGVfaWQYAyABKAkSEQoJbGVhZGVyX2lkGAQgASgJEhcKD2xlYWRlcl9hcGlfYWRkchgFIAEoCRIYChBpbl9jb25maWd1cmF0aW9uGAYgASgIEg0KBXZvdGVyGAcgASgIEhcKD3NlZW5fd2l0aF9zdGF0ZRgIIAEoCBIWCg5yZWNvcmRlZF9pbmRleBgJIAEoBBIVCg1yZWNvcmRlZF90ZXJtGAogASgEEhIKCmxhc3RfaW5kZXgYCyABKAQSEAoIcHJvdG9jb2wYDCABKAQSDgoGdm90ZXJzGA0gAygJEg0KBWdyb3VwGA4gASgNMpgBCgtQZWVyU2VydmljZRJCCgVWb3VjaBIaLnNlcWQucGVlci52MS5Wb3VjaFJlcXVlc3QaGy5zZXFkLnBlZXIudjEuVm91Y2hSZXNwb25zZSIAEkUKBUNsb2NrEhouc2VxZC5wZWVyLnYxLkNsb2NrUmVxdWVzdBobLnNlcWQucGVlci52MS5DbG9ja1Jlc3BvbnNlIgOQAgFCMlowZ2l0aHViLmNvbS9zZXFkL3NlcWQvYXBpL2dlbi9zZXFkL3BlZXIvdjE7cGVlcnYxYgZwcm90bzM");
 
 /**
  * @generated from message seqd.peer.v1.ClockRequest
@@ -74,11 +74,21 @@ export type VouchRequest = Message<"seqd.peer.v1.VouchRequest"> & {
   hasState: boolean;
 
   /**
-   * last_index is the index of the last entry in the asking server's raft log.
+   * last_index is the index of the last entry in the asking server's raft
+   * log of the group.
    *
    * @generated from field: uint64 last_index = 4;
    */
   lastIndex: bigint;
+
+  /**
+   * group is the raft group asked about; has_state and last_index describe
+   * the asking server's log of that group. Servers of builds without groups
+   * ignore it and answer for group 0.
+   *
+   * @generated from field: uint32 group = 5;
+   */
+  group: number;
 };
 
 /**
@@ -180,6 +190,15 @@ export type VouchResponse = Message<"seqd.peer.v1.VouchResponse"> & {
    * @generated from field: repeated string voters = 13;
    */
   voters: string[];
+
+  /**
+   * group echoes the group asked about: every field but cluster_id and
+   * node_id describes that group. (Servers of builds without groups leave
+   * it 0: an asker discards their answer about any other group.)
+   *
+   * @generated from field: uint32 group = 14;
+   */
+  group: number;
 };
 
 /**
@@ -197,10 +216,12 @@ export const VouchResponseSchema: GenMessage<VouchResponse> = /*@__PURE__*/
  */
 export const PeerService: GenService<{
   /**
-   * Vouch asks whether the asking server may take part in raft. A serving
+   * Vouch asks whether the asking server may take part in one raft group
+   * (group 0 for servers of builds without groups). The group's serving
    * leader answers from committed knowledge (authoritative); any other
-   * server answers from everything it has stored, names the leader it knows,
-   * and says that its answer is not authoritative.
+   * server answers from everything it has stored of the group, names the
+   * group's leader it knows, and says that its answer is not authoritative.
+   * A group the answering server does not run is failed_precondition.
    *
    * @generated from rpc seqd.peer.v1.PeerService.Vouch
    */
