@@ -284,9 +284,13 @@ func (s *Server) LocateKeys(ctx context.Context, req *connect.Request[seqv1.Loca
 	}
 	keys := req.Msg.GetKeys()
 	out := &seqv1.LocateKeysResponse{Groups: make([]uint32, len(keys)), Slots: make([]uint32, len(keys))}
+	var locate func(uint64) (int, uint32)
+	if err == nil {
+		locate, err = s.node.Locator(ctx, space)
+	}
 	for i := 0; err == nil && i < len(keys); i++ {
 		var g int
-		g, out.Slots[i], err = s.node.Locate(space, keys[i])
+		g, out.Slots[i] = locate(keys[i])
 		out.Groups[i] = uint32(g)
 	}
 	if err != nil {

@@ -43,14 +43,15 @@ type share struct {
 }
 
 // splitKeys groups keys by the group owning them, in first-seen order.
-func (s *Server) splitKeys(space string, keys []uint64) ([]share, error) {
+func (s *Server) splitKeys(ctx context.Context, space string, keys []uint64) ([]share, error) {
+	locate, err := s.node.Locator(ctx, space)
+	if err != nil {
+		return nil, err
+	}
 	var out []share
 	idx := map[int]int{}
 	for p, k := range keys {
-		g, err := s.node.GroupOf(space, k)
-		if err != nil {
-			return nil, err
-		}
+		g, _ := locate(k)
 		i, ok := idx[g]
 		if !ok {
 			i = len(out)
@@ -71,7 +72,7 @@ func keysCall(s *Server, ctx context.Context, hdr http.Header, space string, key
 	local func(ctx context.Context, group int, keys []uint64) ([]uint64, error),
 	remote func(ctx context.Context, p *peer, h http.Header, keys []uint64) ([]uint64, http.Header, error),
 ) ([]uint64, http.Header, error) {
-	shares, err := s.splitKeys(space, keys)
+	shares, err := s.splitKeys(ctx, space, keys)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -79,7 +80,19 @@ func keysCall(s *Server, ctx context.Context, hdr http.Header, space string, key
 	out := http.Header{}
 	run := func(ctx context.Context, sh share) error {
 		got, leader, fwd, term, err := s.onGroup(ctx, hdr, sh.group,
-			func(ctx context.Context) ([]uint64, error) { return local(ctx, sh.group, sh.keys) },
+			func(ctx context.Context) ([]uint64, error) {
+				vals, err := local(ctx, sh.group, sh.keys)
+				if errors.Is(err, seqd.ErrUnknownSpace) {
+					// This server's copies of the group and of group 0
+					// may lag a space created a heartbeat ago: ask group
+					// 0's leader, copy it into the group, and try again
+					// (an unknown space took no value).
+					if err = s.node.EnsureGroupSpace(ctx, sh.group, space); err == nil {
+						vals, err = local(ctx, sh.group, sh.keys)
+					}
+				}
+				return vals, err
+			},
 			func(ctx context.Context, p *peer, h http.Header) ([]uint64, http.Header, error) {
 				return remote(ctx, p, h, sh.keys)
 			})

@@ -134,6 +134,37 @@ func (p peerService) Vouch(ctx context.Context, req *connect.Request[peerv1.Vouc
 	}), nil
 }
 
+// Space implements PeerService.Space (see cluster.Node.AnswerSpace).
+func (p peerService) Space(ctx context.Context, req *connect.Request[peerv1.SpaceRequest]) (*connect.Response[peerv1.SpaceResponse], error) {
+	name, err := spaceName(req.Msg.GetName())
+	var sp seqd.Space
+	var found bool
+	if err == nil {
+		sp, found, err = p.s.node.AnswerSpace(name)
+	}
+	if err != nil {
+		err = p.s.toConnect(err)
+		p.s.logCall(peerv1connect.PeerServiceSpaceProcedure, err)
+		return nil, err
+	}
+	return connect.NewResponse(&peerv1.SpaceResponse{Found: found, Step: sp.Step, SectionSize: sp.SectionSize}), nil
+}
+
+// Space asks the server at apiAddr, group 0's leader, for a space
+// (PeerService.Space). It implements cluster.PeerSpace.
+func (p Peers) Space() cluster.PeerSpace {
+	h := p.client()
+	return func(ctx context.Context, apiAddr, name string) (seqd.Space, bool, error) {
+		c := peerv1connect.NewPeerServiceClient(h, p.scheme()+apiAddr, p.options()...)
+		resp, err := c.Space(ctx, connect.NewRequest(&peerv1.SpaceRequest{Name: name}))
+		if err != nil {
+			return seqd.Space{}, false, err
+		}
+		m := resp.Msg
+		return seqd.Space{Name: name, Step: m.GetStep(), SectionSize: m.GetSectionSize()}, m.GetFound(), nil
+	}
+}
+
 // Clock implements PeerService.Clock: this server's wall clock.
 func (p peerService) Clock(context.Context, *connect.Request[peerv1.ClockRequest]) (*connect.Response[peerv1.ClockResponse], error) {
 	return connect.NewResponse(&peerv1.ClockResponse{UnixMs: p.s.node.WallMs()}), nil

@@ -81,6 +81,10 @@ type Config struct {
 	// PeerVouch asks another server to vouch for this one (see vouch.go).
 	// Without it, a server trusts itself at once (tests of single nodes).
 	PeerVouch PeerVouch
+	// PeerSpace asks group 0's leader for a space this server's copy of
+	// group 0 does not hold yet (see spaces.go). Without it, such a space
+	// is unknown here until the copy catches up.
+	PeerSpace PeerSpace
 	// LeaseClock times the lease (default sections.BootClock, which counts
 	// time the host spends suspended).
 	LeaseClock sections.Clock

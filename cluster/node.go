@@ -68,6 +68,8 @@ type Node struct {
 
 	clocks clocks // the leader's samples of its peers' clocks (clock.go)
 
+	spaceLookups lookups // questions to group 0's leader (spaces.go)
+
 	memMu       sync.Mutex
 	caughtSince map[string]time.Time // non-voters seen caught up, since when
 	recordedAt  map[string]time.Time // when each server's raft index was last recorded
@@ -212,26 +214,21 @@ func (n *Node) Groups() int { return len(n.groups) }
 // Group returns group i (0 <= i < Groups()).
 func (n *Node) Group(i int) *group.Group { return n.groups[i] }
 
-// GroupOf returns the group owning key in space, by group 0's committed
-// settings of the space on this node. With one group it is 0 for every
-// key, and the space is not looked up.
-func (n *Node) GroupOf(space string, key uint64) (int, error) {
-	if len(n.groups) == 1 {
-		return 0, nil
+// Locator returns where the keys of space live: a function that gives a
+// key's group and the slot of its section. The space's settings come from
+// this server's copy of group 0, or from group 0's leader when the copy
+// lags (LookupSpace); an unknown space is an error wrapping
+// seqd.ErrUnknownSpace.
+func (n *Node) Locator(ctx context.Context, space string) (func(key uint64) (group int, slot uint32), error) {
+	sp, err := n.LookupSpace(ctx, space)
+	if err != nil {
+		return nil, err
 	}
-	g, _, err := n.Locate(space, key)
-	return g, err
-}
-
-// Locate returns the group owning key in space and the slot of its
-// section, by group 0's committed settings of the space on this node.
-func (n *Node) Locate(space string, key uint64) (group int, slot uint32, err error) {
-	sp, ok := n.fsm.Space(space)
-	if !ok {
-		return 0, 0, fmt.Errorf("%w %q", seqd.ErrUnknownSpace, space)
-	}
-	slot = seqd.SlotOf(space, key/sp.SectionSize)
-	return seqd.SlotGroup(slot, len(n.groups)), slot, nil
+	groups := len(n.groups)
+	return func(key uint64) (int, uint32) {
+		slot := seqd.SlotOf(space, key/sp.SectionSize)
+		return seqd.SlotGroup(slot, groups), slot
+	}, nil
 }
 
 // CutGroupTraffic cuts (or restores) the raft traffic of group i only, on

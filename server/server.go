@@ -143,6 +143,9 @@ func New(cfg Config) (*Server, error) {
 	if cc.PeerVouch == nil {
 		cc.PeerVouch = peers.Vouch()
 	}
+	if cc.PeerSpace == nil {
+		cc.PeerSpace = peers.Space()
+	}
 	met := metrics.New()
 	if cc.OnRaise == nil {
 		cc.OnRaise = met.ObserveRaise

@@ -25,6 +25,111 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type SpaceRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SpaceRequest) Reset() {
+	*x = SpaceRequest{}
+	mi := &file_seqd_peer_v1_peer_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SpaceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SpaceRequest) ProtoMessage() {}
+
+func (x *SpaceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_seqd_peer_v1_peer_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SpaceRequest.ProtoReflect.Descriptor instead.
+func (*SpaceRequest) Descriptor() ([]byte, []int) {
+	return file_seqd_peer_v1_peer_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *SpaceRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type SpaceResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// found is false when group 0 holds no such space.
+	Found         bool   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
+	Step          uint64 `protobuf:"varint,2,opt,name=step,proto3" json:"step,omitempty"`
+	SectionSize   uint64 `protobuf:"varint,3,opt,name=section_size,json=sectionSize,proto3" json:"section_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SpaceResponse) Reset() {
+	*x = SpaceResponse{}
+	mi := &file_seqd_peer_v1_peer_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SpaceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SpaceResponse) ProtoMessage() {}
+
+func (x *SpaceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_seqd_peer_v1_peer_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SpaceResponse.ProtoReflect.Descriptor instead.
+func (*SpaceResponse) Descriptor() ([]byte, []int) {
+	return file_seqd_peer_v1_peer_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SpaceResponse) GetFound() bool {
+	if x != nil {
+		return x.Found
+	}
+	return false
+}
+
+func (x *SpaceResponse) GetStep() uint64 {
+	if x != nil {
+		return x.Step
+	}
+	return 0
+}
+
+func (x *SpaceResponse) GetSectionSize() uint64 {
+	if x != nil {
+		return x.SectionSize
+	}
+	return 0
+}
+
 type ClockRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -33,7 +138,7 @@ type ClockRequest struct {
 
 func (x *ClockRequest) Reset() {
 	*x = ClockRequest{}
-	mi := &file_seqd_peer_v1_peer_proto_msgTypes[0]
+	mi := &file_seqd_peer_v1_peer_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -45,7 +150,7 @@ func (x *ClockRequest) String() string {
 func (*ClockRequest) ProtoMessage() {}
 
 func (x *ClockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_seqd_peer_v1_peer_proto_msgTypes[0]
+	mi := &file_seqd_peer_v1_peer_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -58,7 +163,7 @@ func (x *ClockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockRequest.ProtoReflect.Descriptor instead.
 func (*ClockRequest) Descriptor() ([]byte, []int) {
-	return file_seqd_peer_v1_peer_proto_rawDescGZIP(), []int{0}
+	return file_seqd_peer_v1_peer_proto_rawDescGZIP(), []int{2}
 }
 
 type ClockResponse struct {
@@ -71,7 +176,7 @@ type ClockResponse struct {
 
 func (x *ClockResponse) Reset() {
 	*x = ClockResponse{}
-	mi := &file_seqd_peer_v1_peer_proto_msgTypes[1]
+	mi := &file_seqd_peer_v1_peer_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -83,7 +188,7 @@ func (x *ClockResponse) String() string {
 func (*ClockResponse) ProtoMessage() {}
 
 func (x *ClockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_seqd_peer_v1_peer_proto_msgTypes[1]
+	mi := &file_seqd_peer_v1_peer_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -96,7 +201,7 @@ func (x *ClockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockResponse.ProtoReflect.Descriptor instead.
 func (*ClockResponse) Descriptor() ([]byte, []int) {
-	return file_seqd_peer_v1_peer_proto_rawDescGZIP(), []int{1}
+	return file_seqd_peer_v1_peer_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ClockResponse) GetUnixMs() int64 {
@@ -127,7 +232,7 @@ type VouchRequest struct {
 
 func (x *VouchRequest) Reset() {
 	*x = VouchRequest{}
-	mi := &file_seqd_peer_v1_peer_proto_msgTypes[2]
+	mi := &file_seqd_peer_v1_peer_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -139,7 +244,7 @@ func (x *VouchRequest) String() string {
 func (*VouchRequest) ProtoMessage() {}
 
 func (x *VouchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_seqd_peer_v1_peer_proto_msgTypes[2]
+	mi := &file_seqd_peer_v1_peer_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -152,7 +257,7 @@ func (x *VouchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VouchRequest.ProtoReflect.Descriptor instead.
 func (*VouchRequest) Descriptor() ([]byte, []int) {
-	return file_seqd_peer_v1_peer_proto_rawDescGZIP(), []int{2}
+	return file_seqd_peer_v1_peer_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *VouchRequest) GetId() string {
@@ -231,7 +336,7 @@ type VouchResponse struct {
 
 func (x *VouchResponse) Reset() {
 	*x = VouchResponse{}
-	mi := &file_seqd_peer_v1_peer_proto_msgTypes[3]
+	mi := &file_seqd_peer_v1_peer_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -243,7 +348,7 @@ func (x *VouchResponse) String() string {
 func (*VouchResponse) ProtoMessage() {}
 
 func (x *VouchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_seqd_peer_v1_peer_proto_msgTypes[3]
+	mi := &file_seqd_peer_v1_peer_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -256,7 +361,7 @@ func (x *VouchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VouchResponse.ProtoReflect.Descriptor instead.
 func (*VouchResponse) Descriptor() ([]byte, []int) {
-	return file_seqd_peer_v1_peer_proto_rawDescGZIP(), []int{3}
+	return file_seqd_peer_v1_peer_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *VouchResponse) GetClusterId() string {
@@ -361,7 +466,13 @@ var File_seqd_peer_v1_peer_proto protoreflect.FileDescriptor
 
 const file_seqd_peer_v1_peer_proto_rawDesc = "" +
 	"\n" +
-	"\x17seqd/peer/v1/peer.proto\x12\fseqd.peer.v1\"\x0e\n" +
+	"\x17seqd/peer/v1/peer.proto\x12\fseqd.peer.v1\"\"\n" +
+	"\fSpaceRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\\\n" +
+	"\rSpaceResponse\x12\x14\n" +
+	"\x05found\x18\x01 \x01(\bR\x05found\x12\x12\n" +
+	"\x04step\x18\x02 \x01(\x04R\x04step\x12!\n" +
+	"\fsection_size\x18\x03 \x01(\x04R\vsectionSize\"\x0e\n" +
 	"\fClockRequest\"(\n" +
 	"\rClockResponse\x12\x17\n" +
 	"\aunix_ms\x18\x01 \x01(\x03R\x06unixMs\"\x8f\x01\n" +
@@ -390,10 +501,11 @@ const file_seqd_peer_v1_peer_proto_rawDesc = "" +
 	"last_index\x18\v \x01(\x04R\tlastIndex\x12\x1a\n" +
 	"\bprotocol\x18\f \x01(\x04R\bprotocol\x12\x16\n" +
 	"\x06voters\x18\r \x03(\tR\x06voters\x12\x14\n" +
-	"\x05group\x18\x0e \x01(\rR\x05group2\x98\x01\n" +
+	"\x05group\x18\x0e \x01(\rR\x05group2\xdf\x01\n" +
 	"\vPeerService\x12B\n" +
 	"\x05Vouch\x12\x1a.seqd.peer.v1.VouchRequest\x1a\x1b.seqd.peer.v1.VouchResponse\"\x00\x12E\n" +
-	"\x05Clock\x12\x1a.seqd.peer.v1.ClockRequest\x1a\x1b.seqd.peer.v1.ClockResponse\"\x03\x90\x02\x01B2Z0github.com/seqd/seqd/api/gen/seqd/peer/v1;peerv1b\x06proto3"
+	"\x05Clock\x12\x1a.seqd.peer.v1.ClockRequest\x1a\x1b.seqd.peer.v1.ClockResponse\"\x03\x90\x02\x01\x12E\n" +
+	"\x05Space\x12\x1a.seqd.peer.v1.SpaceRequest\x1a\x1b.seqd.peer.v1.SpaceResponse\"\x03\x90\x02\x01B2Z0github.com/seqd/seqd/api/gen/seqd/peer/v1;peerv1b\x06proto3"
 
 var (
 	file_seqd_peer_v1_peer_proto_rawDescOnce sync.Once
@@ -407,20 +519,24 @@ func file_seqd_peer_v1_peer_proto_rawDescGZIP() []byte {
 	return file_seqd_peer_v1_peer_proto_rawDescData
 }
 
-var file_seqd_peer_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_seqd_peer_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_seqd_peer_v1_peer_proto_goTypes = []any{
-	(*ClockRequest)(nil),  // 0: seqd.peer.v1.ClockRequest
-	(*ClockResponse)(nil), // 1: seqd.peer.v1.ClockResponse
-	(*VouchRequest)(nil),  // 2: seqd.peer.v1.VouchRequest
-	(*VouchResponse)(nil), // 3: seqd.peer.v1.VouchResponse
+	(*SpaceRequest)(nil),  // 0: seqd.peer.v1.SpaceRequest
+	(*SpaceResponse)(nil), // 1: seqd.peer.v1.SpaceResponse
+	(*ClockRequest)(nil),  // 2: seqd.peer.v1.ClockRequest
+	(*ClockResponse)(nil), // 3: seqd.peer.v1.ClockResponse
+	(*VouchRequest)(nil),  // 4: seqd.peer.v1.VouchRequest
+	(*VouchResponse)(nil), // 5: seqd.peer.v1.VouchResponse
 }
 var file_seqd_peer_v1_peer_proto_depIdxs = []int32{
-	2, // 0: seqd.peer.v1.PeerService.Vouch:input_type -> seqd.peer.v1.VouchRequest
-	0, // 1: seqd.peer.v1.PeerService.Clock:input_type -> seqd.peer.v1.ClockRequest
-	3, // 2: seqd.peer.v1.PeerService.Vouch:output_type -> seqd.peer.v1.VouchResponse
-	1, // 3: seqd.peer.v1.PeerService.Clock:output_type -> seqd.peer.v1.ClockResponse
-	2, // [2:4] is the sub-list for method output_type
-	0, // [0:2] is the sub-list for method input_type
+	4, // 0: seqd.peer.v1.PeerService.Vouch:input_type -> seqd.peer.v1.VouchRequest
+	2, // 1: seqd.peer.v1.PeerService.Clock:input_type -> seqd.peer.v1.ClockRequest
+	0, // 2: seqd.peer.v1.PeerService.Space:input_type -> seqd.peer.v1.SpaceRequest
+	5, // 3: seqd.peer.v1.PeerService.Vouch:output_type -> seqd.peer.v1.VouchResponse
+	3, // 4: seqd.peer.v1.PeerService.Clock:output_type -> seqd.peer.v1.ClockResponse
+	1, // 5: seqd.peer.v1.PeerService.Space:output_type -> seqd.peer.v1.SpaceResponse
+	3, // [3:6] is the sub-list for method output_type
+	0, // [0:3] is the sub-list for method input_type
 	0, // [0:0] is the sub-list for extension type_name
 	0, // [0:0] is the sub-list for extension extendee
 	0, // [0:0] is the sub-list for field type_name
@@ -437,7 +553,7 @@ func file_seqd_peer_v1_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_seqd_peer_v1_peer_proto_rawDesc), len(file_seqd_peer_v1_peer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -41,6 +41,8 @@ const (
 	PeerServiceVouchProcedure = "/seqd.peer.v1.PeerService/Vouch"
 	// PeerServiceClockProcedure is the fully-qualified name of the PeerService's Clock RPC.
 	PeerServiceClockProcedure = "/seqd.peer.v1.PeerService/Clock"
+	// PeerServiceSpaceProcedure is the fully-qualified name of the PeerService's Space RPC.
+	PeerServiceSpaceProcedure = "/seqd.peer.v1.PeerService/Space"
 )
 
 // PeerServiceClient is a client for the seqd.peer.v1.PeerService service.
@@ -56,6 +58,12 @@ type PeerServiceClient interface {
 	// tell whether its own clock is far from its peers' (it then refuses
 	// flake grants). Servers of builds before flake ids answer unimplemented.
 	Clock(context.Context, *connect.Request[v1.ClockRequest]) (*connect.Response[v1.ClockResponse], error)
+	// Space answers a space's committed settings, from the serving leader of
+	// raft group 0 (the authority on spaces) only: any other server answers
+	// unavailable, naming the leader it knows. A server whose own copy of
+	// group 0 lags (a space created a heartbeat ago) asks it before it
+	// answers not_found, in a cluster of several groups.
+	Space(context.Context, *connect.Request[v1.SpaceRequest]) (*connect.Response[v1.SpaceResponse], error)
 }
 
 // NewPeerServiceClient constructs a client for the seqd.peer.v1.PeerService service. By default, it
@@ -82,6 +90,13 @@ func NewPeerServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		space: connect.NewClient[v1.SpaceRequest, v1.SpaceResponse](
+			httpClient,
+			baseURL+PeerServiceSpaceProcedure,
+			connect.WithSchema(peerServiceMethods.ByName("Space")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -89,6 +104,7 @@ func NewPeerServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 type peerServiceClient struct {
 	vouch *connect.Client[v1.VouchRequest, v1.VouchResponse]
 	clock *connect.Client[v1.ClockRequest, v1.ClockResponse]
+	space *connect.Client[v1.SpaceRequest, v1.SpaceResponse]
 }
 
 // Vouch calls seqd.peer.v1.PeerService.Vouch.
@@ -99,6 +115,11 @@ func (c *peerServiceClient) Vouch(ctx context.Context, req *connect.Request[v1.V
 // Clock calls seqd.peer.v1.PeerService.Clock.
 func (c *peerServiceClient) Clock(ctx context.Context, req *connect.Request[v1.ClockRequest]) (*connect.Response[v1.ClockResponse], error) {
 	return c.clock.CallUnary(ctx, req)
+}
+
+// Space calls seqd.peer.v1.PeerService.Space.
+func (c *peerServiceClient) Space(ctx context.Context, req *connect.Request[v1.SpaceRequest]) (*connect.Response[v1.SpaceResponse], error) {
+	return c.space.CallUnary(ctx, req)
 }
 
 // PeerServiceHandler is an implementation of the seqd.peer.v1.PeerService service.
@@ -114,6 +135,12 @@ type PeerServiceHandler interface {
 	// tell whether its own clock is far from its peers' (it then refuses
 	// flake grants). Servers of builds before flake ids answer unimplemented.
 	Clock(context.Context, *connect.Request[v1.ClockRequest]) (*connect.Response[v1.ClockResponse], error)
+	// Space answers a space's committed settings, from the serving leader of
+	// raft group 0 (the authority on spaces) only: any other server answers
+	// unavailable, naming the leader it knows. A server whose own copy of
+	// group 0 lags (a space created a heartbeat ago) asks it before it
+	// answers not_found, in a cluster of several groups.
+	Space(context.Context, *connect.Request[v1.SpaceRequest]) (*connect.Response[v1.SpaceResponse], error)
 }
 
 // NewPeerServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -136,12 +163,21 @@ func NewPeerServiceHandler(svc PeerServiceHandler, opts ...connect.HandlerOption
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	peerServiceSpaceHandler := connect.NewUnaryHandler(
+		PeerServiceSpaceProcedure,
+		svc.Space,
+		connect.WithSchema(peerServiceMethods.ByName("Space")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/seqd.peer.v1.PeerService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case PeerServiceVouchProcedure:
 			peerServiceVouchHandler.ServeHTTP(w, r)
 		case PeerServiceClockProcedure:
 			peerServiceClockHandler.ServeHTTP(w, r)
+		case PeerServiceSpaceProcedure:
+			peerServiceSpaceHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -157,4 +193,8 @@ func (UnimplementedPeerServiceHandler) Vouch(context.Context, *connect.Request[v
 
 func (UnimplementedPeerServiceHandler) Clock(context.Context, *connect.Request[v1.ClockRequest]) (*connect.Response[v1.ClockResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("seqd.peer.v1.PeerService.Clock is not implemented"))
+}
+
+func (UnimplementedPeerServiceHandler) Space(context.Context, *connect.Request[v1.SpaceRequest]) (*connect.Response[v1.SpaceResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("seqd.peer.v1.PeerService.Space is not implemented"))
 }

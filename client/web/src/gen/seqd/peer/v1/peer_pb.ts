@@ -14,7 +14,53 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file seqd/peer/v1/peer.proto.
  */
 export const file_seqd_peer_v1_peer: GenFile = /*@__PURE__*/
-  fileDesc("ChdzZXFkL3BlZXIvdjEvcGVlci5wcm90bxIMc2VxZC5wZWVyLnYxIg4KDENsb2NrUmVxdWVzdCIgCg1DbG9ja1Jlc3BvbnNlEg8KB3VuaXhfbXMYASABKAMiZAoMVm91Y2hSZXF1ZXN0EgoKAmlkGAEgASgJEhIKCmNsdXN0ZXJfaWQYAiABKAkSEQoJaGFzX3N0YXRlGAMgASgIEhIKCmxhc3RfaW5kZXgYBCABKAQSDQoFZ3JvdXAYBSABKA0irQIKDVZvdWNoUmVzcG9uc2USEgoKY2x1c3Rlcl9pZBgBIAEoCRIVCg1hdXRob3JpdGF0aXZlGAIgASgIEg8KB25vZGVfaWQYAyABKAkSEQoJbGVhZGVyX2lkGAQgASgJEhcKD2xlYWRlcl9hcGlfYWRkchgFIAEoCRIYChBpbl9jb25maWd1cmF0aW9uGAYgASgIEg0KBXZvdGVyGAcgASgIEhcKD3NlZW5fd2l0aF9zdGF0ZRgIIAEoCBIWCg5yZWNvcmRlZF9pbmRleBgJIAEoBBIVCg1yZWNvcmRlZF90ZXJtGAogASgEEhIKCmxhc3RfaW5kZXgYCyABKAQSEAoIcHJvdG9jb2wYDCABKAQSDgoGdm90ZXJzGA0gAygJEg0KBWdyb3VwGA4gASgNMpgBCgtQZWVyU2VydmljZRJCCgVWb3VjaBIaLnNlcWQucGVlci52MS5Wb3VjaFJlcXVlc3QaGy5zZXFkLnBlZXIudjEuVm91Y2hSZXNwb25zZSIAEkUKBUNsb2NrEhouc2VxZC5wZWVyLnYxLkNsb2NrUmVxdWVzdBobLnNlcWQucGVlci52MS5DbG9ja1Jlc3BvbnNlIgOQAgFCMlowZ2l0aHViLmNvbS9zZXFkL3NlcWQvYXBpL2dlbi9zZXFkL3BlZXIvdjE7cGVlcnYxYgZwcm90bzM");
+  fileDesc("ChdzZXFkL3BlZXIvdjEvcGVlci5wcm90bxIMc2VxZC5wZWVyLnYxIhwKDFNwYWNlUmVxdWVzdBIMCgRuYW1lGAEgASgJIkIKDVNwYWNlUmVzcG9uc2USDQoFZm91bmQYASABKAgSDAoEc3RlcBgCIAEoBBIUCgxzZWN0aW9uX3NpemUYAyABKAQiDgoMQ2xvY2tSZXF1ZXN0IiAKDUNsb2NrUmVzcG9uc2USDwoHdW5peF9tcxgBIAEoAyJkCgxWb3VjaFJlcXVlc3QSCgoCaWQYASABKAkSEgoKY2x1c3Rlcl9pZBgCIAEoCRIRCgloYXNfc3RhdGUYAyABKAgSEgoKbGFzdF9pbmRleBgEIAEoBBINCgVncm91cBgFIAEoDSKtAgoNVm91Y2hSZXNwb25zZRISCgpjbHVzdGVyX2lkGAEgASgJEhUKDWF1dGhvcml0YXRpdmUYAiABKAgSDwoHbm9kZV9pZBgDIAEoCRIRCglsZWFkZXJfaWQYBCABKAkSFwoPbGVhZGVyX2FwaV9hZGRyGAUgASgJEhgKEGluX2NvbmZpZ3VyYXRpb24YBiABKAgSDQoFdm90ZXIYByABKAgSFwoPc2Vlbl93aXRoX3N0YXRlGAggASgIEhYKDnJlY29yZGVkX2luZGV4GAkgASgEEhUKDXJlY29yZGVkX3Rlcm0YCiABKAQSEgoKbGFzdF9pbmRleBgLIAEoBBIQCghwcm90b2NvbBgMIAEoBBIOCgZ2b3RlcnMYDSADKAkSDQoFZ3JvdXAYDiABKA0y3wEKC1BlZXJTZXJ2aWNlEkIKBVZvdWNoEhouc2VxZC5wZWVyLnYxLlZvdWNoUmVxdWVzdBobLnNlcWQucGVlci52MS5Wb3VjaFJlc3BvbnNlIgASRQoFQ2xvY2sSGi5zZXFkLnBlZXIudjEuQ2xvY2tSZXF1ZXN0Ghsuc2VxZC5wZWVyLnYxLkNsb2NrUmVzcG9uc2UiA5ACARJFCgVTcGFjZRIaLnNlcWQucGVlci52MS5TcGFjZVJlcXVlc3QaGy5zZXFkLnBlZXIudjEuU3BhY2VSZXNwb25zZSIDkAIBQjJaMGdpdGh1Yi5jb20vc2VxZC9zZXFkL2FwaS9nZW4vc2VxZC9wZWVyL3YxO3BlZXJ2MWIGcHJvdG8z");
+
+/**
+ * @generated from message seqd.peer.v1.SpaceRequest
+ */
+export type SpaceRequest = Message<"seqd.peer.v1.SpaceRequest"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+};
+
+/**
+ * Describes the message seqd.peer.v1.SpaceRequest.
+ * Use `create(SpaceRequestSchema)` to create a new message.
+ */
+export const SpaceRequestSchema: GenMessage<SpaceRequest> = /*@__PURE__*/
+  messageDesc(file_seqd_peer_v1_peer, 0);
+
+/**
+ * @generated from message seqd.peer.v1.SpaceResponse
+ */
+export type SpaceResponse = Message<"seqd.peer.v1.SpaceResponse"> & {
+  /**
+   * found is false when group 0 holds no such space.
+   *
+   * @generated from field: bool found = 1;
+   */
+  found: boolean;
+
+  /**
+   * @generated from field: uint64 step = 2;
+   */
+  step: bigint;
+
+  /**
+   * @generated from field: uint64 section_size = 3;
+   */
+  sectionSize: bigint;
+};
+
+/**
+ * Describes the message seqd.peer.v1.SpaceResponse.
+ * Use `create(SpaceResponseSchema)` to create a new message.
+ */
+export const SpaceResponseSchema: GenMessage<SpaceResponse> = /*@__PURE__*/
+  messageDesc(file_seqd_peer_v1_peer, 1);
 
 /**
  * @generated from message seqd.peer.v1.ClockRequest
@@ -27,7 +73,7 @@ export type ClockRequest = Message<"seqd.peer.v1.ClockRequest"> & {
  * Use `create(ClockRequestSchema)` to create a new message.
  */
 export const ClockRequestSchema: GenMessage<ClockRequest> = /*@__PURE__*/
-  messageDesc(file_seqd_peer_v1_peer, 0);
+  messageDesc(file_seqd_peer_v1_peer, 2);
 
 /**
  * @generated from message seqd.peer.v1.ClockResponse
@@ -46,7 +92,7 @@ export type ClockResponse = Message<"seqd.peer.v1.ClockResponse"> & {
  * Use `create(ClockResponseSchema)` to create a new message.
  */
 export const ClockResponseSchema: GenMessage<ClockResponse> = /*@__PURE__*/
-  messageDesc(file_seqd_peer_v1_peer, 1);
+  messageDesc(file_seqd_peer_v1_peer, 3);
 
 /**
  * @generated from message seqd.peer.v1.VouchRequest
@@ -96,7 +142,7 @@ export type VouchRequest = Message<"seqd.peer.v1.VouchRequest"> & {
  * Use `create(VouchRequestSchema)` to create a new message.
  */
 export const VouchRequestSchema: GenMessage<VouchRequest> = /*@__PURE__*/
-  messageDesc(file_seqd_peer_v1_peer, 2);
+  messageDesc(file_seqd_peer_v1_peer, 4);
 
 /**
  * @generated from message seqd.peer.v1.VouchResponse
@@ -206,7 +252,7 @@ export type VouchResponse = Message<"seqd.peer.v1.VouchResponse"> & {
  * Use `create(VouchResponseSchema)` to create a new message.
  */
 export const VouchResponseSchema: GenMessage<VouchResponse> = /*@__PURE__*/
-  messageDesc(file_seqd_peer_v1_peer, 3);
+  messageDesc(file_seqd_peer_v1_peer, 5);
 
 /**
  * PeerService is served by every seqd server, on its API port, for the
@@ -241,6 +287,20 @@ export const PeerService: GenService<{
     methodKind: "unary";
     input: typeof ClockRequestSchema;
     output: typeof ClockResponseSchema;
+  },
+  /**
+   * Space answers a space's committed settings, from the serving leader of
+   * raft group 0 (the authority on spaces) only: any other server answers
+   * unavailable, naming the leader it knows. A server whose own copy of
+   * group 0 lags (a space created a heartbeat ago) asks it before it
+   * answers not_found, in a cluster of several groups.
+   *
+   * @generated from rpc seqd.peer.v1.PeerService.Space
+   */
+  space: {
+    methodKind: "unary";
+    input: typeof SpaceRequestSchema;
+    output: typeof SpaceResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_seqd_peer_v1_peer, 0);

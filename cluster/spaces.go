@@ -1,0 +1,162 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/seqd/seqd"
+)
+
+// Spaces in a cluster of several groups.
+//
+// Group 0 decides spaces. A server splits a call by group, and a group's
+// leader serves its share, from the settings of the space in its own copy
+// of group 0 (or the group's own copy, made by the group's first raise of
+// the space): whatever a copy holds is final, since a space's settings
+// never change once committed. But a copy may lag: a space created a
+// heartbeat ago through group 0's leader may be missing here. So a server
+// that does not find a space asks group 0's serving leader (PeerSpace)
+// before it answers not_found: CreateSpace returns only once group 0's
+// leader has applied the space, and a later leader has applied it before
+// it serves, so a call that starts after CreateSpace returned finds the
+// space, whichever server it reaches. A group's leader that learns a space
+// this way copies it into its group (a raft entry of the group) before it
+// serves it, so that it never depends on the lookup again.
+//
+// Concurrent lookups of one space share one question. A server that leads
+// group 0 and serves answers from its own state; so does a cluster of one
+// group (whose leader serves every key, and holds every committed space).
+
+// PeerSpace asks the server at apiAddr, which this server takes for group
+// 0's leader, for a space's committed settings: found false when there is
+// no such space. A server that does not lead group 0 and serve fails (an
+// error wrapping seqd.ErrNotLeader or a wire error).
+type PeerSpace func(ctx context.Context, apiAddr, name string) (sp seqd.Space, found bool, err error)
+
+// lookups coalesces concurrent questions about one space.
+type lookups struct {
+	mu      sync.Mutex
+	pending map[string]*lookup
+}
+
+type lookup struct {
+	done  chan struct{}
+	sp    seqd.Space
+	found bool
+	err   error
+}
+
+// LookupSpace returns a space's committed settings: from this server's
+// copy of group 0, or, when the copy does not hold it and the cluster runs
+// several groups, from group 0's serving leader (see above). An unknown
+// space is an error wrapping seqd.ErrUnknownSpace; a question that could
+// not be answered (no leader known, the leader unreachable) is an error
+// wrapping seqd.ErrNoLeader or seqd.ErrNotLeader, which callers retry.
+func (n *Node) LookupSpace(ctx context.Context, name string) (seqd.Space, error) {
+	if sp, ok := n.fsm.Space(name); ok {
+		return sp, nil
+	}
+	unknown := fmt.Errorf("%w %q", seqd.ErrUnknownSpace, name)
+	if len(n.groups) == 1 || n.cfg.PeerSpace == nil || n.servesAuthority() {
+		return seqd.Space{}, unknown
+	}
+	n.spaceLookups.mu.Lock()
+	if n.spaceLookups.pending == nil {
+		n.spaceLookups.pending = map[string]*lookup{}
+	}
+	l, ok := n.spaceLookups.pending[name]
+	if !ok {
+		l = &lookup{done: make(chan struct{})}
+		n.spaceLookups.pending[name] = l
+		go n.lookupRemote(name, l)
+	}
+	n.spaceLookups.mu.Unlock()
+	select {
+	case <-l.done:
+	case <-ctx.Done():
+		return seqd.Space{}, ctx.Err()
+	}
+	switch {
+	case l.err != nil:
+		return seqd.Space{}, l.err
+	case !l.found:
+		return seqd.Space{}, unknown
+	}
+	return l.sp, nil
+}
+
+// lookupTimeout bounds one question to group 0's leader.
+const lookupTimeout = 2 * time.Second
+
+// lookupRemote asks group 0's leader about a space for every caller
+// waiting on l.
+func (n *Node) lookupRemote(name string, l *lookup) {
+	defer func() {
+		n.spaceLookups.mu.Lock()
+		delete(n.spaceLookups.pending, name)
+		n.spaceLookups.mu.Unlock()
+		close(l.done)
+	}()
+	id, addr := n.GroupLeader(0)
+	if id == "" || addr == "" {
+		l.err = fmt.Errorf("%w: space %q is not in this server's copy of group 0, and group 0's leader is unknown", seqd.ErrNoLeader, name)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
+	defer cancel()
+	sp, found, err := n.cfg.PeerSpace(ctx, addr, name)
+	if err != nil {
+		n.log.Debug("asking group 0's leader for a space failed", "space", name, "leader", id, "err", err)
+		l.err = fmt.Errorf("%w: space %q is not in this server's copy of group 0, and group 0's leader %s did not answer", seqd.ErrNotLeader, name, id)
+		return
+	}
+	if found && (sp.Name != name || seqd.ValidateSpace(sp) != nil) {
+		n.log.Warn("group 0's leader answered a malformed space", "space", name, "leader", id, "answer", sp)
+		l.err = fmt.Errorf("%w: space %q: malformed answer from group 0's leader", seqd.ErrNotLeader, name)
+		return
+	}
+	l.sp, l.found = sp, found
+}
+
+// servesAuthority reports whether this server leads group 0 and serves it:
+// its copy of group 0 then holds every committed space.
+func (n *Node) servesAuthority() bool {
+	return n.grp.IsLeader() && n.alloc.Serving()
+}
+
+// AnswerSpace answers another server's PeerSpace question: a space from
+// this server's state, which is authoritative only while it leads group 0
+// and serves it; otherwise an error wrapping seqd.ErrNotLeader.
+func (n *Node) AnswerSpace(name string) (seqd.Space, bool, error) {
+	if !n.servesAuthority() {
+		return seqd.Space{}, false, fmt.Errorf("%w: asked about a space of group 0", seqd.ErrNotLeader)
+	}
+	sp, ok := n.fsm.Space(name)
+	return sp, ok, nil
+}
+
+// EnsureGroupSpace makes group i, which this server leads, hold space name
+// when it is committed in group 0 but missing from both the group's copy
+// and this server's copy of group 0 (see above): it looks the space up
+// and copies it into the group. It returns an error wrapping
+// seqd.ErrUnknownSpace when group 0 has no such space.
+func (n *Node) EnsureGroupSpace(ctx context.Context, i int, name string) error {
+	g := n.groups[i]
+	if _, ok := g.FSM().Space(name); ok {
+		return nil
+	}
+	if _, ok := n.fsm.Space(name); ok {
+		return nil // the group copies it at its first raise
+	}
+	sp, err := n.LookupSpace(ctx, name)
+	if err != nil {
+		return err
+	}
+	if i == 0 {
+		return nil
+	}
+	_, err = g.CreateSpace(ctx, sp)
+	return err
+}
