@@ -59,16 +59,24 @@ const t0 = Date.now();
 const log = (...a) => console.log(`[${((Date.now() - t0) / 1000).toFixed(1)}s]`, ...a);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.unref();
-    s.on("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
+// A port free now, never one handed out before.
+const usedPorts = new Set();
+async function freePort() {
+  for (;;) {
+    const port = await new Promise((resolve, reject) => {
+      const s = net.createServer();
+      s.unref();
+      s.on("error", reject);
+      s.listen(0, "127.0.0.1", () => {
+        const { port } = s.address();
+        s.close(() => resolve(port));
+      });
     });
-  });
+    if (!usedPorts.has(port)) {
+      usedPorts.add(port);
+      return port;
+    }
+  }
 }
 
 function start(name, bin, args, env = {}) {
@@ -112,9 +120,14 @@ function assert(cond, msg) {
 }
 
 async function main() {
+  // Two clusters: nodes (one raft group), and gnodes with 3 raft groups
+  // (checked first, see groupRouting), started together. Every port is
+  // picked before either starts (their outgoing connections take ports too).
   const nodes = [];
+  const gnodes = [];
   for (let i = 1; i <= 3; i++) {
     nodes.push({ id: `n${i}`, api: `127.0.0.1:${await freePort()}`, raft: `127.0.0.1:${await freePort()}`, gossip: `127.0.0.1:${await freePort()}` });
+    gnodes.push({ id: `g${i}`, api: `127.0.0.1:${await freePort()}`, raft: `127.0.0.1:${await freePort()}`, gossip: `127.0.0.1:${await freePort()}` });
   }
   const join = nodes.map((n) => n.gossip).join(",");
   for (const n of nodes) {
@@ -125,12 +138,6 @@ async function main() {
       "--lease", "500ms", "--raft-heartbeat-timeout", "300ms", "--raft-election-timeout", "300ms",
       "--raft-leader-lease-timeout", "150ms",
     ]);
-  }
-  // The cluster of 3 raft groups (checked first, see groupRouting), started
-  // now so that both come up together.
-  const gnodes = [];
-  for (let i = 1; i <= 3; i++) {
-    gnodes.push({ id: `g${i}`, api: `127.0.0.1:${await freePort()}`, raft: `127.0.0.1:${await freePort()}`, gossip: `127.0.0.1:${await freePort()}` });
   }
   for (const n of gnodes) {
     n.child = start(n.id, SEQD, [
