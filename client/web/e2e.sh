@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# End-to-end test of the browser client and the status page: builds seqd and
-# ui/cmd/uitest, starts a 3-node cluster on 127.0.0.1, and drives Debian's
-# chromium (headless, through playwright-core) against it; see e2e/ui.e2e.mjs.
+# End-to-end test of the browser client and the status page: runs the unit
+# tests (npm test), builds seqd and ui/cmd/uitest, starts 3-node clusters (one
+# of them with 3 raft groups) on 127.0.0.1, and drives Debian's chromium
+# (headless, through playwright-core) against them; see e2e/ui.e2e.mjs.
 # Installs what it needs: chromium from apt when /usr/bin/chromium is missing
 # (never a browser download), and the npm packages (npm ci).
 # Usage: client/web/e2e.sh     (E2E_OUT=dir keeps screenshots and node logs there;
@@ -25,6 +26,9 @@ npm ci --no-audit --no-fund
 
 echo "== type-check and bundle (ui/static/app.js)"
 npm run --silent build
+
+echo "== unit tests (slot function, routing by raft group)"
+npm test --silent
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/seqd-web-e2e.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT

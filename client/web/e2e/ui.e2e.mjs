@@ -18,6 +18,19 @@
 // that node runs 3 raft groups (--groups 3), and the page's Raft groups panel
 // shows the 3 groups led by it (the 3-node cluster, of one group, shows none).
 //
+// Routing by raft group (first, against a second 3-node cluster with
+// --groups 3 whose nodes allow the origin of its first node, whose own /ui/
+// the browser opens, each group led by another node): the slot function of
+// the bundled client agrees with the cluster's LocateKeys; once the client's
+// table names the cluster's group leaders, every Reserve, Current and Next
+// share goes straight to its group's leader (its answer carries Seqd-Group,
+// the group of the keys sent, and Seqd-Served-By the node the request went
+// to, and no Seqd-Leader: nothing was forwarded), a Next spanning every group
+// goes as one request per group, over Connect and gRPC-Web, and its values
+// come back in the keys' order (taken again if leadership moved meanwhile);
+// the same call from a client with routing disabled goes whole to one node
+// (no Seqd-Group on its answer: what a broken router would show).
+//
 // Env: SEQD_BIN, UITEST_BIN (built binaries; required), CHROMIUM (default
 // /usr/bin/chromium), E2E_OUT (directory for screenshots and logs; default a
 // temporary directory, printed). Run through client/web/e2e.sh.
@@ -28,6 +41,7 @@ import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { chromium } from "playwright-core";
+import { bundle, load } from "../test/bundle.mjs";
 
 const SEQD = process.env.SEQD_BIN;
 const UITEST = process.env.UITEST_BIN;
@@ -45,16 +59,24 @@ const t0 = Date.now();
 const log = (...a) => console.log(`[${((Date.now() - t0) / 1000).toFixed(1)}s]`, ...a);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.unref();
-    s.on("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
+// A port free now, never one handed out before.
+const usedPorts = new Set();
+async function freePort() {
+  for (;;) {
+    const port = await new Promise((resolve, reject) => {
+      const s = net.createServer();
+      s.unref();
+      s.on("error", reject);
+      s.listen(0, "127.0.0.1", () => {
+        const { port } = s.address();
+        s.close(() => resolve(port));
+      });
     });
-  });
+    if (!usedPorts.has(port)) {
+      usedPorts.add(port);
+      return port;
+    }
+  }
 }
 
 function start(name, bin, args, env = {}) {
@@ -98,9 +120,14 @@ function assert(cond, msg) {
 }
 
 async function main() {
+  // Two clusters: nodes (one raft group), and gnodes with 3 raft groups
+  // (checked first, see groupRouting), started together. Every port is
+  // picked before either starts (their outgoing connections take ports too).
   const nodes = [];
+  const gnodes = [];
   for (let i = 1; i <= 3; i++) {
     nodes.push({ id: `n${i}`, api: `127.0.0.1:${await freePort()}`, raft: `127.0.0.1:${await freePort()}`, gossip: `127.0.0.1:${await freePort()}` });
+    gnodes.push({ id: `g${i}`, api: `127.0.0.1:${await freePort()}`, raft: `127.0.0.1:${await freePort()}`, gossip: `127.0.0.1:${await freePort()}` });
   }
   const join = nodes.map((n) => n.gossip).join(",");
   for (const n of nodes) {
@@ -108,6 +135,16 @@ async function main() {
       "serve", "--id", n.id, "--data-dir", path.join(work, n.id),
       "--api-addr", n.api, "--raft-addr", n.raft, "--gossip-addr", n.gossip,
       "--join", join, "--bootstrap-expect", "3",
+      "--lease", "500ms", "--raft-heartbeat-timeout", "300ms", "--raft-election-timeout", "300ms",
+      "--raft-leader-lease-timeout", "150ms",
+    ]);
+  }
+  for (const n of gnodes) {
+    n.child = start(n.id, SEQD, [
+      "serve", "--id", n.id, "--data-dir", path.join(work, n.id),
+      "--api-addr", n.api, "--raft-addr", n.raft, "--gossip-addr", n.gossip,
+      "--join", gnodes.map((g) => g.gossip).join(","), "--bootstrap-expect", "3", "--groups", "3",
+      "--cors-origin", `http://${gnodes[0].api}`,
       "--lease", "500ms", "--raft-heartbeat-timeout", "300ms", "--raft-election-timeout", "300ms",
       "--raft-leader-lease-timeout", "150ms",
     ]);
@@ -145,6 +182,8 @@ async function main() {
     const consoleErrors = [];
     page.on("console", (m) => m.type() === "error" && consoleErrors.push(m.text()));
     page.on("pageerror", (e) => consoleErrors.push(`pageerror: ${e.message}`));
+    await groupRouting(ctx, gnodes, consoleErrors);
+    for (const n of gnodes) n.child.kill("SIGTERM"); // done with them: free the CPU
     const url = `http://${uiAddr}/ui/?api=http://${apiAddr}&transport=connect`;
     log(`open ${url}`);
     await page.goto(url);
@@ -319,6 +358,184 @@ async function main() {
   }
 }
 
+// groupRouting checks routing by raft group from the browser (see the top of
+// this file) against gnodes, a 3-node cluster with --groups 3 whose nodes
+// allow the origin of gnodes[0], whose status page the browser opens.
+async function groupRouting(ctx, gnodes, consoleErrors) {
+  const home = gnodes[0];
+  const idOf = new Map(gnodes.map((n) => [`http://${n.api}`, n.id]));
+  // Every group served by its preferred leader, one group per node (where the
+  // cluster's balancing leaves it), so that leadership holds still meanwhile.
+  const st = await until("3 groups led by 3 nodes", async () => {
+    const st = await rpc(home.api, "seq.v1.AdminService/ClusterStatus", {}, 1000);
+    const rows = st.groups ?? [];
+    const ok = rows.length === 3 && new Set(rows.map((r) => r.leaderId)).size === 3 &&
+      rows.every((r) => r.serving && r.leaderApiAddr && r.leaderId === r.preferredLeader);
+    return ok ? st : undefined;
+  }, 60000);
+  log(`3 groups: ${st.groups.map((r) => `${r.group ?? 0}→${r.leaderId}`).join(" ")}`);
+
+  // The client's slot function against the cluster's, over 300 sections.
+  const { slotOf, groupOfKey } = await load("src/slots.ts");
+  const size = BigInt(st.spaces?.find((s) => s.name === "default")?.sectionSize ?? 100000);
+  const probe = Array.from({ length: 300 }, (_, i) => BigInt(i) * size + 7n);
+  const loc = await rpc(home.api, "seq.v1.AdminService/LocateKeys", { space: "default", keys: probe.map(String) });
+  probe.forEach((k, i) => {
+    const [slot, group] = [slotOf("default", k / size), groupOfKey("default", size, k, 3)];
+    assert(slot === loc.slots[i] && group === loc.groups[i],
+      `key ${k}: the client computes slot ${slot} group ${group}, the cluster ${loc.slots[i]} ${loc.groups[i]}`);
+  });
+  const groupOf = new Map(probe.map((k, i) => [String(k), loc.groups[i]]));
+  // Two keys of two sections per group; a Next naming them all, some twice, out of order.
+  const byGroup = [0, 1, 2].map((g) => probe.filter((k) => groupOf.get(String(k)) === g).slice(0, 2).map(String));
+  const [[a0, a1], [b0, b1], [c0, c1]] = byGroup;
+  const multi = [a0, b0, c0, a1, c0, b1, a0, c1, b0];
+  const unique = [...new Set(multi)];
+  log(`keys by group: ${JSON.stringify(byGroup)}`);
+
+  const page = await ctx.newPage();
+  page.on("console", (m) => m.type() === "error" && consoleErrors.push(m.text()));
+  page.on("pageerror", (e) => consoleErrors.push(`pageerror: ${e.message}`));
+  await page.goto(`http://${home.api}/ui/`);
+  // The status page served by a node of 3 groups (it does not route: its node forwards).
+  await page.waitForFunction(() => !document.querySelector("#groups-panel").hidden &&
+    document.querySelectorAll("#groups tbody tr").length === 3, null, { timeout: 15000 });
+  // The client bundled as a script (the page's policy allows no inline
+  // script: evaluate it), and clients whose fetch records every sequence
+  // request: its URL, keys (Connect JSON) and answer headers.
+  await page.evaluate(`${await bundle("src/index.ts", "SeqdWeb")}\nglobalThis.SeqdWeb = SeqdWeb;`);
+  await page.evaluate((base) => {
+    const log = [];
+    const record = async (input, init) => {
+      const res = await fetch(input, init);
+      const url = String(input);
+      if (url.includes("/seq.v1.SequenceService/")) {
+        let keys;
+        try {
+          const b = JSON.parse(new TextDecoder().decode(init.body));
+          keys = b.keys ?? [b.key];
+        } catch {} // gRPC-Web: binary
+        log.push({ node: url.slice(0, url.indexOf("/seq.v1.")), method: url.split("/").pop(), keys,
+          group: res.headers.get("Seqd-Group"), leader: res.headers.get("Seqd-Leader"), servedBy: res.headers.get("Seqd-Served-By") });
+      }
+      return res;
+    };
+    const make = (opts) => SeqdWeb.createSeqdClient(base, { ...opts, fetch: record });
+    window.e2e = {
+      log,
+      clients: { connect: make({}), grpcWeb: make({ transport: "grpc-web" }), whole: make({ disableRouting: true }) },
+    };
+  }, `http://${home.api}`);
+
+  // The cluster's leader of each group (base URLs; "" for none serving),
+  // and its leaders and terms, to tell whether leadership moved.
+  const clusterLeaders = async () => {
+    const st = await rpc(home.api, "seq.v1.AdminService/ClusterStatus", {}, 1000);
+    const urls = [];
+    for (const r of st.groups ?? []) urls[r.group ?? 0] = r.serving && r.leaderApiAddr ? `http://${r.leaderApiAddr}` : "";
+    return { urls: JSON.stringify(urls), terms: (st.groups ?? []).map((r) => `${r.group ?? 0}:${r.leaderId}@${r.term}`).join(" ") };
+  };
+  // Until both routed clients name the cluster's leader for every group
+  // (calling meanwhile: answers teach the table too, and the first call of
+  // each client, whole, starts its first refresh).
+  const tablesAgree = () => until("the clients' tables to name the cluster's group leaders", async () => {
+    const want = (await clusterLeaders()).urls;
+    const got = await page.evaluate(async (keys) => {
+      for (const c of Object.values(window.e2e.clients)) await c.next("default", keys);
+      return ["connect", "grpcWeb"].map((c) => JSON.stringify(window.e2e.clients[c].routing().groups.map((g) => g.leader)));
+    }, unique);
+    return got.every((t) => t === want) ? want : undefined;
+  }, 15000);
+
+  // A request went straight to its group's leader: its answer names the
+  // group (Seqd-Group, the group of the keys sent), the node asked served it
+  // (Seqd-Served-By), and nothing was forwarded (no Seqd-Leader).
+  const direct = (e, what) => {
+    const g = Number(String(e.group).split(" ")[0]);
+    assert(e.group !== null && e.leader === null && e.servedBy === idOf.get(e.node),
+      `${what}: ${e.method} to ${e.node} (${idOf.get(e.node)}) answered Seqd-Group ${e.group}, Seqd-Leader ${e.leader}, served by ${e.servedBy}`);
+    if (e.keys) assert(e.keys.every((k) => groupOf.get(k) === g), `${what}: ${e.method} to group ${g} named keys ${e.keys}`);
+  };
+  const oneRequestPerGroup = (reqs, what) => assert(reqs.length === 3 && new Set(reqs.map((e) => e.group?.split(" ")[0])).size === 3,
+    `${what}: the Next went as one request per group: ${JSON.stringify(reqs)}`);
+
+  // Reserve moves each key to its own range (1000, 2000, ... above), then
+  // Current, the Next spanning every group, Current again; then the Next
+  // over gRPC-Web. Taken again (at most 3 times) when leadership moved
+  // meanwhile, as on a loaded machine: an answer may then come forwarded.
+  let r;
+  const measure = async () => {
+    r = await page.evaluate(async ({ unique, multi }) => {
+      const c = window.e2e.clients.connect;
+      window.e2e.log.length = 0;
+      const fwd = c.routing().forwarded;
+      for (const [i, k] of unique.entries()) await c.reserve("default", k, 1000 * (i + 1));
+      const before = await c.current("default", unique);
+      const log0 = window.e2e.log.length;
+      const vals = await c.next("default", multi);
+      const nextLog = window.e2e.log.slice(log0);
+      const after = await c.current("default", unique);
+      const s = (xs) => xs.map(String);
+      return { before: s(before), vals: s(vals), after: s(after), nextLog, log: [...window.e2e.log], forwarded: c.routing().forwarded - fwd };
+    }, { unique, multi });
+    log(`Next ${JSON.stringify(multi)} → ${JSON.stringify(r.vals)}`);
+    // Values: per key increasing in the keys' order, above the key's Current
+    // before, the last one its Current after (so each value sits at its key).
+    unique.forEach((k, i) => {
+      const got = multi.flatMap((m, p) => (m === k ? [BigInt(r.vals[p])] : []));
+      const [before, after] = [BigInt(r.before[i]), BigInt(r.after[i])];
+      assert(before >= BigInt(1000 * (i + 1)), `key ${k}: Current ${before} after reserving ${1000 * (i + 1)}`);
+      assert(got[0] > before && got.every((v, j) => j === 0 || v > got[j - 1]) && got[got.length - 1] === after,
+        `key ${k}: values ${got} in the call's order, above ${before}, the last being Current ${after}`);
+    });
+    for (const e of r.log) direct(e, "connect");
+    assert(r.forwarded === 0, `no answer came forwarded (${r.forwarded})`);
+    oneRequestPerGroup(r.nextLog, "connect");
+    assert(r.log.length === unique.length + 3 + 3 + 3, `${r.log.length} requests: a Reserve per key, 3 per Current and Next`);
+    log(`routed: ${r.log.length} requests, each to its group's leader; the Next's: ${r.nextLog.map((e) => `${e.group.split(" ")[0]}→${e.servedBy}`).join(" ")}`);
+
+    const w = await nextAgain("grpcWeb", "gRPC-Web");
+    oneRequestPerGroup(w, "gRPC-Web");
+    for (const e of w) direct(e, "gRPC-Web");
+    log(`gRPC-Web: the Next's: ${w.map((e) => `${e.group.split(" ")[0]}→${e.servedBy}`).join(" ")}`);
+  };
+  // The Next again from another client: values per key increasing, above
+  // the connect client's last Current; returns its requests.
+  const nextAgain = async (client, what) => {
+    const w = await page.evaluate(async ({ client, multi }) => {
+      window.e2e.log.length = 0;
+      const vals = await window.e2e.clients[client].next("default", multi);
+      return { vals: vals.map(String), log: [...window.e2e.log] };
+    }, { client, multi });
+    unique.forEach((k, i) => {
+      const got = multi.flatMap((m, p) => (m === k ? [BigInt(w.vals[p])] : []));
+      assert(got[0] > BigInt(r.after[i]) && got.every((v, j) => j === 0 || v > got[j - 1]), `${what}: key ${k} values ${got}`);
+    });
+    return w.log;
+  };
+  for (let round = 1; ; round++) {
+    await tablesAgree();
+    const before = (await clusterLeaders()).terms;
+    try {
+      await measure();
+      break;
+    } catch (e) {
+      const after = (await clusterLeaders()).terms;
+      if (round === 3 || after === before) throw e;
+      log(`leadership moved during the measurement (${before} → ${after}), again: ${e.message}`);
+    }
+  }
+  assert((await page.evaluate(() => window.e2e.clients.whole.routing().groups.length)) === 0, "no table with routing disabled");
+
+  // Routing disabled: the call goes whole to the page's node.
+  const w = await nextAgain("whole", "routing disabled");
+  assert(w.length === 1 && w[0].node === `http://${home.api}` && w[0].group === null,
+    `routing disabled: one whole request to ${home.api}, no Seqd-Group: ${JSON.stringify(w)}`);
+  log("routing disabled: the call went whole to the page's node, and its answer named no group");
+  await page.screenshot({ path: path.join(out, "ui-groups.png"), fullPage: true });
+  await page.close();
+}
+
 async function stopAll() {
   for (const { child } of procs) if (child.exitedWith === undefined) child.kill("SIGTERM");
   const deadline = Date.now() + 10000;
@@ -340,6 +557,6 @@ try {
   }
 } finally {
   await stopAll();
-  for (const n of ["n1", "n2", "n3", "n4"]) rmSync(path.join(work, n), { recursive: true, force: true });
+  for (const n of ["n1", "n2", "n3", "n4", "g1", "g2", "g3"]) rmSync(path.join(work, n), { recursive: true, force: true });
 }
 process.exit(failed ? 1 : 0);

@@ -5,10 +5,50 @@
 //   const [a, b] = await seqd.next("default", [42n, 7n]);   // bigint values
 //
 // Every uint64 is a bigint. Keys may be given as bigint, number or decimal string.
-// The node at baseUrl forwards to the leader, so one address is enough; calls
-// that fail with `unavailable` (no leader yet, a failover in progress) are
-// retried with backoff for up to retryForMs: a retried Next or Reserve can
-// leave a gap in a key's sequence, never a repeat.
+// The node at baseUrl forwards to the leader, so one address is enough (several
+// may be given: calls go to the first, and move to the next when a node cannot
+// be reached). Calls that fail with `unavailable` (no leader yet, a failover in
+// progress) are retried with backoff for up to retryForMs: a retried Next or
+// Reserve can leave a gap in a key's sequence, never a repeat.
+//
+// Routing by raft group. A cluster may run several raft groups, each with its
+// own leader, every key belonging to one (slots.ts). The client mirrors the Go
+// client (client/routing.go). Every SequenceService answer carries the
+// answering leader's routing version (Seqd-Routing-Version); when it differs
+// from the version of the table held, or a node answers `unavailable` with a
+// leader hint, the client asks the given nodes for ClusterStatus in the
+// background (calls never wait for it). When the answer has more than one
+// group row and reports the slot map this client computes (SLOT_COUNT slots,
+// map version SLOT_MAP_VERSION), the client keeps a per-group table: the
+// number of groups, each space's section size, and per group the leader's API
+// address (with the scheme of the first given URL) at the highest term seen. A
+// row with a lower term than the one held never replaces it; a row with the
+// same term only when it names a leader; a row with a higher term always, even
+// one naming no leader (an election is under way: the leader is then
+// unknown). An answer older than the table's routing version still has its
+// group rows weighed so. Answers teach the table too: an answer served by one
+// group carries Seqd-Group ("<group> <term>"); at a higher term than held (or
+// the same, with no leader held) the group's leader becomes the address in
+// Seqd-Leader when the answer has one (the node asked forwarded the call to
+// it), else the node that answered; a forwarded answer from the node held as
+// the group's leader replaces it at the same term too.
+//
+// next and current split their keys by group and send each group's share to
+// its group's leader, or, when the table knows none, to the given node in use,
+// which forwards it. The shares of one call run in parallel, their values are
+// merged back in the keys' order, and the call succeeds or fails as a whole:
+// the first share to fail cancels the others and its error is the call's
+// (values taken by shares that succeeded are gaps). reserve goes to its key's
+// group's leader. A space the table does not know yet is sent whole, and a
+// call that succeeds on it starts a refresh. When an attempt on a group's
+// leader fails with `unavailable`, a network error or a timeout, the table
+// forgets that leader (keeping its term), a refresh starts, and the retry goes
+// at once to the given node in use. With one group, before the first refresh,
+// with another slot map, or with disableRouting (for a client that cannot
+// reach the nodes' advertised addresses, behind a proxy, or a page whose
+// origin the other nodes do not allow: see seqd serve --cors-origin), calls go
+// whole to the given nodes. Calls are never coalesced. Every other call
+// (IdService, AdminService) goes to the given nodes.
 
 import { Code, ConnectError, createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcWebTransport } from "@connectrpc/connect-web";
@@ -28,9 +68,12 @@ import {
   type Worker,
   type WorkerUse,
 } from "./gen/seq/v1/id_pb.js";
+import { applyGroups, learnGroup, spaceName, splitShares, type GroupTable } from "./routing.js";
+import { groupOfKey } from "./slots.js";
 
 export { Code, ConnectError };
 export type { ClusterStatusResponse, GroupRoute, Node, Space, DecodeResponse, GetLayoutResponse, Namespace, Worker, WorkerUse };
+export { DEFAULT_SPACE, SLOT_COUNT, SLOT_MAP_VERSION, groupOfKey, slotGroup, slotOf } from "./slots.js";
 
 export type TransportKind = "connect" | "grpc-web";
 
@@ -47,9 +90,24 @@ export interface SeqdClientOptions {
   retryForMs?: number;
   /** A fetch implementation (tests, service workers). Default globalThis.fetch. */
   fetch?: typeof globalThis.fetch;
+  /**
+   * Send every call to the given node URLs only, whole (no routing table, no
+   * ClusterStatus refreshes): for a client behind a proxy, or one that may not
+   * call the nodes' advertised addresses (another origin without CORS). Like
+   * the Go client's Options.DisableRouting. Default false.
+   */
+  disableRouting?: boolean;
 }
 
 export type Key = bigint | number | string;
+
+/** One group's row of the client's routing table. */
+export interface GroupRouting {
+  /** Base URL of the group's leader ("": unknown, calls go to the given node in use). */
+  leader: string;
+  /** The highest term seen for the group. */
+  term: bigint;
+}
 
 /** What a call learnt about the cluster from response headers and error metadata. */
 export interface RoutingInfo {
@@ -58,9 +116,20 @@ export interface RoutingInfo {
   /** Leader hint (Seqd-Leader-Id, Seqd-Leader) of the last `unavailable` error, if any. */
   leaderId: string;
   leaderAddr: string;
+  /** The routing version of the last ClusterStatus the table was read from (0n before the first refresh). */
+  tableVersion: bigint;
+  /** Routing refreshes (ClusterStatus) that succeeded. */
+  refreshes: number;
+  /** SequenceService answers a node forwarded to the leader (they carry Seqd-Leader). */
+  forwarded: number;
+  /** The per-group table by group; empty with one group, before the first refresh, with another slot map, or routing disabled. */
+  groups: GroupRouting[];
+  /** The given node URL the calls that are not routed go to. */
+  node: string;
 }
 
 export interface SeqdClient {
+  /** The first node URL given. */
   readonly baseUrl: string;
   readonly transport: TransportKind;
   /** One new value per key; a key listed twice gets two increasing values. */
@@ -69,7 +138,6 @@ export interface SeqdClient {
   reserve(space: string, key: Key, count: number): Promise<{ first: bigint; count: number }>;
   /** The current value per key (0n: none issued yet); no side effects. */
   current(space: string, keys: Key[]): Promise<bigint[]>;
-  /** Leader, term, routing version and every node, as seen by the node at baseUrl. */
   /** count (1 to 10000) flake ids of namespace ("" is "default"): unique across the cluster, strictly increasing unless the namespace is obfuscated. */
   nextIds(namespace: string, count: number): Promise<bigint[]>;
   /** An id's time, worker, sequence and holder label. */
@@ -80,10 +148,11 @@ export interface SeqdClient {
   listNamespaces(): Promise<Namespace[]>;
   /** The namespace's workers ever used ("" is "default"), with their holders (an admin call). */
   listWorkers(namespace: string): Promise<Worker[]>;
+  /** Leader, term, routing version and every node, as seen by the given node in use. */
   clusterStatus(): Promise<ClusterStatusResponse>;
   listSpaces(): Promise<Space[]>;
   createSpace(name: string, step?: bigint | number, sectionSize?: bigint | number): Promise<{ space?: Space; created: boolean }>;
-  /** Routing information from the latest calls. */
+  /** Routing information from the latest calls, and the routing table. */
   routing(): RoutingInfo;
 }
 
@@ -101,106 +170,276 @@ export function describeError(err: unknown): string {
   return `${Code[ce.code].replace(/([a-z])([A-Z])/g, "$1_$2").toLowerCase()}: ${ce.rawMessage}`;
 }
 
-export function createSeqdClient(baseUrl: string, options: SeqdClientOptions = {}): SeqdClient {
+/** seqd.MaxKeys: the most keys one Next or Current call may name (a larger call is sent whole, for the server to refuse). */
+const MAX_KEYS = 10000;
+
+/** The clients of one node. */
+interface Conn {
+  seq: Client<typeof SequenceService>;
+  admin: Client<typeof AdminService>;
+  ids: Client<typeof IdService>;
+}
+
+/**
+ * A client for the nodes at baseUrl: one URL ("http://host:port") or several
+ * of the same cluster.
+ */
+export function createSeqdClient(baseUrl: string | string[], options: SeqdClientOptions = {}): SeqdClient {
   const kind: TransportKind = options.transport ?? "connect";
   const timeoutMs = options.timeoutMs ?? 5000;
   const retryForMs = options.retryForMs ?? 10000;
-  const info: RoutingInfo = { routingVersion: 0n, leaderId: "", leaderAddr: "" };
+  const routed = !options.disableRouting;
+  const info = { routingVersion: 0n, leaderId: "", leaderAddr: "" };
+  const given = (Array.isArray(baseUrl) ? baseUrl : [baseUrl]).map(trimUrl).filter((u) => u !== "");
+  if (given.length === 0) throw new TypeError("createSeqdClient: no node URL");
+  const scheme = /^[a-z][a-z0-9+.-]*:\/\//i.exec(given[0])?.[0] ?? "http://";
+  let cur = 0; // index into given: the node calls go to when not routed
 
-  const observe: Interceptor = (next) => async (req) => {
+  // The routing table (see above).
+  let table: GroupTable | undefined;
+  let tableVersion = 0n;
+  let refreshes = 0;
+  let forwarded = 0;
+  let refreshing = false;
+
+  // The base URL of an API address from the cluster: the given URLs' scheme.
+  const urlOf = (addr: string): string => trimUrl(addr.includes("://") ? addr : scheme + addr);
+
+  const observe = (url: string): Interceptor => (next) => async (req) => {
     if (options.token) req.header.set("Authorization", `Bearer ${options.token}`);
     try {
       const res = await next(req);
       const v = res.header.get("Seqd-Routing-Version");
-      if (v && /^\d+$/.test(v)) info.routingVersion = BigInt(v);
+      if (v && /^\d+$/.test(v)) {
+        info.routingVersion = BigInt(v);
+        if (info.routingVersion !== tableVersion) refresh();
+      }
+      if (req.service.typeName === SequenceService.typeName) {
+        const hint = res.header.get("Seqd-Leader") ?? "";
+        if (hint) forwarded++;
+        if (table) learnGroup(table, url, res.header.get("Seqd-Group") ?? "", hint ? urlOf(hint) : undefined);
+      }
       return res;
     } catch (err) {
       const hint = leaderHint(err);
       if (hint) {
         info.leaderId = hint.id;
         info.leaderAddr = hint.addr;
+        if (ConnectError.from(err).code === Code.Unavailable) refresh();
       }
       throw err;
     }
   };
 
-  const base = baseUrl.replace(/\/+$/, "");
-  const common = {
-    baseUrl: base,
-    interceptors: [observe],
-    defaultTimeoutMs: timeoutMs,
-    ...(options.fetch ? { fetch: options.fetch } : {}),
-  };
-  const transport: Transport =
-    kind === "grpc-web"
-      ? createGrpcWebTransport(common)
-      : createConnectTransport({ ...common, useBinaryFormat: options.binary ?? false });
+  const conns = new Map<string, Conn>();
+  function conn(url: string): Conn {
+    let c = conns.get(url);
+    if (!c) {
+      const common = {
+        baseUrl: url,
+        interceptors: [observe(url)],
+        defaultTimeoutMs: timeoutMs,
+        ...(options.fetch ? { fetch: options.fetch } : {}),
+      };
+      const transport: Transport =
+        kind === "grpc-web"
+          ? createGrpcWebTransport(common)
+          : createConnectTransport({ ...common, useBinaryFormat: options.binary ?? false });
+      c = {
+        seq: createClient(SequenceService, transport),
+        admin: createClient(AdminService, transport),
+        ids: createClient(IdService, transport),
+      };
+      conns.set(url, c);
+    }
+    return c;
+  }
 
-  const seq: Client<typeof SequenceService> = createClient(SequenceService, transport);
-  const admin: Client<typeof AdminService> = createClient(AdminService, transport);
-  const ids: Client<typeof IdService> = createClient(IdService, transport);
+  // refresh reads ClusterStatus in the background (one at a time) from the
+  // given nodes, the one in use first, and installs the first answer that
+  // names a leader: its routing version, unless older than the table's (a
+  // leader change the client has seen), and its group rows either way.
+  function refresh(): void {
+    if (!routed || refreshing) return;
+    refreshing = true;
+    void (async () => {
+      try {
+        for (let i = 0; i < given.length; i++) {
+          let st: ClusterStatusResponse;
+          try {
+            st = await conn(given[(cur + i) % given.length]).admin.clusterStatus({});
+          } catch {
+            continue;
+          }
+          if (st.leaderApiAddr === "" || st.version === 0n) continue;
+          const older = st.version >> 32n < tableVersion >> 32n;
+          if (!older || st.groups.length > 1) table = applyGroups(table, st, urlOf);
+          if (!older) {
+            tableVersion = st.version;
+            refreshes++;
+          }
+          return;
+        }
+      } finally {
+        refreshing = false;
+      }
+    })();
+  }
 
-  async function retrying<T>(call: () => Promise<T>): Promise<T> {
+  // attempts runs call against the leader of group (when the table knows it;
+  // -1: no group) or else the given node in use, retrying (see above) until
+  // it succeeds, fails for good, retryForMs passes, or signal aborts.
+  async function attempts<T>(group: number, signal: AbortSignal | undefined, call: (c: Conn) => Promise<T>): Promise<T> {
     const deadline = Date.now() + retryForMs;
     let backoff = 50;
-    for (;;) {
+    for (let attempt = 0; ; attempt++) {
+      const leader = group >= 0 ? table?.leaders[group]?.url : undefined;
+      const at = cur;
       try {
-        return await call();
+        return await call(conn(leader ?? given[at]));
       } catch (err) {
         const ce = ConnectError.from(err);
-        if (ce.code !== Code.Unavailable || Date.now() + backoff > deadline) throw ce;
-        await new Promise((r) => setTimeout(r, backoff * (0.5 + Math.random() / 2)));
-        backoff = Math.min(backoff * 2, 1000);
+        const unreachable = isNetworkError(ce) || ce.code === Code.DeadlineExceeded;
+        if (signal?.aborted || !(ce.code === Code.Unavailable || (unreachable && (leader !== undefined || given.length > 1)))) {
+          throw ce;
+        }
+        let now = false; // a node worth trying at once
+        if (leader !== undefined) {
+          // The group's presumed leader failed: forget it (keeping its term),
+          // refresh, and go through the given node in use, which forwards.
+          const l = table?.leaders[group];
+          if (l?.url === leader) l.url = undefined;
+          refresh();
+          now = true;
+        } else {
+          const hint = leaderHint(ce)?.addr;
+          const i = hint ? given.indexOf(urlOf(hint)) : -1;
+          if (i >= 0 && i !== at) {
+            cur = i;
+            now = true;
+          } else if (cur === at) {
+            cur = (at + 1) % given.length;
+          }
+        }
+        const wait = now && attempt === 0 ? 0 : backoff * (0.5 + Math.random() / 2);
+        if (retryForMs <= 0 || Date.now() + wait > deadline) throw ce;
+        if (wait > 0) {
+          await new Promise((r) => setTimeout(r, wait));
+          backoff = Math.min(backoff * 2, 1000);
+        }
       }
     }
   }
 
+  // perKey runs next or current: split by group when the table knows the
+  // space, else whole (see above).
+  async function perKey(
+    space: string,
+    keys: Key[],
+    send: (c: Conn, keys: bigint[], signal?: AbortSignal) => Promise<bigint[]>,
+  ): Promise<bigint[]> {
+    const ks = keys.map(toKey);
+    const t = table;
+    const size = t?.spaces.get(spaceName(space));
+    const one = (keys: bigint[], group: number, signal?: AbortSignal) =>
+      attempts(group, signal, async (c) => {
+        const vals = await send(c, keys, signal);
+        if (vals.length !== keys.length) {
+          throw new ConnectError(`server returned ${vals.length} values for ${keys.length} keys`, Code.Internal);
+        }
+        return vals;
+      });
+    if (!t || size === undefined || ks.length === 0 || ks.length > MAX_KEYS) {
+      const vals = await one(ks, -1);
+      if (t && size === undefined) refresh(); // the space exists: learn its section size
+      return vals;
+    }
+    const shares = splitShares(spaceName(space), size, t.n, ks);
+    if (shares.length === 1) return one(ks, shares[0].group);
+    const vals = new Array<bigint>(ks.length);
+    const stop = new AbortController();
+    let failure: { err: unknown } | undefined;
+    await Promise.all(
+      shares.map((sh) =>
+        one(sh.keys, sh.group, stop.signal).then(
+          (v) => sh.pos.forEach((p, i) => (vals[p] = v[i])),
+          (err) => {
+            if (!failure) failure = { err };
+            stop.abort(); // the call fails as a whole: stop the other shares
+          },
+        ),
+      ),
+    );
+    if (failure) throw failure.err;
+    return vals;
+  }
+
+  const plain = <T>(call: (c: Conn) => Promise<T>) => attempts(-1, undefined, call);
+
   return {
-    baseUrl: base,
+    baseUrl: given[0],
     transport: kind,
-    async next(space, keys) {
-      const res = await retrying(() => seq.next({ space, keys: keys.map(toKey) }));
-      return res.values;
+    next(space, keys) {
+      return perKey(space, keys, async (c, keys, signal) => (await c.seq.next({ space, keys }, { signal })).values);
     },
     async reserve(space, key, count) {
-      const res = await retrying(() => seq.reserve({ space, key: toKey(key), count }));
+      const k = toKey(key);
+      const t = table;
+      const size = t?.spaces.get(spaceName(space));
+      const group = t && size !== undefined ? groupOfKey(spaceName(space), size, k, t.n) : -1;
+      const res = await attempts(group, undefined, (c) => c.seq.reserve({ space, key: k, count }));
+      if (t && size === undefined) refresh(); // the space exists: learn its section size
       return { first: res.first, count: res.count };
     },
-    async current(space, keys) {
-      const res = await retrying(() => seq.current({ space, keys: keys.map(toKey) }));
-      return res.values;
+    current(space, keys) {
+      return perKey(space, keys, async (c, keys, signal) => (await c.seq.current({ space, keys }, { signal })).values);
     },
     async nextIds(namespace, count) {
-      return (await retrying(() => ids.nextIds({ namespace, count }))).ids;
+      return (await plain((c) => c.ids.nextIds({ namespace, count }))).ids;
     },
     decode(namespace, id) {
-      return retrying(() => ids.decode({ namespace, id }));
+      return plain((c) => c.ids.decode({ namespace, id }));
     },
     getLayout(namespace) {
-      return retrying(() => ids.getLayout({ namespace }));
+      return plain((c) => c.ids.getLayout({ namespace }));
     },
     async listNamespaces() {
-      return (await retrying(() => admin.listNamespaces({}))).namespaces;
+      return (await plain((c) => c.admin.listNamespaces({}))).namespaces;
     },
     async listWorkers(namespace) {
-      return (await retrying(() => admin.listWorkers({ namespace }))).workers;
+      return (await plain((c) => c.admin.listWorkers({ namespace }))).workers;
     },
     clusterStatus() {
-      return retrying(() => admin.clusterStatus({}));
+      return plain((c) => c.admin.clusterStatus({}));
     },
     async listSpaces() {
-      return (await retrying(() => admin.listSpaces({}))).spaces;
+      return (await plain((c) => c.admin.listSpaces({}))).spaces;
     },
     async createSpace(name, step = 0n, sectionSize = 0n) {
-      const res = await retrying(() =>
-        admin.createSpace({ name, step: BigInt(step), sectionSize: BigInt(sectionSize) }),
-      );
+      const res = await plain((c) => c.admin.createSpace({ name, step: BigInt(step), sectionSize: BigInt(sectionSize) }));
       return { space: res.space, created: res.created };
     },
     routing() {
-      return { ...info };
+      return {
+        ...info,
+        tableVersion,
+        refreshes,
+        forwarded,
+        groups: (table?.leaders ?? []).map((l) => ({ leader: l.url ?? "", term: l.term })),
+        node: given[cur],
+      };
     },
   };
+}
+
+function trimUrl(u: string): string {
+  return u.trim().replace(/\/+$/, "");
+}
+
+// isNetworkError reports whether err did not come from a server: fetch
+// rejects with a TypeError when it cannot connect (or CORS refuses).
+function isNetworkError(err: ConnectError): boolean {
+  return err.cause instanceof TypeError;
 }
 
 function toKey(k: Key): bigint {

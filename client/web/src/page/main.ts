@@ -55,12 +55,14 @@ let kind: TransportKind = initialTransport();
 let token = sessionStorage.getItem("seqd.token") ?? "";
 // The poller fails fast (one attempt, short deadline) and simply tries again a
 // second later; operator calls retry through a failover like the Go client.
+// Both talk to the page's node only (no routing by raft group): the other
+// nodes may not allow the page's origin, and that node forwards.
 let poller: SeqdClient;
 let caller: SeqdClient;
 
 function makeClients(): void {
-  poller = createSeqdClient(base, { transport: kind, token, timeoutMs: 2000, retryForMs: 0 });
-  caller = createSeqdClient(base, { transport: kind, token, timeoutMs: 3000, retryForMs: 10000 });
+  poller = createSeqdClient(base, { transport: kind, token, timeoutMs: 2000, retryForMs: 0, disableRouting: true });
+  caller = createSeqdClient(base, { transport: kind, token, timeoutMs: 3000, retryForMs: 10000, disableRouting: true });
   document.body.dataset.transport = kind;
   listsDue = true; // a new token or protocol: list again at once
 }
