@@ -54,9 +54,12 @@ type Config struct {
 	// 0 disables bootstrapping (the server waits to be added by a leader).
 	BootstrapExpect int
 
-	// Groups is how many raft groups a new cluster runs (0: one). It is
-	// fixed once the data directory holds raft state: a server started
-	// with another count refuses to start (see groups.go).
+	// Groups is how many raft groups a new cluster runs. 0 means the
+	// default: one group per bootstrap server (BootstrapExpect, at least
+	// 1), and a server without raft state that finds its cluster running
+	// another count adopts the cluster's (see RestartNeeded). It is fixed
+	// once the data directory holds raft state: a server started with
+	// another count refuses to start (see groups.go).
 	Groups int
 
 	// MaxVoters caps the voters the leader promotes joiners to (default 5);

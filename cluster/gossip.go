@@ -255,6 +255,7 @@ func (g *gossip) loop() {
 			}
 		}
 		if joined && !g.n.hasState.Load() {
+			g.checkGroupCount()
 			g.maybeBootstrap()
 		}
 		g.checkGate(joined)

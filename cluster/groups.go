@@ -33,6 +33,14 @@ import (
 // groupsFile names the file holding the group count.
 const groupsFile = "group-count"
 
+// defaultGroups is the group count of a new cluster whose servers were not
+// given one: one group per bootstrap server, so that with balanced leaders
+// every server leads one (a lone server, or one that never bootstraps,
+// runs one; a server that joins a cluster adopts its count, see adopt.go).
+func defaultGroups(bootstrapExpect int) int {
+	return min(max(bootstrapExpect, 1), seqd.MaxGroups)
+}
+
 // groupDir returns the directory of group g.
 func groupDir(dataDir string, g int) string {
 	if g == 0 {

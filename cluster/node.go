@@ -70,6 +70,9 @@ type Node struct {
 
 	spaceLookups lookups // questions to group 0's leader (spaces.go)
 
+	adopt   atomic.Int64  // the group count this server adopts (adopt.go)
+	restart chan struct{} // closed when it must start again to adopt it
+
 	memMu       sync.Mutex
 	caughtSince map[string]time.Time // non-voters seen caught up, since when
 	recordedAt  map[string]time.Time // when each server's raft index was last recorded
@@ -96,7 +99,7 @@ func Start(cfg Config) (*Node, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), closing: make(chan struct{}),
+	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), closing: make(chan struct{}), restart: make(chan struct{}),
 		caughtSince: map[string]time.Time{}, warned: map[string]time.Time{}, recordedAt: map[string]time.Time{},
 		aliveSince: map[string]time.Time{}, balanceRetry: map[int]time.Time{}, missingSince: map[string]time.Time{}, progressFailed: map[string]time.Time{}}
 	if err := n.open(); err != nil {
@@ -139,7 +142,7 @@ func (n *Node) open() error {
 		layer = &tlsLayer{StreamLayer: layer, server: srv, client: cli}
 	}
 	base := &diskLayer{StreamLayer: layer, disk: &n.disk}
-	count, err := groupCount(cfg.DataDir, cfg.Groups, 1)
+	count, err := groupCount(cfg.DataDir, cfg.Groups, defaultGroups(cfg.BootstrapExpect))
 	if err != nil {
 		_ = base.Close()
 		return err

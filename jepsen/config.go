@@ -207,10 +207,11 @@ Examples:
   go run ./jepsen --workload flake --nemesis clock,pause-holder,kill-leader --time-limit 5m
   # proof that it can fail (expect duplicate ids, G1, and exit status 1): a naive Snowflake
   go run ./jepsen --workload flake --unsafe-flake-trust-clock --nemesis clock-all,clock-leader --time-limit 2m
-  # 6 raft groups with the lease handoff: leader faults hit one group's leader, planned
-  # leadership moves (drains) in storms and with the old leader paused mid-handoff, one
-  # group's raft traffic cut on its leader (the CI line; per-group outages in the summary)
-  go run ./jepsen --nodes 3 --groups 6 --seqd-arg=--lease-handoff --time-limit 45s \
+  # 6 raft groups with the lease handoff (seqd's default): leader faults hit one group's
+  # leader, planned leadership moves (drains) in storms and with the old leader paused
+  # mid-handoff, one group's raft traffic cut on its leader (the CI line; per-group outages
+  # in the summary)
+  go run ./jepsen --nodes 3 --groups 6 --time-limit 45s \
       --nemesis kill-leader,pause-leader,transfer-storm,pause-mid-transfer,group-isolation \
       --nemesis-interval 3s --nemesis-duration 2s..4s --recovery 5s --quiet
   # remove namespaces and processes left by a killed harness
@@ -429,8 +430,8 @@ func parse(args []string, out io.Writer) (*config, error) {
 		if f.NeedsSlowNode() && cfg.SlowNode == "" {
 			return nil, fmt.Errorf("--nemesis %s needs --slow-node", f.Name)
 		}
-		if f.NeedsHandoff() && !hasFlag(cfg.SeqdArgs, "--lease-handoff") {
-			return nil, fmt.Errorf("--nemesis %s tests planned leadership moves with the lease handoff: pass --seqd-arg=--lease-handoff", f.Name)
+		if f.NeedsHandoff() && !flagOn(cfg.SeqdArgs, "--lease-handoff", true) {
+			return nil, fmt.Errorf("--nemesis %s tests planned leadership moves with the lease handoff, which --seqd-arg=--lease-handoff=false turns off", f.Name)
 		}
 	}
 	switch cfg.Bootstrap {
@@ -563,10 +564,11 @@ func parseRange(s string) (time.Duration, time.Duration, error) {
 	return lo, hi, nil
 }
 
-// hasFlag reports whether args turn on the boolean flag name (--x, -x,
-// --x=true).
-func hasFlag(args []string, name string) bool {
-	on := false
+// flagOn reports whether the boolean flag name is on in args (--x, -x,
+// --x=true turn it on; --x=false, --x=0 off; the last one counts), or def
+// when args do not set it.
+func flagOn(args []string, name string, def bool) bool {
+	on := def
 	bare := strings.TrimLeft(name, "-")
 	for _, a := range args {
 		k, v, ok := strings.Cut(strings.TrimLeft(a, "-"), "=")

@@ -44,7 +44,8 @@ func TestParse(t *testing.T) {
 		"--nemesis member-remove --nodes 2", "--nemesis bogus", "--nemesis partition-slow-leader", "--slow-node n4",
 		"--node-arg n1", "--node-arg n9=--x", "--loss 0", "--keys 0", "extra",
 		"--pinned-per-node 0 --smart-clients 0", "--groups 0", "--groups 257",
-		"--nemesis transfer-storm", "--nemesis pause-mid-transfer --seqd-arg=--lease-handoff=false",
+		"--nemesis transfer-storm --seqd-arg=--lease-handoff=false", "--nemesis pause-mid-transfer --seqd-arg=--lease-handoff=false",
+		"--nemesis transfer-storm --seqd-arg=--lease-handoff --seqd-arg=--lease-handoff=0",
 	} {
 		if _, err := parse(strings.Fields(bad), io.Discard); err == nil {
 			t.Errorf("parse(%q) accepted", bad)
@@ -63,8 +64,10 @@ func TestParseGroups(t *testing.T) {
 	if cfg, err = parse(strings.Fields("--groups 6 --section-size 8"), io.Discard); err != nil || cfg.SectionSize != 8 {
 		t.Errorf("explicit section size: %v %+v", err, cfg)
 	}
-	if _, err = parse(strings.Fields("--groups 6 --nemesis transfer,kill-leader --seqd-arg=--lease-handoff"), io.Discard); err != nil {
-		t.Errorf("transfer faults with --lease-handoff: %v", err)
+	for _, ok := range []string{"--groups 6 --nemesis transfer,kill-leader --seqd-arg=--lease-handoff", "--groups 6 --nemesis transfer,kill-leader"} {
+		if _, err = parse(strings.Fields(ok), io.Discard); err != nil {
+			t.Errorf("transfer faults with the lease handoff (%s): %v", ok, err)
+		}
 	}
 	if cfg, err = parse(nil, io.Discard); err != nil || cfg.Groups != 1 || cfg.SectionSize != 8 {
 		t.Errorf("defaults: %v %+v", err, cfg)

@@ -172,9 +172,8 @@ func run(cfg *config, p plan) int {
 	// The nodes.
 	seqdArgs := []string{"--lease", cfg.Lease.String(), "--raft-heartbeat-timeout", cfg.Heartbeat.String(),
 		"--raft-election-timeout", cfg.Election.String(), "--raft-leader-lease-timeout", cfg.LeaderLease.String()}
-	if cfg.Groups > 1 {
-		seqdArgs = append(seqdArgs, "--groups", fmt.Sprint(cfg.Groups))
-	}
+	// Always given: without it seqd runs one group per bootstrap server.
+	seqdArgs = append(seqdArgs, "--groups", fmt.Sprint(cfg.Groups))
 	if cfg.Unsafe {
 		seqdArgs = append(seqdArgs, "--unsafe-disable-lease")
 	}

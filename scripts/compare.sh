@@ -21,6 +21,8 @@
 #              load average is below this before starting (default 0.5; 0: don't wait)
 #   INSTALL    1 (default): apt-get install the servers if missing
 #   PORT_BASE  first port used (default 19000); ports PORT_BASE..PORT_BASE+60
+#   SEQD_GROUPS raft groups of the seqd cluster (default 1, the layout of the
+#              published comparisons; seqd's own default is one per server: 3)
 #   PIN        1: run every server on CPU 0 and every load tool on CPU 1
 #              (taskset), so that a load tool and the servers it measures never
 #              share a core, as when clients run on other machines (default 0)
@@ -164,7 +166,7 @@ if want seqd || want seqd-unary || want seqd-h2c || want seqd-batch || want seqd
     a=${seqd_api[$i]}
     "${srv[@]}" "$seqd" serve --id "n$((i + 1))" --data-dir "$work/seqd$i" --api-addr "127.0.0.1:$a" \
       --raft-addr "127.0.0.1:$((a + 1))" --gossip-addr "127.0.0.1:$((a + 2))" \
-      --join "$join" --bootstrap-expect 3 >"$work/seqd$i.log" 2>&1 &
+      --join "$join" --bootstrap-expect 3 --groups "${SEQD_GROUPS:-1}" >"$work/seqd$i.log" 2>&1 &
     pids+=($!)
     seqd_pid[n$((i + 1))]=$!
   done

@@ -93,6 +93,7 @@ func DefaultConfig() Config {
 			GossipAddr:         DefaultGossipAddr,
 			BootstrapExpect:    1,
 			Lease:              cluster.DefaultLease,
+			LeaseHandoff:       true,
 			HeartbeatTimeout:   500 * time.Millisecond,
 			ElectionTimeout:    500 * time.Millisecond,
 			LeaderLeaseTimeout: 500 * time.Millisecond,

@@ -4,6 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +18,7 @@ import (
 	"github.com/seqd/seqd/api"
 	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
 	"github.com/seqd/seqd/api/gen/seq/v1/seqv1connect"
+	"github.com/seqd/seqd/client"
 	"github.com/seqd/seqd/internal/proctest"
 )
 
@@ -187,5 +192,127 @@ func TestGroupIsolationUnderKill(t *testing.T) {
 		if maxGap > 500*time.Millisecond {
 			t.Errorf("group %d, not led by the killed server: a gap of %v after the kill", g, maxGap)
 		}
+	}
+}
+
+// joiner prepares a server that joins the cluster of ps (its --join list
+// names theirs), with extra flags, without starting it.
+func joiner(t *testing.T, ps []*proctest.Proc, id string, extra ...string) *proctest.Proc {
+	t.Helper()
+	p := &proctest.Proc{ID: id,
+		API:    fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t)),
+		Raft:   fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t)),
+		Gossip: fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t)),
+		Dir:    filepath.Join(t.TempDir(), id)}
+	var joins []string
+	for _, q := range ps {
+		joins = append(joins, q.Gossip)
+	}
+	p.Args = append([]string{"serve", "--id", p.ID, "--data-dir", p.Dir,
+		"--api-addr", p.API, "--raft-addr", p.Raft, "--gossip-addr", p.Gossip,
+		"--join", strings.Join(joins, ",")}, extra...)
+	t.Cleanup(func() {
+		p.Kill9()
+		if t.Failed() {
+			t.Logf("log of %s:\n%s", p.ID, p.LogText())
+		}
+	})
+	return p
+}
+
+// nodeState asks p for its status and returns the row of server id.
+func nodeState(p *proctest.Proc, id string) *seqv1.Node {
+	c := seqv1connect.NewAdminServiceClient(http.DefaultClient, "http://"+p.API)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	st, err := c.ClusterStatus(ctx, connect.NewRequest(&seqv1.ClusterStatusRequest{}))
+	if err != nil {
+		return nil
+	}
+	for _, n := range st.Msg.GetNodes() {
+		if n.GetId() == id {
+			return n
+		}
+	}
+	return nil
+}
+
+// TestDefaultGroupsAndAdoption: three servers started with the same flags
+// and no --groups run one raft group per bootstrap server, one led by
+// each. A new server started without --groups but with another
+// --bootstrap-expect (its own default would be 4 groups) holds no state,
+// adopts the cluster's 3, starts again by itself and takes part in every
+// group. A new server started with --groups 2 stays out and says why.
+func TestDefaultGroupsAndAdoption(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	ps := proctest.Start(t, 3)
+	table := waitGroupsBalanced(t, ps[0], 3, 60*time.Second)
+	if len(table) != 3 {
+		t.Fatalf("3 servers without --groups run %d groups, want 3", len(table))
+	}
+
+	p4 := joiner(t, ps, "p4", "--bootstrap-expect", "4")
+	p4.Start(t)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		n := nodeState(p4, "p4")
+		if n != nil && n.GetInConfiguration() && n.GetRaftOpen() && len(n.GetGroups()) == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("p4 did not take part in the 3 groups: %v", n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !strings.Contains(p4.LogText(), "adopts the cluster's count") {
+		t.Fatal("p4 joined without adopting the cluster's group count (its log does not say so)")
+	}
+	if b, err := os.ReadFile(filepath.Join(p4.Dir, "group-count")); err != nil || strings.TrimSpace(string(b)) != "3" {
+		t.Fatalf("p4's group-count file: %q, %v", b, err)
+	}
+	// p4 is in every group's configuration.
+	deadline = time.Now().Add(30 * time.Second)
+	for in := 0; in < 3; {
+		in = 0
+		for _, g := range routes(ps[0]) {
+			if slices.Contains(g.GetVoters(), "p4") {
+				in++
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("p4 votes in %d of 3 groups", in)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	cl, err := client.New([]string{p4.API}, client.Options{DisableRouting: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	keys := make([]uint64, 0, 3)
+	for k, seen := uint64(0), map[int]bool{}; len(keys) < 3; k += seqd.DefaultSectionSize {
+		if g := seqd.GroupOfKey(seqd.DefaultSpaceName, seqd.DefaultSectionSize, k, 3); !seen[g] {
+			seen[g] = true
+			keys = append(keys, k)
+		}
+	}
+	if _, err := cl.Next(ctx, seqd.DefaultSpaceName, keys...); err != nil {
+		t.Fatalf("Next through p4 on keys of every group: %v", err)
+	}
+
+	p5 := joiner(t, ps, "p5", "--groups", "2")
+	p5.Start(t)
+	deadline = time.Now().Add(30 * time.Second)
+	for !strings.Contains(p5.LogText(), "start it with --groups 3") {
+		if time.Now().After(deadline) {
+			t.Fatal("p5, started with --groups 2, did not say that the cluster runs 3 groups")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := nodeState(ps[0], "p5"); n != nil && n.GetInConfiguration() {
+		t.Fatal("p5, started with another --groups, was added to the cluster")
 	}
 }

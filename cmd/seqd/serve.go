@@ -43,10 +43,10 @@ func serve(args []string) error {
 		advGossip     = fs.String("advertise-gossip", "", "gossip address other nodes use (default --gossip-addr)")
 		join          = fs.String("join", "", "comma-separated gossip addresses of other nodes (may include this node's own)")
 		expect        = fs.Int("bootstrap-expect", dc.BootstrapExpect, "number of servers that form a new cluster (each must see every server its --join names); 0 never bootstraps")
-		groups        = fs.Int("groups", 0, "raft groups of a new cluster, each leading a fixed share of the sections, leaders spread over the servers (0: 1); fixed once the data directory holds state, and every server of a cluster must run the same count")
+		groups        = fs.Int("groups", 0, "raft groups of a new cluster, each leading a fixed share of the sections, leaders spread over the servers (0: one per bootstrap server, --bootstrap-expect; a new server joining a cluster adopts the cluster's count); fixed once the data directory holds state, and every server of a cluster must run the same count")
 		assumeGone    = fs.String("assume-gone", "", "comma-separated IDs of voters gone for good (dead, disks lost): a restarting server counts them as having vouched when no leader can (see Operations); only if no server runs on an older copy of its data")
 		lease         = fs.Duration("lease", dc.Lease, "leader lease L: a new leader serves L + margin after the last lease renewal it stored (or its election, if earlier); with the default raft timing a kill -9 of the leader costs about 1.3 s (median of 20 on a 2-core VM)")
-		handoff       = fs.Bool("lease-handoff", false, "planned leadership moves (balancing groups, graceful shutdown) release the lease first, so the new leader serves without a lease wait (off by default until its chaos runs are in CI)")
+		handoff       = fs.Bool("lease-handoff", dc.LeaseHandoff, "planned leadership moves (balancing groups, seqd node drain, graceful shutdown) release the lease first, so the new leader serves without a lease wait; --lease-handoff=false makes every new leader wait out the lease")
 		leaseMargin   = fs.Duration("lease-margin", 0, "extra wait for clock-rate drift (default L/10, at least 50ms)")
 		heartbeat     = fs.Duration("raft-heartbeat-timeout", dc.HeartbeatTimeout, "raft heartbeat timeout")
 		election      = fs.Duration("raft-election-timeout", dc.ElectionTimeout, "raft election timeout")
@@ -167,7 +167,7 @@ func serve(args []string) error {
 			peerTLS.RootCAs = pool
 		}
 	}
-	srv, err := server.New(server.Config{
+	cfg := server.Config{
 		APIAddr: *apiAddr,
 		Cluster: cluster.Config{
 			ID: *id, DataDir: *dataDir,
@@ -189,12 +189,6 @@ func serve(args []string) error {
 		CORSOrigins:     splitList(*corsOrigins),
 		Logger:          logger,
 		UnsafeTestHooks: *unsafeHooks,
-	})
-	if err != nil {
-		if errors.Is(err, cluster.ErrInvalidConfig) {
-			return cli.Usagef("%v", err)
-		}
-		return err
 	}
 	if *pprofAddr != "" {
 		pln, err := net.Listen("tcp", *pprofAddr)
@@ -205,19 +199,47 @@ func serve(args []string) error {
 		go func() { _ = http.Serve(pln, pprofMux()) }()
 		logger.Info("profiler serving", "addr", pln.Addr().String())
 	}
-	logger.Info("seqd serving", "id", *id, "api", srv.Addr().String(), "raft", srv.Node().RaftAddr(),
-		"gossip", *gossipAddr, "data_dir", *dataDir, "bootstrap_expect", *expect, "join", joins)
-
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	for {
+		adopt, err := runNode(cfg, logger, sig, *shutdownWait)
+		if err != nil || adopt == 0 {
+			return err
+		}
+		// A server without raft state adopts its cluster's group count
+		// (cluster/adopt.go): record it and start again.
+		if err := cluster.AdoptGroups(*dataDir, adopt); err != nil {
+			return err
+		}
+		logger.Info("starting again with the cluster's raft group count", "groups", adopt)
+	}
+}
+
+// runNode runs one seqd node until a signal, a failure of its API server, or
+// its request to start again with the cluster's group count, which it
+// returns (0 otherwise).
+func runNode(cfg server.Config, logger *slog.Logger, sig <-chan os.Signal, shutdownWait time.Duration) (adopt int, err error) {
+	srv, err := server.New(cfg)
+	if err != nil {
+		if errors.Is(err, cluster.ErrInvalidConfig) {
+			return 0, cli.Usagef("%v", err)
+		}
+		return 0, err
+	}
+	cc := cfg.Cluster
+	logger.Info("seqd serving", "id", cc.ID, "api", srv.Addr().String(), "raft", srv.Node().RaftAddr(),
+		"gossip", cc.GossipAddr, "data_dir", cc.DataDir, "bootstrap_expect", cc.BootstrapExpect, "join", cc.Join,
+		"groups", srv.Node().Groups())
 	var runErr error
 	select {
 	case s := <-sig:
 		logger.Info("shutting down", "signal", s.String())
 	case err := <-srv.Err():
 		runErr = fmt.Errorf("API server: %w", err)
+	case <-srv.Node().RestartNeeded():
+		adopt = srv.Node().AdoptCount()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *shutdownWait)
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownWait)
 	defer cancel()
 	// Hand leadership over first (a leader drops its lease before anything
 	// else), then stop taking calls.
@@ -225,7 +247,7 @@ func serve(args []string) error {
 		logger.Warn("node shutdown", "err", err)
 	}
 	logger.Info("stopped")
-	return runErr
+	return adopt, runErr
 }
 
 // splitList splits a comma-separated flag value, dropping empty items.

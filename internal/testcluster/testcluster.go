@@ -43,7 +43,10 @@ type Options struct {
 	SnapshotThreshold, TrailingLogs uint64
 	// ClusterSecret is every node's flake obfuscation secret.
 	ClusterSecret []byte
-	// Groups is every node's --groups (0: one group).
+	// Groups is every node's --groups (0: one group for a new data
+	// directory, and the recorded count for one that holds it, so that
+	// in-process clusters do not take the product's default of one group
+	// per bootstrap server).
 	Groups int
 	// LeaseHandoff is every node's --lease-handoff.
 	LeaseHandoff bool
@@ -214,7 +217,7 @@ func (m *Member) start(expect int) error {
 			SnapshotThreshold: m.c.opts.SnapshotThreshold, TrailingLogs: m.c.opts.TrailingLogs,
 			SnapshotInterval: snapshotInterval(m.c.opts.SnapshotThreshold),
 			MinVoters:        m.c.opts.MinVoters, DeadServerGrace: m.c.opts.DeadServerGrace,
-			Groups: m.c.opts.Groups, LeaseHandoff: m.c.opts.LeaseHandoff,
+			Groups: m.groups(), LeaseHandoff: m.c.opts.LeaseHandoff,
 		},
 		ClusterSecret: m.c.opts.ClusterSecret,
 		Logger:        m.c.log.With("node", m.ID),
@@ -297,6 +300,17 @@ func (c *Cluster) Replace(m *Member, id string) *Member {
 		c.t.Fatalf("starting %s: %v", id, err)
 	}
 	return r
+}
+
+// groups is the --groups m starts with (see Options.Groups).
+func (m *Member) groups() int {
+	if m.c.opts.Groups != 0 {
+		return m.c.opts.Groups
+	}
+	if _, err := os.Stat(filepath.Join(m.Dir, "group-count")); err == nil {
+		return 0 // as recorded
+	}
+	return 1
 }
 
 // CopyData copies a stopped node's data directory to dst (a file-level

@@ -121,8 +121,8 @@ var All = []Fault{
 	{Name: "restore-mistake", Class: Operator, MinNodes: 3, Help: "`seqd backup` the cluster; a later restore-mistake stops a voter, wipes it, runs `seqd restore` (--values-since/--terms-since when its --help lists them) from the backup into its data directory and starts it with its usual flags while the cluster runs; it must be refused (logs: another cluster lists it) or stay out of service; heal: wait for the refusal (bounded), seqd node remove, wipe, start", op: restoreMistake},
 	{Name: "lease-change", Class: Operator, MinNodes: 3, Help: "rolling restart (SIGTERM one node at a time, wait until it is a voter) that moves nodes between the run's --lease and --lease-change-to (mixed leases), SIGSTOPping a long-lease leader for 1.2-2s at a seeded moment so a short-lease leader takes over (3 times in 4, without --nemesis-overlap, also cut off from the other nodes until 0.5s after it resumes); leases stay mixed until the next lease-change; heal-all puts every node back on the run's lease", op: leaseChange},
 	// Planned leadership moves, for --lease-handoff (see transfer.go).
-	{Name: "transfer-storm", Class: Process, MinNodes: 2, Help: "for the fault's duration, every 200-500ms `seqd node drain` a random running node (AdminService.DrainNode, 250ms deadline) and undo it, so leaderships move away and back many times; needs --seqd-arg=--lease-handoff; heal: stop, undo every drain", op: transferStorm},
-	{Name: "pause-mid-transfer", Class: Process, MinNodes: 2, Help: "drain the node of a random group's leader and SIGSTOP it 0-30ms later, in the middle of its lease handoffs; needs --seqd-arg=--lease-handoff; heal: SIGCONT, undo the drain", op: pauseMidTransfer},
+	{Name: "transfer-storm", Class: Process, MinNodes: 2, Help: "for the fault's duration, every 200-500ms `seqd node drain` a random running node (AdminService.DrainNode, 250ms deadline) and undo it, so leaderships move away and back many times; needs the lease handoff (seqd's default; refused with --seqd-arg=--lease-handoff=false); heal: stop, undo every drain", op: transferStorm},
+	{Name: "pause-mid-transfer", Class: Process, MinNodes: 2, Help: "drain the node of a random group's leader and SIGSTOP it 0-30ms later, in the middle of its lease handoffs; needs the lease handoff (seqd's default); heal: SIGCONT, undo the drain", op: pauseMidTransfer},
 	{Name: "group-isolation", Class: GroupClass, MinNodes: 3, Help: "cut one raft group's traffic (a random group) on the node that leads it, for that group only, through the servers' test hook (the harness adds --unsafe-test-hooks); the group elects another leader, the node's other groups keep working; heal: restore it", inject: groupIsolation},
 	// Clock and holder faults, for the flake workload (see clock.go).
 	{Name: "clock-holder", Class: clockClass, MinNodes: 2, Help: "step a follower's wall clock (--unsafe-clock-offset-file) back 1h, half-way through the fault forward 1h; heal: back to 0", inject: clockHolder},
@@ -148,7 +148,7 @@ var Groups = map[string][]string{
 	// clock and holder are for the flake workload; not part of all.
 	"clock":  {"clock-holder", "clock-leader", "clock-all", "clock-restart"},
 	"holder": {"pause-holder", "partition-holder"},
-	// transfer is for runs with --lease-handoff; not part of all.
+	// transfer is for runs with the lease handoff (the default); not part of all.
 	"transfer": {"transfer-storm", "pause-mid-transfer"},
 }
 
