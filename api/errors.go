@@ -71,8 +71,6 @@ func classify(err error) (connect.Code, string) {
 		return connect.CodeUnavailable, err.Error()
 	case errors.Is(err, cluster.ErrUnknownServer):
 		return connect.CodeNotFound, err.Error()
-	case errors.Is(err, cluster.ErrBackupGroups):
-		return connect.CodeUnimplemented, err.Error()
 	case errors.Is(err, cluster.ErrLastVoter), errors.Is(err, cluster.ErrNoSuchGroup):
 		return connect.CodeFailedPrecondition, err.Error()
 	case errors.Is(err, seqd.ErrNotServing), errors.Is(err, seqd.ErrNotLeader),

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -186,17 +187,37 @@ func (s *Server) onGroup(ctx context.Context, hdr http.Header, group int,
 		vals, err = local(ctx)
 		return vals, "", nil, term, err
 	}
+	var rh http.Header
+	addr, err := s.toGroupLeader(ctx, hdr, group, forwardTimeout, func(ctx context.Context, p *peer, h http.Header) error {
+		var err error
+		vals, rh, err = remote(ctx, p, h)
+		return err
+	})
+	if err != nil {
+		return nil, "", nil, 0, err
+	}
+	return vals, addr, rh, 0, nil
+}
+
+// toGroupLeader forwards one call once to group's leader as this server
+// knows it, with the caller's token and the forwarded header, bounded by
+// timeout when ctx has no deadline, and returns the leader's address. A
+// forwarded call (hdr), or one whose leader is unknown or this server, is
+// not forwarded: it fails unavailable.
+func (s *Server) toGroupLeader(ctx context.Context, hdr http.Header, group int, timeout time.Duration,
+	call func(context.Context, *peer, http.Header) error,
+) (string, error) {
 	id, addr := s.node.GroupLeader(group)
 	if hdr.Get(seqd.HeaderForwarded) != "" || id == "" || addr == "" || id == s.node.ID() {
 		if id == "" {
-			return nil, "", nil, 0, seqd.ErrNoLeader
+			return "", seqd.ErrNoLeader
 		}
-		return nil, "", nil, 0, seqd.ErrNotLeader
+		return "", seqd.ErrNotLeader
 	}
 	fctx := ctx
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
-		fctx, cancel = context.WithTimeout(ctx, forwardTimeout)
+		fctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
 	h := http.Header{}
@@ -204,16 +225,15 @@ func (s *Server) onGroup(ctx context.Context, hdr http.Header, group int,
 	if a := hdr.Get("Authorization"); a != "" {
 		h.Set("Authorization", a) // the caller's token, already checked here
 	}
-	v, rh, err := remote(fctx, s.peer(addr), h)
-	if err != nil {
+	if err := call(fctx, s.peer(addr), h); err != nil {
 		if connect.IsWireError(err) {
-			return nil, "", nil, 0, err // the leader's own answer
+			return "", err // the leader's own answer
 		}
 		if ctx.Err() != nil {
-			return nil, "", nil, 0, ctx.Err()
+			return "", ctx.Err()
 		}
 		s.log.Warn("forwarding to a group's leader failed", "group", group, "leader", id, "addr", addr, "err", err)
-		return nil, "", nil, 0, fmt.Errorf("%w: group %d's leader %s unreachable", seqd.ErrNotLeader, group, id)
+		return "", fmt.Errorf("%w: group %d's leader %s unreachable", seqd.ErrNotLeader, group, id)
 	}
-	return v, addr, rh, 0, nil
+	return addr, nil
 }

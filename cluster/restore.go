@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
+	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/fsm"
 )
 
@@ -39,6 +41,9 @@ type RestoreConfig struct {
 	// ID, DataDir and RaftAdvertise are the new node's, as it will be
 	// started with `seqd serve` (--id, --data-dir, --raft-addr/--advertise-raft).
 	ID, DataDir, RaftAdvertise string
+	// Groups, when not 0, must be the backup's raft group count (the
+	// restored cluster runs as many groups as the backed-up one did).
+	Groups int
 }
 
 // RestoreResult describes a restore.
@@ -65,18 +70,23 @@ var stateFiles = []string{"raft.db", "fsm.db", "snapshots", "groups", groupsFile
 // PrepareRestore builds a data directory from which `seqd serve` starts a new
 // single-voter cluster whose state is the backup with every mark raised by
 // the margin, and a floor of the margin under every section of every space
-// (including spaces created later). The state is installed as a raft
-// snapshot (index 1, term 1, with a configuration of this node alone), so
-// servers that join later receive it through raft like any other state. The
-// restored cluster gets a new cluster ID, so that it is never taken for the
-// cluster the backup came from (see vouch.go).
+// (including spaces created later). The cluster runs as many raft groups as
+// the backed-up one (laid out as groups.go says, with the count recorded in
+// group-count and in every group's state, as a bootstrap records it); each
+// group's state is installed as a raft snapshot (index 1, term 1, with a
+// configuration of this node alone), so servers that join later receive it
+// through raft like any other state. The restored cluster gets a new
+// cluster ID, so that it is never taken for the cluster the backup came
+// from (see vouch.go).
 //
 // Everything is checked before anything is written to the data directory:
 // a directory that holds state, a file that is not a backup (or is of a
-// newer format), a backup from another cluster than FromCluster, a margin
+// newer format, or of another slot count), a backup of another group count
+// than Groups, a backup from another cluster than FromCluster, a margin
 // below the minimum: an error wrapping ErrInvalidConfig, ErrHasState,
-// ErrBadBackup, fsm.ErrWrongCluster or ErrMarginBelowMinimum, and the data
-// directory is left as it was. The backup file itself is never changed.
+// ErrBadBackup, fsm.ErrGroupCount, fsm.ErrWrongCluster or
+// ErrMarginBelowMinimum, and the data directory is left as it was. The
+// backup file itself is never changed.
 func PrepareRestore(rc RestoreConfig) (RestoreResult, error) {
 	var res RestoreResult
 	if rc.ID == "" || rc.DataDir == "" || rc.RaftAdvertise == "" {
@@ -97,20 +107,22 @@ func PrepareRestore(rc RestoreConfig) (RestoreResult, error) {
 	// Work on a copy outside the data directory, so that the backup stays
 	// as it was and nothing lands in the data directory before every check
 	// has passed.
-	tmp, err := os.CreateTemp("", "seqd-restore-*")
+	tmp, err := os.MkdirTemp("", "seqd-restore-*")
 	if err != nil {
 		return res, err
 	}
-	defer os.RemoveAll(tmp.Name())
-	tmp.Close()
-	work := tmp.Name() + ".db"
-	defer os.Remove(work)
+	defer os.RemoveAll(tmp)
+	work := filepath.Join(tmp, "backup.db")
 	if err := copyFile(rc.Backup, work); err != nil {
 		return res, fmt.Errorf("%w: reading %s: %v", ErrBadBackup, rc.Backup, err)
 	}
 	sum, err := fsm.InspectBackup(work)
 	if err != nil {
 		return res, fmt.Errorf("%w: %s: %v", ErrBadBackup, rc.Backup, err)
+	}
+	groups := sum.Info.GroupCount()
+	if rc.Groups != 0 && rc.Groups != groups {
+		return res, fmt.Errorf("%w: the backed-up cluster's raft group count is %d; --groups %d cannot change it (restore with --groups %d, or without --groups)", fsm.ErrGroupCount, groups, rc.Groups, groups)
 	}
 	if rc.FromCluster != "" && sum.Info.ClusterID != rc.FromCluster {
 		return res, fmt.Errorf("%w: it was taken from cluster %q, not %q", fsm.ErrWrongCluster, sum.Info.ClusterID, rc.FromCluster)
@@ -128,14 +140,18 @@ func PrepareRestore(rc RestoreConfig) (RestoreResult, error) {
 			ErrMarginBelowMinimum, res.Margin, res.MinMargin, rc.ValuesSince, rc.TermsSince, max(sum.MaxStep, rc.MaxStep))
 	}
 	res.ClusterID = NewClusterID()
-	res.RestoreSummary, err = fsm.PrepareRestore(work, fsm.RestoreOptions{Margin: res.Margin, ClusterID: res.ClusterID, FlakeFloorMs: rc.FlakeFloorMs})
+	states := make([]string, groups)
+	for g := range states {
+		states[g] = filepath.Join(tmp, fmt.Sprintf("group-%d.db", g))
+	}
+	res.RestoreSummary, err = fsm.PrepareRestoreGroups(work, states, fsm.RestoreOptions{Margin: res.Margin, ClusterID: res.ClusterID, FlakeFloorMs: rc.FlakeFloorMs})
 	if err != nil {
 		if errors.Is(err, fsm.ErrMarginTooLarge) {
 			return res, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 		}
 		return res, err
 	}
-	if err := writeRestored(rc, work); err != nil {
+	if err := writeRestored(rc, states); err != nil {
 		for _, name := range stateFiles {
 			_ = os.RemoveAll(filepath.Join(rc.DataDir, name))
 		}
@@ -144,13 +160,30 @@ func PrepareRestore(rc RestoreConfig) (RestoreResult, error) {
 	return res, nil
 }
 
-// writeRestored writes the raft state of a new single-voter cluster whose
-// snapshot is the prepared file at work.
-func writeRestored(rc RestoreConfig, work string) error {
+// writeRestored writes the group count and, for each group, the raft state
+// of a new single-voter cluster whose snapshot is the prepared file
+// states[g]. Group 0 comes last, as in a bootstrap: its state is what says
+// the server holds a cluster (see checkGroupState).
+func writeRestored(rc RestoreConfig, states []string) error {
 	if err := os.MkdirAll(rc.DataDir, 0o750); err != nil {
 		return err
 	}
-	ls, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(rc.DataDir, "raft.db")})
+	if err := writeGroups(rc.DataDir, len(states)); err != nil {
+		return err
+	}
+	for g := len(states) - 1; g >= 0; g-- {
+		if err := writeRestoredGroup(rc, groupDir(rc.DataDir, g), states[g]); err != nil {
+			return fmt.Errorf("group %d: %w", g, err)
+		}
+	}
+	return nil
+}
+
+func writeRestoredGroup(rc RestoreConfig, dir, state string) error {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return err
+	}
+	ls, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})
 	if err != nil {
 		return err
 	}
@@ -159,7 +192,7 @@ func writeRestored(rc RestoreConfig, work string) error {
 	if err := ls.SetUint64([]byte("CurrentTerm"), 1); err != nil {
 		return err
 	}
-	snaps, err := raft.NewFileSnapshotStore(rc.DataDir, 2, io.Discard)
+	snaps, err := raft.NewFileSnapshotStore(dir, 2, io.Discard)
 	if err != nil {
 		return err
 	}
@@ -169,7 +202,7 @@ func writeRestored(rc RestoreConfig, work string) error {
 	if err != nil {
 		return err
 	}
-	in, err := os.Open(work)
+	in, err := os.Open(state)
 	if err != nil {
 		_ = sink.Cancel()
 		return err
@@ -203,16 +236,64 @@ func copyFile(src, dst string) error {
 	return out.Close()
 }
 
-// ErrBackupGroups means a backup was asked of a cluster of several groups,
-// which this build cannot take: a copy of group 0 alone would lose every
-// other group's marks, and a cluster restored from it would repeat values.
-var ErrBackupGroups = errors.New("backup of a cluster of several raft groups is not supported by this build")
-
-// Backup writes a consistent copy of the node's state to w; see
-// group.Backup. A cluster of several groups refuses (ErrBackupGroups).
+// Backup writes a consistent copy of a cluster of one group's state to w
+// (see group.Backup): only the serving leader answers. A cluster of
+// several groups is backed up with BackupGroups.
 func (n *Node) Backup(w io.Writer) (int64, error) {
 	if len(n.groups) > 1 {
-		return 0, fmt.Errorf("%w (%d groups)", ErrBackupGroups, len(n.groups))
+		return 0, fmt.Errorf("cluster: a cluster of %d groups is backed up by every group's leader (BackupGroups)", len(n.groups))
 	}
 	return n.grp.Backup(w)
+}
+
+// BackupGroup writes group g's part of a backup to w: a copy of the
+// group's state as group.Backup takes it, only on its serving leader.
+func (n *Node) BackupGroup(g int, w io.Writer) (int64, error) {
+	if g < 0 || g >= len(n.groups) {
+		return 0, fmt.Errorf("%w: group %d of %d", seqd.ErrInvalidArgument, g, len(n.groups))
+	}
+	return n.groups[g].Backup(w)
+}
+
+// BackupGroups writes to w one backup of every group of the cluster (see
+// fsm.MergeBackups). part(ctx, g, w) writes group g's part as its serving
+// leader takes it (BackupGroup there, on this server or another); the parts
+// are fetched one after the other into temporary files, so that each comes
+// whole from one leader, and merged once all have arrived. A part that
+// fails fails the backup.
+func (n *Node) BackupGroups(ctx context.Context, w io.Writer, part func(ctx context.Context, g int, w io.Writer) error) (int64, error) {
+	dir, err := os.MkdirTemp("", "seqd-backup-*")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	parts := make([]string, len(n.groups))
+	for g := range parts {
+		parts[g] = filepath.Join(dir, fmt.Sprintf("part-%d.db", g))
+		if err := writePart(ctx, parts[g], g, part); err != nil {
+			return 0, err
+		}
+	}
+	merged := filepath.Join(dir, "backup.db")
+	if _, err := fsm.MergeBackups(merged, parts); err != nil {
+		return 0, err
+	}
+	in, err := os.Open(merged)
+	if err != nil {
+		return 0, err
+	}
+	defer in.Close()
+	return io.Copy(w, in)
+}
+
+func writePart(ctx context.Context, path string, g int, part func(ctx context.Context, g int, w io.Writer) error) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	err = part(ctx, g, f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

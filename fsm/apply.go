@@ -82,16 +82,7 @@ func (f *FSM) applyCreate(l *raft.Log, s seqd.Space) error {
 		}
 		return fmt.Errorf("%w: %q has step %d and section size %d", seqd.ErrSpaceExists, old.Name, old.Step, old.SectionSize)
 	}
-	if err := f.write(l, func(tx *bolt.Tx) error {
-		v := make([]byte, spaceValueLen)
-		binary.BigEndian.PutUint64(v[:8], s.Step)
-		binary.BigEndian.PutUint64(v[8:], s.SectionSize)
-		if err := tx.Bucket(bucketSpaces).Put([]byte(s.Name), v); err != nil {
-			return err
-		}
-		_, err := tx.Bucket(bucketMarks).CreateBucketIfNotExists([]byte(s.Name))
-		return err
-	}); err != nil {
+	if err := f.write(l, func(tx *bolt.Tx) error { return putSpace(tx, s) }); err != nil {
 		return err
 	}
 	f.mu.Lock()
@@ -99,6 +90,18 @@ func (f *FSM) applyCreate(l *raft.Log, s seqd.Space) error {
 	f.marks[s.Name] = make(map[uint64]uint64)
 	f.mu.Unlock()
 	return nil
+}
+
+// putSpace writes a space's settings and its (empty) marks bucket.
+func putSpace(tx *bolt.Tx, s seqd.Space) error {
+	v := make([]byte, spaceValueLen)
+	binary.BigEndian.PutUint64(v[:8], s.Step)
+	binary.BigEndian.PutUint64(v[8:], s.SectionSize)
+	if err := tx.Bucket(bucketSpaces).Put([]byte(s.Name), v); err != nil {
+		return err
+	}
+	_, err := tx.Bucket(bucketMarks).CreateBucketIfNotExists([]byte(s.Name))
+	return err
 }
 
 func (f *FSM) applyServerSeen(l *raft.Log, id string, index uint64) error {

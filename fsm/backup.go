@@ -39,16 +39,37 @@ func (f *FSM) Backup(w io.Writer) (int64, error) {
 
 // BackupInfo says where and when a backup was taken. WriteBackup stores it
 // in the backup file (a "backup" bucket, format 2); PrepareRestore reads it.
+// A backup of a cluster of several raft groups (MergeBackups, format 4)
+// also records the group and slot counts and each group's part.
 type BackupInfo struct {
 	// ClusterID is the ID of the cluster the backup came from ("" for a
 	// cluster still on protocol 1).
 	ClusterID string
 	// Term and Index are the leader's raft term and applied index when the
-	// backup was taken.
+	// backup was taken: group 0's in a backup of several groups.
 	Term, Index uint64
-	// Taken is the leader's wall-clock time when the backup was taken.
+	// Taken is the leader's wall-clock time when the backup was taken
+	// (group 0's leader's in a backup of several groups).
 	Taken time.Time
+	// Groups is the cluster's raft group count and Slots its slot count
+	// (seqd.SlotCount); both 0 in a backup of one group, which owns every
+	// section whatever the slots.
+	Groups, Slots int
+	// Parts holds, for a backup of several groups, each group's part: the
+	// raft term and applied index of its leader, and the time, it was
+	// taken at (Parts[0] is Term, Index and Taken). Nil for one group.
+	Parts []GroupPart
 }
+
+// GroupPart says when one group's part of a backup was taken.
+type GroupPart struct {
+	Term, Index uint64
+	Taken       time.Time
+}
+
+// GroupCount returns the group count of the cluster the backup came from:
+// 1 for a backup of one group.
+func (i BackupInfo) GroupCount() int { return max(i.Groups, 1) }
 
 var (
 	keyInfoCluster = []byte("cluster")
@@ -61,6 +82,9 @@ func readBackupInfo(b *bolt.Bucket) (BackupInfo, error) {
 	var info BackupInfo
 	err := b.ForEach(func(k, v []byte) error {
 		if v == nil {
+			if string(k) == string(bucketInfoParts) {
+				return nil // read below
+			}
 			return fmt.Errorf("%q is a bucket", k)
 		}
 		if string(k) == string(keyInfoCluster) {
@@ -84,12 +108,25 @@ func readBackupInfo(b *bolt.Bucket) (BackupInfo, error) {
 				return errors.New("time out of range")
 			}
 			info.Taken = time.Unix(0, int64(n)).UTC()
+		case string(keyInfoGroups):
+			if n < 2 || n > seqd.MaxGroups {
+				return fmt.Errorf("group count %d (want 2 to %d)", n, seqd.MaxGroups)
+			}
+			info.Groups = int(n)
+		case string(keyInfoSlots):
+			if n == 0 || n > math.MaxInt32 {
+				return fmt.Errorf("slot count %d", n)
+			}
+			info.Slots = int(n)
 		default:
 			return fmt.Errorf("unexpected key %q", k)
 		}
 		return nil
 	})
-	return info, err
+	if err != nil {
+		return info, err
+	}
+	return info, readGroupParts(b, &info)
 }
 
 // WriteBackup writes a backup to w: a consistent copy of the whole state as
@@ -262,6 +299,10 @@ func openBackup(path string) (*bolt.DB, *state, RestoreSummary, error) {
 		return nil, nil, sum, fmt.Errorf("fsm: %s is not a valid seqd backup: %w", path, err)
 	}
 	describe(st, &sum)
+	if sum.Info.Slots != 0 && sum.Info.Slots != seqd.SlotCount {
+		db.Close()
+		return nil, nil, sum, fmt.Errorf("%w: the backup places sections on %d slots, this build on %d: restore it with a build of its slot count", ErrSlotCount, sum.Info.Slots, seqd.SlotCount)
+	}
 	return db, st, sum, nil
 }
 
@@ -281,17 +322,34 @@ func describe(st *state, sum *RestoreSummary) {
 }
 
 // PrepareRestore turns the backup file at path (written by WriteBackup or
-// Backup) into the state a restored cluster starts from, in place: it
-// validates the file, then raises every section's high-water mark by the
-// margin, every space's base (the floor of sections the backup never
-// raised) by the margin, and sets a cluster-wide floor of at least the
-// margin under every section of every space, including spaces created after
-// the restore (values a space created after the backup handed out are then
-// never handed out again either). It gives the state the new cluster ID and
-// protocol 2, and drops what belonged to the old cluster's raft log (the
-// applied index, the servers seen, the lease record, the backup's
-// description).
+// Backup) into the state a restored cluster of one group starts from, in
+// place; see PrepareRestoreGroups. A backup of several groups is refused
+// (ErrGroupCount): it restores into one state per group.
 func PrepareRestore(path string, o RestoreOptions) (RestoreSummary, error) {
+	return PrepareRestoreGroups(path, []string{path}, o)
+}
+
+// PrepareRestoreGroups turns the backup file at backup into the states the
+// groups of a restored cluster start from: out[g] for group g, as many as
+// the backup holds groups (one for a backup of one group; ErrGroupCount
+// otherwise). Each out[g] is written (replaced if it exists) from a copy of
+// the backup, except that out[0] may be backup itself, which is then
+// changed in place; otherwise the backup is not changed.
+//
+// It validates the backup, then, in every group's state, raises the
+// high-water mark of each of the group's sections by the margin (the other
+// groups' marks are dropped: sections never move between groups), every
+// space's base (the floor of sections the backup never raised) by the
+// margin, and sets a cluster-wide floor of at least the margin under every
+// section of every space, including spaces created after the restore
+// (values a space created after the backup handed out are then never handed
+// out again either). It gives every state the new cluster ID, protocol
+// ProtocolVersion and the group count, as a bootstrapped cluster's entries
+// record them, and drops what belonged to the old cluster's raft logs (the
+// applied index, the servers seen, the lease record, the backup's
+// description). Group 0 keeps the flake namespaces, under the time floor;
+// the other groups hold none.
+func PrepareRestoreGroups(backup string, out []string, o RestoreOptions) (RestoreSummary, error) {
 	var sum RestoreSummary
 	if o.Margin == 0 {
 		return sum, errors.New("fsm: a restore needs a margin of at least 1")
@@ -299,24 +357,22 @@ func PrepareRestore(path string, o RestoreOptions) (RestoreSummary, error) {
 	if o.ClusterID == "" || len(o.ClusterID) > maxClusterIDLen {
 		return sum, errors.New("fsm: a restore needs a new cluster ID")
 	}
-	db, st, sum, err := openBackup(path)
+	db, st, sum, err := openBackup(backup)
 	if err != nil {
 		return sum, err
 	}
-	defer db.Close()
+	db.Close()
+	n := sum.Info.GroupCount()
+	if len(out) != n {
+		return sum, fmt.Errorf("%w: the backup holds %d groups, not %d", ErrGroupCount, n, len(out))
+	}
 	if o.FromCluster != "" && sum.Info.ClusterID != o.FromCluster {
 		return sum, fmt.Errorf("%w: it was taken from cluster %q, not %q", ErrWrongCluster, sum.Info.ClusterID, o.FromCluster)
 	}
 	if sum.Info.ClusterID == o.ClusterID {
 		return sum, errors.New("fsm: the restored cluster needs an ID of its own")
 	}
-	add := func(v uint64) (uint64, error) {
-		if v > math.MaxInt64-o.Margin {
-			return 0, ErrMarginTooLarge
-		}
-		return v + o.Margin, nil
-	}
-	floor, err := add(st.ext.floor)
+	floor, err := addMargin(st.ext.floor, o.Margin)
 	if err != nil {
 		return sum, err
 	}
@@ -328,35 +384,79 @@ func PrepareRestore(path string, o RestoreOptions) (RestoreSummary, error) {
 		}
 	}
 	sum.HighestAfter = floor
+	for g, path := range out {
+		if path != backup {
+			if err := copyPath(backup, path); err != nil {
+				return RestoreSummary{}, fmt.Errorf("fsm: preparing restore: %w", err)
+			}
+		}
+		highest, err := prepareGroup(path, st, g, n, floor, o)
+		if err != nil {
+			if errors.Is(err, ErrMarginTooLarge) {
+				return sum, err
+			}
+			return RestoreSummary{}, fmt.Errorf("fsm: preparing restore of group %d: %w", g, err)
+		}
+		sum.HighestAfter = max(sum.HighestAfter, highest)
+	}
+	return sum, nil
+}
+
+func addMargin(v, margin uint64) (uint64, error) {
+	if v > math.MaxInt64-margin {
+		return 0, ErrMarginTooLarge
+	}
+	return v + margin, nil
+}
+
+// prepareGroup turns the copy of the backup (whose state is st) at path into
+// group g's state among n groups (see PrepareRestoreGroups), and returns
+// the highest mark or base it wrote.
+func prepareGroup(path string, st *state, g, n int, floor uint64, o RestoreOptions) (uint64, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: openTimeout})
+	if err != nil {
+		return 0, err
+	}
+	var highest uint64
 	err = db.Update(func(tx *bolt.Tx) error {
 		bases, err := tx.CreateBucketIfNotExists(bucketBases)
 		if err != nil {
 			return err
 		}
 		for name := range st.spaces {
-			nb, err := add(st.bases[name])
+			nb, err := addMargin(st.bases[name], o.Margin)
 			if err != nil {
 				return err
 			}
 			if err := bases.Put([]byte(name), u64(nb)); err != nil {
 				return err
 			}
-			sum.HighestAfter = max(sum.HighestAfter, nb)
+			highest = max(highest, nb)
 			b := tx.Bucket(bucketMarks).Bucket([]byte(name))
 			for sec, m := range st.marks[name] {
-				nm, err := add(m)
+				if n > 1 && seqd.SlotGroup(seqd.SlotOf(name, sec), n) != g {
+					if err := b.Delete(u64(sec)); err != nil {
+						return err
+					}
+					continue
+				}
+				nm, err := addMargin(m, o.Margin)
 				if err != nil {
 					return err
 				}
 				if err := b.Put(u64(sec), u64(nm)); err != nil {
 					return err
 				}
-				sum.HighestAfter = max(sum.HighestAfter, nm)
+				highest = max(highest, nm)
 			}
 		}
 		// The old cluster's servers, raft position and leases are not this
-		// one's.
-		for _, name := range [][]byte{bucketServers, bucketBackup} {
+		// one's; flake namespaces are group 0's alone.
+		drop := [][]byte{bucketServers, bucketBackup}
+		if g > 0 {
+			drop = append(drop, bucketFlake)
+		}
+		for _, name := range drop {
 			if tx.Bucket(name) != nil {
 				if err := tx.DeleteBucket(name); err != nil {
 					return err
@@ -364,29 +464,33 @@ func PrepareRestore(path string, o RestoreOptions) (RestoreSummary, error) {
 			}
 		}
 		meta := tx.Bucket(bucketMeta)
-		for _, k := range [][]byte{keyApplied, keyLease, keyGroups} {
+		for _, k := range [][]byte{keyApplied, keyLease} {
 			if err := meta.Delete(k); err != nil {
 				return err
 			}
 		}
 		for _, kv := range []struct{ k, v []byte }{
 			{keyFloor, u64(floor)}, {keyCluster, []byte(o.ClusterID)},
-			{keyProtocol, u64(ProtocolVersion)},
+			{keyProtocol, u64(ProtocolVersion)}, {keyGroups, u64(uint64(n))},
+			// Format 2, or 3 with flake state: never a backup's format 4.
+			{keyFormat, u64(2)},
 		} {
 			if err := meta.Put(kv.k, kv.v); err != nil {
 				return err
 			}
 		}
-		if err := restoreFlake(tx, o.FlakeFloorMs); err != nil {
-			return err
+		if g == 0 {
+			if err := restoreFlake(tx, o.FlakeFloorMs); err != nil {
+				return err
+			}
 		}
-		return setFormat(tx, 2)
+		if tx.Bucket(bucketFlake) != nil {
+			return setFormat(tx, flakeFormat)
+		}
+		return nil
 	})
-	if err != nil {
-		if errors.Is(err, ErrMarginTooLarge) {
-			return sum, err
-		}
-		return RestoreSummary{}, fmt.Errorf("fsm: preparing restore: %w", err)
+	if cerr := db.Close(); err == nil {
+		err = cerr
 	}
-	return sum, nil
+	return highest, err
 }

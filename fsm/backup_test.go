@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -62,15 +63,7 @@ func TestBackupAndPrepareRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	for _, c := range []struct {
-		space string
-		sec   uint64
-		want  uint64
-	}{{"a", 3, 1100}, {"a", 4, 1050}, {"a", 9, 1000}, {"b", 0, 1000}, {"nope", 0, 1000}} {
-		if got := r.Max(c.space, c.sec); got != c.want {
-			t.Errorf("Max(%s, %d) = %d, want %d", c.space, c.sec, got, c.want)
-		}
-	}
+	checkMax(t, r, maxWant{"a", 3, 1100}, maxWant{"a", 4, 1050}, maxWant{"a", 9, 1000}, maxWant{"b", 0, 1000}, maxWant{"nope", 0, 1000})
 	if r.AppliedIndex() != 0 {
 		t.Errorf("applied index %d survived the restore", r.AppliedIndex())
 	}
@@ -111,6 +104,21 @@ func TestBackupAndPrepareRestore(t *testing.T) {
 	}
 	if got := r2.Max("late", 3); got != 1000 || r2.ClusterID() != "new" {
 		t.Fatalf("floor or cluster lost in a snapshot round trip: Max = %d, cluster %q", got, r2.ClusterID())
+	}
+}
+
+// maxWant is a section's expected high-water mark.
+type maxWant struct {
+	space     string
+	sec, want uint64
+}
+
+func checkMax(t *testing.T, f *FSM, want ...maxWant) {
+	t.Helper()
+	for _, c := range want {
+		if got := f.Max(c.space, c.sec); got != c.want {
+			t.Errorf("Max(%s, %d) = %d, want %d", c.space, c.sec, got, c.want)
+		}
 	}
 }
 
@@ -210,7 +218,7 @@ func TestWriteBackupRecordsItsOrigin(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := BackupInfo{ClusterID: "c1", Term: 7, Index: 3, Taken: taken}
-	if sum.Info != want || sum.MaxStep != 700 || sum.HighestBefore != 1400 || sum.Spaces != 1 || sum.Sections != 1 {
+	if !reflect.DeepEqual(sum.Info, want) || sum.MaxStep != 700 || sum.HighestBefore != 1400 || sum.Spaces != 1 || sum.Sections != 1 {
 		t.Fatalf("inspect: %+v", sum)
 	}
 	if _, err := PrepareRestore(path, RestoreOptions{Margin: 10, ClusterID: "c2", FromCluster: "other"}); !errors.Is(err, ErrWrongCluster) {

@@ -51,8 +51,10 @@ var (
 // from then on; the first release reads format 1 only and refuses format 2
 // with "written by a newer seqd". Format 3 adds the flake bucket (see
 // flakeFormat): a file is written as format 3 once it holds flake state,
-// and builds that read format 2 at most refuse it the same way.
-const formatVersion = 3
+// and builds that read format 2 at most refuse it the same way. Format 4
+// is a backup of several raft groups (see groupsBackupFormat), never a
+// group's own state; builds that read format 3 at most refuse it.
+const formatVersion = 4
 
 // baseFormat is the format a new file is written in.
 const baseFormat = 1
@@ -361,6 +363,13 @@ func loadState(tx *bolt.Tx) (*state, error) {
 	}
 	if st.format < 2 && (st.ext != extState{} || st.backup != nil) {
 		return nil, errors.New("meta: format 2 state in a file that says format 1")
+	}
+	severalGroups := st.backup != nil && st.backup.Groups != 0
+	switch {
+	case severalGroups && st.format < groupsBackupFormat:
+		return nil, fmt.Errorf("meta: a backup of several groups in a file that says format %d", st.format)
+	case !severalGroups && st.format >= groupsBackupFormat:
+		return nil, fmt.Errorf("meta: format %d is a backup of several groups, and this file records none", st.format)
 	}
 	var err error
 	if st.flake, err = loadFlake(tx); err != nil {

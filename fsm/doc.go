@@ -38,7 +38,9 @@
 //     it holds format 2 state; a file of a newer format, or one whose contents
 //     do not validate, is refused, never misread.
 //   - Snapshots, restore (snapshot.go) and backups (backup.go): each is the
-//     bbolt file itself, validated in full before it replaces any state.
+//     bbolt file itself, validated in full before it replaces any state. A
+//     backup of several raft groups is merged from each group's into one
+//     file, and a restore splits it again by group (backup_groups.go).
 //
 // # What it never does
 //

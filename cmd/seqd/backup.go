@@ -16,7 +16,9 @@ import (
 func cmdBackup(args []string) error {
 	fs := cli.NewFlagSet("backup", "seqd backup [--addr A] FILE",
 		"Writes a consistent copy of the cluster's replicated state (spaces and high-water marks),\n"+
-			"taken from the leader, to FILE. Restore it with seqd restore.")
+			"taken from the leader, to FILE. With several raft groups, every group's part comes from that\n"+
+			"group's leader, and FILE records the raft term each part was taken at. Restore it with seqd\n"+
+			"restore.")
 	cf := addClientFlags(fs)
 	ops, err := cli.ParseFlags(fs, args)
 	if err != nil {
@@ -61,7 +63,20 @@ func cmdBackup(args []string) error {
 	fmt.Printf("wrote %d bytes to %s: %d spaces, %d sections, highest mark %d; cluster %s, raft term %d, index %d, taken %s\n",
 		n, ops[0], sum.Spaces, sum.Sections, sum.HighestBefore, orNone(sum.Info.ClusterID), sum.Info.Term, sum.Info.Index,
 		sum.Info.Taken.Format(time.RFC3339))
+	printParts(sum.Info)
 	return nil
+}
+
+// printParts prints, for a backup of several raft groups, the counts and
+// the raft term and index each group's part was taken at.
+func printParts(info fsm.BackupInfo) {
+	if info.Groups == 0 {
+		return
+	}
+	fmt.Printf("%d raft groups over %d slots; each group's part taken at:\n", info.Groups, info.Slots)
+	for g, p := range info.Parts {
+		fmt.Printf("  group %d: raft term %d, index %d, taken %s\n", g, p.Term, p.Index, p.Taken.Format(time.RFC3339Nano))
+	}
 }
 
 func orNone(s string) string {
@@ -73,11 +88,12 @@ func orNone(s string) string {
 
 func cmdRestore(args []string) error {
 	host, _ := os.Hostname()
-	fs := cli.NewFlagSet("restore", "seqd restore --values-since V --terms-since T [--max-step S] [--margin M] [--from-cluster ID] [--id ID] [--data-dir D] [--raft-addr A] FILE",
+	fs := cli.NewFlagSet("restore", "seqd restore --values-since V --terms-since T [--max-step S] [--margin M] [--from-cluster ID] [--groups N] [--id ID] [--data-dir D] [--raft-addr A] FILE",
 		"Builds the data directory of the first node of a NEW cluster from a backup taken with seqd\n"+
 			"backup. Values handed out after the backup was taken are not in it, so every section's\n"+
 			"high-water mark is raised by a margin, and every section of every space, including spaces\n"+
-			"created after the backup, starts above the margin.\n\n"+
+			"created after the backup, starts above the margin. The new cluster runs as many raft groups\n"+
+			"as the backed-up one (--groups, when given, must be that count).\n\n"+
 			"Guarantee: the restored cluster never hands out a value the old cluster handed out, as long as\n"+
 			"the bounds below hold for what happened between the backup and the loss of the old cluster:\n"+
 			"  --values-since V  the most values any one section's keys took after the backup, including values\n"+
@@ -85,14 +101,19 @@ func cmdRestore(args []string) error {
 			"                    seqd_values_taken_total, summed over its servers, bounds it)\n"+
 			"  --terms-since T   the leader terms after the backup, counting the one serving when it was taken\n"+
 			"                    (the increase of the raft term, plus 1; or 1 + the seconds since the backup\n"+
-			"                    divided by the shortest --lease any server used: a new leader waits a lease)\n"+
+			"                    divided by the shortest --lease any server used: a new leader waits a lease).\n"+
+			"                    With several raft groups, each group counts its own terms from its own part of\n"+
+			"                    the backup: T is the largest, over the groups, of the increase of the group's\n"+
+			"                    term (seqd_group_raft_term{group=\"g\"}, highest on any server) since the term\n"+
+			"                    its part records (printed below and by seqd backup), plus 1\n"+
 			"  --max-step S      the largest step of any space, including spaces created after the backup\n"+
 			"                    (default: the largest in the backup)\n"+
 			"The minimum margin is V + T x (1,000,000 + 2 x S); the proof is in DESIGN.md. --margin may\n"+
 			"give a larger one (a larger margin only makes the values jump further).\n\n"+
 			"Stop every server of the old cluster that still runs before starting the restored node.\n\n"+
 			"Refused, with exit status 2 and nothing written: a data directory that holds state, a file that\n"+
-			"is not a seqd backup or was written by a newer seqd, a backup from another cluster than\n"+
+			"is not a seqd backup or was written by a newer seqd, a backup of another slot count than this\n"+
+			"build's, a --groups other than the backup's group count, a backup from another cluster than\n"+
 			"--from-cluster, a margin below the minimum, a backup with flake namespaces without a --flake-floor\n"+
 			"after its highest grant.\n\n"+
 			"Flake ids: --flake-floor T (RFC 3339) is the time under every flake namespace of the restored\n"+
@@ -108,6 +129,7 @@ func cmdRestore(args []string) error {
 	maxStep := fs.Uint64("max-step", 0, "largest step of any space, also of spaces created after the backup (default: the backup's largest)")
 	margin := fs.Uint64("margin", 0, "margin to use instead of the minimum (must not be below it)")
 	from := fs.String("from-cluster", "", "refuse unless the backup was taken from this cluster ID")
+	groups := fs.Int("groups", 0, "refuse unless the backup is of a cluster of this many raft groups (default: the backup's count)")
 	flakeFloor := fs.String("flake-floor", "", "RFC 3339 time under every flake namespace: after the old cluster's last server stopped, plus 30 s (default: now plus one minute)")
 	id := fs.String("id", host, "the new node's ID (as for serve)")
 	dataDir := fs.String("data-dir", "./seqd-data", "the new node's data directory; must not hold state")
@@ -139,10 +161,10 @@ func cmdRestore(args []string) error {
 	res, err := cluster.PrepareRestore(cluster.RestoreConfig{
 		FlakeFloorMs: floorMs,
 		Backup:       ops[0], ValuesSince: *values, TermsSince: *terms, MaxStep: *maxStep, Margin: *margin,
-		FromCluster: *from, ID: *id, DataDir: *dataDir, RaftAdvertise: *advRaft,
+		FromCluster: *from, ID: *id, DataDir: *dataDir, RaftAdvertise: *advRaft, Groups: *groups,
 	})
 	if err != nil {
-		for _, refused := range []error{cluster.ErrInvalidConfig, cluster.ErrHasState, cluster.ErrBadBackup, cluster.ErrMarginBelowMinimum, fsm.ErrWrongCluster, fsm.ErrFlakeFloor} {
+		for _, refused := range []error{cluster.ErrInvalidConfig, cluster.ErrHasState, cluster.ErrBadBackup, cluster.ErrMarginBelowMinimum, fsm.ErrWrongCluster, fsm.ErrFlakeFloor, fsm.ErrGroupCount} {
 			if errors.Is(err, refused) {
 				return cli.Usagef("%v", err)
 			}
@@ -153,8 +175,16 @@ func cmdRestore(args []string) error {
 	info := res.Info
 	fmt.Printf("backup: cluster %s, raft term %d, index %d, taken %s; %d spaces, %d sections, largest step %d\n",
 		orNone(info.ClusterID), info.Term, info.Index, info.Taken.Format(time.RFC3339), res.Spaces, res.Sections, res.MaxStep)
+	printParts(info)
+	if info.Groups != 0 {
+		fmt.Printf("--terms-since must bound every group's terms since its part: the largest increase of any group's seqd_group_raft_term{group=\"g\"} since its term listed above, plus 1\n")
+	}
 	fmt.Printf("minimum margin for %d values and %d terms since the backup: %d; margin used: %d\n", *values, *terms, res.MinMargin, res.Margin)
-	fmt.Printf("restored into %s as new cluster %s; highest mark %d -> %d\n", abs, res.ClusterID, res.HighestBefore, res.HighestAfter)
+	groupsNote := "one raft group"
+	if n := info.GroupCount(); n > 1 {
+		groupsNote = fmt.Sprintf("%d raft groups", n)
+	}
+	fmt.Printf("restored into %s as new cluster %s (%s); highest mark %d -> %d\n", abs, res.ClusterID, groupsNote, res.HighestBefore, res.HighestAfter)
 	fmt.Printf("flake: %d namespaces, highest grant ends %s; time floor %s\n", res.FlakeNamespaces,
 		time.UnixMilli(res.FlakeHighestMs).UTC().Format(time.RFC3339Nano), time.UnixMilli(floorMs).UTC().Format(time.RFC3339Nano))
 	fmt.Printf("next: seqd serve --id %s --data-dir %s --raft-addr %s [other flags as before]\n", *id, *dataDir, *raftAddr)

@@ -1,7 +1,11 @@
 package main_test
 
 import (
+	"encoding/binary"
+	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -49,6 +53,31 @@ func writeBackup(t *testing.T) string {
 	return path
 }
 
+// editedCopy returns a copy of the backup file at src in which the 8-byte
+// value v is put under key in bucket.
+func editedCopy(t *testing.T, src, bucket, key string, v uint64) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "edited.db")
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket([]byte(bucket)).Put([]byte(key), binary.BigEndian.AppendUint64(nil, v))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // TestRestoreRefusesBadInput: every refusal of `seqd restore` exits 2 with
 // a clear message and writes nothing into the data directory; a good
 // restore prints the minimum margin and the new cluster ID.
@@ -58,21 +87,7 @@ func TestRestoreRefusesBadInput(t *testing.T) {
 	if err := os.WriteFile(garbage, []byte(strings.Repeat("not a backup ", 1000)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	newer := filepath.Join(t.TempDir(), "newer.db")
-	b, _ := os.ReadFile(backup)
-	if err := os.WriteFile(newer, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	db, err := bolt.Open(newer, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket([]byte("meta")).Put([]byte("format"), []byte{0, 0, 0, 0, 0, 0, 0, 9})
-	}); err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
+	newer := editedCopy(t, backup, "meta", "format", 9)
 	withState := t.TempDir()
 	if err := os.WriteFile(filepath.Join(withState, "raft.db"), []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
@@ -198,5 +213,149 @@ func TestRestoreFlakeFloor(t *testing.T) {
 	floor, err := time.Parse(time.RFC3339Nano, got)
 	if code != 0 || err != nil || floor.Before(before.Add(time.Minute)) || floor.After(after.Add(time.Minute)) {
 		t.Fatalf("restore with the default floor: exit %d, floor %v (%v), want the restore's time plus a minute; %q %q", code, floor, err, o, e)
+	}
+}
+
+// writeGroupsBackup builds the backup of cluster "c3" of three raft groups
+// (as `seqd backup` merges it from each group's part): space "s" (step 500)
+// with one raised section per group, parts taken at terms 4, 6 and 9.
+func writeGroupsBackup(t *testing.T) string {
+	t.Helper()
+	const n = 3
+	dir := t.TempDir()
+	var parts []string
+	for g, term := range []uint64{4, 6, 9} {
+		f, err := fsm.Open(filepath.Join(dir, fmt.Sprintf("fsm-%d.db", g)), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sec := uint64(0)
+		for seqd.SlotGroup(seqd.SlotOf("s", sec), n) != g {
+			sec++
+		}
+		for i, cmd := range [][]byte{
+			fsm.EncodeClusterGroups("c3", fsm.ProtocolVersion, n),
+			fsm.EncodeCreateSpace(seqd.Space{Name: "s", Step: 500, SectionSize: 10}),
+			fsm.EncodeRaise([]seqd.Mark{{Space: "s", Section: sec, Max: 1500 * uint64(g+1)}}),
+		} {
+			if err, ok := f.Apply(&raft.Log{Index: uint64(i + 1), Type: raft.LogCommand, Data: cmd}).(error); ok {
+				t.Fatal(err)
+			}
+		}
+		part := filepath.Join(dir, fmt.Sprintf("part-%d.db", g))
+		out, err := os.Create(part)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteBackup(out, fsm.BackupInfo{ClusterID: "c3", Term: term, Index: 3, Taken: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		out.Close()
+		f.Close()
+		parts = append(parts, part)
+	}
+	path := filepath.Join(dir, "backup.db")
+	if _, err := fsm.MergeBackups(path, parts); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestRestoreGroups: a backup of three raft groups restores into a data
+// directory laid out for three groups (group 0 at the top, groups/1 and
+// groups/2, the group-count file), with or without --groups 3, and prints
+// each group's term and how to bound the terms since; --groups 2, or a
+// backup of another slot count, is refused with exit status 2 and nothing
+// written. A backup of one group written by the previous build restores
+// into one group, as before.
+func TestRestoreGroups(t *testing.T) {
+	backup := writeGroupsBackup(t)
+	otherSlots := editedCopy(t, backup, "backup", "slots", 1024)
+	restore := func(file string, extra ...string) (string, string, int, string) {
+		d := filepath.Join(t.TempDir(), "d")
+		args := append(append([]string{"restore", "--values-since", "10", "--terms-since", "2"}, extra...), "--id", "r1", "--data-dir", d, "--raft-addr", "127.0.0.1:7711", file)
+		o, e, code := runCLI(t, nil, args...)
+		return o, e, code, d
+	}
+	for _, tc := range []struct {
+		name, file string
+		extra      []string
+		msg        string
+	}{
+		{"another group count", backup, []string{"--groups", "2"}, "raft group count is 3; --groups 2 cannot change it"},
+		{"one group asked for", backup, []string{"--groups", "1"}, "--groups 1 cannot change it"},
+		{"another slot count", otherSlots, nil, "1024 slots"},
+	} {
+		o, e, code, d := restore(tc.file, tc.extra...)
+		if code != 2 || !strings.Contains(e, tc.msg) {
+			t.Fatalf("%s: exit %d, stderr %q (stdout %q); want 2 and %q", tc.name, code, e, o, tc.msg)
+		}
+		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%s: a refused restore created %s (%v)", tc.name, d, err)
+		}
+	}
+	for _, extra := range [][]string{nil, {"--groups", "3"}} {
+		o, e, code, d := restore(backup, extra...)
+		if code != 0 {
+			t.Fatalf("restore %v: exit %d %s %s", extra, code, o, e)
+		}
+		for _, want := range []string{"cluster c3, raft term 4", "3 raft groups over 4096 slots", "group 1: raft term 6", "group 2: raft term 9",
+			"largest increase of any group's seqd_group_raft_term", "(3 raft groups)", "highest mark 4500 -> "} {
+			if !strings.Contains(o, want) {
+				t.Errorf("restore %v output lacks %q:\n%s", extra, want, o)
+			}
+		}
+		if c, err := os.ReadFile(filepath.Join(d, "group-count")); err != nil || strings.TrimSpace(string(c)) != "3" {
+			t.Fatalf("group-count: %q %v", c, err)
+		}
+		for _, g := range []string{".", "groups/1", "groups/2"} {
+			if _, err := os.Stat(filepath.Join(d, g, "raft.db")); err != nil {
+				t.Fatalf("group directory %s: %v", g, err)
+			}
+		}
+	}
+	old := filepath.Join(t.TempDir(), "old.db")
+	b, err := os.ReadFile(filepath.Join("..", "..", "fsm", "testdata", "backup-format2.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(old, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, e, code, _ := restore(old, "--groups", "3"); code != 2 || !strings.Contains(e, "raft group count is 1; --groups 3") {
+		t.Fatalf("an old backup restored into 3 groups: exit %d, %q", code, e)
+	}
+	o, e, code, d := restore(old)
+	if code != 0 || !strings.Contains(o, "cluster c-old, raft term 7, index 4") || !strings.Contains(o, "(one raft group)") || strings.Contains(o, "slots") {
+		t.Fatalf("restore of the previous build's backup: exit %d %s %s", code, o, e)
+	}
+	if _, err := os.Stat(filepath.Join(d, "groups")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a backup of one group restored with groups/: %v", err)
+	}
+}
+
+// lastBuildBeforeGroupBackups is the last commit whose backups and restores
+// knew one raft group only (its backup of several groups was refused).
+const lastBuildBeforeGroupBackups = "83443f4"
+
+// TestPreviousBuildRefusesBackupOfGroups: the build before backups of
+// several groups refuses one (format 4) with exit status 2, saying it was
+// written by a newer seqd, and writes nothing: it never restores one group
+// of it as a whole cluster.
+func TestPreviousBuildRefusesBackupOfGroups(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the previous build")
+	}
+	prev := buildPrevious(t, lastBuildBeforeGroupBackups)
+	backup := writeGroupsBackup(t)
+	d := filepath.Join(t.TempDir(), "d")
+	cmd := exec.Command(prev, "restore", "--values-since", "10", "--terms-since", "2", "--id", "r1", "--data-dir", d, "--raft-addr", "127.0.0.1:7711", backup)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "data format 4 was written by a newer seqd") {
+		t.Fatalf("the previous build's restore of a backup of groups: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the previous build's refused restore created %s (%v)", d, err)
 	}
 }

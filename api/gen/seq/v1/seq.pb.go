@@ -441,7 +441,12 @@ func (x *LocateKeysResponse) GetSlots() []uint32 {
 }
 
 type BackupRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// group, when set, asks for that raft group's part only (a backup of the
+	// group alone, as a cluster of one group writes it), answered only by
+	// the group's serving leader, never forwarded: the node gathering a
+	// backup of several groups asks each group's leader with it.
+	Group         *uint32 `protobuf:"varint,1,opt,name=group,proto3,oneof" json:"group,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -474,6 +479,13 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
 	return file_seq_v1_seq_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *BackupRequest) GetGroup() uint32 {
+	if x != nil && x.Group != nil {
+		return *x.Group
+	}
+	return 0
 }
 
 type BackupResponse struct {
@@ -1565,8 +1577,10 @@ const file_seq_v1_seq_proto_rawDesc = "" +
 	"\x04keys\x18\x02 \x03(\x04R\x04keys\"B\n" +
 	"\x12LocateKeysResponse\x12\x16\n" +
 	"\x06groups\x18\x01 \x03(\rR\x06groups\x12\x14\n" +
-	"\x05slots\x18\x02 \x03(\rR\x05slots\"\x0f\n" +
-	"\rBackupRequest\"$\n" +
+	"\x05slots\x18\x02 \x03(\rR\x05slots\"4\n" +
+	"\rBackupRequest\x12\x19\n" +
+	"\x05group\x18\x01 \x01(\rH\x00R\x05group\x88\x01\x01B\b\n" +
+	"\x06_group\"$\n" +
 	"\x0eBackupResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"#\n" +
 	"\x11RemoveNodeRequest\x12\x0e\n" +
@@ -1769,6 +1783,7 @@ func file_seq_v1_seq_proto_init() {
 		return
 	}
 	file_seq_v1_id_proto_init()
+	file_seq_v1_seq_proto_msgTypes[8].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -242,8 +242,12 @@ type AdminServiceClient interface {
 	DrainNode(context.Context, *connect.Request[v1.DrainNodeRequest]) (*connect.Response[v1.DrainNodeResponse], error)
 	// Backup streams a consistent copy of the replicated state (every space
 	// and high-water mark) from the leader. `seqd restore` builds a new cluster
-	// from it, raising every mark by a margin. A node that is not the serving
-	// leader answers unavailable with the leader's address.
+	// from it, raising every mark by a margin. With one raft group, a node
+	// that is not the serving leader answers unavailable with the leader's
+	// address. With several, the answering node gathers every group's part
+	// from the group's serving leader (forwarding as per-key calls do) and
+	// streams one backup of all of them; a group without a serving leader
+	// fails the call unavailable, with that group's leader hint.
 	Backup(context.Context, *connect.Request[v1.BackupRequest]) (*connect.ServerStreamForClient[v1.BackupResponse], error)
 	// LocateKeys names the raft group owning each key of a space (see
 	// seqd.SlotOf), by the answering server's copy of the space's settings.
@@ -437,8 +441,12 @@ type AdminServiceHandler interface {
 	DrainNode(context.Context, *connect.Request[v1.DrainNodeRequest]) (*connect.Response[v1.DrainNodeResponse], error)
 	// Backup streams a consistent copy of the replicated state (every space
 	// and high-water mark) from the leader. `seqd restore` builds a new cluster
-	// from it, raising every mark by a margin. A node that is not the serving
-	// leader answers unavailable with the leader's address.
+	// from it, raising every mark by a margin. With one raft group, a node
+	// that is not the serving leader answers unavailable with the leader's
+	// address. With several, the answering node gathers every group's part
+	// from the group's serving leader (forwarding as per-key calls do) and
+	// streams one backup of all of them; a group without a serving leader
+	// fails the call unavailable, with that group's leader hint.
 	Backup(context.Context, *connect.Request[v1.BackupRequest], *connect.ServerStream[v1.BackupResponse]) error
 	// LocateKeys names the raft group owning each key of a space (see
 	// seqd.SlotOf), by the answering server's copy of the space's settings.
