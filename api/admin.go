@@ -197,14 +197,38 @@ func routes(local cluster.LocalStatus, nodes []*seqv1.Node) []*seqv1.GroupRoute 
 	return out
 }
 
-// RemoveNode implements AdminService.RemoveNode.
+// RemoveNode implements AdminService.RemoveNode: on group 0's leader (the
+// call is forwarded there), it removes the server from group 0, then from
+// every other group on that group's leader, in parallel (see
+// removeFromGroups). A request naming a group is answered only by that
+// group's leader.
 func (s *Server) RemoveNode(ctx context.Context, req *connect.Request[seqv1.RemoveNodeRequest]) (*connect.Response[seqv1.RemoveNodeResponse], error) {
-	if req.Msg.GetId() == "" {
+	id := req.Msg.GetId()
+	if id == "" {
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("id is required"))
+	}
+	if req.Msg.Group != nil {
+		g := int(req.Msg.GetGroup())
+		err := s.node.RemoveServerFrom(ctx, g, id)
+		if errors.Is(err, seqd.ErrNotLeader) {
+			err = &groupError{group: g, err: err}
+		}
+		if err = s.toConnect(err); err != nil {
+			s.logCall(seqv1connect.AdminServiceRemoveNodeProcedure, err)
+			return nil, err
+		}
+		return connect.NewResponse(&seqv1.RemoveNodeResponse{}), nil
 	}
 	return route(s, ctx, req, seqv1connect.AdminServiceRemoveNodeProcedure,
 		func(ctx context.Context) (*seqv1.RemoveNodeResponse, error) {
-			if err := s.node.RemoveServer(ctx, req.Msg.GetId()); err != nil {
+			err := s.node.RemoveServer(ctx, id)
+			if errors.Is(err, cluster.ErrUnknownServer) && s.node.Groups() > 1 && s.inAnyGroup(id) {
+				err = nil // removed from group 0 before; the others still list it
+			}
+			if err == nil {
+				err = s.removeFromGroups(ctx, req.Header(), id)
+			}
+			if err != nil {
 				return nil, err
 			}
 			return &seqv1.RemoveNodeResponse{}, nil
@@ -212,6 +236,51 @@ func (s *Server) RemoveNode(ctx context.Context, req *connect.Request[seqv1.Remo
 		func(ctx context.Context, p *peer, r *connect.Request[seqv1.RemoveNodeRequest]) (*connect.Response[seqv1.RemoveNodeResponse], error) {
 			return p.admin.RemoveNode(ctx, r)
 		})
+}
+
+// inAnyGroup reports whether a group other than group 0 lists server id,
+// as this server knows their configurations.
+func (s *Server) inAnyGroup(id string) bool {
+	for g := 1; g < s.node.Groups(); g++ {
+		if s.node.InGroup(g, id) {
+			return true
+		}
+	}
+	return false
+}
+
+// removeFromGroups removes server id, already removed from group 0, from
+// every other group, each on its leader (here, or forwarded once), in
+// parallel. A group that no longer lists it is done. It fails with the
+// first group's error (with that group's leader hint): the groups that
+// failed remove it later by themselves, following group 0 (see
+// cluster.mirrorMembership), and the call may be repeated.
+func (s *Server) removeFromGroups(ctx context.Context, hdr http.Header, id string) error {
+	errs := make([]error, s.node.Groups())
+	var wg sync.WaitGroup
+	for g := 1; g < s.node.Groups(); g++ {
+		wg.Go(func() {
+			var err error
+			if s.node.Group(g).IsLeader() {
+				err = s.node.RemoveServerFrom(ctx, g, id)
+			} else {
+				_, err = s.toGroupLeader(ctx, hdr, g, forwardTimeout, func(ctx context.Context, p *peer, h http.Header) error {
+					r := connect.NewRequest(&seqv1.RemoveNodeRequest{Id: id, Group: proto.Uint32(uint32(g))})
+					maps.Copy(r.Header(), h)
+					_, err := p.admin.RemoveNode(ctx, r)
+					return err
+				})
+			}
+			if errors.Is(err, cluster.ErrUnknownServer) || connect.CodeOf(err) == connect.CodeNotFound {
+				err = nil // not (or no longer) in the group
+			}
+			if err != nil {
+				errs[g] = &groupError{group: g, err: fmt.Errorf("removed from group 0, but group %d: %w", g, err)}
+			}
+		})
+	}
+	wg.Wait()
+	return firstError(errs)
 }
 
 func nodeMsg(st cluster.LocalStatus) *seqv1.Node {

@@ -313,14 +313,30 @@ func (n *Node) cleanupDead(conf raft.Configuration, confIndex uint64, voters int
 	}
 }
 
-// RemoveServer removes a server from the raft configuration. It must run on
-// the leader. Removing the leader itself is allowed: it steps down once the
-// change commits. Removing the last voter is refused.
+// RemoveServer removes a server from group 0's raft configuration; see
+// RemoveServerFrom.
 func (n *Node) RemoveServer(ctx context.Context, id string) error {
-	if !n.IsLeader() {
+	return n.RemoveServerFrom(ctx, 0, id)
+}
+
+// RemoveServerFrom removes a server from group i's raft configuration. It
+// must run on the group's leader. Removing the leader itself is allowed: it
+// steps down once the change commits. Removing the last voter is refused.
+// The other groups follow group 0's configuration (see mirrorMembership);
+// an operator's removal removes the server from every group at once (the
+// API does it group by group, group 0 first), so that no group keeps
+// counting a removed server, which its operator then stops, towards its
+// quorum.
+func (n *Node) RemoveServerFrom(ctx context.Context, i int, id string) error {
+	if i < 0 || i >= len(n.groups) {
+		return fmt.Errorf("%w: %d (this server runs %d)", ErrNoSuchGroup, i, len(n.groups))
+	}
+	g := n.groups[i]
+	r := g.Raft()
+	if !g.IsLeader() {
 		return seqd.ErrNotLeader
 	}
-	cf := n.raft.GetConfiguration()
+	cf := r.GetConfiguration()
 	if err := cf.Error(); err != nil {
 		return err
 	}
@@ -343,15 +359,15 @@ func (n *Node) RemoveServer(ctx context.Context, id string) error {
 	self := id == n.cfg.ID
 	var epoch uint64
 	if self {
-		defer n.grp.LockMoves()()
+		defer g.LockMoves()()
 		// Stop serving first, as on any step-down, but keep the epoch and
 		// the sections: if the change fails while this node still leads
 		// the same term, it serves on from where it stopped (reloading
 		// would skip up to a step per section without a new term, which a
 		// restore's margin does not count).
-		epoch = n.grp.Withhold()
+		epoch = g.Withhold()
 	}
-	f := n.raft.RemoveServer(target.ID, 0, applyTimeout)
+	f := r.RemoveServer(target.ID, 0, applyTimeout)
 	errc := make(chan error, 1)
 	go func() { errc <- f.Error() }()
 	var err error
@@ -365,12 +381,27 @@ func (n *Node) RemoveServer(ctx context.Context, id string) error {
 			// The change failed (or its outcome is unknown) while this node
 			// may still lead: serve again, through the whole lease
 			// procedure, unless leadership has moved.
-			n.grp.ResumeLead(epoch)
+			g.ResumeLead(epoch)
 		}
 		return fmt.Errorf("removing %s: %w", id, err)
 	}
-	n.log.Info("removed server from the raft configuration", "id", id)
+	n.log.Info("removed server from the raft configuration", "id", id, "group", i)
 	return nil
+}
+
+// InGroup reports whether server id is in group i's latest raft
+// configuration as this server knows it.
+func (n *Node) InGroup(i int, id string) bool {
+	cf := n.groups[i].Raft().GetConfiguration()
+	if cf.Error() != nil {
+		return false
+	}
+	for _, s := range cf.Configuration().Servers {
+		if string(s.ID) == id {
+			return true
+		}
+	}
+	return false
 }
 
 // warnOnce logs a warning once per key per minute.

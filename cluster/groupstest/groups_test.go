@@ -4,11 +4,13 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/hashicorp/raft"
 
 	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/client"
@@ -539,4 +541,88 @@ func TestGroupsNewSpaceOnLaggingServer(t *testing.T) {
 		t.Fatalf("Next on a space never created: %v, want not_found", err)
 	}
 	lag.Node().CutGroupTraffic(0, false)
+}
+
+// groupVoters returns, per group, the voters of the configuration its
+// serving leader holds (nil for a group without one).
+func groupVoters(c *testcluster.Cluster) [][]string {
+	leaders := c.GroupLeaders()
+	out := make([][]string, len(leaders))
+	for i, l := range leaders {
+		if l == nil {
+			continue
+		}
+		cf := l.Node().Group(i).Raft().GetConfiguration()
+		if cf.Error() != nil {
+			continue
+		}
+		out[i] = []string{}
+		for _, s := range cf.Configuration().Servers {
+			if s.Suffrage == raft.Voter {
+				out[i] = append(out[i], string(s.ID))
+			}
+		}
+	}
+	return out
+}
+
+// TestGroupsRemoveNodeFromEveryGroup: 5 servers, 3 groups. Removing two
+// servers one after the other, and stopping each as the procedure says,
+// leaves no group counting them: RemoveNode answers once every group has
+// removed the server, so that a third failure afterwards (one of the 3
+// remaining servers killed) leaves every group a quorum of 2 of 3. (Before,
+// the groups other than 0 dropped a removed server only 5 s after group 0,
+// and lost their quorum: 2 of 5.)
+func TestGroupsRemoveNodeFromEveryGroup(t *testing.T) {
+	const groups = 3
+	c := testcluster.Start(t, 3, testcluster.Options{Groups: groups})
+	waitBalanced(t, c, 60*time.Second)
+	n4, n5 := c.Join(), c.Join()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		all := true
+		for _, vs := range groupVoters(c) {
+			all = all && len(vs) == 5
+		}
+		if all {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the groups' voters did not reach 5: %v", groupVoters(c))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cl, err := client.New(c.APIAddrs()[:3], client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, m := range []*testcluster.Member{n4, n5} {
+		if err := cl.RemoveNode(ctx, m.ID); err != nil {
+			t.Fatalf("remove %s: %v", m.ID, err)
+		}
+		for i, vs := range groupVoters(c) {
+			if slices.Contains(vs, m.ID) {
+				t.Fatalf("RemoveNode(%s) returned while group %d still lists it: %v", m.ID, i, vs)
+			}
+		}
+		if err := m.Shutdown(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cl.RemoveNode(ctx, n5.ID); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Fatalf("removing a server no group lists: %v, want not_found", err)
+	}
+	victim := c.Nodes[2]
+	victim.Kill()
+	keys := keysPerGroup(groups)
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		if _, err := cl.Next(ctx, seqd.DefaultSpaceName, keys...); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("with 2 of the 3 remaining servers up, keys of every group: %v (voters %v)", err, groupVoters(c))
+		}
+	}
 }

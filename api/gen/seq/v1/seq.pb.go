@@ -533,8 +533,12 @@ func (x *BackupResponse) GetData() []byte {
 }
 
 type RemoveNodeRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// group, when set, removes the server from that raft group only,
+	// answered only by the group's leader, never forwarded: the node that
+	// removes a server from every group asks each group's leader with it.
+	Group         *uint32 `protobuf:"varint,2,opt,name=group,proto3,oneof" json:"group,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -574,6 +578,13 @@ func (x *RemoveNodeRequest) GetId() string {
 		return x.Id
 	}
 	return ""
+}
+
+func (x *RemoveNodeRequest) GetGroup() uint32 {
+	if x != nil && x.Group != nil {
+		return *x.Group
+	}
+	return 0
 }
 
 type RemoveNodeResponse struct {
@@ -1582,9 +1593,11 @@ const file_seq_v1_seq_proto_rawDesc = "" +
 	"\x05group\x18\x01 \x01(\rH\x00R\x05group\x88\x01\x01B\b\n" +
 	"\x06_group\"$\n" +
 	"\x0eBackupResponse\x12\x12\n" +
-	"\x04data\x18\x01 \x01(\fR\x04data\"#\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"H\n" +
 	"\x11RemoveNodeRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\x14\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
+	"\x05group\x18\x02 \x01(\rH\x00R\x05group\x88\x01\x01B\b\n" +
+	"\x06_group\"\x14\n" +
 	"\x12RemoveNodeResponse\"6\n" +
 	"\x10DrainNodeRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
@@ -1784,6 +1797,7 @@ func file_seq_v1_seq_proto_init() {
 	}
 	file_seq_v1_id_proto_init()
 	file_seq_v1_seq_proto_msgTypes[8].OneofWrappers = []any{}
+	file_seq_v1_seq_proto_msgTypes[10].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -230,9 +230,12 @@ type AdminServiceClient interface {
 	ReclaimWorker(context.Context, *connect.Request[v1.ReclaimWorkerRequest]) (*connect.Response[v1.ReclaimWorkerResponse], error)
 	// ClusterStatus reports the leader, the term and every known node.
 	ClusterStatus(context.Context, *connect.Request[v1.ClusterStatusRequest]) (*connect.Response[v1.ClusterStatusResponse], error)
-	// RemoveNode removes a server from the raft configuration (it stops voting
-	// and is never added back unless its data directory is wiped). Unknown id:
-	// not_found; removing the last voter: failed_precondition.
+	// RemoveNode removes a server from the raft configuration of every raft
+	// group (it stops voting and is never added back unless its data
+	// directory is wiped): group 0 first, then every other group, and answers
+	// once every group has removed it (a group without a leader meanwhile:
+	// unavailable, and that group's leader removes it later by itself).
+	// Unknown id: not_found; removing the last voter: failed_precondition.
 	RemoveNode(context.Context, *connect.Request[v1.RemoveNodeRequest]) (*connect.Response[v1.RemoveNodeResponse], error)
 	// DrainNode makes a server hand every raft group it leads to other
 	// voters and stop being preferred for any (undo: preferred again). It
@@ -429,9 +432,12 @@ type AdminServiceHandler interface {
 	ReclaimWorker(context.Context, *connect.Request[v1.ReclaimWorkerRequest]) (*connect.Response[v1.ReclaimWorkerResponse], error)
 	// ClusterStatus reports the leader, the term and every known node.
 	ClusterStatus(context.Context, *connect.Request[v1.ClusterStatusRequest]) (*connect.Response[v1.ClusterStatusResponse], error)
-	// RemoveNode removes a server from the raft configuration (it stops voting
-	// and is never added back unless its data directory is wiped). Unknown id:
-	// not_found; removing the last voter: failed_precondition.
+	// RemoveNode removes a server from the raft configuration of every raft
+	// group (it stops voting and is never added back unless its data
+	// directory is wiped): group 0 first, then every other group, and answers
+	// once every group has removed it (a group without a leader meanwhile:
+	// unavailable, and that group's leader removes it later by itself).
+	// Unknown id: not_found; removing the last voter: failed_precondition.
 	RemoveNode(context.Context, *connect.Request[v1.RemoveNodeRequest]) (*connect.Response[v1.RemoveNodeResponse], error)
 	// DrainNode makes a server hand every raft group it leads to other
 	// voters and stop being preferred for any (undo: preferred again). It
