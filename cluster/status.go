@@ -94,6 +94,9 @@ type LocalStatus struct {
 	FlakeEntries int64
 	// Drained is true while the node is drained (see Node.Drain).
 	Drained bool
+	// BalanceMoves counts the leadership transfers this node's balancer
+	// (and drain) started (see Node.BalanceMoves).
+	BalanceMoves int64
 	// Groups describes every raft group the node runs; the fields above
 	// describe group 0, except ValuesTaken, KeysHeld and SectionsHeld,
 	// which count over all groups.
@@ -135,6 +138,7 @@ func (n *Node) Status() LocalStatus {
 	}
 	st.RoutingVersion = n.RoutingVersion()
 	st.Drained = n.drained.Load()
+	st.BalanceMoves = n.BalanceMoves()
 	st.ValuesTaken, st.KeysHeld, st.SectionsHeld = 0, 0, 0
 	for i, gr := range n.groups {
 		gs := gr.Status()

@@ -233,6 +233,7 @@ var (
 	descGroupApplied   = prometheus.NewDesc("seqd_group_raft_applied_index", "Last raft index of the group applied to its FSM on this node.", groupLabel, nil)
 	descGroupTaken     = prometheus.NewDesc("seqd_group_values_taken_total", "Values this node's allocator of the group took as its leader.", groupLabel, nil)
 	descGroupPreferred = prometheus.NewDesc("seqd_group_preferred_leader", "1 while this node is the group's preferred leader (leaders are balanced towards it).", groupLabel, nil)
+	descBalanceMoves   = prometheus.NewDesc("seqd_balance_moves_total", "Leadership transfers this node's balancer and drains started (moves of a group to its preferred leader, or off a drained node).", nil, nil)
 	descGroupRaftOpen  = prometheus.NewDesc("seqd_group_raft_open", "1 once this node is vouched for in the group (it takes part in its raft); 0 while it refuses the group's raft traffic (not yet vouched for, or its copy of the group wiped or older: see its log).", groupLabel, nil)
 )
 
@@ -242,7 +243,7 @@ func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 		descRaftOpen, descDiskFull, descDiskFullWr, descLeaseWait, descProtocol, descTaken,
 		descFlakeIssued, descFlakeFenced, descFlakeWorkers, descFlakeCapacity, descFlakeRange, descFlakeLead,
 		descFlakeRenew, descFlakeLifetime, descFlakeEntries, descFlakeLeaderSkew,
-		descGroups, descGroupServing, descGroupLeader, descGroupTerm, descGroupApplied, descGroupTaken, descGroupPreferred, descGroupRaftOpen} {
+		descGroups, descGroupServing, descGroupLeader, descGroupTerm, descGroupApplied, descGroupTaken, descGroupPreferred, descGroupRaftOpen, descBalanceMoves} {
 		ch <- d
 	}
 }
@@ -285,6 +286,7 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descTaken, float64(st.ValuesTaken))
 	counter(descFlakeEntries, float64(st.FlakeEntries))
 	gauge(descGroups, float64(len(st.Groups)))
+	counter(descBalanceMoves, float64(st.BalanceMoves))
 	for _, g := range st.Groups {
 		l := strconv.Itoa(g.Group)
 		ch <- prometheus.MustNewConstMetric(descGroupServing, prometheus.GaugeValue, b(g.Serving), l)

@@ -3,10 +3,12 @@ package main_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -314,5 +316,122 @@ func TestDefaultGroupsAndAdoption(t *testing.T) {
 	}
 	if n := nodeState(ps[0], "p5"); n != nil && n.GetInConfiguration() {
 		t.Fatal("p5, started with another --groups, was added to the cluster")
+	}
+}
+
+// balanceMoves sums seqd_balance_moves_total over the running processes;
+// ok is false if one did not answer.
+func balanceMoves(ps []*proctest.Proc) (sum int64, ok bool) {
+	for _, p := range ps {
+		resp, err := http.Get("http://" + p.API + "/metrics")
+		if err != nil {
+			return 0, false
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return 0, false
+		}
+		found := false
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "seqd_balance_moves_total "); ok {
+				n, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					return 0, false
+				}
+				sum += int64(n)
+				found = true
+			}
+		}
+		if !found {
+			return 0, false
+		}
+	}
+	return sum, true
+}
+
+// leadCounts returns the routing table's groups led per process and
+// whether every group has a serving leader.
+func leadCounts(ask *proctest.Proc) (map[string]int, []uint64, bool) {
+	counts := map[string]int{}
+	var terms []uint64
+	table := routes(ask)
+	all := len(table) > 0
+	for _, g := range table {
+		all = all && g.GetServing() && g.GetLeaderId() != ""
+		counts[g.GetLeaderId()]++
+		terms = append(terms, g.GetTerm())
+	}
+	return counts, terms, all
+}
+
+// TestGroupsBalanceBoundAndStable: 3 processes with 6 groups lead 2/2/2
+// within 10 s of their start; after one is killed (-9) and started again
+// they are balanced again (max - min <= 1) within 15 s of its restart, and
+// then no balancer moves a group for 60 s (an election on a loaded machine
+// starts the minute again, at most twice).
+func TestGroupsBalanceBoundAndStable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes and watches them for a minute")
+	}
+	const groups = 6
+	balancedBy := func(ask *proctest.Proc, want int, timeout time.Duration) time.Duration {
+		t.Helper()
+		start := time.Now()
+		for {
+			counts, _, all := leadCounts(ask)
+			lo, hi := groups, 0
+			for _, n := range counts {
+				lo, hi = min(lo, n), max(hi, n)
+			}
+			if all && len(counts) == want && hi-lo <= 1 {
+				return time.Since(start)
+			}
+			if time.Since(start) > timeout {
+				t.Fatalf("not balanced within %v: %v", timeout, counts)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	ps := proctest.New(t, 3, "--groups", fmt.Sprint(groups))
+	for _, p := range ps {
+		p.Start(t)
+	}
+	took := balancedBy(ps[0], 3, 10*time.Second)
+	if counts, _, _ := leadCounts(ps[0]); counts[ps[0].ID] != 2 || counts[ps[1].ID] != 2 || counts[ps[2].ID] != 2 {
+		t.Fatalf("6 groups on 3 servers: %v, want 2/2/2", counts)
+	}
+	t.Logf("6 groups led 2/2/2 %v after the processes started", took.Round(time.Millisecond))
+
+	victim := ps[1]
+	victim.Kill9()
+	victim.Start(t)
+	took = balancedBy(ps[0], 3, 15*time.Second)
+	t.Logf("balanced again %v after the killed server restarted", took.Round(time.Millisecond))
+	for attempt := 1; ; attempt++ {
+		before, ok := balanceMoves(ps)
+		_, terms, _ := leadCounts(ps[0])
+		if !ok || terms == nil {
+			t.Fatal("a server did not answer")
+		}
+		end := time.Now().Add(60 * time.Second)
+		elected := false
+		for time.Now().Before(end) && !elected {
+			time.Sleep(500 * time.Millisecond)
+			after, ok := balanceMoves(ps)
+			_, now, _ := leadCounts(ps[0])
+			elected = len(now) == len(terms) && !slices.Equal(now, terms) && after == before
+			if ok && after != before {
+				t.Fatalf("the balancers moved %d groups within a minute of balancing (terms %v -> %v)", after-before, terms, now)
+			}
+		}
+		if !elected {
+			return
+		}
+		if attempt == 3 {
+			t.Fatal("elections kept happening after balancing (3 windows of a minute)")
+		}
+		t.Logf("an election (not a move) within the minute; watching again")
+		balancedBy(ps[0], 3, 15*time.Second)
 	}
 }
