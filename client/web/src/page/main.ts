@@ -146,6 +146,15 @@ function renderStatus(st: ClusterStatusResponse, reading?: RateReading): void {
     const serving = el("td");
     serving.append(n.serving ? pill("serving", "ok") : el("span", "no", "muted"));
     const member = el("td", n.inConfiguration ? (n.voter ? "voter" : "non-voter") : "no (gossip only)");
+    if (n.raftState !== "unreachable") {
+      // Not vouched for (yet), in every group or some (see seqd status).
+      const shut = n.groups.filter((g) => !g.raftOpen).map((g) => g.group);
+      if (!n.raftOpen) {
+        const what = shut.length && shut.length < n.groups.length ? `refusing raft (groups ${shut.join(", ")})` : "refusing raft";
+        member.append(" ", pill(what, "warn"));
+      }
+      if (n.diskFull) member.append(" ", pill("disk full", "warn"));
+    }
     const lease = reading?.lease.get(n.id);
     rows.push(tr);
     tr.append(
