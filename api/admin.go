@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -250,37 +251,95 @@ func (s *Server) inAnyGroup(id string) bool {
 }
 
 // removeFromGroups removes server id, already removed from group 0, from
-// every other group, each on its leader (here, or forwarded once), in
-// parallel. A group that no longer lists it is done. It fails with the
-// first group's error (with that group's leader hint): the groups that
-// failed remove it later by themselves, following group 0 (see
-// cluster.mirrorMembership), and the call may be repeated.
+// every other group, each on its leader (here, or forwarded once per
+// attempt), in parallel. A group that no longer lists it is done; a group
+// without a reachable leader is tried again, with backoff, until the call's
+// deadline (removeWait without one), since an election after a failure
+// takes a moment. If a group still lists the server then, it fails with
+// errRemovePartial (deadline_exceeded, which clients do not retry: a
+// retried RemoveNode would remove the same ID again, and a wiped server
+// may have rejoined under it as a new one meanwhile); the group removes
+// it later by itself, following group 0 (see cluster.mirrorMembership).
 func (s *Server) removeFromGroups(ctx context.Context, hdr http.Header, id string) error {
+	// Answer a little before the caller's deadline, so that it reads the
+	// answer rather than its own timeout.
+	wait := removeWait
+	if d, ok := ctx.Deadline(); ok {
+		left := time.Until(d)
+		wait = left - min(time.Second, left/10)
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
 	errs := make([]error, s.node.Groups())
 	var wg sync.WaitGroup
 	for g := 1; g < s.node.Groups(); g++ {
 		wg.Go(func() {
-			var err error
-			if s.node.Group(g).IsLeader() {
-				err = s.node.RemoveServerFrom(ctx, g, id)
-			} else {
-				_, err = s.toGroupLeader(ctx, hdr, g, forwardTimeout, func(ctx context.Context, p *peer, h http.Header) error {
-					r := connect.NewRequest(&seqv1.RemoveNodeRequest{Id: id, Group: proto.Uint32(uint32(g))})
-					maps.Copy(r.Header(), h)
-					_, err := p.admin.RemoveNode(ctx, r)
-					return err
-				})
-			}
-			if errors.Is(err, cluster.ErrUnknownServer) || connect.CodeOf(err) == connect.CodeNotFound {
-				err = nil // not (or no longer) in the group
-			}
-			if err != nil {
-				errs[g] = &groupError{group: g, err: fmt.Errorf("removed from group 0, but group %d: %w", g, err)}
+			for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+				err := s.removeFromGroup(ctx, hdr, g, id)
+				if err == nil {
+					errs[g] = nil
+					return
+				}
+				errs[g] = err
+				if !retryRemove(err) {
+					return
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(backoff):
+				}
 			}
 		})
 	}
 	wg.Wait()
-	return firstError(errs)
+	var left []string
+	var first error
+	for g, err := range errs {
+		if err != nil {
+			left = append(left, strconv.Itoa(g))
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	if first == nil {
+		return nil
+	}
+	s.log.Warn("a removed server is still listed by groups that could not remove it in time; they remove it by themselves once they can",
+		"id", id, "groups", left, "err", first)
+	return fmt.Errorf("%w: %s was removed from group 0, but group(s) %s still list it (%v); each removes it by itself once it has a leader: check with seqd status",
+		errRemovePartial, id, strings.Join(left, ", "), first)
+}
+
+// removeWait bounds removeFromGroups when the call has no deadline.
+const removeWait = 15 * time.Second
+
+// removeFromGroup removes server id from group g on its leader: here, or
+// forwarded once. A group that does not list it is done.
+func (s *Server) removeFromGroup(ctx context.Context, hdr http.Header, g int, id string) error {
+	var err error
+	if s.node.Group(g).IsLeader() {
+		err = s.node.RemoveServerFrom(ctx, g, id)
+	} else {
+		_, err = s.toGroupLeader(ctx, hdr, g, forwardTimeout, func(ctx context.Context, p *peer, h http.Header) error {
+			r := connect.NewRequest(&seqv1.RemoveNodeRequest{Id: id, Group: proto.Uint32(uint32(g))})
+			maps.Copy(r.Header(), h)
+			_, err := p.admin.RemoveNode(ctx, r)
+			return err
+		})
+	}
+	if errors.Is(err, cluster.ErrUnknownServer) || connect.CodeOf(err) == connect.CodeNotFound {
+		return nil // not (or no longer) in the group
+	}
+	return err
+}
+
+// retryRemove reports whether a group's removal failed for want of a
+// leader (or of a reachable one), which an election mends.
+func retryRemove(err error) bool {
+	return errors.Is(err, seqd.ErrNoLeader) || errors.Is(err, seqd.ErrNotLeader) ||
+		connect.CodeOf(err) == connect.CodeUnavailable
 }
 
 func nodeMsg(st cluster.LocalStatus) *seqv1.Node {

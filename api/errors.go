@@ -17,6 +17,9 @@ var (
 	errTooManyKeys  = errors.New("too many keys in one call")
 	errBadCount     = errors.New("count out of range")
 	errBadSpaceName = errors.New("malformed space name")
+	// errRemovePartial means a server was removed from group 0 but not
+	// from every other group in time (see removeFromGroups).
+	errRemovePartial = errors.New("removal incomplete")
 )
 
 // toConnect maps an error from the layers below to a Connect error. It is the
@@ -49,6 +52,8 @@ func (s *Server) toConnect(err error) error {
 
 func classify(err error) (connect.Code, string) {
 	switch {
+	case errors.Is(err, errRemovePartial):
+		return connect.CodeDeadlineExceeded, err.Error()
 	case errors.Is(err, context.DeadlineExceeded):
 		return connect.CodeDeadlineExceeded, "deadline exceeded"
 	case errors.Is(err, context.Canceled):

@@ -11,7 +11,11 @@ import (
 
 // RemoveNode removes server id from the raft configuration.
 func (c *Client) RemoveNode(ctx context.Context, id string) error {
-	_, err := call(c, ctx, func(ctx context.Context, n *node) (*seqv1.RemoveNodeResponse, error) {
+	// No attempt timeout: an attempt that timed out may have removed the
+	// server, and a retry would remove the same ID again (a wiped server
+	// may have rejoined under it meanwhile). ctx bounds the call; only
+	// unavailable answers and failed connections are tried elsewhere.
+	_, err := retry(c, ctx, 0, nil, noGroup, func(ctx context.Context, n *node) (*seqv1.RemoveNodeResponse, error) {
 		r, err := n.admin.RemoveNode(ctx, connect.NewRequest(&seqv1.RemoveNodeRequest{Id: id}))
 		return msg(r, err)
 	})
