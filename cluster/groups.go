@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -32,6 +33,58 @@ import (
 
 // groupsFile names the file holding the group count.
 const groupsFile = "group-count"
+
+// identityFile names the file, in each group's directory, that says whose
+// state the directory holds: this server's, of which group (see
+// checkIdentity).
+const identityFile = "identity"
+
+// identity is what identityFile holds.
+type identity struct {
+	Server string `json:"server"`
+	Group  int    `json:"group"`
+}
+
+// checkIdentity refuses a group directory that holds another group's state,
+// or another server's: nothing else ties a directory to its group, and a
+// server whose groups/<a>/ holds groups/<b>/'s log (directories swapped or
+// restored to the wrong places), or a copy of another server's directory,
+// would take part in group a with a log and votes that are not its own of
+// group a (vouching compares indexes and terms, which two groups' logs
+// often share) and could hand out values again. A directory without the
+// file (made by a build before it) is taken as it is and marked; the mark
+// is written before the group opens, so before any raft state of the
+// group's can be written.
+func checkIdentity(dir, id string, g int) error {
+	path := filepath.Join(dir, identityFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return writeIdentity(dir, id, g)
+	}
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", path, err)
+	}
+	var got identity
+	if err := json.Unmarshal(b, &got); err != nil || got.Server == "" {
+		return fmt.Errorf("%w: the file %s is damaged (%q): it must say which server's group the directory holds", ErrInvalidConfig, path, b)
+	}
+	if got.Server != id || got.Group != g {
+		return fmt.Errorf("%w: %s is the directory of group %d of this server (%s), but it holds group %d of server %s (directories swapped, copied from another server, or started with another --id): "+
+			"put the right directories back, or start it with its own --id; otherwise remove this server from the cluster (seqd node remove %s), delete its whole data directory and start it again",
+			ErrInvalidConfig, dir, g, id, got.Group, got.Server, id)
+	}
+	return nil
+}
+
+// writeIdentity records in dir that it holds group g of server id
+// (written, synced and renamed into place).
+func writeIdentity(dir, id string, g int) error {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	b, _ := json.Marshal(identity{Server: id, Group: g})
+	return writeSynced(dir, identityFile, append(b, '\n'))
+}
 
 // defaultGroups is the group count of a new cluster whose servers were not
 // given one: one group per bootstrap server, so that with balanced leaders
@@ -135,13 +188,22 @@ func readGroups(dataDir string) (int, bool, error) {
 
 // writeGroups records n durably (written, synced and renamed into place).
 func writeGroups(dataDir string, n int) error {
-	path := filepath.Join(dataDir, groupsFile)
+	if err := writeSynced(dataDir, groupsFile, fmt.Appendf(nil, "%d\n", n)); err != nil {
+		return fmt.Errorf("recording the group count: %w", err)
+	}
+	return nil
+}
+
+// writeSynced writes data to the file name in dir durably: to a temporary
+// file, synced, renamed into place, and the directory synced.
+func writeSynced(dir, name string, data []byte) error {
+	path := filepath.Join(dir, name)
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o640)
 	if err != nil {
-		return fmt.Errorf("recording the group count: %w", err)
+		return err
 	}
-	_, err = fmt.Fprintf(f, "%d\n", n)
+	_, err = f.Write(data)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -152,12 +214,9 @@ func writeGroups(dataDir string, n int) error {
 		err = os.Rename(tmp, path)
 	}
 	if err == nil {
-		err = syncDir(dataDir)
+		err = syncDir(dir)
 	}
-	if err != nil {
-		return fmt.Errorf("recording the group count: %w", err)
-	}
-	return nil
+	return err
 }
 
 func syncDir(dir string) error {

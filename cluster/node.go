@@ -159,6 +159,9 @@ func (n *Node) open() error {
 	existed := make([]bool, count)
 	for i := 0; i < count; i++ {
 		existed[i] = exists(filepath.Join(groupDir(cfg.DataDir, i), "raft.db"))
+		if err := checkIdentity(groupDir(cfg.DataDir, i), cfg.ID, i); err != nil {
+			return err
+		}
 		gc := group.Config{
 			ID: cfg.ID, Dir: groupDir(cfg.DataDir, i), Transport: noPipeline{n.transports[i]}, Host: n,
 			Index: i, Groups: count, Owns: ownsFunc(i, count),

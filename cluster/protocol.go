@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"fmt"
+
 	"github.com/hashicorp/raft"
 
 	"github.com/seqd/seqd/fsm"
@@ -23,7 +25,12 @@ import (
 func NewClusterID() string { return group.NewClusterID() }
 
 // ProtocolReady implements group.Host: every server in conf other than this
-// one is alive in gossip and speaks fsm.ProtocolVersion.
+// one is alive in gossip, speaks fsm.ProtocolVersion, and runs this server's
+// number of raft groups. The last matters for the move to protocol 4,
+// which records the leader's count as the cluster's: a server of another
+// count in the configuration (one given another --groups, added by a
+// leader of a build that did not check counts) must not get its count
+// recorded for a cluster whose state the others hold in theirs.
 func (n *Node) ProtocolReady(conf raft.Configuration) bool {
 	for _, s := range conf.Servers {
 		if string(s.ID) == n.cfg.ID {
@@ -39,6 +46,12 @@ func (n *Node) ProtocolReady(conf raft.Configuration) bool {
 				n.warnOnce("protocol-wait:"+string(s.ID), "the cluster stays on protocol 1 until every server runs this build (or a later one)",
 					"waiting_for", s.ID, "alive", ok && m.Alive, "protocol", m.protocol())
 			}
+			return false
+		}
+		if m.groups() != len(n.groups) {
+			n.warnOnce("protocol-groups:"+string(s.ID), fmt.Sprintf("the cluster does not move to protocol %d while server %s runs %d raft groups and this one %d: every server of a cluster runs the same count; "+
+				"remove the server that runs another count (seqd node remove), delete its data directory and start it again without --groups",
+				fsm.ProtocolVersion, s.ID, m.groups(), len(n.groups)), "id", s.ID)
 			return false
 		}
 	}

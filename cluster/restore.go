@@ -152,7 +152,7 @@ func PrepareRestore(rc RestoreConfig) (RestoreResult, error) {
 		return res, err
 	}
 	if err := writeRestored(rc, states); err != nil {
-		for _, name := range stateFiles {
+		for _, name := range append(stateFiles, identityFile) {
 			_ = os.RemoveAll(filepath.Join(rc.DataDir, name))
 		}
 		return res, err
@@ -172,15 +172,15 @@ func writeRestored(rc RestoreConfig, states []string) error {
 		return err
 	}
 	for g := len(states) - 1; g >= 0; g-- {
-		if err := writeRestoredGroup(rc, groupDir(rc.DataDir, g), states[g]); err != nil {
+		if err := writeRestoredGroup(rc, groupDir(rc.DataDir, g), states[g], g); err != nil {
 			return fmt.Errorf("group %d: %w", g, err)
 		}
 	}
 	return nil
 }
 
-func writeRestoredGroup(rc RestoreConfig, dir, state string) error {
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+func writeRestoredGroup(rc RestoreConfig, dir, state string, g int) error {
+	if err := writeIdentity(dir, rc.ID, g); err != nil {
 		return err
 	}
 	ls, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})

@@ -5,8 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/raft"
 
 	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/client"
@@ -126,4 +129,101 @@ func TestGroupsOlderCopyOfOneGroupRefused(t *testing.T) {
 	c.WaitVouched(victim, 30*time.Second)
 	c.WaitVoters(3, 30*time.Second)
 	take(20)
+}
+
+// TestGroupsSwappedOrForeignGroupDirectoryRefused: a server's group
+// directories swapped (groups/1/ holds group 2's state and the other way
+// round), or one replaced by another server's copy, or the data directory
+// started under another --id: the server refuses to start, naming the
+// mix-up, and starts again once the directories are put back. (Vouching
+// alone compares indexes and terms, which two groups' logs often share: a
+// swapped directory could be let in and hand out values of the other
+// group's keys again.)
+func TestGroupsSwappedOrForeignGroupDirectoryRefused(t *testing.T) {
+	const groups = 3
+	c := testcluster.Start(t, 3, testcluster.Options{Groups: groups})
+	waitBalanced(t, c, 60*time.Second)
+	victim, other := c.Nodes[0], c.Nodes[1]
+	g1 := filepath.Join(victim.Dir, "groups", "1")
+	g2 := filepath.Join(victim.Dir, "groups", "2")
+	swap := func() {
+		t.Helper()
+		tmp := filepath.Join(victim.Dir, "groups", "swap")
+		for _, mv := range [][2]string{{g1, tmp}, {g2, g1}, {tmp, g2}} {
+			if err := os.Rename(mv[0], mv[1]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	victim.Kill()
+	swap()
+	err := victim.TryRestart()
+	if err == nil || !strings.Contains(err.Error(), "holds group 2 of server "+victim.ID) {
+		t.Fatalf("restart with groups/1 and groups/2 swapped: %v, want a refusal naming the swap", err)
+	}
+	swap()
+	victim.Restart()
+	waitBalanced(t, c, 60*time.Second)
+
+	// Another server's copy of group 1.
+	victim.Kill()
+	other.Kill()
+	saved := filepath.Join(t.TempDir(), "own")
+	if err := os.Rename(g1, saved); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(g1, os.DirFS(filepath.Join(other.Dir, "groups", "1"))); err != nil {
+		t.Fatal(err)
+	}
+	other.Restart()
+	err = victim.TryRestart()
+	if err == nil || !strings.Contains(err.Error(), "holds group 1 of server "+other.ID) {
+		t.Fatalf("restart with another server's copy of group 1: %v, want a refusal", err)
+	}
+	if err := os.RemoveAll(g1); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(saved, g1); err != nil {
+		t.Fatal(err)
+	}
+	victim.Restart()
+	waitBalanced(t, c, 60*time.Second)
+}
+
+// TestGroupsProtocolMoveWaitsForEqualCounts: a leader moves the cluster to
+// a newer protocol (whose entry records the group count) only while every
+// server of the configuration runs its count: a server of another count
+// (given another --groups, and added by a leader of an earlier build that
+// did not check) must not get its count recorded as the cluster's.
+func TestGroupsProtocolMoveWaitsForEqualCounts(t *testing.T) {
+	c := testcluster.Start(t, 2, testcluster.Options{Groups: 2})
+	waitBalanced(t, c, 60*time.Second)
+	n := c.Nodes[0].Node()
+	conf := raft.Configuration{Servers: []raft.Server{
+		{ID: raft.ServerID(c.Nodes[0].ID), Suffrage: raft.Voter},
+		{ID: raft.ServerID(c.Nodes[1].ID), Suffrage: raft.Voter},
+	}}
+	if !n.ProtocolReady(conf) {
+		t.Fatal("servers of equal counts: not ready")
+	}
+	c.SetGroups(3)
+	odd := c.Join() // runs 3 groups; the leader does not add it
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		seen := false
+		for _, m := range n.Members() {
+			seen = seen || (m.ID == odd.ID && m.Alive && m.Groups == 3)
+		}
+		if seen {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the server of 3 groups never showed up in gossip")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	conf.Servers = append(conf.Servers, raft.Server{ID: raft.ServerID(odd.ID), Suffrage: raft.Voter})
+	if n.ProtocolReady(conf) {
+		t.Fatal("ready to record the group count with a server of another count in the configuration")
+	}
 }
