@@ -305,8 +305,12 @@ func (g *Group) release(ctx context.Context) error {
 // its log behind it, keeping the trailing entries).
 func (g *Group) Snapshot() error { return g.raft.Snapshot().Error() }
 
-// CreateSpace creates a space through raft. It must run on the leader. It
-// reports created = false when the space already exists with the same
+// CreateSpace creates a space through raft. It must run on the leader, and
+// only once it serves (holds the lease): then no earlier leader of the
+// group serves any more, so no server answers from an older state, after
+// CreateSpace returned, that the space does not exist (a leader that
+// answers not_found for a space, or a space lookup, only while it serves).
+// It reports created = false when the space already exists with the same
 // settings, and fails with seqd.ErrSpaceExists when the settings differ.
 func (g *Group) CreateSpace(ctx context.Context, s seqd.Space) (created bool, err error) {
 	if err := seqd.ValidateSpace(s); err != nil {
@@ -314,6 +318,9 @@ func (g *Group) CreateSpace(ctx context.Context, s seqd.Space) (created bool, er
 	}
 	if !g.IsLeader() {
 		return false, seqd.ErrNotLeader
+	}
+	if !g.alloc.Serving() {
+		return false, seqd.ErrLeaseNotHeld
 	}
 	if old, ok := g.fsm.Space(s.Name); ok {
 		if old == s {

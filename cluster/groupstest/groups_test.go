@@ -2,6 +2,7 @@ package groupstest_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -624,5 +625,43 @@ func TestGroupsRemoveNodeFromEveryGroup(t *testing.T) {
 		} else if time.Now().After(deadline) {
 			t.Fatalf("with 2 of the 3 remaining servers up, keys of every group: %v (voters %v)", err, groupVoters(c))
 		}
+	}
+}
+
+// TestCreateSpaceOnlyWhileServing: a new leader waiting out its
+// predecessor's lease refuses CreateSpace (unavailable: the old leader may
+// still serve, and would answer not_found for the space after
+// CreateSpace returned); once it serves, it creates it.
+func TestCreateSpaceOnlyWhileServing(t *testing.T) {
+	c := testcluster.Start(t, 3, testcluster.Options{Lease: 3 * time.Second})
+	old := c.WaitServingLeader(30 * time.Second)
+	old.Kill()
+	var nl *testcluster.Member
+	deadline := time.Now().Add(30 * time.Second)
+	for nl == nil {
+		for _, m := range c.Nodes {
+			if n := m.Node(); n != nil && n.IsLeader() && !n.Allocator().Serving() {
+				nl = m
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no new leader waiting out the lease")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	sp := seqd.Space{Name: "later", Step: 10, SectionSize: 10}
+	if _, err := nl.Node().CreateSpace(context.Background(), sp); !errors.Is(err, seqd.ErrNotServing) {
+		if nl.Node().Allocator().Serving() {
+			t.Skip("the new leader served before the call (a slow machine)")
+		}
+		t.Fatalf("CreateSpace on a leader waiting out the lease: %v, want not serving", err)
+	}
+	c.WaitServingLeader(30 * time.Second)
+	cl, err := client.New(c.APIAddrs()[1:], client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.CreateSpace(context.Background(), sp.Name, sp.Step, sp.SectionSize); err != nil {
+		t.Fatal(err)
 	}
 }
