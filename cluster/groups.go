@@ -250,6 +250,27 @@ func checkGroupState(groups []*group.Group, existed []bool) error {
 	return nil
 }
 
+// checkLogKept refuses a group directory whose raft log and stable store
+// (raft.db) is gone while its snapshots are still there (hadLog: raft.db
+// existed when the server started): the snapshots would pass for raft
+// state, but the term and the vote the server cast in it are lost, so it
+// could vote twice in a term. It is a wiped directory, and is treated as
+// one: remove the server, delete its data directory, start it again.
+func checkLogKept(dir string, g int, hadLog bool) error {
+	if hadLog {
+		return nil
+	}
+	snaps, _ := os.ReadDir(filepath.Join(dir, "snapshots"))
+	for _, e := range snaps {
+		if e.IsDir() {
+			return fmt.Errorf("%w: group %d's raft log and vote (%s) are missing while its snapshots are there: the votes this server cast are lost. "+
+				"Remove this server from the cluster (seqd node remove), delete its whole data directory and start it again",
+				ErrInvalidConfig, g, filepath.Join(dir, "raft.db"))
+		}
+	}
+	return nil
+}
+
 // ownsFunc returns group g's ownership test among n groups (nil for one
 // group, which owns everything).
 func ownsFunc(g, n int) func(space string, section uint64) bool {

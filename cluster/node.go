@@ -162,6 +162,9 @@ func (n *Node) open() error {
 		if err := checkIdentity(groupDir(cfg.DataDir, i), cfg.ID, i); err != nil {
 			return err
 		}
+		if err := checkLogKept(groupDir(cfg.DataDir, i), i, existed[i]); err != nil {
+			return err
+		}
 		gc := group.Config{
 			ID: cfg.ID, Dir: groupDir(cfg.DataDir, i), Transport: noPipeline{n.transports[i]}, Host: n,
 			Index: i, Groups: count, Owns: ownsFunc(i, count),

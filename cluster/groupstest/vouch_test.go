@@ -227,3 +227,32 @@ func TestGroupsProtocolMoveWaitsForEqualCounts(t *testing.T) {
 		t.Fatal("ready to record the group count with a server of another count in the configuration")
 	}
 }
+
+// TestGroupsLostLogWithSnapshotsRefused: a group's raft.db (its log, term
+// and vote) deleted while its snapshots stay: the snapshots would pass for
+// raft state, but the vote is lost, so the server refuses to start.
+func TestGroupsLostLogWithSnapshotsRefused(t *testing.T) {
+	c := testcluster.Start(t, 3, testcluster.Options{Groups: 2})
+	waitBalanced(t, c, 60*time.Second)
+	victim := c.Nodes[0]
+	for i := range 2 {
+		if err := victim.Node().Group(i).Snapshot(); err != nil {
+			t.Fatalf("group %d snapshot: %v", i, err)
+		}
+	}
+	victim.Kill()
+	for _, dir := range []string{filepath.Join(victim.Dir, "groups", "1"), victim.Dir} {
+		saved := filepath.Join(t.TempDir(), "raft.db")
+		if err := os.Rename(filepath.Join(dir, "raft.db"), saved); err != nil {
+			t.Fatal(err)
+		}
+		if err := victim.TryRestart(); err == nil || !strings.Contains(err.Error(), "vote") {
+			t.Fatalf("restart without %s/raft.db, snapshots kept: %v, want a refusal", dir, err)
+		}
+		if err := os.Rename(saved, filepath.Join(dir, "raft.db")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	victim.Restart()
+	waitBalanced(t, c, 60*time.Second)
+}
