@@ -228,6 +228,16 @@ func rollingUpgrade(t *testing.T, commit string, prevProtocol uint64) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	w.WaitOK(t, 100, 30*time.Second)
+	// The upgraded cluster keeps one raft group, whatever this build's
+	// default for new clusters (one per bootstrap server: 3 here).
+	if st, err := cl.ClusterStatus(context.Background()); err != nil || len(st.GetGroups()) != 1 {
+		t.Fatalf("the upgraded cluster runs %d groups, want 1 (%v)", len(st.GetGroups()), err)
+	}
+	for _, p := range ps {
+		if b, err := os.ReadFile(filepath.Join(p.Dir, "group-count")); err != nil || strings.TrimSpace(string(b)) != "1" {
+			t.Fatalf("%s's group-count after the upgrade: %q, %v", p.ID, b, err)
+		}
+	}
 	seen := map[int64]bool{}
 	for _, a := range addrs {
 		one, _ := client.New([]string{a}, client.Options{DisableRouting: true})
@@ -257,6 +267,30 @@ func rollingUpgrade(t *testing.T, commit string, prevProtocol uint64) {
 		waitVoters(t, addrs, "p1", "p2", "p3")
 		w.WaitOK(t, 100, 30*time.Second)
 		alive("changing --lease on " + p.ID)
+	}
+	if prevProtocol == 3 {
+		// A server replaced with the flags of the others (--bootstrap-expect
+		// 3, whose default is 3 groups) joins the one-group cluster: it
+		// adopts the cluster's count.
+		p := ps[2]
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		err := cl.RemoveNode(ctx, p.ID)
+		cancel()
+		if err != nil {
+			t.Fatalf("removing %s: %v", p.ID, err)
+		}
+		p.Signal(15)
+		<-p.Done()
+		if err := os.RemoveAll(p.Dir); err != nil {
+			t.Fatal(err)
+		}
+		p.Start(t)
+		waitVoters(t, addrs, "p1", "p2", "p3")
+		proctest.WaitVouched(t, p, 30*time.Second)
+		if b, err := os.ReadFile(filepath.Join(p.Dir, "group-count")); err != nil || strings.TrimSpace(string(b)) != "1" || !strings.Contains(p.LogText(), "adopts the cluster's count") {
+			t.Fatalf("the replacement %s did not adopt the cluster's one group: %q, %v", p.ID, b, err)
+		}
+		w.WaitOK(t, 100, 30*time.Second)
 	}
 	w.Stop()
 	w.Check(t)
