@@ -148,6 +148,9 @@ type Client struct {
 	// forwarded counts the SequenceService answers that a node forwarded
 	// (they carry Seqd-Leader); tests read it.
 	forwarded atomic.Uint64
+	// retried counts attempts tried again after an attempt failed (a test
+	// hook: a retried share may go through a node that forwards it).
+	retried atomic.Uint64
 
 	batchers                 sync.Map // batcherKey → *batcher
 	bCalls, bRequests, bKeys atomic.Uint64
@@ -640,6 +643,7 @@ func retry[T any](c *Client, ctx context.Context, attemptTimeout time.Duration, 
 		if ctx.Err() != nil || !retry || (gone != nil && gone()) {
 			return nil, err
 		}
+		c.retried.Add(1)
 		// Follow the leader hint, or try the next node.
 		hinted := false
 		var ce *connect.Error

@@ -6,6 +6,10 @@ package client
 // by the node asked (they carried Seqd-Leader).
 func (c *Client) ForwardedAnswers() uint64 { return c.forwarded.Load() }
 
+// RetriedAttempts returns how many attempts were tried again after a
+// failed (or timed-out) attempt.
+func (c *Client) RetriedAttempts() uint64 { return c.retried.Load() }
+
 // GroupLeaders returns the per-group table's leader addresses ("" where
 // unknown) and terms, or nil without a table.
 func (c *Client) GroupLeaders() ([]string, []uint64) {
