@@ -120,7 +120,8 @@ function assert(cond, msg) {
 }
 
 async function main() {
-  // Two clusters: nodes (one raft group), and gnodes with 3 raft groups
+  // Two clusters: nodes (one raft group: --groups 1, the default being one
+  // per bootstrap server), and gnodes with 3 raft groups
   // (checked first, see groupRouting), started together. Every port is
   // picked before either starts (their outgoing connections take ports too).
   const nodes = [];
@@ -134,7 +135,7 @@ async function main() {
     n.child = start(n.id, SEQD, [
       "serve", "--id", n.id, "--data-dir", path.join(work, n.id),
       "--api-addr", n.api, "--raft-addr", n.raft, "--gossip-addr", n.gossip,
-      "--join", join, "--bootstrap-expect", "3",
+      "--join", join, "--bootstrap-expect", "3", "--groups", "1",
       "--lease", "500ms", "--raft-heartbeat-timeout", "300ms", "--raft-election-timeout", "300ms",
       "--raft-leader-lease-timeout", "150ms",
     ]);
@@ -199,7 +200,7 @@ async function main() {
     let leader = await agreed(nodes);
     await page.waitForFunction(() => document.querySelectorAll("#nodes tbody tr").length === 3, null, { timeout: 5000 });
     await page.waitForFunction(() => document.querySelectorAll("#spaces tbody tr").length >= 1, null, { timeout: 5000 });
-    // One raft group (no --groups): no groups panel.
+    // One raft group (--groups 1): no groups panel.
     assert(await page.locator("#groups-panel").isHidden(), "a single-group cluster shows no Raft groups panel");
     assert((await page.locator("#groups tbody tr").count()) === 0, "no group rows for a single-group cluster");
     log(`page shows leader ${leader}, 3 nodes, conn: ${await page.locator("#conn").textContent()}`);
