@@ -29,7 +29,11 @@
 // goes as one request per group, over Connect and gRPC-Web, and its values
 // come back in the keys' order (taken again if leadership moved meanwhile);
 // the same call from a client with routing disabled goes whole to one node
-// (no Seqd-Group on its answer: what a broken router would show).
+// (no Seqd-Group on its answer: what a broken router would show). Last,
+// concurrent Next calls from the page are coalesced per group: fewer
+// requests than calls (the client's batchStats), each request of one group's
+// keys, and every value right (none twice per key; a call that returned
+// before another began got the smaller value).
 //
 // Env: SEQD_BIN, UITEST_BIN (built binaries; required), CHROMIUM (default
 // /usr/bin/chromium), E2E_OUT (directory for screenshots and logs; default a
@@ -120,7 +124,8 @@ function assert(cond, msg) {
 }
 
 async function main() {
-  // Two clusters: nodes (one raft group), and gnodes with 3 raft groups
+  // Two clusters: nodes (one raft group: --groups 1, the default being one
+  // per bootstrap server), and gnodes with 3 raft groups
   // (checked first, see groupRouting), started together. Every port is
   // picked before either starts (their outgoing connections take ports too).
   const nodes = [];
@@ -134,7 +139,7 @@ async function main() {
     n.child = start(n.id, SEQD, [
       "serve", "--id", n.id, "--data-dir", path.join(work, n.id),
       "--api-addr", n.api, "--raft-addr", n.raft, "--gossip-addr", n.gossip,
-      "--join", join, "--bootstrap-expect", "3",
+      "--join", join, "--bootstrap-expect", "3", "--groups", "1",
       "--lease", "500ms", "--raft-heartbeat-timeout", "300ms", "--raft-election-timeout", "300ms",
       "--raft-leader-lease-timeout", "150ms",
     ]);
@@ -199,7 +204,7 @@ async function main() {
     let leader = await agreed(nodes);
     await page.waitForFunction(() => document.querySelectorAll("#nodes tbody tr").length === 3, null, { timeout: 5000 });
     await page.waitForFunction(() => document.querySelectorAll("#spaces tbody tr").length >= 1, null, { timeout: 5000 });
-    // One raft group (no --groups): no groups panel.
+    // One raft group (--groups 1): no groups panel.
     assert(await page.locator("#groups-panel").isHidden(), "a single-group cluster shows no Raft groups panel");
     assert((await page.locator("#groups tbody tr").count()) === 0, "no group rows for a single-group cluster");
     log(`page shows leader ${leader}, 3 nodes, conn: ${await page.locator("#conn").textContent()}`);
@@ -532,6 +537,54 @@ async function groupRouting(ctx, gnodes, consoleErrors) {
   assert(w.length === 1 && w[0].node === `http://${home.api}` && w[0].group === null,
     `routing disabled: one whole request to ${home.api}, no Seqd-Group: ${JSON.stringify(w)}`);
   log("routing disabled: the call went whole to the page's node, and its answer named no group");
+
+  // Coalescing: 32 concurrent callers each make 6 Next calls in turn (of
+  // two or three of the keys, over the groups): fewer requests than calls,
+  // each request of one group's keys, no value twice per key, a key named
+  // twice in a call gets increasing values, and a call that returned before
+  // another began got the smaller value of every key both named.
+  const co = await page.evaluate(async (keys) => {
+    const c = window.e2e.clients.connect;
+    window.e2e.log.length = 0;
+    const s0 = c.batchStats();
+    let clock = 0;
+    const calls = [];
+    await Promise.all(Array.from({ length: 32 }, async (_, w) => {
+      for (let i = 0; i < 6; i++) {
+        const ks = [keys[(w + i) % keys.length], keys[(w + 2 * i + 1) % keys.length]];
+        if (i % 3 === 0) ks.push(ks[0]);
+        const start = clock++;
+        const vals = await c.next("default", ks);
+        calls.push({ start, end: clock++, keys: ks, vals: vals.map(String) });
+      }
+    }));
+    const s1 = c.batchStats();
+    return { calls, shares: s1.calls - s0.calls, requests: s1.requests - s0.requests, log: [...window.e2e.log] };
+  }, unique);
+  const coalesced = co.log.filter((e) => e.method === "Next");
+  log(`coalescing: ${co.calls.length} concurrent Next calls (${co.shares} group shares) in ${co.requests} requests ` +
+    `(${coalesced.length} sent, retries included; up to ${Math.max(...coalesced.map((e) => e.keys?.length ?? 0))} keys in one)`);
+  assert(co.requests < co.calls.length && co.requests < co.shares,
+    `coalescing: ${co.calls.length} calls (${co.shares} shares) took ${co.requests} requests`);
+  for (const e of coalesced) {
+    assert(e.keys && new Set(e.keys.map((k) => groupOf.get(k))).size === 1, `coalescing: a request of one group's keys: ${JSON.stringify(e)}`);
+  }
+  const valsOf = (call, k) => call.keys.flatMap((x, p) => (x === k ? [BigInt(call.vals[p])] : []));
+  for (const k of unique) {
+    const all = co.calls.flatMap((call) => valsOf(call, k));
+    assert(new Set(all).size === all.length, `coalescing: key ${k} got no value twice`);
+  }
+  for (const a of co.calls) {
+    for (const k of new Set(a.keys)) {
+      const va = valsOf(a, k);
+      assert(va.every((v, j) => j === 0 || v > va[j - 1]), `coalescing: key ${k} named twice in a call got ${va}`);
+      for (const b of co.calls) {
+        if (a.end >= b.start || !b.keys.includes(k)) continue;
+        assert(va[va.length - 1] < valsOf(b, k)[0],
+          `coalescing: key ${k}: ${va} returned before the call that got ${valsOf(b, k)} began`);
+      }
+    }
+  }
   await page.screenshot({ path: path.join(out, "ui-groups.png"), fullPage: true });
   await page.close();
 }

@@ -47,8 +47,26 @@
 // with another slot map, or with disableRouting (for a client that cannot
 // reach the nodes' advertised addresses, behind a proxy, or a page whose
 // origin the other nodes do not allow: see seqd serve --cors-origin), calls go
-// whole to the given nodes. Calls are never coalesced. Every other call
-// (IdService, AdminService) goes to the given nodes.
+// whole to the given nodes. Every other call (IdService, AdminService) goes
+// to the given nodes.
+//
+// Coalescing, as in the Go client (client/coalesce.go; coalesce.ts here).
+// Concurrent next calls, and concurrent current calls, share requests per
+// space and group (per space without a table): a call made while no request
+// of its batcher is in flight is sent at once, on its own (an idle client
+// adds no latency); calls made while one is in flight wait and go together
+// in the next request, in the order they were made (maxInFlight requests at
+// a time, default 4, spaced a round trip / maxInFlight apart; at most
+// maxBatchKeys keys per request, default 1000; a call waits at most
+// maxBatchWaitMs, default 5, for a free slot). Each group's share of a call
+// joins its group's batcher. Each call gets exactly its own values, a key
+// named twice gets two increasing values, and a call that returned before
+// another began gets the smaller value for the same key. A request is
+// retried as a whole, and its failure is the failure of every call in it
+// (after resource_exhausted each call is sent again on its own, so that the
+// error reaches only the calls whose keys caused it). disableCoalescing sends
+// every call (every share) as its own request; batchStats() counts calls and
+// requests.
 
 import { Code, ConnectError, createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcWebTransport } from "@connectrpc/connect-web";
@@ -68,10 +86,19 @@ import {
   type Worker,
   type WorkerUse,
 } from "./gen/seq/v1/id_pb.js";
+import {
+  Batcher,
+  DEFAULT_MAX_BATCH_KEYS,
+  DEFAULT_MAX_BATCH_WAIT_MS,
+  DEFAULT_MAX_IN_FLIGHT,
+  type BatchStats,
+  type CoalesceLimits,
+} from "./coalesce.js";
 import { applyGroups, learnGroup, spaceName, splitShares, type GroupTable } from "./routing.js";
 import { groupOfKey } from "./slots.js";
 
 export { Code, ConnectError };
+export type { BatchStats };
 export type { ClusterStatusResponse, GroupRoute, Node, Space, DecodeResponse, GetLayoutResponse, Namespace, Worker, WorkerUse };
 export { DEFAULT_SPACE, SLOT_COUNT, SLOT_MAP_VERSION, groupOfKey, slotGroup, slotOf } from "./slots.js";
 
@@ -97,6 +124,22 @@ export interface SeqdClientOptions {
    * the Go client's Options.DisableRouting. Default false.
    */
   disableRouting?: boolean;
+  /**
+   * Send every next and current call (every group's share of one) as its own
+   * request instead of coalescing concurrent calls (see above). Like the Go
+   * client's Options.DisableCoalescing. Default false.
+   */
+  disableCoalescing?: boolean;
+  /** The most keys of one coalesced request (default 1000, at most 10000); a call or share with more is sent on its own. */
+  maxBatchKeys?: number;
+  /** Coalesced requests in flight per space, kind of call and group. Default 4. */
+  maxInFlight?: number;
+  /**
+   * How long a queued call waits for a free slot, in milliseconds: after
+   * this long its request is sent even if maxInFlight requests are in
+   * flight. Default (or 0) 5; negative: wait for a slot.
+   */
+  maxBatchWaitMs?: number;
 }
 
 export type Key = bigint | number | string;
@@ -154,6 +197,8 @@ export interface SeqdClient {
   createSpace(name: string, step?: bigint | number, sectionSize?: bigint | number): Promise<{ space?: Space; created: boolean }>;
   /** Routing information from the latest calls, and the routing table. */
   routing(): RoutingInfo;
+  /** The coalescing counters since the client was created (a copy). */
+  batchStats(): BatchStats;
 }
 
 /** The leader hint carried by an `unavailable` error, when the server knew the leader. */
@@ -194,6 +239,13 @@ export function createSeqdClient(baseUrl: string | string[], options: SeqdClient
   if (given.length === 0) throw new TypeError("createSeqdClient: no node URL");
   const scheme = /^[a-z][a-z0-9+.-]*:\/\//i.exec(given[0])?.[0] ?? "http://";
   let cur = 0; // index into given: the node calls go to when not routed
+  const limits: CoalesceLimits = {
+    maxBatchKeys: Math.min(positive(options.maxBatchKeys) ?? DEFAULT_MAX_BATCH_KEYS, MAX_KEYS),
+    maxInFlight: positive(options.maxInFlight) ?? DEFAULT_MAX_IN_FLIGHT,
+    maxBatchWaitMs: options.maxBatchWaitMs || DEFAULT_MAX_BATCH_WAIT_MS,
+  };
+  const stats: BatchStats = { calls: 0, requests: 0, keys: 0 };
+  const batchers = new Map<string, Batcher>();
 
   // The routing table (see above).
   let table: GroupTable | undefined;
@@ -331,37 +383,52 @@ export function createSeqdClient(baseUrl: string | string[], options: SeqdClient
     }
   }
 
+  // multi sends one next or current request for keys, with retries, to
+  // group's leader (-1: the given node in use).
+  const multi = (kind: Kind, space: string, keys: bigint[], group: number, signal?: AbortSignal) =>
+    attempts(group, signal, async (c) => {
+      const req = { space, keys };
+      const vals = (kind === "next" ? await c.seq.next(req, { signal }) : await c.seq.current(req, { signal })).values;
+      if (vals.length !== keys.length) {
+        throw new ConnectError(`server returned ${vals.length} values for ${keys.length} keys`, Code.Internal);
+      }
+      return vals;
+    });
+
+  // send sends the keys of one call, or of one group's share of it, through
+  // the batcher of (kind, space, group), or on their own.
+  function send(kind: Kind, space: string, keys: bigint[], group: number, signal?: AbortSignal): Promise<bigint[]> {
+    if (options.disableCoalescing || keys.length === 0 || keys.length > limits.maxBatchKeys) {
+      return multi(kind, space, keys, group, signal);
+    }
+    const id = `${kind} ${group} ${space}`;
+    let b = batchers.get(id);
+    if (!b) {
+      b = new Batcher(limits, stats, (keys, signal) => multi(kind, space, keys, group, signal));
+      batchers.set(id, b);
+    }
+    return b.do(keys, signal);
+  }
+
   // perKey runs next or current: split by group when the table knows the
   // space, else whole (see above).
-  async function perKey(
-    space: string,
-    keys: Key[],
-    send: (c: Conn, keys: bigint[], signal?: AbortSignal) => Promise<bigint[]>,
-  ): Promise<bigint[]> {
+  async function perKey(kind: Kind, space: string, keys: Key[]): Promise<bigint[]> {
     const ks = keys.map(toKey);
     const t = table;
     const size = t?.spaces.get(spaceName(space));
-    const one = (keys: bigint[], group: number, signal?: AbortSignal) =>
-      attempts(group, signal, async (c) => {
-        const vals = await send(c, keys, signal);
-        if (vals.length !== keys.length) {
-          throw new ConnectError(`server returned ${vals.length} values for ${keys.length} keys`, Code.Internal);
-        }
-        return vals;
-      });
     if (!t || size === undefined || ks.length === 0 || ks.length > MAX_KEYS) {
-      const vals = await one(ks, -1);
+      const vals = await send(kind, space, ks, -1);
       if (t && size === undefined) refresh(); // the space exists: learn its section size
       return vals;
     }
     const shares = splitShares(spaceName(space), size, t.n, ks);
-    if (shares.length === 1) return one(ks, shares[0].group);
+    if (shares.length === 1) return send(kind, space, ks, shares[0].group);
     const vals = new Array<bigint>(ks.length);
     const stop = new AbortController();
     let failure: { err: unknown } | undefined;
     await Promise.all(
       shares.map((sh) =>
-        one(sh.keys, sh.group, stop.signal).then(
+        send(kind, space, sh.keys, sh.group, stop.signal).then(
           (v) => sh.pos.forEach((p, i) => (vals[p] = v[i])),
           (err) => {
             if (!failure) failure = { err };
@@ -380,7 +447,7 @@ export function createSeqdClient(baseUrl: string | string[], options: SeqdClient
     baseUrl: given[0],
     transport: kind,
     next(space, keys) {
-      return perKey(space, keys, async (c, keys, signal) => (await c.seq.next({ space, keys }, { signal })).values);
+      return perKey("next", space, keys);
     },
     async reserve(space, key, count) {
       const k = toKey(key);
@@ -392,7 +459,7 @@ export function createSeqdClient(baseUrl: string | string[], options: SeqdClient
       return { first: res.first, count: res.count };
     },
     current(space, keys) {
-      return perKey(space, keys, async (c, keys, signal) => (await c.seq.current({ space, keys }, { signal })).values);
+      return perKey("current", space, keys);
     },
     async nextIds(namespace, count) {
       return (await plain((c) => c.ids.nextIds({ namespace, count }))).ids;
@@ -429,7 +496,17 @@ export function createSeqdClient(baseUrl: string | string[], options: SeqdClient
         node: given[cur],
       };
     },
+    batchStats() {
+      return { ...stats };
+    },
   };
+}
+
+type Kind = "next" | "current";
+
+/** n when a positive number, else undefined (the default). */
+function positive(n: number | undefined): number | undefined {
+  return n !== undefined && n > 0 ? Math.floor(n) : undefined;
 }
 
 function trimUrl(u: string): string {
