@@ -316,18 +316,43 @@ func (s *Server) removeFromGroups(ctx context.Context, hdr http.Header, id strin
 const removeWait = 15 * time.Second
 
 // removeFromGroup removes server id from group g on its leader: here, or
-// forwarded once. A group that does not list it is done.
+// forwarded once to the leader this server knows. A server that knows no
+// leader of the group (the removed server itself, refused by the group)
+// asks every other server in turn: only the group's leader does it. A
+// group that does not list the server is done.
 func (s *Server) removeFromGroup(ctx context.Context, hdr http.Header, g int, id string) error {
 	var err error
+	send := func(ctx context.Context, p *peer, h http.Header) error {
+		r := connect.NewRequest(&seqv1.RemoveNodeRequest{Id: id, Group: proto.Uint32(uint32(g))})
+		maps.Copy(r.Header(), h)
+		_, err := p.admin.RemoveNode(ctx, r)
+		return err
+	}
 	if s.node.Group(g).IsLeader() {
 		err = s.node.RemoveServerFrom(ctx, g, id)
 	} else {
-		_, err = s.toGroupLeader(ctx, hdr, g, forwardTimeout, func(ctx context.Context, p *peer, h http.Header) error {
-			r := connect.NewRequest(&seqv1.RemoveNodeRequest{Id: id, Group: proto.Uint32(uint32(g))})
-			maps.Copy(r.Header(), h)
-			_, err := p.admin.RemoveNode(ctx, r)
-			return err
-		})
+		_, err = s.toGroupLeader(ctx, hdr, g, forwardTimeout, send)
+	}
+	if lid, _ := s.node.GroupLeader(g); errors.Is(err, seqd.ErrNoLeader) || (lid == s.node.ID() && errors.Is(err, seqd.ErrNotLeader)) {
+		for _, m := range s.node.Members() {
+			if !m.Alive || m.ID == s.node.ID() || m.APIAddr == "" {
+				continue
+			}
+			h := http.Header{}
+			h.Set(seqd.HeaderForwarded, s.node.ID())
+			if a := hdr.Get("Authorization"); a != "" {
+				h.Set("Authorization", a)
+			}
+			actx, cancel := context.WithTimeout(ctx, forwardTimeout)
+			e := send(actx, s.peer(m.APIAddr), h)
+			cancel()
+			if e == nil || connect.CodeOf(e) == connect.CodeNotFound {
+				return nil
+			}
+			if connect.CodeOf(e) != connect.CodeUnavailable {
+				return e
+			}
+		}
 	}
 	if errors.Is(err, cluster.ErrUnknownServer) || connect.CodeOf(err) == connect.CodeNotFound {
 		return nil // not (or no longer) in the group

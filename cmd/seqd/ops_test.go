@@ -141,7 +141,7 @@ func TestProcessOperations(t *testing.T) {
 	w.WaitOK(t, 100, 30*time.Second)
 
 	// Back up, issue more, lose everything, restore.
-	backupLoseRestore(t, ps[:3], w, 1, timing...)
+	backupLoseRestore(t, ps[:3], w, 3, timing...) // 3 groups: one per bootstrap server, the default
 }
 
 // TestProcessBackupRestoreGroups: the backup procedure of the README on
