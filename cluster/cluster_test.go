@@ -247,6 +247,29 @@ func TestLaterJoinerIsAdded(t *testing.T) {
 	c.WaitVoters(2, failoverWait)
 	c.Join()
 	c.WaitVoters(3, failoverWait)
+	// The leader's configuration lists 3 voters once the promotion is
+	// appended; the joined nodes must have it too (committed and
+	// applied), or the two of them are 2 of a configuration that lists
+	// only one of them as a voter, and can elect nobody without the first.
+	deadline := time.Now().Add(failoverWait)
+	for _, m := range c.Nodes[1:] {
+		for {
+			conf, err := m.Node().Configuration()
+			voters := 0
+			for _, s := range conf {
+				if s.Voter {
+					voters++
+				}
+			}
+			if err == nil && voters == 3 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s's configuration has %d voters, want 3", m.ID, voters)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
 	// The joined nodes have state now: kill the first node and the other two
 	// elect a leader among themselves.
 	first := c.Nodes[0]
