@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -63,29 +65,82 @@ func refusal(n *nodes.Node, offset int64) string {
 	return ""
 }
 
-// afterRefusal reports what a node that logged a refusal since offset
-// logged after it: that its raft gate opened (vouched for after all: the
-// refusal is not final) and that it served as leader, or "".
-func afterRefusal(n *nodes.Node, offset int64) string {
-	log := n.LogSince(offset)
-	first := -1
-	for _, r := range refusals {
-		if i := strings.Index(log, r.line); i >= 0 && (first < 0 || i < first) {
-			first = i
+// groupPrefix finds the raft group a seqd log line is about: a server of
+// several groups vouches for each on its own and names the group in its
+// message ("group 3: ...", "raft gate open: group 3: ..."). A line without
+// it is about the only group.
+var groupPrefix = regexp.MustCompile(`msg="(?:raft gate open: )?group (\d+): `)
+
+// lineGroup returns the group a log line names, or -1.
+func lineGroup(line string) int {
+	m := groupPrefix.FindStringSubmatch(line)
+	if m == nil {
+		return -1
+	}
+	g, _ := strconv.Atoi(m[1])
+	return g
+}
+
+// sameGroup reports whether two log lines are about the same raft group
+// (a line that names none is about every group).
+func sameGroup(a, b string) bool {
+	ga, gb := lineGroup(a), lineGroup(b)
+	return ga < 0 || gb < 0 || ga == gb
+}
+
+// refusalLine returns the first refusal line a node logged since offset,
+// and the lines after it.
+func refusalLine(n *nodes.Node, offset int64) (string, []string) {
+	lines := strings.Split(n.LogSince(offset), "\n")
+	for i, l := range lines {
+		for _, r := range refusals {
+			if strings.Contains(l, r.line) {
+				return l, lines[i+1:]
+			}
 		}
 	}
-	if first < 0 {
+	return "", nil
+}
+
+// afterRefusal reports what a node that logged a refusal since offset
+// logged after it: that its raft gate opened for the group it refused
+// (vouched for after all: the refusal is not final) and that it served as
+// leader, or "". With several groups, other groups' gates may open: each
+// group is judged on its own (a copy older than one group's record may be
+// too recent to tell apart in another).
+func afterRefusal(n *nodes.Node, offset int64) string {
+	first, rest := refusalLine(n, offset)
+	if first == "" {
 		return ""
 	}
-	rest := log[first:]
-	if !strings.Contains(rest, gateOpen) {
+	opened := false
+	for _, l := range rest {
+		opened = opened || (strings.Contains(l, gateOpen) && sameGroup(first, l))
+	}
+	if !opened {
 		return ""
 	}
 	d := "THEN its raft gate OPENED in the same process (vouched for after refusing)"
-	if c := strings.Count(rest, servedLog); c > 0 {
+	if c := strings.Count(strings.Join(rest, "\n"), servedLog); c > 0 {
 		d += fmt.Sprintf(" and it logged %q %d times", servedLog, c)
 	}
 	return d
+}
+
+// gateOpenedBefore reports whether a node that logged a refusal since
+// offset logged, before it, that its raft gate opened for the group it
+// refused.
+func gateOpenedBefore(n *nodes.Node, offset int64) bool {
+	first, _ := refusalLine(n, offset)
+	for _, l := range strings.Split(n.LogSince(offset), "\n") {
+		if l == first {
+			return false
+		}
+		if strings.Contains(l, gateOpen) && sameGroup(first, l) {
+			return true
+		}
+	}
+	return false
 }
 
 // served describes how often a node logged that it served as leader since

@@ -172,8 +172,10 @@ func (e *Env) putBack(ctx context.Context, rng *rand.Rand, c *dirCopy, targets [
 			out = append(out, fmt.Sprintf("%s refused (logged: %s) %v after the heal began", x.ID, refused, took.Round(100*time.Millisecond)))
 			if a := afterRefusal(x, offset); a != "" {
 				out = append(out, a)
-			} else if gate {
+			} else if gateOpenedBefore(x, offset) {
 				out = append(out, x.ID+" ALSO logged that its raft gate opened (before the refusal)")
+			} else if gate {
+				out = append(out, x.ID+" was let into other raft groups (each group is judged on its own: the copy is older than only some groups' records)")
 			}
 		case ok && alone == "":
 			out = append(out, x.ID+" rejoined with the copy (vouched for, no refusal: a copy too recent to tell apart)")

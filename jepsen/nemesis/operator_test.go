@@ -152,4 +152,25 @@ msg="serving as leader" term=3
 	if got := served(n, 0); !strings.Contains(got, "1 times") {
 		t.Errorf("served: %q", got)
 	}
+	// Several groups: each is vouched for on its own.
+	write(`msg="raft gate open: group 0: the serving leader vouches for this server's log"
+msg="group 3: this server's raft log ends at index 40, but n2 recorded it reaching index 41 (term 3): its data directory is an older copy, so it refuses"
+msg="raft gate open: group 1: the serving leader vouches for this server's log"
+`)
+	if got := afterRefusal(n, 0); got != "" {
+		t.Errorf("another group's gate opened after group 3's refusal: %q", got)
+	}
+	if gateOpenedBefore(n, 0) {
+		t.Error("another group's gate opened before group 3's refusal, taken for group 3's")
+	}
+	write(`msg="raft gate open: group 3: the serving leader vouches for this server's log"
+msg="group 3: this server's raft log ends at index 40, but n2 recorded it reaching index 41 (term 3): its data directory is an older copy, so it refuses"
+msg="raft gate open: group 3: no leader answers; enough voters answered"
+`)
+	if got := afterRefusal(n, 0); !strings.Contains(got, "OPENED") {
+		t.Errorf("group 3's gate opened after its refusal: %q", got)
+	}
+	if !gateOpenedBefore(n, 0) {
+		t.Error("group 3's gate opened before its refusal: not seen")
+	}
 }
