@@ -335,7 +335,10 @@ func (s *Server) removeFromGroup(ctx context.Context, hdr http.Header, g int, id
 	}
 	if lid, _ := s.node.GroupLeader(g); errors.Is(err, seqd.ErrNoLeader) || (lid == s.node.ID() && errors.Is(err, seqd.ErrNotLeader)) {
 		for _, m := range s.node.Members() {
-			if !m.Alive || m.ID == s.node.ID() || m.APIAddr == "" {
+			// Servers of this cluster in group 0's configuration only: a
+			// server of another cluster in gossip may lead a group listing
+			// a server of the same ID.
+			if !m.Alive || m.ID == s.node.ID() || m.APIAddr == "" || m.Cluster != s.node.ClusterID() || !s.node.InGroup(0, m.ID) {
 				continue
 			}
 			h := http.Header{}

@@ -13,7 +13,6 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/seqd/seqd"
-	"github.com/seqd/seqd/group"
 )
 
 // A node runs the same fixed number of raft groups as every other server of
@@ -229,20 +228,21 @@ func syncDir(dir string) error {
 }
 
 // checkGroupState refuses a data directory whose groups disagree: group 0
-// held raft state when the node started but another group's directory did
-// not exist (existed records, per group, whether its raft.db was there
-// before the group opened it). That directory was deleted or lost: its
-// votes and acknowledged entries are gone, and letting it take part could
-// elect two leaders in a term or lose committed marks. A directory that
-// exists without state is a group this server had not been added to yet
-// (a server that joined and stopped before every group's leader added it),
-// and a group with state while group 0 has none is a bootstrap cut short
-// (groups are bootstrapped before group 0): both are fine.
-func checkGroupState(groups []*group.Group, existed []bool) error {
-	if !groups[0].HadState() {
+// holds raft state (has0) but another group's raft.db does not exist
+// (existed, per group). That directory was deleted or lost: its votes and
+// acknowledged entries are gone, and letting it take part could elect two
+// leaders in a term or lose committed marks. It runs before any group is
+// opened (opening creates the files), so the refusal holds on every start.
+// A directory that exists without state is a group this server had not
+// been added to yet (a server that joined and stopped before every group's
+// leader added it), and a group with state while group 0 has none is a
+// bootstrap cut short (groups are bootstrapped before group 0): both are
+// fine.
+func checkGroupState(has0 bool, existed []bool) error {
+	if !has0 {
 		return nil
 	}
-	for i := 1; i < len(groups); i++ {
+	for i := 1; i < len(existed); i++ {
 		if !existed[i] {
 			return fmt.Errorf("%w: group %d's directory is missing while group 0's holds raft state: it was deleted or lost. Remove this server from the cluster, delete its whole data directory, and start it again to join as a new server", ErrInvalidConfig, i)
 		}

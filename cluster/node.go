@@ -156,9 +156,21 @@ func (n *Node) open() error {
 		n.transports = append(n.transports, t)
 	}
 	n.transport = n.transports[0]
+	// Before anything is opened (which creates the files): a group
+	// directory lost while group 0 holds state must stay refused on the
+	// next start too.
 	existed := make([]bool, count)
 	for i := 0; i < count; i++ {
 		existed[i] = exists(filepath.Join(groupDir(cfg.DataDir, i), "raft.db"))
+	}
+	has0, err := hasRaftState(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	if err := checkGroupState(has0, existed); err != nil {
+		return err
+	}
+	for i := 0; i < count; i++ {
 		if err := checkIdentity(groupDir(cfg.DataDir, i), cfg.ID, i); err != nil {
 			return err
 		}
@@ -185,9 +197,6 @@ func (n *Node) open() error {
 			return fmt.Errorf("group %d: %w", i, err)
 		}
 		n.groups = append(n.groups, g)
-	}
-	if err := checkGroupState(n.groups, existed); err != nil {
-		return err
 	}
 	g := n.groups[0]
 	n.grp, n.raft, n.fsm, n.alloc, n.logStore = g, g.Raft(), g.FSM(), g.Allocator(), g.LogStore()

@@ -311,7 +311,17 @@ func (g *gossip) checkGroupGate(i int, joined bool, mine string, withState []Mem
 		return // servers of its cluster are up but did not answer: ask again
 	}
 	last := r.LastIndex()
-	judge := own
+	// Without a leader, only servers that hold state in this group can
+	// hold a record of this server's log of it: gossip's "holds state"
+	// (whom checkGate asks) describes group 0, and a voter whose directory
+	// of this group alone was wiped answers from an empty log (index 0).
+	// Its answer does not count towards the voters that must answer.
+	var judge []VouchAnswer
+	for _, a := range own {
+		if a.LastIndex > 0 {
+			judge = append(judge, a)
+		}
+	}
 	if auth != nil {
 		judge = []VouchAnswer{*auth}
 		if !auth.InConfiguration {
@@ -320,7 +330,7 @@ func (g *gossip) checkGroupGate(i int, joined bool, mine string, withState []Mem
 				"id", n.cfg.ID)
 			return
 		}
-	} else if missing := n.unanswered(i, own); len(missing) > 0 {
+	} else if missing := n.unanswered(i, judge); len(missing) > 0 {
 		n.gateWarn(i, "quorum-wait", fmt.Sprintf("no leader answers, and vouching without one needs answers from enough voters to include every committed record: waiting for %v. "+
 			"If some of them are gone for good (dead, their disks lost) and no server runs on an older copy of its data directory, restart the survivors with --assume-gone naming them",
 			missing), "id", n.cfg.ID)
@@ -349,7 +359,7 @@ func (g *gossip) checkGroupGate(i int, joined bool, mine string, withState []Mem
 		n.vouch(i, "the serving leader vouches for this server's log", "leader", auth.NodeID, "last_index", last)
 		return
 	}
-	n.vouch(i, "no leader answers; enough voters answered, and none recorded this server's log beyond what it holds", "answers", len(own), "last_index", last)
+	n.vouch(i, "no leader answers; enough voters answered, and none recorded this server's log beyond what it holds", "answers", len(judge), "last_index", last)
 }
 
 // unanswered returns, when no leader of group i answers, the voters of
