@@ -162,6 +162,9 @@ func (n *Node) open() error {
 	existed := make([]bool, count)
 	for i := 0; i < count; i++ {
 		existed[i] = exists(filepath.Join(groupDir(cfg.DataDir, i), "raft.db"))
+		if err := checkLogKept(groupDir(cfg.DataDir, i), i, existed[i]); err != nil {
+			return err
+		}
 	}
 	has0, err := hasRaftState(cfg.DataDir)
 	if err != nil {
@@ -172,9 +175,6 @@ func (n *Node) open() error {
 	}
 	for i := 0; i < count; i++ {
 		if err := checkIdentity(groupDir(cfg.DataDir, i), cfg.ID, i); err != nil {
-			return err
-		}
-		if err := checkLogKept(groupDir(cfg.DataDir, i), i, existed[i]); err != nil {
 			return err
 		}
 		gc := group.Config{
