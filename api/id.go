@@ -180,7 +180,14 @@ func (s *Server) namespace(ctx context.Context, name string) (cluster.Namespace,
 	}
 	resp, err := routeInner(s, ctx, connect.NewRequest(&seqv1.ListNamespacesRequest{}),
 		func(context.Context) (*seqv1.ListNamespacesResponse, error) {
-			return &seqv1.ListNamespacesResponse{}, nil // the leader's own state was read above
+			// The leader's own state was read above. It is the cluster's
+			// only while the leader holds its lease: a leader deposed but
+			// not yet stepped down (or one still waiting out its
+			// predecessor's lease) may lack a namespace created since.
+			if !s.node.Allocator().Serving() {
+				return nil, fmt.Errorf("%w: namespace %q is not in the state of a leader that does not hold its lease", seqd.ErrNotServing, name)
+			}
+			return &seqv1.ListNamespacesResponse{}, nil
 		},
 		func(ctx context.Context, p *peer, r *connect.Request[seqv1.ListNamespacesRequest]) (*connect.Response[seqv1.ListNamespacesResponse], error) {
 			return p.admin.ListNamespaces(ctx, r)

@@ -23,6 +23,12 @@ func (s *Server) CreateNamespace(ctx context.Context, req *connect.Request[seqv1
 	}
 	return route(s, ctx, req, seqv1connect.AdminServiceCreateNamespaceProcedure,
 		func(ctx context.Context) (*seqv1.CreateNamespaceResponse, error) {
+			// Only a leader holding its lease creates, as for spaces: a
+			// namespace created while an older leader still served could be
+			// not_found there after this call returned.
+			if !s.node.Allocator().Serving() {
+				return nil, seqd.ErrLeaseNotHeld
+			}
 			_, existed := s.node.Namespace(op.Namespace)
 			if op.Obfuscation != cluster.ObfuscateNone {
 				// The leader derives the key check from its own secret.
