@@ -27,7 +27,7 @@ npm ci --no-audit --no-fund
 echo "== type-check and bundle (ui/static/app.js)"
 npm run --silent build
 
-echo "== unit tests (slot function, routing by raft group, coalescing)"
+echo "== unit tests (slot function, routing by raft group, coalescing, the refusing-raft pill)"
 npm test --silent
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/seqd-web-e2e.XXXXXX")

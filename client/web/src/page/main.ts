@@ -21,6 +21,7 @@ import {
   type Worker,
 } from "../index.js";
 import { IssuedRate, type RateReading } from "./metrics.js";
+import { raftRefusal } from "./refusal.js";
 
 const POLL_MS = 1000;
 // Spaces, namespaces and workers are listed every LIST_EVERY polls.
@@ -148,11 +149,8 @@ function renderStatus(st: ClusterStatusResponse, reading?: RateReading): void {
     const member = el("td", n.inConfiguration ? (n.voter ? "voter" : "non-voter") : "no (gossip only)");
     if (n.raftState !== "unreachable") {
       // Not vouched for (yet), in every group or some (see seqd status).
-      const shut = n.groups.filter((g) => !g.raftOpen).map((g) => g.group);
-      if (!n.raftOpen) {
-        const what = shut.length && shut.length < n.groups.length ? `refusing raft (groups ${shut.join(", ")})` : "refusing raft";
-        member.append(" ", pill(what, "warn"));
-      }
+      const refusing = raftRefusal(n);
+      if (refusing) member.append(" ", pill(refusing, "warn"));
       if (n.diskFull) member.append(" ", pill("disk full", "warn"));
     }
     const lease = reading?.lease.get(n.id);
