@@ -179,7 +179,12 @@ func (g *Group) lead(ctx context.Context, epoch uint64) {
 		t := g.alloc.Now()
 		start := time.Now()
 		renewal := fsm.EncodeNoop()
-		if g.fsm.Protocol() >= 2 {
+		// A group other than group 0 exists only on builds with groups
+		// (protocol 4), which all apply lease records; its own protocol
+		// may still read 1 (it moves only while every server of its
+		// configuration is alive), and a renewal without its length
+		// would let a new leader wait less than this lease.
+		if g.fsm.Protocol() >= 2 || g.cfg.Authority != nil {
 			renewal = fsm.EncodeLease(g.cfg.Lease, g.cfg.LeaseMargin)
 		}
 		err := g.apply(ctx, renewal)
