@@ -1,6 +1,7 @@
 package groupstest_test
 
 import (
+	"context"
 	"io"
 	"os"
 	"path/filepath"
@@ -160,4 +161,41 @@ func TestGroupsLeaseChangeOnGroupStillOnProtocol1(t *testing.T) {
 		t.Fatalf("the new leader %s of group 1 (400 ms lease, waited %v) served %v before the old leader's 6 s lease ran out: the leases overlap",
 			next.ID, w, expiry.Sub(newStart).Round(time.Millisecond))
 	}
+}
+
+// TestGroupsMixedLeaseHandoffDrainsAndRollingRestart: three servers of 3
+// groups, n2 started with --lease-handoff=false and the others with it on,
+// under a workload: every server is drained and undrained in turn, then
+// restarted gracefully in turn (its groups handed over, some by a server
+// that releases its lease to one that does not read releases, some the
+// other way). Every key's values must strictly increase and never repeat.
+func TestGroupsMixedLeaseHandoffDrainsAndRollingRestart(t *testing.T) {
+	c := testcluster.New(t, 3, testcluster.Options{Groups: 3, LeaseHandoff: true, Lease: time.Second},
+		func(i int, m *testcluster.Member) { m.NoLeaseHandoff = i == 1 })
+	waitBalanced(t, c, 60*time.Second)
+	w := testcluster.StartWorkload(t, "default", 30, c.APIAddrs(), 2)
+	w.WaitOK(t, 200, failoverWait)
+	ctx := context.Background()
+	for _, m := range c.Nodes {
+		if _, err := m.Node().Drain(ctx, true); err != nil {
+			t.Fatalf("drain %s: %v", m.ID, err)
+		}
+		waitUntil(t, failoverWait, m.ID+" leading no group", func() bool { return c.LeadCountsOf(m) == 0 && c.GroupLeaders() != nil })
+		if _, err := m.Node().Drain(ctx, false); err != nil {
+			t.Fatalf("undrain %s: %v", m.ID, err)
+		}
+		waitBalanced(t, c, 60*time.Second)
+	}
+	for _, m := range c.Nodes {
+		if err := m.Shutdown(); err != nil {
+			t.Fatal(err)
+		}
+		m.Restart()
+		c.WaitVouched(m, failoverWait)
+		waitBalanced(t, c, 60*time.Second)
+	}
+	ok := w.OK()
+	w.WaitOK(t, ok+200, failoverWait)
+	w.Stop()
+	w.Check(t)
 }

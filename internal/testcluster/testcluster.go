@@ -80,6 +80,9 @@ type Member struct {
 	Join       []string
 	AssumeGone []string
 	LeaseClock sections.Clock
+	// NoLeaseHandoff, when set, starts the member with --lease-handoff=false
+	// whatever Options.LeaseHandoff says (mixed settings).
+	NoLeaseHandoff bool
 	// WallClock, when set, is the member's wall clock in Unix ms (a
 	// clock-step test).
 	WallClock func() int64
@@ -217,7 +220,7 @@ func (m *Member) start(expect int) error {
 			SnapshotThreshold: m.c.opts.SnapshotThreshold, TrailingLogs: m.c.opts.TrailingLogs,
 			SnapshotInterval: snapshotInterval(m.c.opts.SnapshotThreshold),
 			MinVoters:        m.c.opts.MinVoters, DeadServerGrace: m.c.opts.DeadServerGrace,
-			Groups: m.groups(), LeaseHandoff: m.c.opts.LeaseHandoff,
+			Groups: m.groups(), LeaseHandoff: m.c.opts.LeaseHandoff && !m.NoLeaseHandoff,
 		},
 		ClusterSecret: m.c.opts.ClusterSecret,
 		Logger:        m.c.log.With("node", m.ID),
