@@ -385,7 +385,7 @@ func groupStates(gs []cluster.GroupStatus) []*seqv1.GroupState {
 	out := make([]*seqv1.GroupState, len(gs))
 	for i, g := range gs {
 		out[i] = &seqv1.GroupState{Group: uint32(g.Group), RaftState: strings.ToLower(g.State), Term: g.Term,
-			AppliedIndex: g.AppliedIndex, Serving: g.Serving, RaftOpen: g.RaftOpen}
+			AppliedIndex: g.AppliedIndex, Serving: g.Serving, RaftOpen: g.RaftOpen, Protocol: g.Protocol}
 	}
 	return out
 }

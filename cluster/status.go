@@ -34,6 +34,9 @@ type GroupStatus struct {
 	// RaftOpen is false while this node refuses the group's raft traffic
 	// (not vouched for in the group: see vouch.go).
 	RaftOpen bool
+	// Protocol is the group's replicated-command protocol on this node
+	// (see fsm.FSM.Protocol).
+	Protocol uint64
 }
 
 // LocalStatus is what this node knows about itself.
@@ -143,7 +146,7 @@ func (n *Node) Status() LocalStatus {
 	for i, gr := range n.groups {
 		gs := gr.Status()
 		row := GroupStatus{Group: i, State: gs.State, Term: gs.Term, AppliedIndex: gs.AppliedIndex, Serving: gs.Serving, ValuesTaken: gs.ValuesTaken,
-			RaftOpen: n.GroupVouched(i)}
+			RaftOpen: n.GroupVouched(i), Protocol: gs.Protocol}
 		row.LeaderID, row.LeaderAPIAddr = n.leaderAddr(gs.LeaderID)
 		row.FirstSlot, row.EndSlot = seqd.SlotRange(i, len(n.groups))
 		if gs.Configuration != nil {

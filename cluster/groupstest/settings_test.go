@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
+	"github.com/seqd/seqd/client"
 	"github.com/seqd/seqd/internal/testcluster"
 )
 
@@ -133,6 +134,24 @@ func TestGroupsLeaseChangeOnGroupStillOnProtocol1(t *testing.T) {
 		t.Fatalf("scenario not reached: group 0 is on protocol %d", p)
 	}
 	t.Logf("group 0 on protocol %d, group 1 serving on protocol %d", old.Node().Group(0).FSM().Protocol(), old.Node().Group(1).FSM().Protocol())
+	// ClusterStatus shows it: the answering node's rows carry each
+	// group's protocol (seqd status prints them).
+	cl, err := client.New([]string{old.APIAddr}, client.Options{DisableRouting: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := cl.ClusterStatus(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range st.GetNodes() {
+		if n.GetId() != st.GetNodeId() {
+			continue
+		}
+		if gs := n.GetGroups(); len(gs) != 2 || gs[0].GetProtocol() < 4 || gs[1].GetProtocol() != 1 {
+			t.Fatalf("ClusterStatus of %s: groups %v, want group 0 on protocol 4 or above and group 1 on 1", n.GetId(), gs)
+		}
+	}
 
 	// The rolling change of --lease: n2 restarts on 6 s.
 	if err := old.Shutdown(); err != nil {

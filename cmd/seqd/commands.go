@@ -321,13 +321,22 @@ func refusingNote(n *seqv1.Node) string {
 	return "refusing-raft(groups " + strings.Join(shut, " ") + ")"
 }
 
-// printGroups prints the routing table of a cluster of several groups and
-// how many groups each node leads.
+// printGroups prints the routing table of a cluster of several groups, each
+// group's protocol as the answering node has it ("-" from a server older
+// than the field), and how many groups each node leads.
 func printGroups(st *seqv1.ClusterStatusResponse) error {
 	leads := map[string]int{}
+	protocols := map[uint32]uint64{}
+	for _, n := range st.GetNodes() {
+		if n.GetId() == st.GetNodeId() {
+			for _, g := range n.GetGroups() {
+				protocols[g.GetGroup()] = g.GetProtocol()
+			}
+		}
+	}
 	fmt.Printf("\ngroups: %d  slots: %d  slot map version: %d\n", len(st.GetGroups()), st.GetSlotCount(), st.GetSlotMapVersion())
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "GROUP\tLEADER\tSERVING\tTERM\tPREFERRED\tSLOTS\tVOTERS")
+	fmt.Fprintln(tw, "GROUP\tLEADER\tSERVING\tTERM\tPROTOCOL\tPREFERRED\tSLOTS\tVOTERS")
 	for _, g := range st.GetGroups() {
 		leader := g.GetLeaderId()
 		if leader == "" {
@@ -335,7 +344,11 @@ func printGroups(st *seqv1.ClusterStatusResponse) error {
 		} else {
 			leads[leader]++
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%v\t%d\t%s\t%d-%d\t%s\n", g.GetGroup(), leader, g.GetServing(), g.GetTerm(),
+		proto := "-"
+		if p := protocols[g.GetGroup()]; p > 0 {
+			proto = strconv.FormatUint(p, 10)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%v\t%d\t%s\t%s\t%d-%d\t%s\n", g.GetGroup(), leader, g.GetServing(), g.GetTerm(), proto,
 			g.GetPreferredLeader(), g.GetFirstSlot(), g.GetEndSlot()-1, strings.Join(g.GetVoters(), ","))
 	}
 	if err := tw.Flush(); err != nil {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
 	"github.com/seqd/seqd/api/gen/seq/v1/seqv1connect"
 	"github.com/seqd/seqd/client"
+	"github.com/seqd/seqd/fsm"
 	"github.com/seqd/seqd/internal/proctest"
 )
 
@@ -402,6 +404,21 @@ func TestGroupsBalanceBoundAndStable(t *testing.T) {
 		t.Fatalf("6 groups on 3 servers: %v, want 2/2/2", counts)
 	}
 	t.Logf("6 groups led 2/2/2 %v after the processes started", took.Round(time.Millisecond))
+	// seqd status prints one row per group, with its protocol (the newest,
+	// every server being up).
+	out, errOut, code := runCLI(t, nil, "status", "--addr", ps[0].API)
+	if code != 0 {
+		t.Fatalf("seqd status: exit %d: %s", code, errOut)
+	}
+	rows := regexp.MustCompile(`(?m)^[0-5]\s+p[1-3]\s+true\s+\d+\s+(\d+|-)\s+p[1-3]\s+\d+-\d+\s+\S+$`).FindAllStringSubmatch(out, -1)
+	if len(rows) != groups {
+		t.Fatalf("seqd status: %d group rows, want %d:\n%s", len(rows), groups, out)
+	}
+	for _, r := range rows {
+		if r[1] != strconv.FormatUint(fsm.ProtocolVersion, 10) {
+			t.Fatalf("seqd status: a group row on protocol %s, want %d:\n%s", r[1], fsm.ProtocolVersion, out)
+		}
+	}
 
 	victim := ps[1]
 	victim.Kill9()

@@ -1230,7 +1230,13 @@ type GroupState struct {
 	// it has not been vouched for in the group yet, or never will be (the
 	// group's directory wiped or an older copy; its log says which). The
 	// node's raft_open is true only when every group's is.
-	RaftOpen      bool `protobuf:"varint,6,opt,name=raft_open,json=raftOpen,proto3" json:"raft_open,omitempty"`
+	RaftOpen bool `protobuf:"varint,6,opt,name=raft_open,json=raftOpen,proto3" json:"raft_open,omitempty"`
+	// protocol is the replicated-command protocol of the group on this node
+	// (the node's own protocol field is group 0's). A group moves to the newest
+	// only while every server of its configuration is alive, so it may trail
+	// group 0's while one is down; it is 0 from a server older than this
+	// field.
+	Protocol      uint64 `protobuf:"varint,7,opt,name=protocol,proto3" json:"protocol,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1305,6 +1311,13 @@ func (x *GroupState) GetRaftOpen() bool {
 		return x.RaftOpen
 	}
 	return false
+}
+
+func (x *GroupState) GetProtocol() uint64 {
+	if x != nil {
+		return x.Protocol
+	}
+	return 0
 }
 
 // GroupRoute is one row of the routing table: which server leads a group,
@@ -1642,7 +1655,7 @@ const file_seq_v1_seq_proto_rawDesc = "" +
 	"\bprotocol\x18\x0f \x01(\x04R\bprotocol\x12\x1b\n" +
 	"\traft_open\x18\x10 \x01(\bR\braftOpen\x12\x1b\n" +
 	"\tdisk_full\x18\x11 \x01(\bR\bdiskFull\x12*\n" +
-	"\x06groups\x18\x12 \x03(\v2\x12.seq.v1.GroupStateR\x06groups\"\xb1\x01\n" +
+	"\x06groups\x18\x12 \x03(\v2\x12.seq.v1.GroupStateR\x06groups\"\xcd\x01\n" +
 	"\n" +
 	"GroupState\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\rR\x05group\x12\x1d\n" +
@@ -1651,7 +1664,8 @@ const file_seq_v1_seq_proto_rawDesc = "" +
 	"\x04term\x18\x03 \x01(\x04R\x04term\x12#\n" +
 	"\rapplied_index\x18\x04 \x01(\x04R\fappliedIndex\x12\x18\n" +
 	"\aserving\x18\x05 \x01(\bR\aserving\x12\x1b\n" +
-	"\traft_open\x18\x06 \x01(\bR\braftOpen\"\x92\x02\n" +
+	"\traft_open\x18\x06 \x01(\bR\braftOpen\x12\x1a\n" +
+	"\bprotocol\x18\a \x01(\x04R\bprotocol\"\x92\x02\n" +
 	"\n" +
 	"GroupRoute\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\rR\x05group\x12\x1b\n" +
