@@ -93,7 +93,9 @@ export class Batcher {
     return new Promise<bigint[]>((resolve, reject) => {
       const t = now();
       let bt = this.queue[this.queue.length - 1];
-      if (!bt || bt.keys.length + keys.length > this.limits.maxBatchKeys) {
+      // A queued request whose calls all left is aborted (its signal stays
+      // aborted): a new call does not join it, or it would fail canceled.
+      if (!bt || bt.stop.signal.aborted || bt.keys.length + keys.length > this.limits.maxBatchKeys) {
         bt = { keys: [], waiters: [], created: t, live: 0, stop: new AbortController() };
         this.queue.push(bt);
       }

@@ -189,6 +189,33 @@ test("a call whose share fails returns at once; the calls coalesced with it go o
   assert.deepEqual(keysOf(c.take("b:1")), [[k1], [k1, k1]], "the failed call's share was sent for the other (a gap)");
 });
 
+test("a call joining a queued request that every earlier call left still gets its values", async () => {
+  // The k1 share of a call whose k0 share fails is queued alone behind a
+  // request in flight, and leaves: nobody waits for that queued request any
+  // more. A later call of k1, which nobody cancels, joins it (the last
+  // queued request still accepts calls): it must get its value, not a
+  // cancellation it never asked for.
+  const c = fakeCluster(["a:1", "b:1"]);
+  c.status = status(V1, "a:1", [["a:1", 5], ["b:1", 5], ["a:1", 5]]);
+  // fetch as browsers and node run it: an aborted signal rejects at once.
+  const fetch = (url, init) => (init?.signal?.aborted ? Promise.reject(new DOMException("aborted", "AbortError")) : c.fetch(url, init));
+  const cl = createSeqdClient("http://a:1", { fetch, maxInFlight: 1, maxBatchWaitMs: -1 });
+  await cl.next("", [1n]);
+  await until("a refresh", () => cl.routing().refreshes > 0);
+  const k0 = keyOfGroup(0, 1n), k1 = keyOfGroup(1, 1n);
+  c.take("b:1");
+  c.set("a:1", { failIf: (keys) => (keys.includes(k0) ? [400, "failed_precondition"] : undefined) });
+  c.hold("b:1");
+  const p1 = cl.next("", [k1]);
+  await arrived(c, "b:1", 1);
+  await assert.rejects(cl.next("", [k0, k1]), (e) => e.code === Code.FailedPrecondition);
+  const p2 = cl.next("", [k1]);
+  c.release("b:1");
+  assert.deepEqual(await p1, [k1 * 1000n + 1n]);
+  const got = await p2.catch((e) => `rejected: ${e}`);
+  assert.ok(Array.isArray(got) && got.length === 1 && got[0] > k1 * 1000n + 1n, `a call nobody canceled got ${got}`);
+});
+
 test("a call that returned before another began gets the smaller value", async () => {
   const c = fakeCluster(["a:1"]);
   c.set("a:1", { delay: () => Math.random() * 4 });
