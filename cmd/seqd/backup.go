@@ -100,8 +100,10 @@ func cmdRestore(args []string) error {
 			"                    skipped by calls that failed (the increase of the old cluster's\n"+
 			"                    seqd_values_taken_total, summed over its servers, bounds it)\n"+
 			"  --terms-since T   the leader terms after the backup, counting the one serving when it was taken\n"+
-			"                    (the increase of the raft term, plus 1; or 1 + the seconds since the backup\n"+
-			"                    divided by the shortest --lease any server used: a new leader waits a lease).\n"+
+			"                    (the increase of the raft term, plus 1; or, only if every server ran with\n"+
+			"                    --lease-handoff=false, 1 + the seconds since the backup divided by the shortest\n"+
+			"                    --lease any server used: a new leader then waits a lease. With the handoff, on by\n"+
+			"                    default, a transfer, drain or graceful shutdown starts a term without that wait.)\n"+
 			"                    With several raft groups, each group counts its own terms from its own part of\n"+
 			"                    the backup: T is the largest, over the groups, of the increase of the group's\n"+
 			"                    term (seqd_group_raft_term{group=\"g\"}, highest on any server) since the term\n"+
