@@ -130,7 +130,7 @@ func (p peerService) Vouch(ctx context.Context, req *connect.Request[peerv1.Vouc
 		LeaderId: a.LeaderID, LeaderApiAddr: a.LeaderAPIAddr,
 		InConfiguration: a.InConfiguration, Voter: a.Voter,
 		SeenWithState: a.Seen, RecordedIndex: a.RecordedIndex, RecordedTerm: a.RecordedTerm,
-		LastIndex: a.LastIndex, Protocol: a.Protocol, Voters: a.Voters,
+		LastIndex: a.LastIndex, Protocol: a.Protocol, Voters: a.Voters, RestoredFrom: a.RestoredFrom,
 	}), nil
 }
 
@@ -218,7 +218,7 @@ func (p Peers) Vouch() cluster.PeerVouch {
 			LeaderID: m.GetLeaderId(), LeaderAPIAddr: m.GetLeaderApiAddr(),
 			InConfiguration: m.GetInConfiguration(), Voter: m.GetVoter(),
 			Seen: m.GetSeenWithState(), RecordedIndex: m.GetRecordedIndex(), RecordedTerm: m.GetRecordedTerm(),
-			LastIndex: m.GetLastIndex(), Protocol: m.GetProtocol(), Voters: m.GetVoters(),
+			LastIndex: m.GetLastIndex(), Protocol: m.GetProtocol(), Voters: m.GetVoters(), RestoredFrom: m.GetRestoredFrom(),
 		}, nil
 	}
 }

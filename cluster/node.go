@@ -52,6 +52,9 @@ type Node struct {
 	// vouches is each group's vouching state (vouch.go); each group's raft
 	// gate is in mux (muxLayer.Open).
 	vouches []*groupVouch
+	// restoredFrom is the cluster whose backup this server's data
+	// directory was restored from ("" if not; see checkRestoredTwice).
+	restoredFrom string
 
 	ml            *memberlist.Memberlist
 	gossipAddr    string // host:port other servers reach this node's gossip on
@@ -171,6 +174,9 @@ func (n *Node) open() error {
 		return err
 	}
 	if err := checkGroupState(has0, existed); err != nil {
+		return err
+	}
+	if n.restoredFrom, err = readRestoredFrom(cfg.DataDir); err != nil {
 		return err
 	}
 	for i := 0; i < count; i++ {

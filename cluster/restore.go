@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
@@ -151,8 +152,8 @@ func PrepareRestore(rc RestoreConfig) (RestoreResult, error) {
 		}
 		return res, err
 	}
-	if err := writeRestored(rc, states); err != nil {
-		for _, name := range append(stateFiles, identityFile) {
+	if err := writeRestored(rc, states, sum.Info.ClusterID); err != nil {
+		for _, name := range append(stateFiles, identityFile, restoredFromFile) {
 			_ = os.RemoveAll(filepath.Join(rc.DataDir, name))
 		}
 		return res, err
@@ -160,13 +161,36 @@ func PrepareRestore(rc RestoreConfig) (RestoreResult, error) {
 	return res, nil
 }
 
-// writeRestored writes the group count and, for each group, the raft state
-// of a new single-voter cluster whose snapshot is the prepared file
-// states[g]. Group 0 comes last, as in a bootstrap: its state is what says
-// the server holds a cluster (see checkGroupState).
-func writeRestored(rc RestoreConfig, states []string) error {
+// restoredFromFile names the file, in a restored data directory, holding
+// the ID of the cluster the backup was taken from (see checkRestoredTwice).
+const restoredFromFile = "restored-from"
+
+// readRestoredFrom returns the cluster a data directory was restored from
+// ("" when it was not restored, or from a cluster without an ID).
+func readRestoredFrom(dataDir string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(dataDir, restoredFromFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading %s: %w", filepath.Join(dataDir, restoredFromFile), err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// writeRestored writes the ID of the cluster the backup was taken from
+// (from; nothing when it had none), the group count and, for each group,
+// the raft state of a new single-voter cluster whose snapshot is the
+// prepared file states[g]. Group 0 comes last, as in a bootstrap: its state
+// is what says the server holds a cluster (see checkGroupState).
+func writeRestored(rc RestoreConfig, states []string, from string) error {
 	if err := os.MkdirAll(rc.DataDir, 0o750); err != nil {
 		return err
+	}
+	if from != "" {
+		if err := writeSynced(rc.DataDir, restoredFromFile, []byte(from+"\n")); err != nil {
+			return fmt.Errorf("recording the cluster restored from: %w", err)
+		}
 	}
 	if err := writeGroups(rc.DataDir, len(states)); err != nil {
 		return err

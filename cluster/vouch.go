@@ -65,7 +65,12 @@ import (
 // part while a server of another cluster lists it in that cluster's
 // configuration: it is mistaken for one of that cluster's members (for
 // example `seqd restore` run into a member's data directory), and serving
-// would hand out values the other cluster hands out too.
+// would hand out values the other cluster hands out too. A server whose data
+// directory was restored from a backup refuses as well while it sees a
+// server of the cluster the backup was taken from, or another server
+// restored from a backup of that cluster into a cluster of its own
+// (checkRestoredTwice): each would serve the same sections from the same
+// marks.
 //
 // Every raft group is vouched for on its own, by the same rules applied to
 // that group: its raft gate (in the multiplexer), its log, its
@@ -115,17 +120,20 @@ type VouchAnswer struct {
 	ClusterID string
 	// Group echoes the group asked about (a server of a build without
 	// groups answers for group 0 whatever it is asked, and sets none).
-	Group                    int
-	Authoritative            bool
-	NodeID                   string
-	LeaderID, LeaderAPIAddr  string
-	InConfiguration, Voter   bool
-	Seen                     bool
-	RecordedIndex            uint64
-	RecordedTerm             uint64
-	LastIndex                uint64
-	Protocol                 uint64
-	Voters                   []string // the voters of the answering server's configuration
+	Group                   int
+	Authoritative           bool
+	NodeID                  string
+	LeaderID, LeaderAPIAddr string
+	InConfiguration, Voter  bool
+	Seen                    bool
+	RecordedIndex           uint64
+	RecordedTerm            uint64
+	LastIndex               uint64
+	Protocol                uint64
+	Voters                  []string // the voters of the answering server's configuration
+	// RestoredFrom is the cluster whose backup the answering server's data
+	// directory was restored from ("" if not restored).
+	RestoredFrom             string
 	answeredBy, answeredAddr string
 	answeredCluster          string
 }
@@ -286,6 +294,9 @@ func (g *gossip) checkGroupGate(i int, joined bool, mine string, withState []Mem
 				a.answeredBy, a.answeredCluster, n.cfg.ID, mine, a.answeredCluster, n.cfg.ID, a.answeredBy), "id", n.cfg.ID)
 			return
 		}
+	}
+	if n.checkRestoredTwice(i, mine, answers) {
+		return
 	}
 	// Only servers of this server's cluster vouch.
 	var own []VouchAnswer
@@ -486,6 +497,42 @@ func (n *Node) checkSolo(i int) {
 		return
 	}
 	n.vouch(i, "the only voter of its configuration, and no other server of its cluster is seen")
+}
+
+// checkRestoredTwice reports whether group i must stay refused because
+// this server's data directory was restored from a backup of a cluster
+// (restoredFrom) while answers show that cluster still running (one of its
+// servers answered with its cluster ID) or another server restored from a
+// backup of it into another cluster: two clusters would then serve the
+// same sections from the same marks, as when the same backup is restored
+// on every server of a cluster, each becoming a one-server cluster of its
+// own (`seqd restore` makes one server; the others join it empty). Both
+// sides of a simultaneous start refuse; one that started alone earlier and
+// serves goes on, the later one refuses. Servers that never gossip with
+// each other (different --join lists) are not told apart.
+func (n *Node) checkRestoredTwice(i int, mine string, answers []VouchAnswer) bool {
+	from := n.restoredFrom
+	if from == "" || mine == "" {
+		return false
+	}
+	for _, a := range answers {
+		if a.answeredCluster == "" || a.answeredCluster == mine {
+			continue
+		}
+		switch {
+		case a.answeredCluster == from:
+			n.gateWarn(i, "restored-source", fmt.Sprintf("this server's data directory was restored from a backup of cluster %s, and server %s of that cluster is running: "+
+				"it refuses to take part or serve, since both clusters would hand out the same values. Stop every server of cluster %s (and delete their data directories) "+
+				"before the restored cluster serves", from, a.answeredBy, from), "id", n.cfg.ID, "restored_from", from, "seen", a.answeredBy)
+			return true
+		case a.RestoredFrom == from:
+			n.gateWarn(i, "restored-twice", fmt.Sprintf("this server (cluster %s) and server %s (cluster %s) were both restored from a backup of cluster %s into clusters of their own: "+
+				"they refuse to take part or serve, since both would hand out the same values. Keep one restored server: stop the others, delete their data directories, "+
+				"and start them empty with the same --join so that they join it", mine, a.answeredBy, a.answeredCluster, from), "id", n.cfg.ID, "restored_from", from, "seen", a.answeredBy)
+			return true
+		}
+	}
+	return false
 }
 
 // ask puts req to each server concurrently, then to the leaders they name

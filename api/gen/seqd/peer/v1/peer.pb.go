@@ -329,7 +329,12 @@ type VouchResponse struct {
 	// group echoes the group asked about: every field but cluster_id and
 	// node_id describes that group. (Servers of builds without groups leave
 	// it 0: an asker discards their answer about any other group.)
-	Group         uint32 `protobuf:"varint,14,opt,name=group,proto3" json:"group,omitempty"`
+	Group uint32 `protobuf:"varint,14,opt,name=group,proto3" json:"group,omitempty"`
+	// restored_from is the cluster whose backup the answering server's data
+	// directory was restored from ("" if it was not restored): two servers
+	// restored from backups of one cluster into clusters of their own would
+	// hand out the same values (see cluster.checkRestoredTwice).
+	RestoredFrom  string `protobuf:"bytes,15,opt,name=restored_from,json=restoredFrom,proto3" json:"restored_from,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -462,6 +467,13 @@ func (x *VouchResponse) GetGroup() uint32 {
 	return 0
 }
 
+func (x *VouchResponse) GetRestoredFrom() string {
+	if x != nil {
+		return x.RestoredFrom
+	}
+	return ""
+}
+
 var File_seqd_peer_v1_peer_proto protoreflect.FileDescriptor
 
 const file_seqd_peer_v1_peer_proto_rawDesc = "" +
@@ -483,7 +495,7 @@ const file_seqd_peer_v1_peer_proto_rawDesc = "" +
 	"\thas_state\x18\x03 \x01(\bR\bhasState\x12\x1d\n" +
 	"\n" +
 	"last_index\x18\x04 \x01(\x04R\tlastIndex\x12\x14\n" +
-	"\x05group\x18\x05 \x01(\rR\x05group\"\xd0\x03\n" +
+	"\x05group\x18\x05 \x01(\rR\x05group\"\xf5\x03\n" +
 	"\rVouchResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12$\n" +
@@ -501,7 +513,8 @@ const file_seqd_peer_v1_peer_proto_rawDesc = "" +
 	"last_index\x18\v \x01(\x04R\tlastIndex\x12\x1a\n" +
 	"\bprotocol\x18\f \x01(\x04R\bprotocol\x12\x16\n" +
 	"\x06voters\x18\r \x03(\tR\x06voters\x12\x14\n" +
-	"\x05group\x18\x0e \x01(\rR\x05group2\xdf\x01\n" +
+	"\x05group\x18\x0e \x01(\rR\x05group\x12#\n" +
+	"\rrestored_from\x18\x0f \x01(\tR\frestoredFrom2\xdf\x01\n" +
 	"\vPeerService\x12B\n" +
 	"\x05Vouch\x12\x1a.seqd.peer.v1.VouchRequest\x1a\x1b.seqd.peer.v1.VouchResponse\"\x00\x12E\n" +
 	"\x05Clock\x12\x1a.seqd.peer.v1.ClockRequest\x1a\x1b.seqd.peer.v1.ClockResponse\"\x03\x90\x02\x01\x12E\n" +
