@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -86,6 +87,12 @@ func readBackupInfo(b *bolt.Bucket) (BackupInfo, error) {
 				return nil // read below
 			}
 			return fmt.Errorf("%q is a bucket", k)
+		}
+		if string(k) == string(keyInfoDigest) {
+			if len(v) != sha256.Size {
+				return fmt.Errorf("digest of %d bytes", len(v))
+			}
+			return nil // checked by checkDigest
 		}
 		if string(k) == string(keyInfoCluster) {
 			if len(v) > maxClusterIDLen {
@@ -299,6 +306,10 @@ func openBackup(path string) (*bolt.DB, *state, RestoreSummary, error) {
 		return nil, nil, sum, fmt.Errorf("fsm: %s is not a valid seqd backup: %w", path, err)
 	}
 	describe(st, &sum)
+	if err := checkDigest(db, sum.Info); err != nil {
+		db.Close()
+		return nil, nil, sum, fmt.Errorf("%s: %w", path, err)
+	}
 	if sum.Info.Slots != 0 && sum.Info.Slots != seqd.SlotCount {
 		db.Close()
 		return nil, nil, sum, fmt.Errorf("%w: the backup places sections on %d slots, this build on %d: restore it with a build of its slot count", ErrSlotCount, sum.Info.Slots, seqd.SlotCount)

@@ -271,6 +271,12 @@ func writeGroupsBackup(t *testing.T) string {
 func TestRestoreGroups(t *testing.T) {
 	backup := writeGroupsBackup(t)
 	otherSlots := editedCopy(t, backup, "backup", "slots", 1024)
+	// As a build of another slot count would have written it: sealed with
+	// its digest. Unsealed, the same edit is damage.
+	damaged := editedCopy(t, backup, "backup", "slots", 1024)
+	if err := fsm.SealBackup(otherSlots); err != nil {
+		t.Fatal(err)
+	}
 	restore := func(file string, extra ...string) (string, string, int, string) {
 		d := filepath.Join(t.TempDir(), "d")
 		args := append(append([]string{"restore", "--values-since", "10", "--terms-since", "2"}, extra...), "--id", "r1", "--data-dir", d, "--raft-addr", "127.0.0.1:7711", file)
@@ -285,6 +291,7 @@ func TestRestoreGroups(t *testing.T) {
 		{"another group count", backup, []string{"--groups", "2"}, "raft group count is 3; --groups 2 cannot change it"},
 		{"one group asked for", backup, []string{"--groups", "1"}, "--groups 1 cannot change it"},
 		{"another slot count", otherSlots, nil, "1024 slots"},
+		{"a damaged backup", damaged, nil, "the backup is damaged: its contents do not match the digest"},
 	} {
 		o, e, code, d := restore(tc.file, tc.extra...)
 		if code != 2 || !strings.Contains(e, tc.msg) {
