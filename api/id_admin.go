@@ -103,6 +103,13 @@ func (s *Server) createOp(m *seqv1.CreateNamespaceRequest) (cluster.FlakeOp, err
 func (s *Server) ListNamespaces(ctx context.Context, req *connect.Request[seqv1.ListNamespacesRequest]) (*connect.Response[seqv1.ListNamespacesResponse], error) {
 	return route(s, ctx, req, seqv1connect.AdminServiceListNamespacesProcedure,
 		func(context.Context) (*seqv1.ListNamespacesResponse, error) {
+			// Only a leader holding its lease answers: a follower that
+			// does not find a namespace asks the leader (Server.namespace)
+			// and answers not_found from this list, which a leader
+			// deposed, or waiting out its predecessor's lease, may lack.
+			if !s.node.Allocator().Serving() {
+				return nil, fmt.Errorf("%w: the namespaces are listed by a leader that holds its lease", seqd.ErrNotServing)
+			}
 			out := &seqv1.ListNamespacesResponse{}
 			for _, ns := range s.node.Namespaces() {
 				out.Namespaces = append(out.Namespaces, namespaceMsg(ns))
