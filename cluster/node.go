@@ -52,9 +52,10 @@ type Node struct {
 	// vouches is each group's vouching state (vouch.go); each group's raft
 	// gate is in mux (muxLayer.Open).
 	vouches []*groupVouch
-	// restoredFrom is the cluster whose backup this server's data
-	// directory was restored from ("" if not; see checkRestoredTwice).
-	restoredFrom string
+	// restoredFrom is the cluster whose backup this server's cluster was
+	// restored from ("" if not, or not known; see checkRestoredTwice and
+	// adoptRestoredFrom): a string.
+	restoredFrom atomic.Value
 
 	ml            *memberlist.Memberlist
 	gossipAddr    string // host:port other servers reach this node's gossip on
@@ -176,9 +177,11 @@ func (n *Node) open() error {
 	if err := checkGroupState(has0, existed); err != nil {
 		return err
 	}
-	if n.restoredFrom, err = readRestoredFrom(cfg.DataDir); err != nil {
+	from, err := readRestoredFrom(cfg.DataDir)
+	if err != nil {
 		return err
 	}
+	n.restoredFrom.Store(from)
 	for i := 0; i < count; i++ {
 		if err := checkIdentity(groupDir(cfg.DataDir, i), cfg.ID, i); err != nil {
 			return err

@@ -298,6 +298,11 @@ func (g *gossip) checkGroupGate(i int, joined bool, mine string, withState []Mem
 	if n.checkRestoredTwice(i, mine, answers) {
 		return
 	}
+	for _, a := range answers {
+		if mine != "" && a.answeredCluster == mine {
+			n.adoptRestoredFrom(a.RestoredFrom, a.answeredBy)
+		}
+	}
 	// Only servers of this server's cluster vouch.
 	var own []VouchAnswer
 	for _, a := range answers {
@@ -437,6 +442,7 @@ func (g *gossip) checkGateNoState(i int, own []VouchAnswer, clusters int) {
 				"id", n.cfg.ID)
 			return
 		}
+		n.adoptRestoredFrom(a.RestoredFrom, a.answeredBy)
 		n.vouch(i, "joining as a new server", "leader", a.NodeID, "listed_as_voter", a.Voter)
 		return
 	}
@@ -499,6 +505,31 @@ func (n *Node) checkSolo(i int) {
 	n.vouch(i, "the only voter of its configuration, and no other server of its cluster is seen")
 }
 
+// sourceCluster returns the cluster this server's cluster was restored
+// from ("" if not, or not known).
+func (n *Node) sourceCluster() string {
+	s, _ := n.restoredFrom.Load().(string)
+	return s
+}
+
+// adoptRestoredFrom records that this server's cluster was restored from
+// cluster from, as a server of its own cluster answered (only the server a
+// restore was run on holds the file at first): every server of a restored
+// cluster then answers with it, so that a later restore of the same source
+// that gossips with the cluster is refused even while the restored server
+// itself is down. It is kept in the data directory's restored-from file.
+func (n *Node) adoptRestoredFrom(from, by string) {
+	if from == "" || n.sourceCluster() != "" {
+		return
+	}
+	n.restoredFrom.Store(from)
+	if err := writeSynced(n.cfg.DataDir, restoredFromFile, []byte(from+"\n")); err != nil {
+		n.log.Warn("recording the cluster this cluster was restored from", "restored_from", from, "err", err)
+		return
+	}
+	n.log.Info("this server's cluster was restored from a backup of another cluster", "restored_from", from, "told_by", by)
+}
+
 // checkRestoredTwice reports whether group i must stay refused because
 // this server's data directory was restored from a backup of a cluster
 // (restoredFrom) while answers show that cluster still running (one of its
@@ -511,7 +542,7 @@ func (n *Node) checkSolo(i int) {
 // serves goes on, the later one refuses. Servers that never gossip with
 // each other (different --join lists) are not told apart.
 func (n *Node) checkRestoredTwice(i int, mine string, answers []VouchAnswer) bool {
-	from := n.restoredFrom
+	from := n.sourceCluster()
 	if from == "" || mine == "" {
 		return false
 	}

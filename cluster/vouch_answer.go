@@ -26,7 +26,7 @@ func (n *Node) Vouch(req VouchRequest) (VouchAnswer, error) {
 	g := n.groups[i]
 	r := g.Raft()
 	a := VouchAnswer{ClusterID: n.fsm.ClusterID(), Group: i, NodeID: n.cfg.ID, LastIndex: r.LastIndex(), Protocol: n.fsm.Protocol(),
-		RestoredFrom: n.restoredFrom}
+		RestoredFrom: n.sourceCluster()}
 	a.LeaderID, a.LeaderAPIAddr = n.GroupLeader(i)
 	a.Authoritative = g.IsLeader() && g.Allocator().Serving()
 	if cf := r.GetConfiguration(); cf.Error() == nil {

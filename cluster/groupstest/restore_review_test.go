@@ -3,9 +3,6 @@ package groupstest_test
 import (
 	"context"
 	"math"
-	"net"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -71,15 +68,7 @@ func TestRestoreLeaseRuleCountsHandoffTerms(t *testing.T) {
 		next()
 	}
 
-	file := filepath.Join(t.TempDir(), "backup.db")
-	f, err := os.Create(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cl.Backup(ctx, f); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	file := backupFile(t, ctx, cl)
 	sum, err := fsm.InspectBackup(file)
 	if err != nil {
 		t.Fatal(err)
@@ -179,15 +168,7 @@ func TestRestoreOnEveryServerServesOnce(t *testing.T) {
 			issued[k] = vals[i]
 		}
 	}
-	file := filepath.Join(t.TempDir(), "backup.db")
-	f, err := os.Create(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cl.Backup(ctx, f); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	file := backupFile(t, ctx, cl)
 	old.Close()
 
 	margin, err := fsm.MinMargin(10, 2, seqd.DefaultStep)
@@ -197,12 +178,7 @@ func TestRestoreOnEveryServerServesOnce(t *testing.T) {
 	// Every server restored from the backup into its (new, empty) data
 	// directory, then all started as before.
 	restored := testcluster.New(t, 3, testcluster.Options{}, func(i int, m *testcluster.Member) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		m.RaftAddr = ln.Addr().String()
-		ln.Close()
+		m.RaftAddr = freeAddr(t)
 		if _, err := cluster.PrepareRestore(cluster.RestoreConfig{Backup: file, ValuesSince: 10, TermsSince: 2, Margin: margin,
 			ID: m.ID, DataDir: m.Dir, RaftAdvertise: m.RaftAddr}); err != nil {
 			t.Fatalf("restore on %s: %v", m.ID, err)
@@ -302,15 +278,7 @@ func TestRestoreWhileSourceClusterRuns(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	file := filepath.Join(t.TempDir(), "backup.db")
-	f, err := os.Create(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cl.Backup(ctx, f); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	file := backupFile(t, ctx, cl)
 	margin, err := fsm.MinMargin(1000, 3, seqd.DefaultStep)
 	if err != nil {
 		t.Fatal(err)
@@ -322,12 +290,7 @@ func TestRestoreWhileSourceClusterRuns(t *testing.T) {
 	restored := testcluster.New(t, 1, testcluster.Options{}, func(_ int, m *testcluster.Member) {
 		m.ID = "r1"
 		m.Join = join
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		m.RaftAddr = ln.Addr().String()
-		ln.Close()
+		m.RaftAddr = freeAddr(t)
 		if _, err := cluster.PrepareRestore(cluster.RestoreConfig{Backup: file, ValuesSince: 1000, TermsSince: 3, Margin: margin,
 			ID: m.ID, DataDir: m.Dir, RaftAdvertise: m.RaftAddr}); err != nil {
 			t.Fatal(err)
@@ -376,15 +339,7 @@ func TestRestoreIntoMemberOfGroupsNeverServes(t *testing.T) {
 	if _, err := cl.Next(ctx, seqd.DefaultSpaceName, keys...); err != nil {
 		t.Fatal(err)
 	}
-	file := filepath.Join(t.TempDir(), "backup.db")
-	f, err := os.Create(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cl.Backup(ctx, f); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	file := backupFile(t, ctx, cl)
 	victim := c.GroupLeaders()[1]
 	victim.Kill()
 	victim.Wipe()

@@ -51,6 +51,8 @@ var refusals = []struct{ name, line string }{
 	{"taken for another cluster's member", foreignRefusal},
 	{"wiped", wipedRefusal},
 	{"removed", "does not list it in the raft configuration"},
+	{"restored twice", "were both restored from a backup of cluster"},
+	{"restored while its source runs", "of that cluster is running"},
 }
 
 // refusal returns the name of the refusal the node logged since offset, or
