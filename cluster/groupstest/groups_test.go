@@ -648,20 +648,18 @@ func TestGroupsRemoveNodeFromEveryGroup(t *testing.T) {
 	}
 }
 
-// TestCreateSpaceOnlyWhileServing: a new leader waiting out its
-// predecessor's lease refuses CreateSpace (unavailable: the old leader may
-// still serve, and would answer not_found for the space after
-// CreateSpace returned); once it serves, it creates it.
-func TestCreateSpaceOnlyWhileServing(t *testing.T) {
+// leaderWaitingOutLease starts 3 servers with a 3 s lease, kills the
+// serving leader and returns the cluster and the new leader as soon as it
+// leads while still waiting out its predecessor's lease.
+func leaderWaitingOutLease(t *testing.T) (*testcluster.Cluster, *testcluster.Member) {
+	t.Helper()
 	c := testcluster.Start(t, 3, testcluster.Options{Lease: 3 * time.Second})
-	old := c.WaitServingLeader(30 * time.Second)
-	old.Kill()
-	var nl *testcluster.Member
+	c.WaitServingLeader(30 * time.Second).Kill()
 	deadline := time.Now().Add(30 * time.Second)
-	for nl == nil {
+	for {
 		for _, m := range c.Nodes {
 			if n := m.Node(); n != nil && n.IsLeader() && !n.Allocator().Serving() {
-				nl = m
+				return c, m
 			}
 		}
 		if time.Now().After(deadline) {
@@ -669,6 +667,14 @@ func TestCreateSpaceOnlyWhileServing(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// TestCreateSpaceOnlyWhileServing: a new leader waiting out its
+// predecessor's lease refuses CreateSpace (unavailable: the old leader may
+// still serve, and would answer not_found for the space after
+// CreateSpace returned); once it serves, it creates it.
+func TestCreateSpaceOnlyWhileServing(t *testing.T) {
+	c, nl := leaderWaitingOutLease(t)
 	sp := seqd.Space{Name: "later", Step: 10, SectionSize: 10}
 	if _, err := nl.Node().CreateSpace(context.Background(), sp); !errors.Is(err, seqd.ErrNotServing) {
 		if nl.Node().Allocator().Serving() {

@@ -21,29 +21,15 @@ import (
 // lease; the follower then answers not_found from the state of a leader
 // that may lack a namespace created since (the case the fix is about).
 func TestNamespacesNotFoundThroughFollowerOnlyWhileServing(t *testing.T) {
-	c := testcluster.Start(t, 3, testcluster.Options{Lease: 3 * time.Second})
-	old := c.WaitServingLeader(30 * time.Second)
-	old.Kill()
-	var nl *testcluster.Member
-	deadline := time.Now().Add(30 * time.Second)
-	for nl == nil {
-		for _, m := range c.Nodes {
-			if n := m.Node(); n != nil && n.IsLeader() && !n.Allocator().Serving() {
-				nl = m
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no new leader waiting out the lease")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	c, nl := leaderWaitingOutLease(t)
 	var f *testcluster.Member
 	for _, m := range c.Nodes {
-		if m != old && m != nl {
-			f = m
+		if m.Node() != nil && m != nl {
+			f = m // the running follower (the old leader was killed)
 		}
 	}
 	// The follower knows the new leader (a heartbeat away).
+	deadline := time.Now().Add(30 * time.Second)
 	for id, _ := f.Node().Leader(); id != nl.ID; id, _ = f.Node().Leader() {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s does not know the leader %s", f.ID, nl.ID)

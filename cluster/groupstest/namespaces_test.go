@@ -61,22 +61,7 @@ func TestGroupsNewNamespaceOnLaggingServer(t *testing.T) {
 // neither creates a namespace nor answers not_found from its own state: an
 // older leader may still serve, so both are unavailable until it serves.
 func TestNamespacesOnlyWhileServing(t *testing.T) {
-	c := testcluster.Start(t, 3, testcluster.Options{Lease: 3 * time.Second})
-	old := c.WaitServingLeader(30 * time.Second)
-	old.Kill()
-	var nl *testcluster.Member
-	deadline := time.Now().Add(30 * time.Second)
-	for nl == nil {
-		for _, m := range c.Nodes {
-			if n := m.Node(); n != nil && n.IsLeader() && !n.Allocator().Serving() {
-				nl = m
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no new leader waiting out the lease")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	c, nl := leaderWaitingOutLease(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	direct, err := client.New([]string{nl.APIAddr}, client.Options{DisableRouting: true, RetryFor: time.Millisecond})
