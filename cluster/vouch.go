@@ -519,10 +519,10 @@ func (n *Node) sourceCluster() string {
 // that gossips with the cluster is refused even while the restored server
 // itself is down. It is kept in the data directory's restored-from file.
 func (n *Node) adoptRestoredFrom(from, by string) {
-	if from == "" || n.sourceCluster() != "" {
+	// Once: every group's check may offer it, concurrently.
+	if from == "" || !n.restoredFrom.CompareAndSwap("", from) {
 		return
 	}
-	n.restoredFrom.Store(from)
 	if err := writeSynced(n.cfg.DataDir, restoredFromFile, []byte(from+"\n")); err != nil {
 		n.log.Warn("recording the cluster this cluster was restored from", "restored_from", from, "err", err)
 		return
