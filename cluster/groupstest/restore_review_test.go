@@ -32,14 +32,7 @@ func TestRestoreLeaseRuleCountsHandoffTerms(t *testing.T) {
 		lease  = 2 * time.Second
 		step   = uint64(1) << 40 // a legal step (seqd.MaxStep)
 	)
-	old := testcluster.Start(t, 3, testcluster.Options{Groups: groups, Lease: lease, LeaseHandoff: true})
-	waitAllServing(t, old, failoverWait)
-	cl, err := client.New(old.APIAddrs(), client.Options{RetryFor: 20 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	old, cl, ctx := servingCluster(t, testcluster.Options{Groups: groups, Lease: lease, LeaseHandoff: true})
 	if _, err := cl.CreateSpace(ctx, "h", step, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -138,6 +131,22 @@ func TestRestoreLeaseRuleCountsHandoffTerms(t *testing.T) {
 	}
 }
 
+// servingCluster starts 3 servers with opts, waits until every group
+// serves, and returns the cluster, a client of it and a context that ends
+// with the test (3 minutes at most).
+func servingCluster(t *testing.T, opts testcluster.Options) (*testcluster.Cluster, *client.Client, context.Context) {
+	t.Helper()
+	c := testcluster.Start(t, 3, opts)
+	waitAllServing(t, c, failoverWait)
+	cl, err := client.New(c.APIAddrs(), client.Options{RetryFor: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	return c, cl, ctx
+}
+
 // TestRestoreOnEveryServerServesOnce (found by an adversarial review): an
 // operator used to etcd's procedure restores the same backup on every
 // server of a 3-server cluster of 2 groups during a full restart (each with
@@ -149,14 +158,7 @@ func TestRestoreLeaseRuleCountsHandoffTerms(t *testing.T) {
 // ("even under operator mistakes") needs at most one of them to serve.
 func TestRestoreOnEveryServerServesOnce(t *testing.T) {
 	const groups = 2
-	old := testcluster.Start(t, 3, testcluster.Options{Groups: groups})
-	waitAllServing(t, old, failoverWait)
-	cl, err := client.New(old.APIAddrs(), client.Options{RetryFor: 20 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	old, cl, ctx := servingCluster(t, testcluster.Options{Groups: groups})
 	keys := []uint64{0, 1, 2, 3, 4, 5, 6, 7}
 	issued := map[uint64]uint64{}
 	for range 5 {
@@ -270,14 +272,7 @@ func TestRestoreOnEveryServerServesOnce(t *testing.T) {
 // still runs, refuses to serve: both clusters would hand out the same
 // values. Once that cluster is stopped, the restored server serves.
 func TestRestoreWhileSourceClusterRuns(t *testing.T) {
-	old := testcluster.Start(t, 3, testcluster.Options{Groups: 2})
-	waitAllServing(t, old, failoverWait)
-	cl, err := client.New(old.APIAddrs(), client.Options{RetryFor: 20 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	old, cl, ctx := servingCluster(t, testcluster.Options{Groups: 2})
 	file := backupFile(t, ctx, cl)
 	margin, err := fsm.MinMargin(1000, 3, seqd.DefaultStep)
 	if err != nil {
@@ -327,14 +322,7 @@ func TestRestoreWhileSourceClusterRuns(t *testing.T) {
 // no group of it serves, and the running cluster keeps serving every group.
 func TestRestoreIntoMemberOfGroupsNeverServes(t *testing.T) {
 	const groups = 2
-	c := testcluster.Start(t, 3, testcluster.Options{Groups: groups})
-	waitAllServing(t, c, failoverWait)
-	cl, err := client.New(c.APIAddrs(), client.Options{RetryFor: 20 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	c, cl, ctx := servingCluster(t, testcluster.Options{Groups: groups})
 	keys := []uint64{0, 1, 2, 3, 4, 5, 6, 7}
 	if _, err := cl.Next(ctx, seqd.DefaultSpaceName, keys...); err != nil {
 		t.Fatal(err)
