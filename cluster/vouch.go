@@ -478,15 +478,32 @@ func (g *gossip) checkGateNoState(i int, own []VouchAnswer, clusters int) {
 			return
 		}
 	}
+	// A restored server answers with a log ending at index 1 too (its state
+	// is a snapshot there): its joiners learn its source here.
+	for _, a := range own {
+		n.adoptRestoredFrom(a.RestoredFrom, a.answeredBy)
+	}
 	n.vouch(i, "joining a cluster that has just bootstrapped", "answers", len(own))
 }
 
 // checkSolo lets the only voter of group i's configuration vouch for itself
 // once no other server of its cluster has shown up for soloWait.
 func (n *Node) checkSolo(i int) {
+	if !n.soleVoter(i) {
+		return // waits for the other servers of its configuration
+	}
+	if since := time.Since(n.gossipStarted); since < soloWait {
+		return
+	}
+	n.vouch(i, "the only voter of its configuration, and no other server of its cluster is seen")
+}
+
+// soleVoter reports whether this server is the only voter of group i's
+// configuration (a lone node, or a restored one before others joined).
+func (n *Node) soleVoter(i int) bool {
 	cf := n.groups[i].Raft().GetConfiguration()
 	if cf.Error() != nil {
-		return
+		return false
 	}
 	voters := 0
 	self := false
@@ -496,13 +513,7 @@ func (n *Node) checkSolo(i int) {
 			self = self || string(s.ID) == n.cfg.ID
 		}
 	}
-	if voters != 1 || !self {
-		return // waits for the other servers of its configuration
-	}
-	if since := time.Since(n.gossipStarted); since < soloWait {
-		return
-	}
-	n.vouch(i, "the only voter of its configuration, and no other server of its cluster is seen")
+	return voters == 1 && self
 }
 
 // sourceCluster returns the cluster this server's cluster was restored
@@ -543,7 +554,11 @@ func (n *Node) adoptRestoredFrom(from, by string) {
 // each other (different --join lists) are not told apart.
 func (n *Node) checkRestoredTwice(i int, mine string, answers []VouchAnswer) bool {
 	from := n.sourceCluster()
-	if from == "" || mine == "" {
+	if from == "" || mine == "" || !n.soleVoter(i) {
+		// A server that is not its configuration's only voter is let in
+		// by other voters of its cluster, never by itself; only a lone
+		// voter (a restored server before others joined it) could serve
+		// next to another restore.
 		return false
 	}
 	for _, a := range answers {
