@@ -181,7 +181,7 @@ func (f *FSM) applyCluster(l *raft.Log, id string, protocol uint64, groups int) 
 // only when the record changes.
 func (f *FSM) applyLease(l *raft.Log, rec LeaseRecord) error {
 	f.mu.Lock()
-	f.released = false // a renewal after a release: a leader holds a lease again
+	f.handoff.Renewal(l.Term) // a renewal after a release: a leader holds a lease again
 	same := f.ext.lease == rec
 	f.mu.Unlock()
 	if same {

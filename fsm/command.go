@@ -116,7 +116,11 @@ var commands = map[Kind]command{
 	KindRaise: {"raise", 1, func(f *FSM, l *raft.Log, c Command) any {
 		return f.applyRaise(l, c.Marks)
 	}},
-	KindNoop: {"noop", 1, func(*FSM, *raft.Log, Command) any {
+	KindNoop: {"noop", 1, func(f *FSM, l *raft.Log, _ Command) any {
+		// A no-op is a renewal (protocol 1's, and the first release's).
+		f.mu.Lock()
+		f.handoff.Renewal(l.Term)
+		f.mu.Unlock()
 		return nil
 	}},
 	KindServerSeen: {"server seen", 1, func(f *FSM, l *raft.Log, c Command) any {
@@ -133,7 +137,7 @@ var commands = map[Kind]command{
 	}},
 	KindRelease: {"release", 3, func(f *FSM, l *raft.Log, c Command) any {
 		f.mu.Lock()
-		f.released = true
+		f.handoff.Release(l.Term)
 		f.mu.Unlock()
 		return nil
 	}},

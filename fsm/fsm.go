@@ -9,11 +9,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/seqd/seqd"
+	"github.com/seqd/seqd/lease"
 )
 
 var errClosed = errors.New("fsm: closed")
@@ -43,8 +43,9 @@ type FSM struct {
 	seen   map[string]uint64
 	ext    extState
 	flake  flakeState
-	// released: see LeaseReleased (memory only).
-	released bool
+	// handoff follows the lease entries applied (see LeaseReleased;
+	// memory only).
+	handoff lease.Handoff
 
 	// trustClock is SetUnsafeFlakeTrustClock's setting.
 	trustClock atomic.Bool
@@ -68,9 +69,7 @@ type extState struct {
 
 // LeaseRecord is the lease length and margin carried by the last lease
 // renewal applied (zero if none was).
-type LeaseRecord struct {
-	Lease, Margin time.Duration
-}
+type LeaseRecord = lease.Record
 
 // Open opens the bbolt file at path, creating and initializing it if it does
 // not exist or is empty, and loads its contents into memory. A file that is
@@ -115,7 +114,7 @@ func (f *FSM) Close() error {
 func (f *FSM) install(st *state) {
 	f.mu.Lock()
 	f.spaces, f.marks, f.bases, f.seen, f.ext, f.flake = st.spaces, st.marks, st.bases, st.seen, st.ext, st.flake
-	f.released = false
+	f.handoff = lease.Handoff{}
 	f.applied.Store(st.applied)
 	f.loaded.Store(st.applied)
 	f.mu.Unlock()
@@ -186,16 +185,27 @@ func (f *FSM) Groups() (int, bool) {
 }
 
 // LeaseReleased reports whether the last lease entry applied (a renewal or
-// a release) is a release: the leader that wrote it had stopped serving
-// before it submitted it (see group's handoff), so no lease rests on the
-// renewals before it, and a new leader that finds it may serve without
-// waiting one out. It is kept in memory only: after a restart or a
-// snapshot install it reads false until a release is applied again, and a
-// new leader then waits, as it always may.
+// a release) is a release that certifies that no lease is running: one
+// written in a term that renewed before it (lease.Handoff says why that
+// matters: a leader elected while an earlier one still holds its lease
+// never renewed in its term, and its release certifies nothing). A new
+// leader that finds one may serve without waiting a lease out. It is kept
+// in memory only: after a restart or a snapshot install it reads false
+// until a renewal and a release of one term are applied again, and a new
+// leader then waits, as it always may.
 func (f *FSM) LeaseReleased() bool {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return f.released
+	return f.handoff.Released()
+}
+
+// RenewedIn reports whether the last renewal applied is of raft term
+// term: its leader waited out every earlier lease before writing it, so a
+// release it writes in that term (after it stopped serving) certifies.
+func (f *FSM) RenewedIn(term uint64) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.handoff.RenewedIn(term)
 }
 
 // LeaseRecord returns the lease length and margin of the last lease

@@ -1278,3 +1278,35 @@ func TestClusterRecordsGroups(t *testing.T) {
 		t.Fatalf("after a snapshot install: %d %v", n, ok)
 	}
 }
+
+// The state machine applies lease.Handoff to the log with raft's entry
+// terms: a release counts only after a renewal of its own term, and any
+// renewal after it (a lease entry, or protocol 1's no-op) voids it.
+func TestReleaseCertifiesOnlyItsOwnTerm(t *testing.T) {
+	f, _ := openTest(t)
+	var index uint64
+	at := func(term uint64, data []byte) {
+		t.Helper()
+		index++
+		if resp := f.Apply(&raft.Log{Index: index, Term: term, Type: raft.LogCommand, Data: data}); resp != nil {
+			t.Fatalf("Apply: %v", resp)
+		}
+	}
+	at(5, EncodeLease(time.Second, 100*time.Millisecond))
+	at(6, EncodeRelease())
+	if f.LeaseReleased() {
+		t.Fatal("a release of term 6 after a renewal of term 5 counted: its leader never served in its term")
+	}
+	if !f.RenewedIn(5) || f.RenewedIn(6) {
+		t.Fatal("RenewedIn does not name term 5 only")
+	}
+	at(7, EncodeLease(time.Second, 100*time.Millisecond))
+	at(7, EncodeRelease())
+	if !f.LeaseReleased() {
+		t.Fatal("a release after a renewal of its own term did not count")
+	}
+	at(8, EncodeNoop())
+	if f.LeaseReleased() {
+		t.Fatal("a no-op renewal after the release did not void it")
+	}
+}

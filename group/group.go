@@ -290,8 +290,17 @@ func (g *Group) handoff() bool {
 }
 
 // release commits a lease release; the caller has stopped serving. ctx
-// bounds it (at most applyTimeout).
+// bounds it (at most applyTimeout). A leader that has not renewed in its
+// term writes none: it may have been elected while an earlier leader, cut
+// off, still holds its lease, and its release would certify a lease it
+// never held. Every replica applies that rule to the log itself
+// (lease.Handoff), so a release skipped here only spares replicas of an
+// earlier build, which trust any release, and the next leader waits.
 func (g *Group) release(ctx context.Context) error {
+	if term := g.raft.CurrentTerm(); !g.fsm.RenewedIn(term) {
+		g.log.Info("not releasing the lease before the transfer: this leader has not renewed in its term, so the next one waits the previous lease out", "term", term)
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, applyTimeout)
 	defer cancel()
 	if err := g.apply(ctx, fsm.EncodeRelease()); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/fsm"
+	"github.com/seqd/seqd/lease"
 )
 
 // leadership follows raft's leadership notifications. On gaining
@@ -82,8 +83,8 @@ func (g *Group) stepDownLead() {
 // longer of this server's lease and the recorded one, plus the larger
 // margin. On protocol 1 (a cluster not yet upgraded) renewals carry no
 // length: a new leader waits its own lease, at least the first release's
-// (firstReleaseLease) if it has a past, counted from its election only
-// (see leaseDeadline).
+// (lease.FirstReleaseLease) if it has a past, counted from its election only
+// (see lease.Deadline).
 //
 // The wait may also be counted from when this server last stored a renewal
 // (fsm.IsRenewal: also the no-op renewals of protocol 1 and of the first
@@ -238,12 +239,6 @@ func (g *Group) copySpaces(ctx context.Context) {
 	}
 }
 
-// firstReleaseLease is the first release's default --lease. On protocol 1
-// renewals record no lease, and a leader of the first release (in a
-// cluster being upgraded from it) may hold a lease that long whatever this
-// server's --lease says, so a new leader waits at least that long there.
-const firstReleaseLease = 2 * time.Second
-
 // noteLease notes that a lease renewal was stored in the log or a snapshot
 // was installed, now (see lead). The noted time never goes back.
 func (g *Group) noteLease() {
@@ -269,33 +264,9 @@ func (g *Group) leaseEnd(gained time.Time) time.Time {
 	// new cluster has none, and moves it to this build's protocol before it
 	// renews.
 	past := g.hadState || !seen.IsZero() || g.fsm.AppliedIndex() > 0
-	end, wait := leaseDeadline(gained, seen, g.cfg.Lease, g.cfg.LeaseMargin, rec, recorded, past)
+	end, wait := lease.Deadline(gained, seen, g.cfg.Lease, g.cfg.LeaseMargin, rec, recorded, past)
 	g.stats.lastLeaseWait.Store(int64(wait))
 	return end
-}
-
-// leaseDeadline is when a leader elected at gained, which last stored a
-// renewal at seen (zero: none since it started), may serve, and the wait it
-// counts: the longer of its own lease and the recorded one, plus the
-// larger margin, from its election or from seen if that is earlier. With
-// no lease recorded (protocol 1) the wait counts from the election only
-// (renewals then carry no length), and, if the server has a past (a leader
-// of the first release may have led), it is at least the first release's
-// lease plus the margin.
-func leaseDeadline(gained, seen time.Time, lease, margin time.Duration, rec fsm.LeaseRecord, recorded, past bool) (time.Time, time.Duration) {
-	if !recorded {
-		wait := lease + margin
-		if past {
-			wait = max(lease, firstReleaseLease) + margin
-		}
-		return gained.Add(wait), wait
-	}
-	wait := max(lease, rec.Lease) + max(margin, rec.Margin)
-	end := gained.Add(wait)
-	if !seen.IsZero() && seen.Add(wait).Before(end) {
-		end = seen.Add(wait)
-	}
-	return end, wait
 }
 
 // sleepCtx sleeps for d or until ctx ends; it reports whether ctx is still live.

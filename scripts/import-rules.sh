@@ -41,5 +41,10 @@ if [ -n "$bad" ]; then echo "import rule broken: $mod/flake or bootclock/ import
 bad=$(deps "$mod/client" | grep "^$mod" | grep -vE "^$mod(/client|/flake(/.*)?|/bootclock|/api/gen/.*)?$" || true)
 if [ -n "$bad" ]; then echo "import rule broken: $mod/client imports more than the root package, flake/, bootclock/ and generated code:"; echo "$bad" | sed 's/^/  /'; fail=1; fi
 
+# lease/ is the pure lease rules (group/, fsm/ and the model checker call
+# them): the standard library only.
+bad=$(go list -f '{{join .Imports "\n"}}' "$mod/lease" | grep '\.' || true)
+if [ -n "$bad" ]; then echo "import rule broken: $mod/lease imports more than the standard library:"; echo "$bad" | sed 's/^/  /'; fail=1; fi
+
 [ $fail = 0 ] && echo "import rules: ok"
 exit $fail

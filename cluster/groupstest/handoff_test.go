@@ -118,3 +118,61 @@ func TestLeaseHandoffFailedTransferVoidsRelease(t *testing.T) {
 		t.Fatalf("after a crash following a voided release, the new leader waited %v, want at least the %v lease", w, lease)
 	}
 }
+
+// A release certifies only the lease of the leader that wrote it. Here the
+// serving leader n1 is cut off from the others while its raft notices late
+// (slower raft timers on n1, as the raft flags allow), so it goes on
+// serving from its lease; a new leader is elected and, before it has
+// served, hands its leadership on (as on a graceful stop or a rebalance).
+// Its hand-over must not let the next leader serve while n1's lease runs:
+// the two must never serve at the same instant.
+func TestReleaseCertifiesOnlyItsOwnLease(t *testing.T) {
+	const lease = 3 * time.Second
+	c := testcluster.New(t, 3, testcluster.Options{Lease: lease, LeaseHandoff: true}, func(i int, m *testcluster.Member) {
+		if i == 0 {
+			m.Heartbeat = 4 * time.Second // n1's raft steps down 2s after losing its followers
+		}
+	})
+	defer c.Close()
+	n1 := c.Nodes[0]
+	serving := func(m *testcluster.Member) bool { return m.Node().Group(0).Allocator().Serving() }
+	if l := c.WaitServingLeader(failoverWait); l != n1 {
+		if err := l.Node().TransferLeadership(n1.ID); err != nil {
+			t.Fatalf("moving the leadership to n1: %v", err)
+		}
+	}
+	waitUntil(t, failoverWait, "n1 serving", func() bool { return serving(n1) })
+
+	n1.Isolate()
+	cut := time.Now()
+	var elected *testcluster.Member
+	waitUntil(t, failoverWait, "a new raft leader", func() bool {
+		for _, m := range c.Nodes[1:] {
+			if m.Node().Group(0).IsLeader() {
+				elected = m
+				return true
+			}
+		}
+		return false
+	})
+	if serving(elected) {
+		t.Fatalf("%s served %v after the cut, while n1's %v lease may still run", elected.ID, time.Since(cut), lease)
+	}
+	next := c.Nodes[1]
+	if next == elected {
+		next = c.Nodes[2]
+	}
+	if err := elected.Node().TransferLeadership(next.ID); err != nil {
+		t.Fatalf("%s handing its leadership to %s: %v", elected.ID, next.ID, err)
+	}
+	// Until n1's lease is surely over, never both.
+	for time.Since(cut) < lease+time.Second {
+		if serving(next) && serving(n1) {
+			t.Fatalf("%s serves %v after the cut while n1 still holds its lease (the release of %s, which never served in its term, was taken as certifying n1's lease)",
+				next.ID, time.Since(cut).Round(time.Millisecond), elected.ID)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	waitUntil(t, failoverWait, next.ID+" serving", func() bool { return serving(next) })
+	t.Logf("%s served %v after the cut (n1's lease %v)", next.ID, time.Since(cut).Round(time.Millisecond), lease)
+}
