@@ -32,6 +32,13 @@ const (
 	// it ("<group> <term>", decimal), so that a client keeps the newest
 	// routing per group.
 	HeaderGroup = "Seqd-Group"
+	// HeaderGeneration carries a Generation ("lineage/number/cluster", see
+	// Generation.String): on every answer, the answering server's; on a
+	// request, the newest the caller has met of the server's lineage. A
+	// server that learns of a newer generation of its own lineage stops
+	// serving for good (ErrSuperseded), and a client refuses an answer of
+	// an older one.
+	HeaderGeneration = "Seqd-Generation"
 	// HeaderLocalOnly asks a server to answer ClusterStatus from its own
 	// state, without asking its peers.
 	HeaderLocalOnly = "Seqd-Local-Only"
@@ -39,4 +46,4 @@ const (
 
 // ExposedHeaders lists the response headers a browser client may read; a
 // CORS configuration exposes all of them.
-var ExposedHeaders = []string{HeaderLeader, HeaderLeaderID, HeaderRoutingVersion, HeaderServedBy, HeaderGroup}
+var ExposedHeaders = []string{HeaderLeader, HeaderLeaderID, HeaderRoutingVersion, HeaderServedBy, HeaderGroup, HeaderGeneration}

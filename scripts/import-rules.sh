@@ -46,5 +46,10 @@ if [ -n "$bad" ]; then echo "import rule broken: $mod/client imports more than t
 bad=$(go list -f '{{join .Imports "\n"}}' "$mod/lease" | grep '\.' || true)
 if [ -n "$bad" ]; then echo "import rule broken: $mod/lease imports more than the standard library:"; echo "$bad" | sed 's/^/  /'; fail=1; fi
 
+# cluster/admit is the pure admission decision: the standard library and
+# the root package only.
+bad=$(go list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' "$mod/cluster/admit" | grep -vE "^$mod(/cluster/admit)?$" || true)
+if [ -n "$bad" ]; then echo "import rule broken: $mod/cluster/admit imports more than the standard library and the root package:"; echo "$bad" | sed 's/^/  /'; fail=1; fi
+
 [ $fail = 0 ] && echo "import rules: ok"
 exit $fail

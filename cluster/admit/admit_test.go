@@ -1,0 +1,222 @@
+package admit
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seqd/seqd"
+)
+
+// Generations of one lineage L: the cluster that bootstrapped (S), two
+// restores of one of its backups (X, Y: siblings), and a restore of X's
+// backup (Z); and a cluster of another lineage (O).
+var (
+	genS = seqd.Generation{Lineage: "L", Number: 0, Cluster: "S"}
+	genX = seqd.Generation{Lineage: "L", Number: 1, Cluster: "X"}
+	genY = seqd.Generation{Lineage: "L", Number: 1, Cluster: "Y"}
+	genZ = seqd.Generation{Lineage: "L", Number: 2, Cluster: "Z"}
+	genO = seqd.Generation{Lineage: "O", Number: 0, Cluster: "O"}
+)
+
+// voter builds a server of cluster S with state in a 3-voter group.
+func voter(id string, last uint64) Self {
+	return Self{ID: id, Generation: genS, HasState: true, LastIndex: last, Voters: []string{"n1", "n2", "n3"}, ConfigKnown: true}
+}
+
+// peer is an answer from server by of generation g about the asking
+// server: a voter of its configuration, recorded at index rec with term
+// recTerm (0: not recorded), its own log ending at last.
+func peer(by string, g seqd.Generation, rec, recTerm, last uint64) Answer {
+	return Answer{By: by, Generation: g, InConfiguration: true, Voter: true, Seen: rec > 0, RecordedIndex: rec, RecordedTerm: recTerm,
+		TermHere: recTerm, LastIndex: last, Voters: []string{"n1", "n2", "n3"}}
+}
+
+func leader(a Answer) Answer { a.Authoritative, a.Admitted = true, true; return a }
+
+func TestDecide(t *testing.T) {
+	base := func(self Self, answers ...Answer) Facts {
+		return Facts{Self: self, Answers: answers, Joined: true, CanAsk: true, SinceGossip: time.Minute}
+	}
+	with := func(f Facts, edit func(*Facts)) Facts { edit(&f); return f }
+	stale := peer("n2", genS, 500, 7, 900)
+	cases := []struct {
+		name string
+		f    Facts
+		want Outcome
+		kind Kind
+	}{
+		// Admissions.
+		{"the serving leader vouches", base(voter("n1", 100), leader(peer("n2", genS, 90, 3, 120))), Admit, ByLeader},
+		{"no leader: one other voter of 3 answers, a majority with this server (a restart meeting a crash of the leader)",
+			base(voter("n1", 100), peer("n3", genS, 90, 3, 120)), Admit, ByMajority},
+		{"no leader: two other voters of 5 answer", with(base(voter("n1", 100), peer("n2", genS, 90, 3, 120), peer("n3", genS, 80, 3, 100)),
+			func(f *Facts) { f.Self.Voters = []string{"n1", "n2", "n3", "n4", "n5"} }), Admit, ByMajority},
+		{"no leader: voters named gone count as answered", with(base(voter("n1", 100)),
+			func(f *Facts) { f.Self.AssumeGone = []string{"n2"} }), Admit, ByMajority},
+		{"the only voter, alone for SoloWait", base(Self{ID: "n1", Generation: genS, HasState: true, LastIndex: 5, Voters: []string{"n1"}, ConfigKnown: true}), Admit, BySolo},
+		{"no state: the serving leader lets it join", base(Self{ID: "n4"}, leader(peer("n1", genS, 0, 0, 120))), Admit, ByJoin},
+		{"no state: joining a just-bootstrapped cluster whose voters are all seen fresh",
+			with(base(Self{ID: "n3"}, peer("n1", genS, 0, 0, 1)), func(f *Facts) {
+				f.Members = []Member{{ID: "n2", Alive: true}}
+			}), Admit, ByFresh},
+		{"no way to ask", with(base(voter("n1", 3)), func(f *Facts) { f.CanAsk = false }), Admit, Unchecked},
+		{"a restore's first server next to the fenced source it supersedes",
+			with(base(Self{ID: "r1", Generation: genX, HasState: true, LastIndex: 2, Voters: []string{"r1"}, ConfigKnown: true}),
+				func(f *Facts) {
+					// The source lists n1, n2, n3; r1 took n1's ID: its listing does not count.
+					f.Answers = []Answer{{By: "n2", Generation: genS, InConfiguration: true, LastIndex: 900}}
+				}), Admit, BySolo},
+
+		// Waits.
+		{"not joined gossip, no state", with(base(Self{ID: "n4"}), func(f *Facts) { f.Joined = false }), Wait, NotJoined},
+		{"no leader and no other voter answers", base(voter("n1", 100)), Wait, QuorumWait},
+		{"no leader: a wiped group answers from an empty log, which does not count (review: an older copy was let in)",
+			base(voter("n1", 100), peer("n2", genS, 0, 0, 0)), Wait, QuorumWait},
+		{"no leader: a non-voter's answer does not count", with(base(voter("n1", 100), peer("n4", genS, 90, 3, 120)),
+			func(f *Facts) {}), Wait, QuorumWait},
+		{"configuration unknown", with(base(voter("n1", 100), peer("n2", genS, 90, 3, 120)), func(f *Facts) { f.Self.ConfigKnown = false }), Wait, QuorumWait},
+		{"the only voter sees a server of its cluster holding state (an older copy of a lone node): wait for its answer",
+			with(base(Self{ID: "n1", Generation: genS, HasState: true, LastIndex: 5, Voters: []string{"n1"}, ConfigKnown: true}),
+				func(f *Facts) { f.Members = []Member{{ID: "n2", Alive: true, HasState: true, Generation: genS}} }), Wait, NoAnswer},
+		{"the only voter, before SoloWait", with(base(Self{ID: "n1", Generation: genS, HasState: true, LastIndex: 5, Voters: []string{"n1"}, ConfigKnown: true}),
+			func(f *Facts) { f.SinceGossip = time.Second }), Wait, SoloWaiting},
+		{"no state, no answer", base(Self{ID: "n4"}), Wait, LeaderWait},
+		{"no state, no leader, a cluster past its bootstrap", base(Self{ID: "n4"}, peer("n1", genS, 0, 0, 40)), Wait, LeaderWait},
+		{"no state: a just-bootstrapped cluster whose voter n2 is not seen", base(Self{ID: "n3"}, peer("n1", genS, 0, 0, 1)), Wait, BootstrapWait},
+
+		// Refusals.
+		{"stale: a record beyond its log (an older copy of its directory)", base(voter("n1", 100), stale), Refuse, Stale},
+		{"stale: the serving leader's record beyond its log", base(voter("n1", 100), leader(stale)), Refuse, Stale},
+		{"stale: another term at the recorded index (an older copy that appended entries of its own since)",
+			base(voter("n1", 600), func() Answer { a := peer("n2", genS, 500, 7, 900); a.TermHere = 6; return a }()), Refuse, Stale},
+		{"stale: the most damning answer counts", base(voter("n1", 100), peer("n3", genS, 90, 3, 120), stale), Refuse, Stale},
+		{"removed: the serving leader does not list it",
+			base(voter("n1", 100), func() Answer { a := leader(peer("n2", genS, 90, 3, 120)); a.InConfiguration = false; return a }()), Refuse, Removed},
+		{"wiped: a voter recorded holding state comes back empty", base(Self{ID: "n1"}, leader(peer("n2", genS, 90, 3, 120))), Refuse, Wiped},
+		{"foreign: another cluster lists this server (a restore into a member's directory, a copy)",
+			base(voter("n1", 100), Answer{By: "m1", Generation: genO, InConfiguration: true, LastIndex: 50}), Refuse, Foreign},
+		{"foreign: a newer generation of its own lineage lists it (it is superseded, and Fence stops it)",
+			base(voter("n1", 100), Answer{By: "r2", Generation: genX, InConfiguration: true, LastIndex: 50}), Refuse, Foreign},
+		{"clusters: no state, servers of two clusters answer", base(Self{ID: "n4"}, peer("n1", genS, 0, 0, 40), peer("m1", genO, 0, 0, 40)), Refuse, Clusters},
+		{"sibling: a lone restored voter sees another restore of the same backup",
+			with(base(Self{ID: "r1", Generation: genX, HasState: true, LastIndex: 2, Voters: []string{"r1"}, ConfigKnown: true}),
+				func(f *Facts) { f.Members = []Member{{ID: "q1", Alive: true, HasState: true, Generation: genY}} }), Refuse, Sibling},
+		{"sibling: started together, each answers the other",
+			base(Self{ID: "r1", Generation: genX, HasState: true, LastIndex: 2, Voters: []string{"r1"}, ConfigKnown: true},
+				Answer{By: "q1", Generation: genY, LastIndex: 2}), Refuse, Sibling},
+		{"superseded: fenced for good", with(base(voter("n1", 100), leader(peer("n2", genS, 90, 3, 120))), func(f *Facts) { f.Self.Fenced = true }), Refuse, Superseded},
+	}
+	seen := map[Kind]bool{}
+	for _, c := range cases {
+		v := Decide(c.f)
+		if v.Outcome != c.want || v.Kind != c.kind {
+			t.Errorf("%s: got %v, want %v %v", c.name, v, c.want, c.kind)
+		}
+		if msg := v.Message(c.f.Self.ID); msg == "" || strings.Contains(msg, "%!") {
+			t.Errorf("%s: message %q", c.name, msg)
+		}
+		seen[v.Kind] = true
+	}
+	for _, k := range []Kind{ByLeader, ByMajority, BySolo, ByJoin, ByFresh, Unchecked, NotJoined, NoAnswer, QuorumWait, LeaderWait, BootstrapWait,
+		SoloWaiting, Foreign, Clusters, Removed, Stale, Wiped, Sibling, Superseded} {
+		if !seen[k] {
+			t.Errorf("no row reaches %q", k)
+		}
+	}
+}
+
+// A group's verdict names the group; the quorum wait names the voters
+// still to answer.
+func TestDecideDetails(t *testing.T) {
+	f := Facts{Group: 3, Self: voter("n1", 100), Joined: true, CanAsk: true}
+	v := Decide(f)
+	if v.Group != 3 || !slices.Equal(v.Missing, []string{"n2", "n3"}) || !strings.HasPrefix(v.Message("n1"), "group 3: ") {
+		t.Fatalf("got %+v, %q", v, v.Message("n1"))
+	}
+}
+
+func TestFence(t *testing.T) {
+	cases := []struct {
+		name   string
+		mine   seqd.Generation
+		served bool
+		l      Learned
+		fenced bool
+	}{
+		{"the source learns of its restore", genS, true, Learned{Generation: genX}, true},
+		{"the source learns of its restore before serving", genS, false, Learned{Generation: genX}, true},
+		{"a restore learns of a restore of its own backup", genX, true, Learned{Generation: genZ}, true},
+		{"an older restore of the lineage meets the newest (a chain)", genY, true, Learned{Generation: genZ, Served: true}, true},
+		{"a restore learns of its source: nothing to do", genX, true, Learned{Generation: genS, Served: true}, false},
+		{"siblings that both served stop", genX, true, Learned{Generation: genY, Served: true}, true},
+		{"a sibling that has not served leaves a serving one alone", genX, true, Learned{Generation: genY}, false},
+		{"a sibling met before this one served: Decide keeps it out instead", genX, false, Learned{Generation: genY, Served: true}, false},
+		{"another lineage", genS, true, Learned{Generation: genO, Served: true}, false},
+		{"its own generation", genX, true, Learned{Generation: genX, Served: true}, false},
+		{"an unknown generation", genX, true, Learned{Served: true}, false},
+	}
+	for _, c := range cases {
+		v := Fence(c.mine, c.served, c.l)
+		if got := v.Outcome == Refuse; got != c.fenced || (got && v.Kind != Superseded) {
+			t.Errorf("%s: got %v, want fenced %v", c.name, v, c.fenced)
+		}
+	}
+}
+
+func TestBootstrap(t *testing.T) {
+	m := func(id string, ready bool) Member {
+		return Member{ID: id, Alive: true, Ready: ready, Proto: 5, Groups: 3, RaftAddr: id + ":7000"}
+	}
+	three := []Member{m("n1", true), m("n2", true), m("n3", true)}
+	cases := []struct {
+		name    string
+		f       BootstrapFacts
+		kind    Kind
+		servers int
+	}{
+		{"three ready servers bootstrap", BootstrapFacts{Self: "n1", Expect: 3, Groups: 3, Ready: true, Members: three}, ByBootstrap, 3},
+		{"a server with state: never", BootstrapFacts{Self: "n1", Expect: 3, Groups: 3, Ready: true, HasState: true, Members: three}, "", 0},
+		{"no --bootstrap-expect: never", BootstrapFacts{Self: "n1", Groups: 3, Ready: true, Members: three}, "", 0},
+		{"not every --join server seen", BootstrapFacts{Self: "n1", Expect: 3, Groups: 3, Members: three}, JoinsWait, 0},
+		{"a server holding state is seen (wiped disks must not found a new cluster)",
+			BootstrapFacts{Self: "n1", Expect: 3, Groups: 3, Ready: true, Members: append([]Member{{ID: "n9", Alive: true, HasState: true}}, three...)}, ClusterExists, 0},
+		{"a server with another group count", BootstrapFacts{Self: "n1", Expect: 3, Groups: 1, Ready: true, Members: three}, GroupsDiffer, 0},
+		{"a server that is not ready does not count", BootstrapFacts{Self: "n1", Expect: 3, Groups: 3, Ready: true, Members: []Member{m("n1", true), m("n2", true), m("n3", false)}}, ExpectWait, 0},
+		{"a first-release server without state counts", BootstrapFacts{Self: "n1", Expect: 3, Groups: 1, Ready: true,
+			Members: []Member{{ID: "n1", Alive: true, Ready: true, Proto: 5}, {ID: "n2", Alive: true}, {ID: "n3", Alive: true}}}, ByBootstrap, 3},
+	}
+	for _, c := range cases {
+		servers, v := Bootstrap(c.f)
+		if v.Kind != c.kind || len(servers) != c.servers || (v.Outcome == Admit) != (c.kind == ByBootstrap) {
+			t.Errorf("%s: got %v with %d servers, want %q with %d", c.name, v, len(servers), c.kind, c.servers)
+		}
+	}
+}
+
+func TestAdoptCount(t *testing.T) {
+	held := func(id string, groups int, g seqd.Generation) Member {
+		return Member{ID: id, Alive: true, HasState: true, Groups: groups, Generation: g}
+	}
+	cases := []struct {
+		name    string
+		f       CountFacts
+		outcome Outcome
+		kind    Kind
+	}{
+		{"a new server adopts its cluster's count", CountFacts{Running: 3, Members: []Member{held("n1", 0, genS), held("n2", 0, genS)}}, Admit, Adopt},
+		{"the same count: nothing to do", CountFacts{Running: 3, Members: []Member{held("n1", 3, genS)}}, Wait, ""},
+		{"given --groups: refuse and say so", CountFacts{Running: 3, Given: 3, Members: []Member{held("n1", 0, genS)}}, Refuse, GroupsGiven},
+		{"servers disagree on the count", CountFacts{Running: 3, Members: []Member{held("n1", 2, genS), held("n2", 4, genS)}}, Wait, ""},
+		{"servers of two clusters", CountFacts{Running: 3, Members: []Member{held("n1", 2, genS), held("m1", 2, genO)}}, Wait, ""},
+		{"nobody holds state yet", CountFacts{Running: 3, Members: []Member{{ID: "n1", Alive: true}}}, Wait, ""},
+		{"this server holds state: its count is fixed", CountFacts{Running: 3, HasState: true, Members: []Member{held("n1", 0, genS)}}, Wait, ""},
+	}
+	for _, c := range cases {
+		v := AdoptCount(c.f)
+		if v.Outcome != c.outcome || v.Kind != c.kind {
+			t.Errorf("%s: got %v, want %v %q", c.name, v, c.outcome, c.kind)
+		}
+	}
+}
