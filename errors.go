@@ -23,6 +23,11 @@ var (
 	// ErrExhausted means the call would need a value above MaxValue
 	// (ResourceExhausted).
 	ErrExhausted = errors.New("sequence exhausted: values would pass 2^63-1")
+	// ErrRateLimited means a call would raise a section's high-water mark
+	// faster than every replica allows (about 4·10⁹ values a second per
+	// section: see fsm's raise budget); retry a moment later
+	// (ResourceExhausted).
+	ErrRateLimited = errors.New("rate limited")
 	// ErrNotServing means this server cannot answer the call now; errors
 	// wrapping it say why (ErrLeaseNotHeld, a failed raise, a leader whose
 	// clock is too far from its peers', a flake worker's lease lapsed). The

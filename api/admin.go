@@ -377,6 +377,7 @@ func nodeMsg(st cluster.LocalStatus) *seqv1.Node {
 		Term: st.Term, AppliedIndex: st.AppliedIndex, Serving: st.Serving,
 		InConfiguration: st.InConfiguration,
 		ClusterId:       st.ClusterID, Protocol: st.Protocol, RaftOpen: st.RaftOpen, DiskFull: st.DiskFull,
+		Generation: st.Generation, Fenced: st.Fenced, FencedBy: st.FencedBy,
 		Groups: groupStates(st.Groups),
 	}
 }
@@ -385,7 +386,7 @@ func groupStates(gs []cluster.GroupStatus) []*seqv1.GroupState {
 	out := make([]*seqv1.GroupState, len(gs))
 	for i, g := range gs {
 		out[i] = &seqv1.GroupState{Group: uint32(g.Group), RaftState: strings.ToLower(g.State), Term: g.Term,
-			AppliedIndex: g.AppliedIndex, Serving: g.Serving, RaftOpen: g.RaftOpen, Protocol: g.Protocol}
+			AppliedIndex: g.AppliedIndex, Serving: g.Serving, RaftOpen: g.RaftOpen, Admission: g.Admission, Protocol: g.Protocol}
 	}
 	return out
 }

@@ -7,13 +7,13 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/hashicorp/raft"
 
 	"github.com/seqd/seqd"
 	healthv1 "github.com/seqd/seqd/api/gen/grpc/health/v1"
@@ -135,21 +135,33 @@ func TestBadInputGetsTheRightCode(t *testing.T) {
 // is already near 2^63-1: values run up to it, then resource_exhausted, never
 // a wrapped value.
 func TestResourceExhaustedNearTheTop(t *testing.T) {
-	c := testcluster.Start(t, 1, testcluster.Options{})
-	c.WaitServingLeader(20 * time.Second)
-	m := c.Nodes[0]
-	m.Kill()
-	// Seed the node's own FSM file as if entries had raised section 0 high.
-	f, err := fsm.Open(filepath.Join(m.Dir, "fsm.db"), nil)
+	// A section this high is reached only through a restore's margin (one
+	// raise moves a section by at most fsm.MaxRaise): back up a cluster
+	// whose section 0 was raised once, and restore it just below the top.
+	old := testcluster.Start(t, 1, testcluster.Options{})
+	old.WaitServingLeader(20 * time.Second)
+	ocl, err := client.New(old.APIAddrs(), client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp := f.Apply(&raft.Log{Index: 1 << 40, Type: raft.LogCommand, Data: fsm.EncodeRaise([]seqd.Mark{{Space: "default", Section: 0, Max: seqd.MaxValue - 3}})})
-	if err, ok := resp.(error); ok {
+	if _, err := ocl.Next(context.Background(), "default", 9); err != nil {
 		t.Fatal(err)
 	}
-	f.Close()
-	m.Restart()
+	file := filepath.Join(t.TempDir(), "backup.db")
+	out, err := os.Create(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ocl.Backup(context.Background(), out); err != nil {
+		t.Fatal(err)
+	}
+	out.Close()
+	old.Close()
+	sum, err := fsm.InspectBackup(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := testcluster.StartRestored(t, file, seqd.MaxValue-3-sum.HighestBefore, testcluster.Options{})
 	c.WaitServingLeader(20 * time.Second)
 
 	cl, err := client.New(c.APIAddrs(), client.Options{})

@@ -40,7 +40,7 @@ func (s *Server) toConnect(err error) error {
 		msg = "internal error"
 	}
 	out := connect.NewError(code, errors.New(msg))
-	if code == connect.CodeUnavailable {
+	if code == connect.CodeUnavailable && !errors.Is(err, seqd.ErrSuperseded) {
 		group := 0
 		if ge := (*groupError)(nil); errors.As(err, &ge) {
 			group = ge.group
@@ -63,9 +63,9 @@ func classify(err error) (connect.Code, string) {
 	case errors.Is(err, seqd.ErrInvalidArgument), errors.Is(err, seqd.ErrInvalidSpace),
 		errors.Is(err, errNoKeys), errors.Is(err, errTooManyKeys), errors.Is(err, errBadCount),
 		errors.Is(err, errBadSpaceName), errors.Is(err, seqd.ErrInvalidNamespace),
-		errors.Is(err, flake.ErrInvalidID), errors.Is(err, flake.ErrInvalidLayout):
+		errors.Is(err, flake.ErrInvalidID), errors.Is(err, flake.ErrInvalidLayout), errors.Is(err, seqd.ErrBadGeneration):
 		return connect.CodeInvalidArgument, err.Error()
-	case errors.Is(err, seqd.ErrExhausted), errors.Is(err, seqd.ErrNoWorker), errors.Is(err, seqd.ErrLifetimeOver),
+	case errors.Is(err, seqd.ErrExhausted), errors.Is(err, seqd.ErrRateLimited), errors.Is(err, seqd.ErrNoWorker), errors.Is(err, seqd.ErrLifetimeOver),
 		errors.Is(err, seqd.ErrIDsAhead):
 		return connect.CodeResourceExhausted, err.Error()
 	case errors.Is(err, seqd.ErrSpaceExists), errors.Is(err, seqd.ErrNamespaceExists):

@@ -118,20 +118,26 @@ func (p peerService) Vouch(ctx context.Context, req *connect.Request[peerv1.Vouc
 		p.s.logCall(peerv1connect.PeerServiceVouchProcedure, err)
 		return nil, err
 	}
-	a, err := p.s.node.Vouch(cluster.VouchRequest{ID: m.GetId(), ClusterID: m.GetClusterId(), Group: int(m.GetGroup()), HasState: m.GetHasState(), LastIndex: m.GetLastIndex()})
+	a, err := p.s.node.Vouch(cluster.VouchRequest{ID: m.GetId(), Generation: peerGeneration(m.GetLineage(), m.GetGeneration(), m.GetClusterId()),
+		Group: int(m.GetGroup()), HasState: m.GetHasState(), LastIndex: m.GetLastIndex()})
 	if err != nil {
 		err = p.s.toConnect(err)
 		p.s.logCall(peerv1connect.PeerServiceVouchProcedure, err)
 		return nil, err
 	}
 	p.s.logCall(peerv1connect.PeerServiceVouchProcedure, nil)
-	return connect.NewResponse(&peerv1.VouchResponse{
-		ClusterId: a.ClusterID, Group: uint32(a.Group), Authoritative: a.Authoritative, NodeId: a.NodeID,
+	resp := &peerv1.VouchResponse{
+		ClusterId: a.Generation.Cluster, Group: uint32(a.Group), Authoritative: a.Authoritative, NodeId: a.NodeID,
 		LeaderId: a.LeaderID, LeaderApiAddr: a.LeaderAPIAddr,
 		InConfiguration: a.InConfiguration, Voter: a.Voter,
 		SeenWithState: a.Seen, RecordedIndex: a.RecordedIndex, RecordedTerm: a.RecordedTerm,
-		LastIndex: a.LastIndex, Protocol: a.Protocol, Voters: a.Voters, RestoredFrom: a.RestoredFrom,
-	}), nil
+		LastIndex: a.LastIndex, Protocol: a.Protocol, Voters: a.Voters,
+		Lineage: a.Generation.Lineage, Generation: a.Generation.Number, Admitted: a.Admitted,
+	}
+	if a.Generation.Number > 0 {
+		resp.RestoredFrom = a.Generation.Lineage // for builds before generations
+	}
+	return connect.NewResponse(resp), nil
 }
 
 // Space implements PeerService.Space (see cluster.Node.AnswerSpace).
@@ -194,7 +200,8 @@ func (p Peers) Vouch() cluster.PeerVouch {
 	return func(ctx context.Context, apiAddr string, req cluster.VouchRequest) (cluster.VouchAnswer, error) {
 		c := peerv1connect.NewPeerServiceClient(h, p.scheme()+apiAddr, p.options()...)
 		resp, err := c.Vouch(ctx, connect.NewRequest(&peerv1.VouchRequest{
-			Id: req.ID, ClusterId: req.ClusterID, Group: uint32(req.Group), HasState: req.HasState, LastIndex: req.LastIndex,
+			Id: req.ID, ClusterId: req.Generation.Cluster, Lineage: req.Generation.Lineage, Generation: req.Generation.Number,
+			Group: uint32(req.Group), HasState: req.HasState, LastIndex: req.LastIndex,
 		}))
 		if connect.CodeOf(err) == connect.CodeUnimplemented {
 			if req.Group != 0 {
@@ -214,13 +221,22 @@ func (p Peers) Vouch() cluster.PeerVouch {
 		}
 		m := resp.Msg
 		return cluster.VouchAnswer{
-			ClusterID: m.GetClusterId(), Group: int(m.GetGroup()), Authoritative: m.GetAuthoritative(), NodeID: m.GetNodeId(),
+			Generation: peerGeneration(m.GetLineage(), m.GetGeneration(), m.GetClusterId()), Admitted: m.GetAdmitted(),
+			Group: int(m.GetGroup()), Authoritative: m.GetAuthoritative(), NodeID: m.GetNodeId(),
 			LeaderID: m.GetLeaderId(), LeaderAPIAddr: m.GetLeaderApiAddr(),
 			InConfiguration: m.GetInConfiguration(), Voter: m.GetVoter(),
 			Seen: m.GetSeenWithState(), RecordedIndex: m.GetRecordedIndex(), RecordedTerm: m.GetRecordedTerm(),
-			LastIndex: m.GetLastIndex(), Protocol: m.GetProtocol(), Voters: m.GetVoters(), RestoredFrom: m.GetRestoredFrom(),
+			LastIndex: m.GetLastIndex(), Protocol: m.GetProtocol(), Voters: m.GetVoters(),
 		}, nil
 	}
+}
+
+// peerGeneration is the generation a peer message carries. A server of a
+// build before generations sends its cluster ID only: its generation is
+// unknown, but its cluster ID still tells clusters apart (admit compares
+// Generation.Cluster).
+func peerGeneration(lineage string, number uint64, cluster string) seqd.Generation {
+	return seqd.Generation{Lineage: lineage, Number: number, Cluster: cluster}
 }
 
 // listing asks the cluster, through the node at apiAddr (and then through

@@ -40,7 +40,8 @@ type Server struct {
 	token         string
 	guardSequence bool
 
-	answerHdrs answerHeaders // see headers.go
+	answerHdrs answerHeaders   // see headers.go
+	genHdr     generationCache // see generation.go
 
 	ids ids // service-mode flake ids (id.go)
 }
@@ -100,6 +101,7 @@ func (s *Server) Handler(extra ...connect.HandlerOption) http.Handler {
 	if s.token != "" {
 		opts = append(opts, connect.WithInterceptors(authInterceptor{s}))
 	}
+	opts = append(opts, connect.WithInterceptors(generationGuard{s}))
 	// SequenceService never compresses: its responses are varint-packed
 	// numbers that gzip shrinks by about a tenth, at a cost of ~0.2ms to
 	// compress and ~0.1ms to decompress a 1000-value response, more than the

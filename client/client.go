@@ -154,6 +154,8 @@ type Client struct {
 
 	batchers                 sync.Map // batcherKey → *batcher
 	bCalls, bRequests, bKeys atomic.Uint64
+
+	gens generations // see generation.go
 }
 
 type node struct {
@@ -220,6 +222,7 @@ func New(addrs []string, opts Options) (*Client, error) {
 	if opts.Token != "" {
 		c.connectOpts = append(c.connectOpts, connect.WithInterceptors(bearer("Bearer "+opts.Token)))
 	}
+	c.connectOpts = append(c.connectOpts, connect.WithInterceptors(&c.gens))
 	for _, a := range addrs {
 		if a = strings.TrimSpace(a); a != "" {
 			c.addNodeLocked(a)

@@ -2,9 +2,12 @@ package cluster
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"github.com/seqd/seqd/cluster/admit"
 )
 
 // Adopting the cluster's group count.
@@ -24,39 +27,22 @@ import (
 // A server adopts only when every server holding state that it sees, alive,
 // agrees on one cluster and one count.
 
-// checkGroupCount runs on every gossip pass (see above).
+// checkGroupCount runs on every gossip pass (see above); admit.AdoptCount
+// decides.
 func (g *gossip) checkGroupCount() {
 	n := g.n
-	if n.adopt.Load() != 0 || n.hasAnyState() {
+	if n.adopt.Load() != 0 {
 		return
 	}
-	counts, clusters := map[int]bool{}, map[string]bool{}
-	for _, m := range n.Members() {
-		if m.Alive && m.ID != n.cfg.ID && m.HasState {
-			counts[m.groups()] = true
-			clusters[m.Cluster] = true
-		}
+	v := admit.AdoptCount(admit.CountFacts{Running: len(n.groups), Given: n.cfg.Groups, HasState: n.hasAnyState(), Members: n.admitMembers()})
+	switch v.Outcome {
+	case admit.Refuse:
+		n.logEvery("groups-given", slog.LevelWarn, v.Message(n.cfg.ID), "id", n.cfg.ID, "refusal", string(v.Kind))
+	case admit.Admit:
+		n.log.Warn(v.Message(n.cfg.ID), "id", n.cfg.ID, "groups", v.Count)
+		n.adopt.Store(int64(v.Count))
+		close(n.restart)
 	}
-	if len(counts) != 1 || len(clusters) != 1 {
-		return // nobody holds state yet, or servers disagree (see checkGate)
-	}
-	var k int
-	for c := range counts {
-		k = c
-	}
-	if k == len(n.groups) {
-		return
-	}
-	if n.cfg.Groups != 0 {
-		n.warnOnce("groups-given", fmt.Sprintf("the cluster this server joins runs %d raft groups, and this server was started with --groups %d: "+
-			"it cannot join (the leader does not add it). Its data directory holds no raft state yet: start it with --groups %d, or without --groups to adopt the cluster's count",
-			k, n.cfg.Groups, k), "id", n.cfg.ID)
-		return
-	}
-	n.log.Warn(fmt.Sprintf("this server holds no raft state, and the cluster it joins runs %d raft groups, not %d: it adopts the cluster's count and starts again", k, len(n.groups)),
-		"id", n.cfg.ID, "groups", k)
-	n.adopt.Store(int64(k))
-	close(n.restart)
 }
 
 // hasAnyState reports whether this server holds raft state in any group.

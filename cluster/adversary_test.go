@@ -11,6 +11,7 @@ import (
 	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/client"
 	"github.com/seqd/seqd/cluster"
+	"github.com/seqd/seqd/cluster/admit"
 	"github.com/seqd/seqd/fsm"
 	"github.com/seqd/seqd/internal/testcluster"
 )
@@ -200,7 +201,7 @@ func staleSingleVoterCopy(t *testing.T, thirdDown bool) {
 				otherID = other.ID
 			}
 			t.Fatalf("n1 (its old single-voter image; n3 down: %v) holds a lease (vouched: %v; the real cluster's serving leader meanwhile: %s) "+
-				"and served Next(cp, 5) = %v, %v; the cluster had handed out up to %d", thirdDown, n.Vouched(), otherID, v, err, last)
+				"and served Next(cp, 5) = %v, %v; the cluster had handed out up to %d", thirdDown, n.Admitted(), otherID, v, err, last)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -357,14 +358,17 @@ func TestWipedMajorityNeverBootstrapsFreshCluster(t *testing.T) {
 	_ = n3
 }
 
-// TestRestoreWithSurvivorFollowsTheProcedure: the README's restore procedure
-// for "a majority of the voters is gone for good". The first node is
-// restored with the same ID and addresses as before (--id n1, no --join)
-// while the old cluster's surviving minority server n3 still runs: n3 lists
-// n1 as its member, so the restored node refuses to take part and says to
-// stop the old cluster's remaining servers. Once n3 is stopped (the
-// documented step), the restored node serves, above everything.
-func TestRestoreWithSurvivorFollowsTheProcedure(t *testing.T) {
+// TestRestoreFencesTheOldClustersSurvivor: the restore procedure for "a
+// majority of the voters is gone for good". The first node is restored
+// with the same ID and addresses as before (--id n1, no --join) while the
+// old cluster's surviving minority server n3 still runs and lists n1 as
+// its member: the restored node refuses to take part (source-running) and
+// says to stop the old cluster's remaining servers. Once n3 is stopped
+// (the documented step), the restored node serves, above everything; and
+// when n3 comes back with its data, it learns of the restore (a newer
+// generation of its lineage that served) and is fenced for good, a
+// restart included.
+func TestRestoreFencesTheOldClustersSurvivor(t *testing.T) {
 	c := testcluster.Start(t, 3, testcluster.Options{})
 	leader := c.WaitServingLeader(failoverWait)
 	cl := newClient(t, c.APIAddrs(), client.Options{})
@@ -394,8 +398,11 @@ func TestRestoreWithSurvivorFollowsTheProcedure(t *testing.T) {
 	n1.Join = []string{}
 	n1.Restart()
 	neverServes(t, n1, 7*time.Second, "default", 5)
-	if n1.Node().Vouched() {
-		t.Fatal("the restored node was vouched for while the old cluster's survivor lists it")
+	if n1.Node().Admitted() || n1.Node().Admission(0) != admit.SourceRunning {
+		t.Fatalf("the restored node was admitted (%q) while the old cluster's survivor runs", n1.Node().Admission(0))
+	}
+	if n3.Node().Fenced() {
+		t.Fatal("the survivor was fenced by a restore that never served")
 	}
 	n3.Kill() // the documented step: stop the old cluster's remaining servers
 	restored := c.WaitServingLeader(failoverWait, n3)
@@ -404,6 +411,19 @@ func TestRestoreWithSurvivorFollowsTheProcedure(t *testing.T) {
 	}
 	if v := advNext(t, newClient(t, []string{n1.APIAddr}, client.Options{DisableRouting: true}), "default", 5); v <= last {
 		t.Fatalf("restored node served %d <= %d", v, last)
+	}
+	// The old survivor comes back with its data: it keeps joining n1's
+	// address (a server of its configuration) and learns of the restore.
+	n3.Restart()
+	waitFor(t, failoverWait, "n3 fenced by the restored generation", func() bool { return n3.Node().Fenced() })
+	if g, old := n1.Node().Generation(), n3.Node().Generation(); !g.Supersedes(old) || g.Number != 1 {
+		t.Fatalf("restored generation %v, survivor's %v: want the same lineage, one higher", g, old)
+	}
+	neverServes(t, n3, 3*time.Second, "default", 5)
+	n3.Kill()
+	n3.Restart()
+	if !n3.Node().Fenced() || n3.Node().GroupAdmitted(0) {
+		t.Fatal("the survivor forgot its fence across a restart")
 	}
 }
 
@@ -518,7 +538,7 @@ func TestJustBootstrappedExceptionNeedsEveryVoter(t *testing.T) {
 	n2.Restart()
 	n3.Heal()
 	neverServes(t, n3, 6*time.Second, "default", 5)
-	if n2.Node().Vouched() {
+	if n2.Node().Admitted() {
 		t.Fatal("the wiped voter n2 was vouched for by n3's answer (n3's log ends at index 1) while n1 was down")
 	}
 	// Recovery: n1 back with --assume-gone n2 (its disk is gone), then

@@ -43,7 +43,7 @@ func TestFaultsKeepUniquenessAndOrder(t *testing.T) {
 		next := c.WaitServingLeader(failoverWait, leader)
 		w.WaitOK(t, 100, failoverWait)
 		leader.Restart()
-		c.WaitVouched(leader, failoverWait)
+		c.WaitAdmitted(leader, failoverWait)
 		w.WaitOK(t, 100, failoverWait)
 		leader = next
 
@@ -62,7 +62,7 @@ func TestFaultsKeepUniquenessAndOrder(t *testing.T) {
 		c.WaitServingLeader(failoverWait, leader)
 		w.WaitOK(t, 100, failoverWait)
 		leader.Restart()
-		c.WaitVouched(leader, failoverWait)
+		c.WaitAdmitted(leader, failoverWait)
 		w.WaitOK(t, 100, failoverWait)
 		leader = c.WaitServingLeader(failoverWait)
 	}
@@ -339,7 +339,7 @@ func TestLaggingFollowerCatchesUpFromSnapshot(t *testing.T) {
 			m.Kill()
 			c.WaitServingLeader(failoverWait, m)
 			m.Restart()
-			c.WaitVouched(m, failoverWait)
+			c.WaitAdmitted(m, failoverWait)
 		}
 	}
 	if l := c.WaitServingLeader(failoverWait); l != lagger {

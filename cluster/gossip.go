@@ -3,6 +3,7 @@ package cluster
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"slices"
 	"strconv"
@@ -13,6 +14,8 @@ import (
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
 
+	"github.com/seqd/seqd"
+	"github.com/seqd/seqd/cluster/admit"
 	"github.com/seqd/seqd/fsm"
 	"github.com/seqd/seqd/internal/logbridge"
 )
@@ -43,10 +46,34 @@ type Meta struct {
 	// Drained is true while the server is drained (see Node.Drain): it is
 	// nobody's preferred leader.
 	Drained bool `json:"d,omitempty"`
+	// Lineage and Number are the server's generation with Cluster (see
+	// seqd.Generation; absent for servers of builds before generations and
+	// servers without state); Admitted is whether it is admitted in group
+	// 0; FencedBy, once it is fenced, the generation that fenced it (see
+	// fence.go). Servers learn of each other's generations through them.
+	Lineage  string `json:"l,omitempty"`
+	Number   uint64 `json:"n,omitempty"`
+	Admitted bool   `json:"a,omitempty"`
+	FencedBy string `json:"f,omitempty"`
+}
+
+// Generation is the member's generation (unknown for builds before
+// generations).
+func (m Meta) Generation() seqd.Generation {
+	if m.Lineage == "" {
+		return seqd.Generation{}
+	}
+	return seqd.Generation{Lineage: m.Lineage, Number: m.Number, Cluster: m.Cluster}
 }
 
 // groups is how many raft groups a member runs.
 func (m Member) groups() int { return max(m.Groups, 1) }
+
+// admitMember is the member as cluster/admit sees it.
+func (m Member) admitMember() admit.Member {
+	return admit.Member{ID: m.ID, Alive: m.Alive, HasState: m.HasState, Generation: m.Generation(), Admitted: m.Admitted,
+		RaftAddr: m.RaftAddr, Ready: m.Ready, Proto: m.Proto, Groups: m.Groups}
+}
 
 // Member is a server seen through gossip.
 type Member struct {
@@ -68,11 +95,12 @@ type gossip struct {
 	kick chan struct{} // nudges the reconcile loop
 	done chan struct{}
 
-	published      atomic.Value // the cluster ID last published in metadata
-	publishedReady atomic.Bool  // Ready as last published
-	rejoining      atomic.Bool  // a rejoin is in flight
-	lastRejoin     atomic.Int64 // unix nanos
-	joinAddrs      []string     // the --join list, resolved (other servers only)
+	published  atomic.Pointer[Meta] // the metadata last published
+	rejoining  atomic.Bool          // a rejoin is in flight
+	lastRejoin atomic.Int64         // unix nanos
+	knocking   atomic.Bool          // a knock is in flight
+	lastKnock  atomic.Int64         // unix nanos
+	joinAddrs  []string             // the --join list, resolved (other servers only)
 }
 
 func (n *Node) startGossip() error {
@@ -135,21 +163,28 @@ func (g *gossip) nudge() {
 	}
 }
 
+// meta is this node's metadata as it stands.
+func (g *gossip) meta() Meta {
+	n := g.n
+	m := Meta{ID: n.cfg.ID, RaftAddr: n.cfg.RaftAdvertise, APIAddr: n.cfg.APIAddr, HasState: n.hasState.Load(),
+		Cluster: n.fsm.ClusterID(), Proto: fsm.ProtocolVersion, Ready: g.ready(), Admitted: n.GroupAdmitted(0), FencedBy: n.FencedBy()}
+	if len(n.groups) > 1 {
+		m.Groups = len(n.groups)
+	}
+	m.Drained = n.drained.Load()
+	if n.transport != nil {
+		m.RaftAddr = string(n.transport.LocalAddr())
+	}
+	if gen := n.Generation(); gen.Known() {
+		m.Lineage, m.Number = gen.Lineage, gen.Number
+	}
+	return m
+}
+
 // NodeMeta implements memberlist.Delegate.
 func (g *gossip) NodeMeta(limit int) []byte {
-	cluster := g.n.fsm.ClusterID()
-	ready := g.ready()
-	g.published.Store(cluster)
-	g.publishedReady.Store(ready)
-	m := Meta{ID: g.n.cfg.ID, RaftAddr: g.n.cfg.RaftAdvertise, APIAddr: g.n.cfg.APIAddr, HasState: g.n.hasState.Load(),
-		Cluster: cluster, Proto: fsm.ProtocolVersion, Ready: ready}
-	if len(g.n.groups) > 1 {
-		m.Groups = len(g.n.groups)
-	}
-	m.Drained = g.n.drained.Load()
-	if g.n.transport != nil {
-		m.RaftAddr = string(g.n.transport.LocalAddr())
-	}
+	m := g.meta()
+	g.published.Store(&m)
 	b, _ := json.Marshal(m)
 	if len(b) > limit {
 		g.n.log.Error("gossip metadata too large", "bytes", len(b), "limit", limit)
@@ -191,6 +226,13 @@ func (g *gossip) update(node *memberlist.Node, alive bool) {
 	}
 	g.members[m.ID] = mem
 	g.mu.Unlock()
+	if m.ID != g.n.cfg.ID {
+		g.n.learn(admit.Learned{Generation: m.Generation(), Served: m.Admitted, From: m.ID})
+		if by, err := seqd.ParseGeneration(m.FencedBy); err == nil && by.Known() {
+			// What fenced a server fences the servers of its cluster too.
+			g.n.learn(admit.Learned{Generation: by, Served: true, From: m.ID})
+		}
+	}
 	g.nudge()
 }
 
@@ -258,7 +300,8 @@ func (g *gossip) loop() {
 			g.checkGroupCount()
 			g.maybeBootstrap()
 		}
-		g.checkGate(joined)
+		g.admitPass(joined)
+		g.knock()
 		g.reconcile()
 		g.n.startClockSample()
 		g.rejoin()
@@ -272,51 +315,33 @@ func (g *gossip) loop() {
 	}
 }
 
-// maybeBootstrap bootstraps raft with every server seen that is ready to
-// (see ready), once there are BootstrapExpect of them, this one included,
-// and none has raft state. Requiring every server to see all of its --join
-// list keeps servers that lost their data (wiped disks) from founding a new
-// cluster while a server of their old cluster, which they were told to
-// join, is down: a new cluster would hand out values the old one did.
+// maybeBootstrap bootstraps raft with every server seen that is ready to,
+// once admit.Bootstrap says so (see there for the rules).
 func (g *gossip) maybeBootstrap() {
 	n := g.n
-	if n.hasState.Load() || n.cfg.BootstrapExpect == 0 {
-		return
-	}
-	if !g.ready() {
-		n.warnOnce("bootstrap-joins", "not bootstrapping yet: waiting to see every server --join names (a server bootstraps only with all of them)",
-			"join", g.joinAddrs)
-		return
-	}
-	var servers []raft.Server
+	var members []admit.Member
 	for _, m := range n.Members() {
-		if !m.Alive {
-			continue
-		}
-		if m.HasState && m.ID != n.cfg.ID {
-			n.warnOnce("nobootstrap", "not bootstrapping: a cluster exists; waiting for its leader to add this server", "seen", m.ID)
-			return
-		}
-		if m.ID != n.cfg.ID && !m.Ready && m.Proto != 0 {
-			continue // it would not bootstrap (yet): it does not count
-		}
-		if m.groups() != len(n.groups) {
-			n.warnOnce("bootstrap-groups:"+m.ID, fmt.Sprintf("not bootstrapping: server %s runs %d raft groups, this one %d; start every server of a new cluster with the same --groups", m.ID, m.groups(), len(n.groups)),
-				"id", m.ID)
-			return
-		}
-		servers = append(servers, raft.Server{ID: raft.ServerID(m.ID), Address: raft.ServerAddress(m.RaftAddr), Suffrage: raft.Voter})
+		members = append(members, m.admitMember())
 	}
-	if len(servers) < n.cfg.BootstrapExpect {
+	servers, v := admit.Bootstrap(admit.BootstrapFacts{Self: n.cfg.ID, HasState: n.hasState.Load(), Expect: n.cfg.BootstrapExpect,
+		Groups: len(n.groups), Ready: g.ready(), Members: members})
+	if v.Outcome != admit.Admit {
+		if v.Kind != "" {
+			n.logEvery("bootstrap:"+string(v.Kind), slog.LevelInfo, v.Message(n.cfg.ID), "bootstrap", string(v.Kind), "join", g.joinAddrs)
+		}
 		return
 	}
 	if len(servers) > n.cfg.BootstrapExpect {
 		n.log.Warn("more servers than bootstrap-expect are up; bootstrapping with all of them", "seen", len(servers), "expect", n.cfg.BootstrapExpect)
 	}
+	var conf raft.Configuration
+	for _, s := range servers {
+		conf.Servers = append(conf.Servers, raft.Server{ID: raft.ServerID(s.ID), Address: raft.ServerAddress(s.RaftAddr), Suffrage: raft.Voter})
+	}
 	// Group 0 last: its state is what says this server has bootstrapped
 	// (see checkGroupState).
 	for i := len(n.groups) - 1; i >= 0; i-- {
-		err := n.groups[i].Raft().BootstrapCluster(raft.Configuration{Servers: servers}).Error()
+		err := n.groups[i].Raft().BootstrapCluster(conf).Error()
 		if err != nil && err != raft.ErrCantBootstrap {
 			n.log.Error("bootstrap failed", "group", i, "err", err)
 			return
@@ -324,7 +349,7 @@ func (g *gossip) maybeBootstrap() {
 	}
 	n.log.Info("bootstrapped a new cluster", "servers", len(servers), "groups", len(n.groups))
 	g.setHasState()
-	n.vouchAll("bootstrapped a new cluster")
+	n.admitAll()
 }
 
 func (g *gossip) setHasState() {
@@ -429,6 +454,53 @@ func (g *gossip) rejoin() {
 	}()
 }
 
+// knockInterval is how often a node joins again, through gossip, the
+// servers its --join list names that gossip does not show alive.
+const knockInterval = 2 * time.Second
+
+// knock joins, in the background, the --join addresses whose servers
+// gossip does not show alive: a server of the list that comes back later
+// (a site that returns after its cluster was restored elsewhere) then
+// exchanges metadata with this one at once, and learns of a generation
+// that replaces its own before it can serve (fence.go). rejoin covers the
+// servers of the raft configuration.
+func (g *gossip) knock() {
+	n := g.n
+	if len(g.joinAddrs) == 0 || time.Since(time.Unix(0, g.lastKnock.Load())) < knockInterval || g.knocking.Load() {
+		return
+	}
+	alive := map[string]bool{}
+	for _, m := range n.Members() {
+		if m.Alive {
+			alive[m.GossipAddr] = true
+		}
+	}
+	var addrs []string
+	for _, a := range g.joinAddrs {
+		if !alive[a] {
+			addrs = append(addrs, a)
+		}
+	}
+	if len(addrs) == 0 {
+		return
+	}
+	g.lastKnock.Store(time.Now().UnixNano())
+	g.knocking.Store(true)
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		defer g.knocking.Store(false)
+		select {
+		case <-g.done:
+			return
+		default:
+		}
+		if cnt, _ := n.ml.Join(addrs); cnt > 0 {
+			n.log.Debug("joined --join servers that gossip did not show alive", "joined", cnt)
+		}
+	}()
+}
+
 // reconcile notes when this node has been added to a configuration, and on
 // the leader runs membership (see membership.go).
 func (g *gossip) reconcile() {
@@ -442,17 +514,17 @@ func (g *gossip) reconcile() {
 	if len(conf.Servers) > 0 && !n.hasState.Load() {
 		g.setHasState()
 	}
-	if pub, _ := g.published.Load().(string); pub != n.fsm.ClusterID() || g.publishedReady.Load() != g.ready() {
+	if pub := g.published.Load(); pub == nil || *pub != g.meta() {
 		g.refreshMeta()
 	}
-	if !n.GroupVouched(0) {
+	if !n.GroupAdmitted(0) {
 		return
 	}
 	if n.IsLeader() {
 		n.membership(conf)
 	}
 	for i := 1; i < len(n.groups); i++ {
-		if n.GroupVouched(i) && n.groups[i].IsLeader() {
+		if n.GroupAdmitted(i) && n.groups[i].IsLeader() {
 			n.recordGroupProgress(i)
 			n.mirrorMembership(i, conf)
 		}

@@ -165,7 +165,7 @@ func TestRollingRestartWithoutClientFailures(t *testing.T) {
 		}
 		w.WaitOK(t, 100, failoverWait)
 		m.Restart()
-		c.WaitVouched(m, failoverWait)
+		c.WaitAdmitted(m, failoverWait)
 		c.WaitVoters(3, failoverWait)
 		w.WaitOK(t, 100, failoverWait)
 	}

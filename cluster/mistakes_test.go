@@ -241,7 +241,7 @@ func TestStaleSingleVoterCopyNeverServes(t *testing.T) {
 	n1.Restart()
 	leader := c.WaitServingLeader(failoverWait, n1)
 	neverServes(t, n1, 4*time.Second, "cp", 5)
-	if n1.Node().Vouched() {
+	if n1.Node().Admitted() {
 		t.Fatal("the old copy was vouched for")
 	}
 	// The real cluster serves on, above everything.
@@ -279,7 +279,7 @@ func TestRestoreIntoMemberNeverServes(t *testing.T) {
 	}
 	victim.Restart()
 	neverServes(t, victim, 5*time.Second, "default", 5)
-	if victim.Node().Vouched() {
+	if victim.Node().Admitted() {
 		t.Fatal("the restored member was vouched for")
 	}
 	if id := victim.Node().ClusterID(); id == "" || id == leader.Node().ClusterID() {
@@ -371,7 +371,7 @@ func TestWipedVoterAfterFullRestartWithRolledBackPeer(t *testing.T) {
 	}
 	wg.Wait()
 	close(done)
-	if n4.Node().Vouched() {
+	if n4.Node().Admitted() {
 		t.Fatal("the wiped n4 was vouched for")
 	}
 	// n2 is back too. With n4's disk gone and no leader, nobody holds an
@@ -391,7 +391,7 @@ func TestWipedVoterAfterFullRestartWithRolledBackPeer(t *testing.T) {
 		t.Fatalf("after n2 came back: Next(w, 100) = %v, %v; before the power loss: %d", v, err, last)
 	}
 	neverServes(t, n4, time.Second, "w", 100)
-	if n4.Node().Vouched() {
+	if n4.Node().Admitted() {
 		t.Fatal("the wiped n4 was vouched for once a leader served")
 	}
 }

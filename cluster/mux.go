@@ -65,10 +65,10 @@ type muxGroup struct {
 	id     int
 	accept chan net.Conn // unbuffered: the sender gives up when the mux closes
 
-	// open is the group's raft gate (see vouch.go): while it is false, Dial
-	// fails with errGated and accepted connections are closed, so that
-	// this server neither votes nor takes entries in the group. It starts
-	// false; opening is one-way.
+	// open is the group's raft gate (see admission.go): while it is false,
+	// Dial fails with errGated and accepted connections are closed, so
+	// that this server neither votes nor takes entries in the group. It
+	// starts false; only a fence shuts it again (Shut).
 	open atomic.Bool
 
 	mu    sync.Mutex
@@ -112,6 +112,19 @@ func (m *muxLayer) shutdown() {
 // Open opens group g's raft gate (see muxGroup.open); it reports whether
 // it was already open.
 func (m *muxLayer) Open(g int) (was bool) { return m.groups[g].open.Swap(true) }
+
+// Shut closes group g's raft gate again and every connection of the group
+// open at that moment (a fenced server: see fence.go).
+func (m *muxLayer) Shut(g int) {
+	l := m.groups[g]
+	l.open.Store(false)
+	l.mu.Lock()
+	open := slices.Collect(maps.Keys(l.conns))
+	l.mu.Unlock()
+	for _, c := range open {
+		c.Close() // outside l.mu: closing a TLS connection may block
+	}
+}
 
 // IsOpen reports whether group g's raft gate is open.
 func (m *muxLayer) IsOpen(g int) bool { return m.groups[g].open.Load() }

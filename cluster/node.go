@@ -49,13 +49,16 @@ type Node struct {
 	alloc      *sections.Allocator
 	logStore   raft.LogStore
 	transport  *raft.NetworkTransport
-	// vouches is each group's vouching state (vouch.go); each group's raft
-	// gate is in mux (muxLayer.Open).
-	vouches []*groupVouch
-	// restoredFrom is the cluster whose backup this server's cluster was
-	// restored from ("" if not, or not known; see checkRestoredTwice and
-	// adoptRestoredFrom): a string.
-	restoredFrom atomic.Value
+	// gates is each group's admission state (admission.go); each group's
+	// raft gate is in mux (muxLayer.Open, Shut).
+	gates []*gate
+	// fenced is set, and fence holds the record, once this server is
+	// fenced for good (fence.go).
+	fenced atomic.Bool
+	fence  atomic.Pointer[fenceRecord]
+	// legacySource is the cluster a build before generations restored this
+	// data directory from ("" if none; see Generation).
+	legacySource string
 
 	ml            *memberlist.Memberlist
 	gossipAddr    string // host:port other servers reach this node's gossip on
@@ -151,11 +154,11 @@ func (n *Node) open() error {
 		_ = base.Close()
 		return err
 	}
-	// Every group's raft gate starts shut until the server is vouched for
-	// in that group: see vouch.go.
+	// Every group's raft gate starts shut until the server is admitted in
+	// that group: see admission.go.
 	n.mux = newMux(base, count, n.log)
 	for i := 0; i < count; i++ {
-		n.vouches = append(n.vouches, newGroupVouch())
+		n.gates = append(n.gates, newGate())
 		t := raft.NewNetworkTransport(n.mux.Group(i), 3, 10*time.Second, logbridge.NewWriter(n.log, "raft", cfg.RaftLogLevel))
 		n.transports = append(n.transports, t)
 	}
@@ -181,7 +184,18 @@ func (n *Node) open() error {
 	if err != nil {
 		return err
 	}
-	n.restoredFrom.Store(from)
+	n.legacySource = from
+	rec, err := readFence(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	if rec != nil {
+		n.fenced.Store(true)
+		n.fence.Store(rec)
+		n.log.Error("this server was fenced for good: its cluster was replaced by a restore; it refuses raft and never serves. "+
+			"To use it again: stop it, delete its data directory, and start it with a --join naming the restored cluster's servers",
+			"refusal", "superseded", "superseded_by", rec.By, "learned_from", rec.From, "at", rec.At)
+	}
 	for i := 0; i < count; i++ {
 		if err := checkIdentity(groupDir(cfg.DataDir, i), cfg.ID, i); err != nil {
 			return err

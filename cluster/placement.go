@@ -274,7 +274,7 @@ func (n *Node) balance() {
 		return
 	}
 	for i, g := range n.groups {
-		if !n.GroupVouched(i) || !g.IsLeader() || !g.Allocator().Serving() {
+		if !n.GroupAdmitted(i) || !g.IsLeader() || !g.Allocator().Serving() {
 			continue
 		}
 		cf := g.Raft().GetConfiguration()

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
@@ -21,12 +22,20 @@ import (
 type RestoreConfig struct {
 	// Backup is the path of a backup written by `seqd backup`.
 	Backup string
+	// Now is the restore's time (zero: this machine's clock), and
+	// ClockError how far every wall clock involved may be from true time
+	// (zero: fsm.DefaultClockError). For a backup taken on protocol 5 or
+	// later they alone give the minimum margin (fsm.TimeMargin): nothing
+	// to count.
+	Now        time.Time
+	ClockError time.Duration
 	// ValuesSince bounds the values any one section may have handed out
 	// after the backup was taken, and TermsSince the leader terms that
 	// served after it (counting the one serving when it was taken; at least
 	// 1). MaxStep is the largest step of any space, including spaces created
 	// after the backup (0: the largest in the backup). They give the minimum
-	// margin (fsm.MinMargin).
+	// margin (fsm.MinMargin) of a backup taken before protocol 5, which
+	// needs them; for a later backup they may raise it.
 	ValuesSince, TermsSince, MaxStep uint64
 	// Margin is added to every high-water mark; 0 means the minimum. A
 	// margin below the minimum is refused.
@@ -52,8 +61,10 @@ type RestoreResult struct {
 	fsm.RestoreSummary
 	// MinMargin is the minimum margin for the given bounds; Margin the one used.
 	MinMargin, Margin uint64
-	// ClusterID is the restored cluster's new ID.
-	ClusterID string
+	// ClusterID is the restored cluster's new ID, and Generation its
+	// generation (the backup's lineage, its number plus one).
+	ClusterID  string
+	Generation seqd.Generation
 }
 
 var (
@@ -93,9 +104,6 @@ func PrepareRestore(rc RestoreConfig) (RestoreResult, error) {
 	if rc.ID == "" || rc.DataDir == "" || rc.RaftAdvertise == "" {
 		return res, fmt.Errorf("%w: restore needs an ID, a data directory and a raft address", ErrInvalidConfig)
 	}
-	if rc.TermsSince == 0 {
-		return res, fmt.Errorf("%w: the terms since the backup count the term that was serving when it was taken: at least 1", ErrInvalidConfig)
-	}
 	if err := checkHostPort("raft address", rc.RaftAdvertise); err != nil {
 		return res, err
 	}
@@ -128,17 +136,15 @@ func PrepareRestore(rc RestoreConfig) (RestoreResult, error) {
 	if rc.FromCluster != "" && sum.Info.ClusterID != rc.FromCluster {
 		return res, fmt.Errorf("%w: it was taken from cluster %q, not %q", fsm.ErrWrongCluster, sum.Info.ClusterID, rc.FromCluster)
 	}
-	res.MinMargin, err = fsm.MinMargin(rc.ValuesSince, rc.TermsSince, max(sum.MaxStep, rc.MaxStep))
-	if err != nil {
-		return res, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	if res.MinMargin, err = minMargin(rc, sum); err != nil {
+		return res, err
 	}
 	res.Margin = rc.Margin
 	if res.Margin == 0 {
 		res.Margin = res.MinMargin
 	}
 	if res.Margin < res.MinMargin {
-		return res, fmt.Errorf("%w: margin %d is below %d, the minimum for %d values and %d terms since the backup with steps up to %d",
-			ErrMarginBelowMinimum, res.Margin, res.MinMargin, rc.ValuesSince, rc.TermsSince, max(sum.MaxStep, rc.MaxStep))
+		return res, fmt.Errorf("%w: margin %d is below %d, the minimum for this backup and the time since it was taken", ErrMarginBelowMinimum, res.Margin, res.MinMargin)
 	}
 	res.ClusterID = NewClusterID()
 	states := make([]string, groups)
@@ -152,8 +158,12 @@ func PrepareRestore(rc RestoreConfig) (RestoreResult, error) {
 		}
 		return res, err
 	}
-	if err := writeRestored(rc, states, sum.Info.ClusterID); err != nil {
-		for _, name := range append(stateFiles, identityFile, restoredFromFile) {
+	res.Generation = res.RestoreSummary.Restored
+	if err := checkFenceRecord(rc.DataDir, res.Generation); err != nil {
+		return res, err
+	}
+	if err := writeRestored(rc, states); err != nil {
+		for _, name := range append(stateFiles, identityFile) {
 			_ = os.RemoveAll(filepath.Join(rc.DataDir, name))
 		}
 		return res, err
@@ -161,9 +171,69 @@ func PrepareRestore(rc RestoreConfig) (RestoreResult, error) {
 	return res, nil
 }
 
-// restoredFromFile names the file, in a restored data directory, holding
-// the ID of the cluster the backup was taken from (see checkRestoredTwice).
+// ErrNeedsCounts means a backup taken before its cluster held every raise
+// to the raise budget (protocol 5) was restored without --values-since and
+// --terms-since.
+var ErrNeedsCounts = errors.New("this backup was taken before every raise was held to the raise budget")
+
+// minMargin is the smallest provably sufficient margin (see
+// PrepareRestore).
+func minMargin(rc RestoreConfig, sum fsm.RestoreSummary) (uint64, error) {
+	counted := rc.TermsSince > 0
+	var byCounts uint64
+	if counted {
+		m, err := fsm.MinMargin(rc.ValuesSince, rc.TermsSince, max(sum.MaxStep, rc.MaxStep))
+		if err != nil {
+			return 0, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+		}
+		byCounts = m
+	}
+	if !sum.Budgeted() {
+		if !counted {
+			return 0, fmt.Errorf("%w (protocol %d; a group was still on an earlier protocol, or the cluster was being upgraded): "+
+				"its margin needs --values-since and --terms-since (docs/operations.md), or restore a backup taken after the upgrade", ErrNeedsCounts, sum.Protocol)
+		}
+		return byCounts, nil
+	}
+	now, clockErr := rc.Now, rc.ClockError
+	if now.IsZero() {
+		now = time.Now()
+	}
+	if clockErr == 0 {
+		clockErr = fsm.DefaultClockError
+	}
+	byTime, err := fsm.TimeMargin(sum.Earliest(), now, clockErr)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	return max(byTime, byCounts), nil
+}
+
+// restoredFromFile names the file in which builds before generations
+// recorded, in a restored data directory, the cluster the backup was taken
+// from; it is read still (see Node.Generation), never written.
 const restoredFromFile = "restored-from"
+
+// ErrOlderGeneration means a restore would make a generation that a
+// cluster already replaced (the data directory's fence record says so).
+var ErrOlderGeneration = errors.New("the backup is older than a generation this data directory knows")
+
+// checkFenceRecord refuses a restore into a data directory that holds a
+// fence record: one of the same lineage whose replacing generation is at
+// least the one the restore would make says the backup is older than a
+// cluster that replaced it; any other is left from another cluster.
+func checkFenceRecord(dataDir string, next seqd.Generation) error {
+	rec, err := readFence(dataDir)
+	if err != nil || rec == nil {
+		return err
+	}
+	path := filepath.Join(dataDir, fencedFile)
+	if by, perr := seqd.ParseGeneration(rec.By); perr == nil && by.Lineage == next.Lineage && by.Number >= next.Number {
+		return fmt.Errorf("%w: %s says generation %d of this lineage replaced this server's cluster, and this restore would make generation %d: "+
+			"restore a backup of the cluster that replaced it, or restore into a new, empty directory", ErrOlderGeneration, path, by.Number, next.Number)
+	}
+	return fmt.Errorf("%w: %s exists (this directory belonged to a fenced server); restore into a new, empty directory", ErrHasState, path)
+}
 
 // readRestoredFrom returns the cluster a data directory was restored from
 // ("" when it was not restored, or from a cluster without an ID).
@@ -178,19 +248,13 @@ func readRestoredFrom(dataDir string) (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
-// writeRestored writes the ID of the cluster the backup was taken from
-// (from; nothing when it had none), the group count and, for each group,
-// the raft state of a new single-voter cluster whose snapshot is the
-// prepared file states[g]. Group 0 comes last, as in a bootstrap: its state
-// is what says the server holds a cluster (see checkGroupState).
-func writeRestored(rc RestoreConfig, states []string, from string) error {
+// writeRestored writes the group count and, for each group, the raft
+// state of a new single-voter cluster whose snapshot is the prepared file
+// states[g]. Group 0 comes last, as in a bootstrap: its state is what says
+// the server holds a cluster (see checkGroupState).
+func writeRestored(rc RestoreConfig, states []string) error {
 	if err := os.MkdirAll(rc.DataDir, 0o750); err != nil {
 		return err
-	}
-	if from != "" {
-		if err := writeSynced(rc.DataDir, restoredFromFile, []byte(from+"\n")); err != nil {
-			return fmt.Errorf("recording the cluster restored from: %w", err)
-		}
 	}
 	if err := writeGroups(rc.DataDir, len(states)); err != nil {
 		return err

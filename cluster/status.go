@@ -32,8 +32,11 @@ type GroupStatus struct {
 	// ValuesTaken counts the values this node's allocator of the group took.
 	ValuesTaken uint64
 	// RaftOpen is false while this node refuses the group's raft traffic
-	// (not vouched for in the group: see vouch.go).
-	RaftOpen bool
+	// (not admitted in the group: see admission.go); Admission is the kind
+	// of the last verdict about it (cluster/admit: "leader", "quorum-wait",
+	// "stale", ...).
+	RaftOpen  bool
+	Admission string
 	// Protocol is the group's replicated-command protocol on this node
 	// (see fsm.FSM.Protocol).
 	Protocol uint64
@@ -66,10 +69,16 @@ type LocalStatus struct {
 	// entries) and failed attempts.
 	Renewals, RenewalErrors int64
 	// RaftOpen is false while this server refuses raft traffic: it has not
-	// been vouched for yet (see vouch.go), or never will be (wiped, an older
-	// copy, removed, or taken for a member of another cluster; its log
-	// says which).
+	// been admitted yet (see admission.go), or never will be (wiped, an
+	// older copy, removed, taken for a member of another cluster, fenced;
+	// Groups[i].Admission and its log say which).
 	RaftOpen bool
+	// Generation is the server's generation (seqd.Generation.String); Fenced
+	// is true once it is fenced for good, FencedBy naming the generation
+	// that replaced it (see fence.go).
+	Generation string
+	Fenced     bool
+	FencedBy   string
 	// ClusterID is the cluster's ID ("" until it has one) and Protocol its
 	// replicated-command protocol.
 	ClusterID string
@@ -128,7 +137,10 @@ func (n *Node) Status() LocalStatus {
 		ValuesTaken:    g.ValuesTaken,
 		SectionsHeld:   g.SectionsHeld,
 		FlakeEntries:   g.FlakeEntries,
-		RaftOpen:       n.Vouched(),
+		RaftOpen:       n.Admitted(),
+		Generation:     n.Generation().String(),
+		Fenced:         n.Fenced(),
+		FencedBy:       n.FencedBy(),
 		ClusterID:      g.ClusterID,
 		Protocol:       g.Protocol,
 		DiskFull:       n.disk.Full(),
@@ -146,7 +158,7 @@ func (n *Node) Status() LocalStatus {
 	for i, gr := range n.groups {
 		gs := gr.Status()
 		row := GroupStatus{Group: i, State: gs.State, Term: gs.Term, AppliedIndex: gs.AppliedIndex, Serving: gs.Serving, ValuesTaken: gs.ValuesTaken,
-			RaftOpen: n.GroupVouched(i), Protocol: gs.Protocol}
+			RaftOpen: n.GroupAdmitted(i), Admission: string(n.Admission(i)), Protocol: gs.Protocol}
 		row.LeaderID, row.LeaderAPIAddr = n.leaderAddr(gs.LeaderID)
 		row.FirstSlot, row.EndSlot = seqd.SlotRange(i, len(n.groups))
 		if gs.Configuration != nil {

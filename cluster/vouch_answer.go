@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/seqd/seqd/cluster/admit"
 	"github.com/seqd/seqd/fsm"
 )
 
@@ -17,16 +18,17 @@ var ErrNoSuchGroup = errors.New("no such raft group")
 // Vouch answers another server's question about one group. The answer is
 // authoritative on the group's serving leader; elsewhere it is built from
 // everything this server stored of the group and names the group's leader
-// it knows.
+// it knows. The question carries the asker's generation, which this server
+// learns of (see fence.go).
 func (n *Node) Vouch(req VouchRequest) (VouchAnswer, error) {
 	i := req.Group
 	if i < 0 || i >= len(n.groups) {
 		return VouchAnswer{}, fmt.Errorf("%w: %d (this server runs %d)", ErrNoSuchGroup, i, len(n.groups))
 	}
+	n.learn(admit.Learned{Generation: req.Generation, From: req.ID})
 	g := n.groups[i]
 	r := g.Raft()
-	a := VouchAnswer{ClusterID: n.fsm.ClusterID(), Group: i, NodeID: n.cfg.ID, LastIndex: r.LastIndex(), Protocol: n.fsm.Protocol(),
-		RestoredFrom: n.sourceCluster()}
+	a := VouchAnswer{Generation: n.Generation(), Admitted: n.GroupAdmitted(i), Group: i, NodeID: n.cfg.ID, LastIndex: r.LastIndex(), Protocol: n.fsm.Protocol()}
 	a.LeaderID, a.LeaderAPIAddr = n.GroupLeader(i)
 	a.Authoritative = g.IsLeader() && g.Allocator().Serving()
 	if cf := r.GetConfiguration(); cf.Error() == nil {
@@ -61,7 +63,7 @@ const maxLogScan = 1 << 17
 // remembered (logScan), so repeated questions read only new entries.
 func (n *Node) seenInLog(i int, id string) (bool, uint64) {
 	g := n.groups[i]
-	ls := &n.vouches[i].scan
+	ls := &n.gates[i].scan
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	if ls.max == nil {

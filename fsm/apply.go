@@ -210,10 +210,17 @@ type sectionKey struct {
 	section uint64
 }
 
-func (f *FSM) applyRaise(l *raft.Log, marks []seqd.Mark) error {
+// applyRaise applies a raise: unstamped (KindRaise, stampMs < 0), refused
+// once the group is on protocol 5, or stamped with its leader's wall time
+// (KindRaiseAt), held to the raise budget (budget.go).
+func (f *FSM) applyRaise(l *raft.Log, marks []seqd.Mark, stampMs int64) error {
 	// Only this goroutine writes the mirror, so what is read here stays
 	// current until the write below.
 	f.mu.RLock()
+	if stampMs < 0 && f.ext.protocol >= budgetProtocol {
+		f.mu.RUnlock()
+		return errBudgetKind
+	}
 	for _, m := range marks {
 		if _, ok := f.spaces[m.Space]; !ok {
 			f.mu.RUnlock()
@@ -239,6 +246,7 @@ func (f *FSM) applyRaise(l *raft.Log, marks []seqd.Mark) error {
 		at[k] = len(pending)
 		pending = append(pending, m)
 	}
+	clockUs := f.ext.raiseClock
 	f.mu.RUnlock()
 	if len(pending) == 0 {
 		// A replay or a lower raise: nothing to write.
@@ -256,7 +264,21 @@ func (f *FSM) applyRaise(l *raft.Log, marks []seqd.Mark) error {
 		}
 		return 0
 	})
+	var budgets []int64
+	if stampMs >= 0 {
+		nowUs := stampMs * 1000
+		var err error
+		if budgets, err = f.checkBudget(pending, nowUs); err != nil {
+			return err
+		}
+		clockUs = max(clockUs, nowUs)
+	}
 	if err := f.write(l, func(tx *bolt.Tx) error {
+		if budgets != nil {
+			if err := putBudgets(tx, pending, budgets, clockUs); err != nil {
+				return err
+			}
+		}
 		mb := tx.Bucket(bucketMarks)
 		var (
 			b     *bolt.Bucket
@@ -281,6 +303,7 @@ func (f *FSM) applyRaise(l *raft.Log, marks []seqd.Mark) error {
 	for _, m := range pending {
 		f.marks[m.Space][m.Section] = m.Max
 	}
+	f.ext.raiseClock = clockUs
 	f.mu.Unlock()
 	return nil
 }

@@ -62,10 +62,12 @@ type BackupInfo struct {
 	Parts []GroupPart
 }
 
-// GroupPart says when one group's part of a backup was taken.
+// GroupPart says when one group's part of a backup was taken, and the
+// group's protocol then (0 in backups of builds before it was recorded).
 type GroupPart struct {
 	Term, Index uint64
 	Taken       time.Time
+	Protocol    uint64
 }
 
 // GroupCount returns the group count of the cluster the backup came from:
@@ -275,6 +277,13 @@ type RestoreSummary struct {
 	// Info describes the backup (zero for a backup without it, written by
 	// the first release).
 	Info BackupInfo
+	// Generation is the backup's generation (unknown for a cluster still on
+	// protocol 1, which has no cluster ID), and Restored the restored
+	// cluster's: the backup's lineage (the new cluster ID for a backup
+	// without one), its number plus one, and the new cluster ID.
+	Generation, Restored seqd.Generation
+	// Protocol is the backup's protocol (group 0's).
+	Protocol uint64
 }
 
 // ErrMarginTooLarge means adding the margin would push a mark past 2^63-1.
@@ -330,6 +339,8 @@ func describe(st *state, sum *RestoreSummary) {
 	if st.backup != nil {
 		sum.Info = *st.backup
 	}
+	sum.Generation = st.ext.generationOf()
+	sum.Protocol = st.ext.protocol
 }
 
 // PrepareRestore turns the backup file at path (written by WriteBackup or
@@ -383,6 +394,10 @@ func PrepareRestoreGroups(backup string, out []string, o RestoreOptions) (Restor
 	if sum.Info.ClusterID == o.ClusterID {
 		return sum, errors.New("fsm: the restored cluster needs an ID of its own")
 	}
+	sum.Restored = seqd.Generation{Lineage: sum.Generation.Lineage, Number: sum.Generation.Number + 1, Cluster: o.ClusterID}
+	if sum.Restored.Lineage == "" {
+		sum.Restored.Lineage = o.ClusterID // a backup of a cluster on protocol 1: no lineage to keep
+	}
 	floor, err := addMargin(st.ext.floor, o.Margin)
 	if err != nil {
 		return sum, err
@@ -401,7 +416,7 @@ func PrepareRestoreGroups(backup string, out []string, o RestoreOptions) (Restor
 				return RestoreSummary{}, fmt.Errorf("fsm: preparing restore: %w", err)
 			}
 		}
-		highest, err := prepareGroup(path, st, g, n, floor, o)
+		highest, err := prepareGroup(path, st, g, n, floor, sum.Restored, o)
 		if err != nil {
 			if errors.Is(err, ErrMarginTooLarge) {
 				return sum, err
@@ -423,7 +438,7 @@ func addMargin(v, margin uint64) (uint64, error) {
 // prepareGroup turns the copy of the backup (whose state is st) at path into
 // group g's state among n groups (see PrepareRestoreGroups), and returns
 // the highest mark or base it wrote.
-func prepareGroup(path string, st *state, g, n int, floor uint64, o RestoreOptions) (uint64, error) {
+func prepareGroup(path string, st *state, g, n int, floor uint64, gen seqd.Generation, o RestoreOptions) (uint64, error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: openTimeout})
 	if err != nil {
 		return 0, err
@@ -483,8 +498,8 @@ func prepareGroup(path string, st *state, g, n int, floor uint64, o RestoreOptio
 		for _, kv := range []struct{ k, v []byte }{
 			{keyFloor, u64(floor)}, {keyCluster, []byte(o.ClusterID)},
 			{keyProtocol, u64(ProtocolVersion)}, {keyGroups, u64(uint64(n))},
-			// Format 2, or 3 with flake state: never a backup's format 4.
-			{keyFormat, u64(2)},
+			{keyLineage, []byte(gen.Lineage)}, {keyGeneration, u64(gen.Number)},
+			{keyFormat, u64(generationFormat)},
 		} {
 			if err := meta.Put(kv.k, kv.v); err != nil {
 				return err
@@ -494,9 +509,6 @@ func prepareGroup(path string, st *state, g, n int, floor uint64, o RestoreOptio
 			if err := restoreFlake(tx, o.FlakeFloorMs); err != nil {
 				return err
 			}
-		}
-		if tx.Bucket(bucketFlake) != nil {
-			return setFormat(tx, flakeFormat)
 		}
 		return nil
 	})

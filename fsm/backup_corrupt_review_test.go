@@ -27,7 +27,7 @@ func TestBackupCorruptedMarkIsRefused(t *testing.T) {
 		secs = append(secs, sectionOf(t, "a", g, n))
 	}
 	const high = uint64(1)<<40 + 77 // group 2's mark: values up to it were handed out
-	cl := EncodeClusterGroups("c1", ProtocolVersion, n)
+	cl := EncodeClusterGroups("c1", groupsProtocol, n)
 	parts := []string{
 		writePart(t, "p0.db", BackupInfo{ClusterID: "c1", Term: 7, Index: 3, Taken: taken},
 			cl, EncodeCreateSpace(a), EncodeRaise([]seqd.Mark{{Space: "a", Section: secs[0], Max: 100}})),

@@ -155,7 +155,7 @@ func readGroupParts(b *bolt.Bucket, info *BackupInfo) error {
 	info.Parts = make([]GroupPart, info.Groups)
 	seen := 0
 	err := pb.ForEach(func(k, v []byte) error {
-		if v == nil || len(k) != 8 || len(v) != 24 {
+		if v == nil || len(k) != 8 || (len(v) != 24 && len(v) != 32) {
 			return fmt.Errorf("parts: bad entry %x", k)
 		}
 		g := binary.BigEndian.Uint64(k)
@@ -167,6 +167,9 @@ func readGroupParts(b *bolt.Bucket, info *BackupInfo) error {
 			return errors.New("parts: time out of range")
 		}
 		info.Parts[g] = GroupPart{Term: binary.BigEndian.Uint64(v), Index: binary.BigEndian.Uint64(v[8:]), Taken: time.Unix(0, int64(taken)).UTC()}
+		if len(v) == 32 {
+			info.Parts[g].Protocol = binary.BigEndian.Uint64(v[24:])
+		}
 		seen++
 		return nil
 	})
@@ -338,15 +341,16 @@ func mergeInto(tx *bolt.Tx, sts []*state, spaces map[string]seqd.Space) error {
 		return err
 	}
 	for g, st := range sts {
-		v := make([]byte, 24)
+		v := make([]byte, 32)
 		binary.BigEndian.PutUint64(v, st.backup.Term)
 		binary.BigEndian.PutUint64(v[8:], st.backup.Index)
 		binary.BigEndian.PutUint64(v[16:], uint64(max(st.backup.Taken.UnixNano(), 0)))
+		binary.BigEndian.PutUint64(v[24:], st.ext.protocol)
 		if err := pb.Put(u64(uint64(g)), v); err != nil {
 			return err
 		}
 	}
-	return setFormat(tx, groupsBackupFormat)
+	return setFormat(tx, generationFormat)
 }
 
 // copyPath copies the file at src to dst (replacing it) and syncs it.

@@ -74,7 +74,7 @@ func threeParts(t *testing.T) (parts []string, secs []uint64, late uint64) {
 	}
 	late = sectionOf(t, "late", 2, n)
 	l, _ := flake.Preset("snowflake")
-	cluster := EncodeClusterGroups("c1", ProtocolVersion, n)
+	cluster := EncodeClusterGroups("c1", groupsProtocol, n)
 	parts = []string{
 		writePart(t, "p0.db", BackupInfo{ClusterID: "c1", Term: 7, Index: 4, Taken: taken},
 			cluster, EncodeCreateSpace(a), EncodeRaise([]seqd.Mark{{Space: "a", Section: secs[0], Max: 100}}),
@@ -140,8 +140,8 @@ func TestMergeBackupsAndRestoreGroups(t *testing.T) {
 		t.Fatal("the restore changed the backup")
 	}
 	for g, path := range out {
-		if got := fileFormat(t, path); got != flakeFormat && g == 0 || got != 2 && g > 0 {
-			t.Errorf("group %d's state of format %d", g, got)
+		if got := fileFormat(t, path); got != generationFormat {
+			t.Errorf("group %d's state of format %d, want %d (a restored cluster records its generation)", g, got, generationFormat)
 		}
 		f, err := Open(path, nil)
 		if err != nil {
@@ -208,12 +208,12 @@ func TestMergeBackupsRefusesPartsThatDoNotBelong(t *testing.T) {
 		msg  string
 	}{
 		{"another cluster", 1, writePart(t, "x.db", BackupInfo{ClusterID: "c9", Term: 2, Index: 2, Taken: taken},
-			EncodeClusterGroups("c9", ProtocolVersion, 3), EncodeCreateSpace(a)), "cluster"},
-		{"group 0 of another count", 0, writePart(t, "x.db", info, EncodeClusterGroups("c1", ProtocolVersion, 2), EncodeCreateSpace(a)), "records 2 groups"},
+			EncodeClusterGroups("c9", groupsProtocol, 3), EncodeCreateSpace(a)), "cluster"},
+		{"group 0 of another count", 0, writePart(t, "x.db", info, EncodeClusterGroups("c1", groupsProtocol, 2), EncodeCreateSpace(a)), "records 2 groups"},
 		{"group 0 without a count", 0, writePart(t, "x.db", info, EncodeCluster("c1", 3), EncodeCreateSpace(a)), "records 1 groups"},
-		{"another group's mark", 1, writePart(t, "x.db", info, EncodeClusterGroups("c1", ProtocolVersion, 3), EncodeCreateSpace(a),
+		{"another group's mark", 1, writePart(t, "x.db", info, EncodeClusterGroups("c1", groupsProtocol, 3), EncodeCreateSpace(a),
 			EncodeRaise([]seqd.Mark{{Space: "a", Section: secs[2], Max: 50}})), "which group 2 owns"},
-		{"flake outside group 0", 2, writePart(t, "x.db", info, EncodeClusterGroups("c1", ProtocolVersion, 3),
+		{"flake outside group 0", 2, writePart(t, "x.db", info, EncodeClusterGroups("c1", groupsProtocol, 3),
 			EncodeFlake(taken.UnixMilli(), []FlakeOp{{Type: OpCreateNamespace, Namespace: "n", Layout: l}})), "flake"},
 		{"a space with other settings", 1, writePart(t, "x.db", info, EncodeCreateSpace(seqd.Space{Name: "a", Step: 11, SectionSize: 100})), "other settings"},
 	}

@@ -80,7 +80,7 @@ func TestBackupAndPrepareRestore(t *testing.T) {
 		t.Fatalf("Max of a space created after the restore = %d, want the floor 1000", got)
 	}
 	// A raise below the base does not lower Max; one above it counts.
-	if err, ok := r.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: EncodeRaise([]seqd.Mark{{Space: "b", Section: 0, Max: 5}})}).(error); ok {
+	if err, ok := r.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: EncodeRaiseAt(time.Now().UnixMilli(), []seqd.Mark{{Space: "b", Section: 0, Max: 5}})}).(error); ok {
 		t.Fatal(err)
 	}
 	if got := r.Max("b", 0); got != 1000 {

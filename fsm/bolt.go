@@ -43,7 +43,18 @@ var (
 	keyFloor    = []byte("floor")
 	keyGroups   = []byte("groups")
 	keyLease    = []byte("lease")
+	// Format 5 keys in meta (see generationFormat): the lineage and the
+	// generation number of a restored cluster (seqd.Generation). A cluster
+	// that bootstrapped has neither: its lineage is its cluster ID and its
+	// number 0.
+	keyLineage    = []byte("lineage")
+	keyGeneration = []byte("generation")
 )
+
+// generationFormat is the data format of a file that records a
+// generation (a restored cluster's state, its snapshots and backups).
+// Builds that read format 4 at most refuse it as written by a newer seqd.
+const generationFormat = 5
 
 // formatVersion is the newest data format this package reads. Files are
 // written as format 1 until they hold format 2 state (a cluster ID, a
@@ -53,8 +64,9 @@ var (
 // flakeFormat): a file is written as format 3 once it holds flake state,
 // and builds that read format 2 at most refuse it the same way. Format 4
 // is a backup of several raft groups (see groupsBackupFormat), never a
-// group's own state; builds that read format 3 at most refuse it.
-const formatVersion = 4
+// group's own state; builds that read format 3 at most refuse it. Format 5
+// records a generation (generationFormat), in a group's state or a backup.
+const formatVersion = 5
 
 // baseFormat is the format a new file is written in.
 const baseFormat = 1
@@ -197,7 +209,7 @@ func loadState(tx *bolt.Tx) (*state, error) {
 	}
 	if err := tx.ForEach(func(name []byte, b *bolt.Bucket) error {
 		switch string(name) {
-		case string(bucketSpaces), string(bucketMarks), string(bucketMeta), string(bucketBases), string(bucketServers), string(bucketBackup), string(bucketFlake):
+		case string(bucketSpaces), string(bucketMarks), string(bucketMeta), string(bucketBases), string(bucketServers), string(bucketBackup), string(bucketFlake), string(bucketBudget):
 			if b == nil {
 				return fmt.Errorf("top-level key %q is not a bucket", name)
 			}
@@ -305,6 +317,12 @@ func loadState(tx *bolt.Tx) (*state, error) {
 			}
 			st.ext.clusterID = string(v)
 			return nil
+		case string(keyLineage):
+			if len(v) == 0 || len(v) > maxClusterIDLen {
+				return fmt.Errorf("meta: lineage of %d bytes", len(v))
+			}
+			st.ext.lineage = string(v)
+			return nil
 		case string(keyLease):
 			if len(v) != 16 {
 				return fmt.Errorf("meta: lease has %d bytes, want 16", len(v))
@@ -315,7 +333,7 @@ func loadState(tx *bolt.Tx) (*state, error) {
 			}
 			st.ext.lease = LeaseRecord{Lease: time.Duration(l), Margin: time.Duration(m)}
 			return nil
-		case string(keyApplied), string(keyFormat), string(keyProtocol), string(keyFloor), string(keyGroups):
+		case string(keyApplied), string(keyFormat), string(keyProtocol), string(keyFloor), string(keyGroups), string(keyGeneration), string(keyRaiseClock):
 		default:
 			return fmt.Errorf("meta: unexpected key %q", k)
 		}
@@ -347,6 +365,13 @@ func loadState(tx *bolt.Tx) (*state, error) {
 				return errors.New("meta: floor above 2^63-1")
 			}
 			st.ext.floor = n
+		case string(keyGeneration):
+			st.ext.generation = n
+		case string(keyRaiseClock):
+			if n > math.MaxInt64 {
+				return errors.New("meta: raise clock overflows")
+			}
+			st.ext.raiseClock = int64(n)
 		default:
 			st.applied = n
 		}
@@ -368,8 +393,20 @@ func loadState(tx *bolt.Tx) (*state, error) {
 	switch {
 	case severalGroups && st.format < groupsBackupFormat:
 		return nil, fmt.Errorf("meta: a backup of several groups in a file that says format %d", st.format)
-	case !severalGroups && st.format >= groupsBackupFormat:
+	case !severalGroups && st.format == groupsBackupFormat:
 		return nil, fmt.Errorf("meta: format %d is a backup of several groups, and this file records none", st.format)
+	}
+	switch {
+	case (st.ext.lineage != "" || st.ext.generation != 0) && st.format < generationFormat:
+		return nil, fmt.Errorf("meta: a generation in a file that says format %d", st.format)
+	case (st.ext.lineage == "") != (st.ext.generation == 0):
+		return nil, errors.New("meta: a lineage without a generation, or a generation without a lineage")
+	}
+	if st.ext.raiseClock != 0 && st.format < generationFormat {
+		return nil, fmt.Errorf("meta: a raise clock in a file that says format %d", st.format)
+	}
+	if err := loadBudget(tx, st); err != nil {
+		return nil, err
 	}
 	var err error
 	if st.flake, err = loadFlake(tx); err != nil {

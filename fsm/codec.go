@@ -143,8 +143,15 @@ func Decode(b []byte) (Command, error) {
 		c.Space.Name = d.string("space name")
 		c.Space.Step = d.uvarint("step")
 		c.Space.SectionSize = d.uvarint("section size")
-	case KindRaise:
+	case KindRaise, KindRaiseAt:
 		c.Kind = k
+		if k == KindRaiseAt {
+			ms := d.uvarint("raise time")
+			if d.err == nil && ms > math.MaxInt64 {
+				d.fail(errors.New("raise time overflows"))
+			}
+			c.NowMs = int64(ms)
+		}
 		n := d.uvarint("mark count")
 		if d.err == nil && n > uint64(d.remaining()/minMarkLen) {
 			d.fail(fmt.Errorf("mark count %d exceeds what %d remaining bytes can hold", n, d.remaining()))

@@ -39,6 +39,10 @@ const (
 	// and needs no new protocol: a build that skips it never learns of the
 	// release, and as a new leader waits out the lease in full, as before.
 	KindRelease Kind = KindIgnorable | 2
+	// KindRaiseAt is protocol 5: a raise stamped with its leader's wall
+	// time, held to the raise budget (see budget.go). From protocol 5 it is
+	// the only raise a replica applies.
+	KindRaiseAt Kind = 7
 )
 
 // KindIgnorable is the bit that marks a command kind as safe to skip. A
@@ -58,8 +62,13 @@ const KindIgnorable Kind = 0x80
 // of protocol 4, and stops on the entry). A cluster moves to a newer protocol
 // through a KindCluster entry, which its leader writes only once every
 // server in the raft configuration advertises that protocol (through
-// gossip).
-const ProtocolVersion = 4
+// gossip). Protocol 5 stamps every raise with its leader's time and holds
+// it to the raise budget (KindRaiseAt, budget.go).
+const ProtocolVersion = 5
+
+// budgetProtocol is the protocol from which every raise is stamped
+// (KindRaiseAt) and held to the raise budget.
+const budgetProtocol = 5
 
 // groupsProtocol is the protocol whose KindCluster entries carry the group
 // count.
@@ -82,7 +91,8 @@ type Command struct {
 	Groups    int
 	// KindLease: the granting leader's lease and lease margin.
 	Lease, LeaseMargin time.Duration
-	// KindFlake: the leader's time (Unix ms) and the operations.
+	// KindFlake and KindRaiseAt: the leader's time (Unix ms); KindFlake's
+	// operations.
 	NowMs int64
 	Flake []FlakeOp
 }
@@ -114,7 +124,10 @@ var commands = map[Kind]command{
 		return f.applyCreate(l, c.Space)
 	}},
 	KindRaise: {"raise", 1, func(f *FSM, l *raft.Log, c Command) any {
-		return f.applyRaise(l, c.Marks)
+		return f.applyRaise(l, c.Marks, -1)
+	}},
+	KindRaiseAt: {"raise at", budgetProtocol, func(f *FSM, l *raft.Log, c Command) any {
+		return f.applyRaise(l, c.Marks, c.NowMs)
 	}},
 	KindNoop: {"noop", 1, func(f *FSM, l *raft.Log, _ Command) any {
 		// A no-op is a renewal (protocol 1's, and the first release's).

@@ -65,6 +65,12 @@ type extState struct {
 	floor     uint64
 	lease     LeaseRecord
 	groups    int // recorded raft group count (0: none recorded, one group)
+	// lineage and generation: a restored cluster's (see Generation);
+	// empty and 0 for a cluster that bootstrapped.
+	lineage    string
+	generation uint64
+	// raiseClock is the newest raise stamp applied, µs (budget.go).
+	raiseClock int64
 }
 
 // LeaseRecord is the lease length and margin carried by the last lease
@@ -149,6 +155,28 @@ func (f *FSM) Max(space string, section uint64) uint64 {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return max(f.marks[space][section], f.bases[space], f.ext.floor)
+}
+
+// Generation returns the cluster's generation: its lineage and number as a
+// restore recorded them (the lineage of a cluster that bootstrapped is its
+// own cluster ID, its number 0), and its cluster ID. It is unknown (zero)
+// until the cluster has an ID.
+func (f *FSM) Generation() seqd.Generation {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.ext.generationOf()
+}
+
+// generationOf derives the generation from the cluster ID and the restore's
+// record (see Generation).
+func (e extState) generationOf() seqd.Generation {
+	if e.clusterID == "" {
+		return seqd.Generation{}
+	}
+	if e.lineage == "" {
+		return seqd.Generation{Lineage: e.clusterID, Cluster: e.clusterID}
+	}
+	return seqd.Generation{Lineage: e.lineage, Number: e.generation, Cluster: e.clusterID}
 }
 
 // ClusterID returns the cluster's ID, or "" while it has none (a cluster

@@ -24,11 +24,11 @@ import (
 // Its methods are called from the group's goroutines and must not block
 // beyond what each says.
 type Host interface {
-	// WaitVouched blocks until this server has been vouched for in the
+	// WaitAdmitted blocks until this server has been admitted in the
 	// group of index group (it may then write the group's raft entries) or
 	// ctx ends; it reports whether it was. A new leader writes nothing, not
 	// even a barrier, before it returns true.
-	WaitVouched(ctx context.Context, group int) bool
+	WaitAdmitted(ctx context.Context, group int) bool
 	// ProtocolReady reports whether every server in conf runs a build that
 	// speaks fsm.ProtocolVersion, so that the leader may move the group to
 	// it (a server of an older build stops on a kind it does not know).
@@ -64,6 +64,8 @@ type Authority interface {
 	// Groups returns the cluster's group count as group 0 records it, and
 	// whether it is recorded (see fsm.FSM.Groups).
 	Groups() (int, bool)
+	// Protocol returns group 0's replicated-command protocol.
+	Protocol() uint64
 }
 
 // Group is one running Raft group.
@@ -93,6 +95,9 @@ type Group struct {
 	moveMu sync.Mutex
 
 	stats stats
+
+	// fenced is set by Fence: the group never serves again.
+	fenced atomic.Bool
 
 	// origin and leaseSeen: when this server last stored a lease renewal in
 	// its log or installed a snapshot, in ns since origin plus one (0: never
@@ -310,6 +315,15 @@ func (g *Group) release(ctx context.Context) error {
 	return nil
 }
 
+// Fence stops the group from serving for good (its host was fenced: a
+// restore replaced its cluster). The lease is revoked at once, the lease
+// loop stops, and a later leadership gain starts none.
+func (g *Group) Fence() {
+	g.fenced.Store(true)
+	g.alloc.Revoke()
+	g.stepDownLead()
+}
+
 // Snapshot makes raft take a snapshot of the group's state now (and compact
 // its log behind it, keeping the trailing entries).
 func (g *Group) Snapshot() error { return g.raft.Snapshot().Error() }
@@ -417,7 +431,23 @@ func (s store) Raise(ctx context.Context, marks []seqd.Mark) error {
 			}
 		}
 	}
-	return s.g.apply(ctx, fsm.EncodeRaise(marks))
+	return s.g.apply(ctx, s.g.encodeRaise(marks))
+}
+
+// encodeRaise encodes a raise: stamped with this leader's wall time (never
+// earlier than the newest stamp applied: see fsm's raise budget) once the
+// group or group 0 is on protocol 5 (a group other than group 0 may trail
+// group 0's protocol while one of its servers is down; every server speaks
+// protocol 5 once group 0 does).
+func (g *Group) encodeRaise(marks []seqd.Mark) []byte {
+	p := g.fsm.Protocol()
+	if g.cfg.Authority != nil {
+		p = max(p, g.cfg.Authority.Protocol())
+	}
+	if p < fsm.KindProtocol(fsm.KindRaiseAt) {
+		return fsm.EncodeRaise(marks)
+	}
+	return fsm.EncodeRaiseAt(max(g.wallMs(), g.fsm.RaiseClockMs()), marks)
 }
 
 // Handover is the first step of a graceful stop: a leader drops its lease

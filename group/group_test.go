@@ -22,7 +22,7 @@ type host struct {
 	logWrite atomic.Int64
 }
 
-func (h *host) WaitVouched(ctx context.Context, _ int) bool {
+func (h *host) WaitAdmitted(ctx context.Context, _ int) bool {
 	for !h.vouched.Load() {
 		select {
 		case <-ctx.Done():

@@ -25,7 +25,10 @@ func (g *Group) leadership() {
 		case isLeader := <-g.notify:
 			g.stats.leaderChanges.Add(1)
 			g.host.LeadershipChanged(isLeader)
-			if isLeader {
+			if isLeader && g.fenced.Load() {
+				g.alloc.Revoke()
+				g.log.Info("became raft leader, but this server is fenced: it never serves", "term", g.raft.CurrentTerm())
+			} else if isLeader {
 				g.log.Info("became raft leader; waiting out the previous lease before serving", "term", g.raft.CurrentTerm())
 				epoch := g.alloc.Revoke()
 				g.startLead(epoch)
@@ -63,7 +66,7 @@ func (g *Group) stepDownLead() {
 }
 
 // lead runs while this server is the raft leader: wait until this server is
-// vouched for (see Host.WaitVouched; an unvouched server writes nothing, not even a
+// admitted (see Host.WaitAdmitted; an unadmitted server writes nothing, not even a
 // barrier), Barrier, wait out any earlier leader's lease, make sure the
 // default space exists and the cluster is on the newest protocol every
 // server speaks, then renew the lease every Lease/3 from committed entries.
@@ -118,7 +121,7 @@ func (g *Group) stepDownLead() {
 // the last lease entry and the full wait.
 func (g *Group) lead(ctx context.Context, epoch uint64) {
 	gained := time.Now()
-	if !g.host.WaitVouched(ctx, g.cfg.Index) {
+	if !g.host.WaitAdmitted(ctx, g.cfg.Index) {
 		return
 	}
 	// 1. Barrier: the FSM holds every entry committed before this term.
@@ -189,6 +192,9 @@ func (g *Group) lead(ctx context.Context, epoch uint64) {
 			renewal = fsm.EncodeLease(g.cfg.Lease, g.cfg.LeaseMargin)
 		}
 		err := g.apply(ctx, renewal)
+		if g.fenced.Load() {
+			return
+		}
 		if err == nil {
 			g.alloc.Grant(epoch, t+g.cfg.Lease)
 			g.stats.renewals.Add(1)

@@ -35,12 +35,16 @@ func peer(by string, g seqd.Generation, rec, recTerm, last uint64) Answer {
 
 func leader(a Answer) Answer { a.Authoritative, a.Admitted = true, true; return a }
 
+// up marks an answer as coming from a server admitted in the group: part of
+// the running cluster, not just restarted itself.
+func up(a Answer) Answer { a.Admitted = true; return a }
+
 func TestDecide(t *testing.T) {
 	base := func(self Self, answers ...Answer) Facts {
 		return Facts{Self: self, Answers: answers, Joined: true, CanAsk: true, SinceGossip: time.Minute}
 	}
 	with := func(f Facts, edit func(*Facts)) Facts { edit(&f); return f }
-	stale := peer("n2", genS, 500, 7, 900)
+	stale := up(peer("n2", genS, 500, 7, 900))
 	cases := []struct {
 		name string
 		f    Facts
@@ -49,10 +53,14 @@ func TestDecide(t *testing.T) {
 	}{
 		// Admissions.
 		{"the serving leader vouches", base(voter("n1", 100), leader(peer("n2", genS, 90, 3, 120))), Admit, ByLeader},
-		{"no leader: one other voter of 3 answers, a majority with this server (a restart meeting a crash of the leader)",
-			base(voter("n1", 100), peer("n3", genS, 90, 3, 120)), Admit, ByMajority},
-		{"no leader: two other voters of 5 answer", with(base(voter("n1", 100), peer("n2", genS, 90, 3, 120), peer("n3", genS, 80, 3, 100)),
+		{"no leader: one admitted voter of 3 answers, a majority with this server (a restart meeting a crash of the leader: review, groups stayed down 30 s)",
+			base(voter("n1", 100), up(peer("n3", genS, 90, 3, 120))), Admit, ByMajority},
+		{"no leader: two admitted voters of 5 answer", with(base(voter("n1", 100), up(peer("n2", genS, 90, 3, 120)), up(peer("n3", genS, 80, 3, 100))),
 			func(f *Facts) { f.Self.Voters = []string{"n1", "n2", "n3", "n4", "n5"} }), Admit, ByMajority},
+		{"no leader: every other voter answered, none admitted (a full-cluster restart)",
+			base(voter("n1", 100), peer("n2", genS, 90, 3, 120), peer("n3", genS, 80, 3, 100)), Admit, ByAnswers},
+		{"no leader: three of four other voters of 5 answered after a full restart", with(base(voter("n1", 100), peer("n2", genS, 90, 3, 120), peer("n3", genS, 80, 3, 100), peer("n4", genS, 80, 3, 100)),
+			func(f *Facts) { f.Self.Voters = []string{"n1", "n2", "n3", "n4", "n5"} }), Admit, ByAnswers},
 		{"no leader: voters named gone count as answered", with(base(voter("n1", 100)),
 			func(f *Facts) { f.Self.AssumeGone = []string{"n2"} }), Admit, ByMajority},
 		{"the only voter, alone for SoloWait", base(Self{ID: "n1", Generation: genS, HasState: true, LastIndex: 5, Voters: []string{"n1"}, ConfigKnown: true}), Admit, BySolo},
@@ -72,6 +80,8 @@ func TestDecide(t *testing.T) {
 		// Waits.
 		{"not joined gossip, no state", with(base(Self{ID: "n4"}), func(f *Facts) { f.Joined = false }), Wait, NotJoined},
 		{"no leader and no other voter answers", base(voter("n1", 100)), Wait, QuorumWait},
+		{"no leader: the one voter that answers restarted too, and a third is down (review: a lagging peer vouched for an older copy after a power loss)",
+			base(voter("n1", 100), peer("n2", genS, 90, 3, 120)), Wait, QuorumWait},
 		{"no leader: a wiped group answers from an empty log, which does not count (review: an older copy was let in)",
 			base(voter("n1", 100), peer("n2", genS, 0, 0, 0)), Wait, QuorumWait},
 		{"no leader: a non-voter's answer does not count", with(base(voter("n1", 100), peer("n4", genS, 90, 3, 120)),
@@ -90,8 +100,9 @@ func TestDecide(t *testing.T) {
 		{"stale: a record beyond its log (an older copy of its directory)", base(voter("n1", 100), stale), Refuse, Stale},
 		{"stale: the serving leader's record beyond its log", base(voter("n1", 100), leader(stale)), Refuse, Stale},
 		{"stale: another term at the recorded index (an older copy that appended entries of its own since)",
-			base(voter("n1", 600), func() Answer { a := peer("n2", genS, 500, 7, 900); a.TermHere = 6; return a }()), Refuse, Stale},
-		{"stale: the most damning answer counts", base(voter("n1", 100), peer("n3", genS, 90, 3, 120), stale), Refuse, Stale},
+			base(voter("n1", 600), func() Answer { a := up(peer("n2", genS, 500, 7, 900)); a.TermHere = 6; return a }()), Refuse, Stale},
+		{"stale: the most damning answer counts", base(voter("n1", 100), up(peer("n3", genS, 90, 3, 120)), stale), Refuse, Stale},
+		{"stale: after a full restart, found by one of the voters that all answered", base(voter("n1", 100), peer("n3", genS, 90, 3, 120), peer("n2", genS, 500, 7, 900)), Refuse, Stale},
 		{"removed: the serving leader does not list it",
 			base(voter("n1", 100), func() Answer { a := leader(peer("n2", genS, 90, 3, 120)); a.InConfiguration = false; return a }()), Refuse, Removed},
 		{"wiped: a voter recorded holding state comes back empty", base(Self{ID: "n1"}, leader(peer("n2", genS, 90, 3, 120))), Refuse, Wiped},
@@ -106,6 +117,13 @@ func TestDecide(t *testing.T) {
 		{"sibling: started together, each answers the other",
 			base(Self{ID: "r1", Generation: genX, HasState: true, LastIndex: 2, Voters: []string{"r1"}, ConfigKnown: true},
 				Answer{By: "q1", Generation: genY, LastIndex: 2}), Refuse, Sibling},
+		{"source running: a restore next to an admitted server of the cluster it replaces (review: a restore into a member's directory)",
+			with(base(Self{ID: "n2", Generation: genX, HasState: true, LastIndex: 2, Voters: []string{"n2"}, ConfigKnown: true}),
+				func(f *Facts) { f.Answers = []Answer{up(peer("n1", genS, 0, 0, 900))} }), Refuse, SourceRunning},
+		{"source running: seen in gossip, admitted", with(base(Self{ID: "r1", Generation: genX, HasState: true, LastIndex: 2, Voters: []string{"r1"}, ConfigKnown: true}),
+			func(f *Facts) {
+				f.Members = []Member{{ID: "n3", Alive: true, HasState: true, Admitted: true, Generation: genS}}
+			}), Refuse, SourceRunning},
 		{"superseded: fenced for good", with(base(voter("n1", 100), leader(peer("n2", genS, 90, 3, 120))), func(f *Facts) { f.Self.Fenced = true }), Refuse, Superseded},
 	}
 	seen := map[Kind]bool{}
@@ -119,8 +137,8 @@ func TestDecide(t *testing.T) {
 		}
 		seen[v.Kind] = true
 	}
-	for _, k := range []Kind{ByLeader, ByMajority, BySolo, ByJoin, ByFresh, Unchecked, NotJoined, NoAnswer, QuorumWait, LeaderWait, BootstrapWait,
-		SoloWaiting, Foreign, Clusters, Removed, Stale, Wiped, Sibling, Superseded} {
+	for _, k := range []Kind{ByLeader, ByMajority, ByAnswers, BySolo, ByJoin, ByFresh, Unchecked, NotJoined, NoAnswer, QuorumWait, LeaderWait, BootstrapWait,
+		SoloWaiting, Foreign, Clusters, Removed, Stale, Wiped, Sibling, SourceRunning, Superseded} {
 		if !seen[k] {
 			t.Errorf("no row reaches %q", k)
 		}
@@ -145,9 +163,10 @@ func TestFence(t *testing.T) {
 		l      Learned
 		fenced bool
 	}{
-		{"the source learns of its restore", genS, true, Learned{Generation: genX}, true},
-		{"the source learns of its restore before serving", genS, false, Learned{Generation: genX}, true},
-		{"a restore learns of a restore of its own backup", genX, true, Learned{Generation: genZ}, true},
+		{"the source learns of its restore, which served", genS, true, Learned{Generation: genX, Served: true}, true},
+		{"the source learns of its restore before serving itself", genS, false, Learned{Generation: genX, Served: true}, true},
+		{"the source learns of a restore that never served (made by mistake next to it): it goes on", genS, true, Learned{Generation: genX}, false},
+		{"a restore learns of a restore of its own backup", genX, true, Learned{Generation: genZ, Served: true}, true},
 		{"an older restore of the lineage meets the newest (a chain)", genY, true, Learned{Generation: genZ, Served: true}, true},
 		{"a restore learns of its source: nothing to do", genX, true, Learned{Generation: genS, Served: true}, false},
 		{"siblings that both served stop", genX, true, Learned{Generation: genY, Served: true}, true},

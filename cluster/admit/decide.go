@@ -76,7 +76,7 @@ type Answer struct {
 	By            string
 	Generation    seqd.Generation // Cluster is the answering server's cluster ID
 	Authoritative bool            // from the group's serving leader
-	Admitted      bool            // the answering server is admitted in group 0
+	Admitted      bool            // the answering server is admitted in the group
 	// InConfiguration and Voter describe the asking server in the
 	// answering server's configuration of the group.
 	InConfiguration, Voter bool
@@ -113,6 +113,21 @@ func decide(f Facts) Verdict {
 		return Verdict{Outcome: Admit, Kind: Unchecked}
 	}
 	mine := me.Generation.Cluster
+	// A restore next to the cluster it replaces while that cluster runs (a
+	// server of it is admitted): a restore made by mistake, or before the
+	// old servers were stopped. Both would hand out the same values; the
+	// running one goes on (Fence leaves it alone while this one has not
+	// served), and this one stays out.
+	for _, a := range f.Answers {
+		if a.Admitted && me.Generation.Supersedes(a.Generation) {
+			return Verdict{Outcome: Refuse, Kind: SourceRunning, By: a.By, Cluster: a.Generation.String()}
+		}
+	}
+	for _, m := range f.Members {
+		if m.Alive && m.Admitted && me.Generation.Supersedes(m.Generation) {
+			return Verdict{Outcome: Refuse, Kind: SourceRunning, By: m.ID, Cluster: m.Generation.String()}
+		}
+	}
 	// A server of another cluster that lists this one: refuse. A cluster
 	// this server's own generation supersedes does not count (it is
 	// fenced as soon as it hears of this one).
@@ -193,6 +208,7 @@ func decideState(f Facts, own []Answer) Verdict {
 		}
 	}
 	var judge []Answer
+	var kind Kind
 	if auth != nil {
 		if !auth.InConfiguration {
 			return Verdict{Outcome: Refuse, Kind: Removed, By: auth.By}
@@ -207,8 +223,12 @@ func decideState(f Facts, own []Answer) Verdict {
 				judge = append(judge, a)
 			}
 		}
-		if missing, ok := majority(me, judge); !ok {
-			return Verdict{Outcome: Wait, Kind: QuorumWait, Missing: missing}
+		kind = ByMajority
+		if !majority(me, judge) {
+			kind = ByAnswers
+			if missing, ok := everyRecord(me, judge); !ok {
+				return Verdict{Outcome: Wait, Kind: QuorumWait, Missing: missing}
+			}
 		}
 	}
 	for _, a := range judge {
@@ -222,21 +242,58 @@ func decideState(f Facts, own []Answer) Verdict {
 	if auth != nil {
 		return Verdict{Outcome: Admit, Kind: ByLeader, By: auth.By, LastIndex: me.LastIndex, Answers: 1}
 	}
-	return Verdict{Outcome: Admit, Kind: ByMajority, LastIndex: me.LastIndex, Answers: len(judge)}
+	return Verdict{Outcome: Admit, Kind: kind, LastIndex: me.LastIndex, Answers: len(judge)}
 }
 
-// majority reports whether the answers (with the voters named gone)
-// together with this server make a majority of its configuration's voters,
-// and if not, which voters are still to answer.
+// majority reports whether voters of this server's configuration that are
+// admitted in the group (they are part of the running cluster: not just
+// restarted themselves), together with this server and the voters named
+// gone, make a majority of its voters.
 //
-// Why a majority suffices: this server's own log is what is in doubt (an
-// older copy of its directory put back). A record of how far its log
-// reached was committed on a majority; any other voter that holds a record
-// newer than the copy finds it, and the answering voters hold the group's
-// recent records unless they lagged as well. What remains (DESIGN.md §6):
-// a copy taken within the record interval, or one newer than every
-// answering voter's last record (they lagged), is not told apart.
-func majority(me Self, answers []Answer) (missing []string, ok bool) {
+// Why that suffices: this server's own log is what is in doubt (an older
+// copy of its directory put back). A record of how far its log reached was
+// committed on a majority; an admitted voter has taken part in the group
+// since it was admitted, and holds the group's records up to when it last
+// heard from a leader, so one that answers finds a copy older than its
+// last record of this server. A crash that meets a restart (this server
+// restarting while another voter's process dies) then leaves the group
+// available, as raft alone would. What remains (DESIGN.md §6): a copy
+// taken within the record interval, or one newer than every answering
+// voter's last record because they were cut off from the leaders while
+// admitted, is not told apart.
+func majority(me Self, answers []Answer) bool {
+	if !me.ConfigKnown || len(me.Voters) == 0 {
+		return false
+	}
+	counted := map[string]bool{}
+	for _, a := range answers {
+		if a.Admitted {
+			counted[a.By] = true
+		}
+	}
+	for _, id := range me.AssumeGone {
+		counted[id] = true
+	}
+	votes := 0
+	for _, id := range me.Voters {
+		if id == me.ID || counted[id] {
+			votes++
+		}
+	}
+	return slices.Contains(me.Voters, me.ID) && votes >= len(me.Voters)/2+1
+}
+
+// everyRecord reports whether enough voters answered to include every
+// committed record of this server, whoever they are, and if not which
+// voters are still to answer: N - majority + 1 other voters of N (both
+// others of 3, three others of 5). A committed record sits on a majority,
+// which may include this server itself (whose copy is the one in doubt),
+// so that many other voters always include one that holds it. This is the
+// rule when the answering voters restarted too (a full-cluster restart):
+// none of them can say it was in the cluster until now, and a voter that
+// had lagged behind holds no record of what it missed. Voters named gone
+// count as answered.
+func everyRecord(me Self, answers []Answer) (missing []string, ok bool) {
 	if !me.ConfigKnown {
 		return []string{"(configuration unknown)"}, false
 	}
@@ -247,21 +304,21 @@ func majority(me Self, answers []Answer) (missing []string, ok bool) {
 	for _, id := range me.AssumeGone {
 		answered[id] = true
 	}
-	votes := 0
-	if slices.Contains(me.Voters, me.ID) {
-		votes = 1
+	others := others(me)
+	voters := len(me.Voters)
+	if !slices.Contains(me.Voters, me.ID) {
+		voters++ // judged as the voter it would be
 	}
-	for _, id := range me.Voters {
-		if id == me.ID {
-			continue
-		}
+	need := voters - (voters/2 + 1) + 1
+	got := 0
+	for _, id := range others {
 		if answered[id] {
-			votes++
+			got++
 		} else {
 			missing = append(missing, id)
 		}
 	}
-	return missing, len(me.Voters) > 0 && votes >= len(me.Voters)/2+1
+	return missing, got >= need
 }
 
 // decideNoState decides for a server without raft state in the group.

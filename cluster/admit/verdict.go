@@ -39,10 +39,14 @@ type Kind string
 const (
 	// ByLeader: the group's serving leader vouches for this server's log.
 	ByLeader Kind = "leader"
-	// ByMajority: no leader answers; voters of its configuration that with
-	// this server form a majority answered, and none recorded its log
-	// beyond what it holds.
+	// ByMajority: no leader answers; admitted voters of its configuration
+	// that with this server form a majority answered, and none recorded
+	// its log beyond what it holds.
 	ByMajority Kind = "majority"
+	// ByAnswers: no leader answers; enough voters answered to include
+	// every committed record of this server (a full-cluster restart), and
+	// none recorded its log beyond what it holds.
+	ByAnswers Kind = "answers"
 	// BySolo: the only voter of its configuration, and no other server of
 	// its cluster seen for SoloWait.
 	BySolo Kind = "solo"
@@ -94,6 +98,9 @@ const (
 	// Sibling: a lone voter of a restored cluster sees another restore of
 	// the same backup.
 	Sibling Kind = "sibling"
+	// SourceRunning: a restored server sees the cluster it replaces still
+	// running (one of its servers admitted).
+	SourceRunning Kind = "source-running"
 	// Superseded: fenced for good, because a newer generation of this
 	// server's lineage exists, or a sibling restore that served met this
 	// one after it served too.
@@ -148,7 +155,9 @@ func (v Verdict) Message(self string) string {
 	case ByLeader:
 		s = "the serving leader " + v.By + " vouches for this server's log"
 	case ByMajority:
-		s = fmt.Sprintf("no leader answers; %d voters answered, which with this server make a majority, and none recorded this server's log beyond what it holds", v.Answers)
+		s = fmt.Sprintf("no leader answers; %d voters answered, admitted ones of which make a majority with this server, and none recorded this server's log beyond what it holds", v.Answers)
+	case ByAnswers:
+		s = fmt.Sprintf("no leader answers; %d voters answered, enough to include every committed record of this server, and none recorded its log beyond what it holds", v.Answers)
 	case BySolo:
 		s = "the only voter of its configuration, and no other server of its cluster is seen"
 	case ByJoin:
@@ -164,8 +173,8 @@ func (v Verdict) Message(self string) string {
 	case NoAnswer:
 		s = "servers of its cluster are seen but none answered yet"
 	case QuorumWait:
-		s = fmt.Sprintf("no leader answers, and vouching without one needs answers from voters that with this server make a majority: waiting for %v. "+
-			"If they are gone for good (dead, their disks lost) and no server runs on an older copy of its data directory, restart this server with --assume-gone naming them",
+		s = fmt.Sprintf("no leader answers, and admission without one needs admitted voters that with this server make a majority, or answers from enough voters to include every committed record: waiting for %v. "+
+			"If they are gone for good (dead, their disks lost) and no server runs on an older copy of its data directory, restart the survivors with --assume-gone naming them",
 			v.Missing)
 	case LeaderWait:
 		s = "this server has no raft state and no serving leader answers yet: waiting for one to vouch for it"
@@ -195,6 +204,11 @@ func (v Verdict) Message(self string) string {
 	case Sibling:
 		s = fmt.Sprintf("this server's cluster and server %s's (cluster %s) were both restored from one backup: it refuses to take part or serve, since both would hand out the same values. "+
 			"Keep one restore: stop this server, delete its data directory, and start it empty with a --join naming the one you keep", v.By, v.Cluster)
+	case SourceRunning:
+		s = fmt.Sprintf("this server's data was restored from a backup of a cluster that is still running (server %s, generation %s, is admitted): "+
+			"it refuses to take part or serve, since both would hand out the same values. If the restore replaces that cluster: stop every server of it "+
+			"(when one comes back later, it learns of this restore and stops for good). If the restore was a mistake: stop this server, delete its data directory, "+
+			"and start it empty to join the running cluster", v.By, v.Cluster)
 	case Superseded:
 		s = "this server's cluster was replaced by a restore (" + v.Cluster + ", learned from " + v.By + "): it stopped serving and refuses raft for good. " +
 			"To use this server again: stop it, delete its data directory, and start it with a --join naming the restored cluster's servers"

@@ -182,7 +182,7 @@ func TestGroupsBackupRestoreNeverRepeats(t *testing.T) {
 	}
 	// The restored node runs the backup's count without being told (the
 	// joiners below must be started with it, as any joining server).
-	restored := testcluster.StartRestored(t, file, margin, testcluster.Options{})
+	restored := testcluster.StartRestored(t, file, 0, testcluster.Options{})
 	first := restored.Nodes[0]
 	if n := first.Node().Groups(); n != groups {
 		t.Fatalf("the restored node runs %d groups, want %d", n, groups)

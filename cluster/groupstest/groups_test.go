@@ -421,7 +421,7 @@ func TestGroupsCountMismatchNeverServes(t *testing.T) {
 		t.Fatal(err)
 	}
 	x.Restart() // as a server of one group (the previous build would refuse protocol 4 state)
-	c.WaitVouched(x, 30*time.Second)
+	c.WaitAdmitted(x, 30*time.Second)
 	deadline := time.Now().Add(8 * time.Second)
 	ledAsRaft := false
 	for time.Now().Before(deadline) {

@@ -2,25 +2,24 @@ package groupstest_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/client"
 	"github.com/seqd/seqd/cluster"
-	"github.com/seqd/seqd/fsm"
 	"github.com/seqd/seqd/internal/testcluster"
 )
 
-// TestRestoreJoinersStartedWithRestoredServerAdopt (from a review): as
+// TestRestoreJoinersCarryTheGeneration (from a review): as
 // TestRestoreTwiceAfterRestoredClusterGrew, but the joiners start right
 // after the restored server, before it serves: they are let in as joiners
 // of a cluster that has just bootstrapped (the restored state is a snapshot
-// at index 1), and must learn the source there too, or a second restore
-// serves the same marks while the restored server is down.
-func TestRestoreJoinersStartedWithRestoredServerAdopt(t *testing.T) {
+// at index 1). They hold the restore's generation through raft, as every
+// server of the cluster does (it is in the replicated state), so a second
+// restore of the same backup, a sibling, never serves next to them while
+// the restored server is down.
+func TestRestoreJoinersCarryTheGeneration(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	keys := []uint64{0, 1, 2, 3}
@@ -29,21 +28,20 @@ func TestRestoreJoinersStartedWithRestoredServerAdopt(t *testing.T) {
 	file := backupOf(t, ctx, old, keys)
 	old.Close()
 
-	margin, err := fsm.MinMargin(10, 2, seqd.DefaultStep)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The documented restore: one server, the others join it empty.
-	x := testcluster.StartRestored(t, file, margin, testcluster.Options{})
+	x := testcluster.StartRestored(t, file, 0, testcluster.Options{})
 	// The others are started right away, as an operator starting the
 	// whole cluster at once would (r1 is within its soloWait).
 	x.Join()
 	x.Join()
 	x.WaitServingLeader(failoverWait)
 	x.WaitVoters(3, failoverWait)
+	gen := x.Nodes[0].Node().Generation()
+	if gen.Number != 1 {
+		t.Fatalf("restored generation %v, want number 1", gen)
+	}
 	for _, m := range x.Nodes[1:] {
-		b, err := os.ReadFile(filepath.Join(m.Dir, "restored-from"))
-		t.Logf("%s restored-from: %q err=%v", m.ID, b, err)
+		waitUntil(t, failoverWait, m.ID+" holding the restore's generation", func() bool { return m.Node().Generation() == gen })
 	}
 	xc, err := client.New(x.APIAddrs(), client.Options{RetryFor: 20 * time.Second})
 	if err != nil {
@@ -64,7 +62,7 @@ func TestRestoreJoinersStartedWithRestoredServerAdopt(t *testing.T) {
 	}
 	take()
 
-	// r1, the only server holding restored-from, goes down; n2 and n3 serve.
+	// r1, the server the restore ran on, goes down; n2 and n3 serve.
 	r1 := x.Nodes[0]
 	r1.Kill()
 	x.WaitServingLeader(failoverWait, r1)
@@ -76,7 +74,7 @@ func TestRestoreJoinersStartedWithRestoredServerAdopt(t *testing.T) {
 		m.ID = "b1"
 		m.Join = []string{x.Nodes[1].GossipAddr, x.Nodes[2].GossipAddr}
 		m.RaftAddr = freeAddr(t)
-		if _, err := cluster.PrepareRestore(cluster.RestoreConfig{Backup: file, ValuesSince: 10, TermsSince: 2, Margin: margin,
+		if _, err := cluster.PrepareRestore(cluster.RestoreConfig{Backup: file,
 			ID: m.ID, DataDir: m.Dir, RaftAdvertise: m.RaftAddr}); err != nil {
 			t.Fatal(err)
 		}
@@ -120,11 +118,7 @@ func TestRestoreLeftoverSecondRestoreDoesNotStopRestarts(t *testing.T) {
 	old.WaitServingLeader(failoverWait)
 	file := backupOf(t, ctx, old, keys)
 	old.Close()
-	margin, err := fsm.MinMargin(10, 2, seqd.DefaultStep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	x := testcluster.StartRestored(t, file, margin, testcluster.Options{})
+	x := testcluster.StartRestored(t, file, 0, testcluster.Options{})
 	x.WaitServingLeader(failoverWait)
 	x.Join()
 	x.Join()
@@ -133,14 +127,14 @@ func TestRestoreLeftoverSecondRestoreDoesNotStopRestarts(t *testing.T) {
 		m.ID = "b1"
 		m.Join = []string{x.Nodes[0].GossipAddr, x.Nodes[1].GossipAddr, x.Nodes[2].GossipAddr}
 		m.RaftAddr = freeAddr(t)
-		if _, err := cluster.PrepareRestore(cluster.RestoreConfig{Backup: file, ValuesSince: 10, TermsSince: 2, Margin: margin,
+		if _, err := cluster.PrepareRestore(cluster.RestoreConfig{Backup: file,
 			ID: m.ID, DataDir: m.Dir, RaftAdvertise: m.RaftAddr}); err != nil {
 			t.Fatal(err)
 		}
 	})
 	// Watched over more than soloWait (5 s): b1 never lets itself in.
 	for end := time.Now().Add(8 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		if b.Nodes[0].Node().Vouched() {
+		if b.Nodes[0].Node().Admitted() {
 			t.Fatal("b1, a second restore of the backup, vouched for itself next to the restored cluster")
 		}
 	}
@@ -149,8 +143,8 @@ func TestRestoreLeftoverSecondRestoreDoesNotStopRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	n2.Restart()
-	x.WaitVouched(n2, 2*failoverWait)
-	if b.Nodes[0].Node().Vouched() {
+	x.WaitAdmitted(n2, 2*failoverWait)
+	if b.Nodes[0].Node().Admitted() {
 		t.Fatal("b1 vouched for itself")
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/client"
 	"github.com/seqd/seqd/cluster"
-	"github.com/seqd/seqd/fsm"
 	"github.com/seqd/seqd/internal/testcluster"
 )
 
@@ -60,19 +59,16 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// TestRestoreTwiceAfterRestoredClusterGrew (review of 59b2965): the README's
-// procedure restores one server (r1) and starts the others empty with
-// --join r1. Only r1's data directory holds `restored-from`; n2 and n3
-// receive the state through raft and answer vouch questions with
-// restored_from "". While r1 is down (a rolling restart, a replaced
-// machine), the cluster keeps serving on n2 and n3, and a second restore of
-// the same backup (b1, the operator mistake 59b2965 guards against) that
-// gossips with them sees only servers of another cluster that say they
-// were not restored: checkRestoredTwice passed, b1 vouched for itself after
-// soloWait and served the same sections from the same marks as the first
-// restore (a key got the same value from both clusters). Servers that join
-// a restored cluster now adopt restored_from from the answer that vouched
-// for them (adoptRestoredFrom), so b1 must refuse.
+// TestRestoreTwiceAfterRestoredClusterGrew: the documented procedure
+// restores one server (r1) and starts the others empty with --join r1.
+// While r1 is down (a rolling restart, a replaced machine), the cluster
+// keeps serving on n2 and n3, and a second restore of the same backup (b1,
+// an operator mistake) gossips with them. A review found that only r1 knew
+// where its data came from, so b1 vouched for itself and served the same
+// sections from the same marks (a key got the same value from both
+// clusters). The restore's generation is in the replicated state, so n2
+// and n3 hold it too: b1 sees siblings (the same lineage and number,
+// another cluster) and refuses.
 func TestRestoreTwiceAfterRestoredClusterGrew(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -82,12 +78,8 @@ func TestRestoreTwiceAfterRestoredClusterGrew(t *testing.T) {
 	file := backupOf(t, ctx, old, keys)
 	old.Close()
 
-	margin, err := fsm.MinMargin(10, 2, seqd.DefaultStep)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The documented restore: one server, the others join it empty.
-	x := testcluster.StartRestored(t, file, margin, testcluster.Options{})
+	x := testcluster.StartRestored(t, file, 0, testcluster.Options{})
 	x.WaitServingLeader(failoverWait)
 	x.Join()
 	x.Join()
@@ -111,7 +103,7 @@ func TestRestoreTwiceAfterRestoredClusterGrew(t *testing.T) {
 	}
 	take()
 
-	// r1, the only server holding restored-from, goes down; n2 and n3 serve.
+	// r1, the server the restore ran on, goes down; n2 and n3 serve.
 	r1 := x.Nodes[0]
 	r1.Kill()
 	x.WaitServingLeader(failoverWait, r1)
@@ -123,7 +115,7 @@ func TestRestoreTwiceAfterRestoredClusterGrew(t *testing.T) {
 		m.ID = "b1"
 		m.Join = []string{x.Nodes[1].GossipAddr, x.Nodes[2].GossipAddr}
 		m.RaftAddr = freeAddr(t)
-		if _, err := cluster.PrepareRestore(cluster.RestoreConfig{Backup: file, ValuesSince: 10, TermsSince: 2, Margin: margin,
+		if _, err := cluster.PrepareRestore(cluster.RestoreConfig{Backup: file,
 			ID: m.ID, DataDir: m.Dir, RaftAdvertise: m.RaftAddr}); err != nil {
 			t.Fatal(err)
 		}

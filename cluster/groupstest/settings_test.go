@@ -159,7 +159,7 @@ func TestGroupsLeaseChangeOnGroupStillOnProtocol1(t *testing.T) {
 	}
 	old.Lease = 6 * time.Second
 	old.Restart()
-	c.WaitVouched(old, failoverWait)
+	c.WaitAdmitted(old, failoverWait)
 	waitUntil(t, 2*failoverWait, "n2 (6 s lease) serving group 1 again", func() bool { return c.GroupLeaders()[1] == old })
 	if p := old.Node().Group(1).FSM().Protocol(); p != 1 {
 		t.Fatalf("scenario not reached: group 1 moved to protocol %d", p)
@@ -210,7 +210,7 @@ func TestGroupsMixedLeaseHandoffDrainsAndRollingRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 		m.Restart()
-		c.WaitVouched(m, failoverWait)
+		c.WaitAdmitted(m, failoverWait)
 		waitBalanced(t, c, 60*time.Second)
 	}
 	ok := w.OK()

@@ -133,12 +133,12 @@ func TestGroupsWipedGroupDoesNotVouchForOlderCopy(t *testing.T) {
 		cancel()
 		if err == nil && v[0] <= highest {
 			t.Fatalf("key %d of group %d returned %d after the restart, but %d was returned before it (repeat); %s vouched in group %d on an older copy: %v",
-				key, g, v[0], highest, A.ID, g, A.Node().GroupVouched(g))
+				key, g, v[0], highest, A.ID, g, A.Node().GroupAdmitted(g))
 		}
 		if err == nil {
 			highest = v[0]
 		}
-		if A.Node().GroupVouched(g) {
+		if A.Node().GroupAdmitted(g) {
 			t.Errorf("%s was vouched for in group %d on an older copy of its group directory (B lags, W's group %d is wiped)", A.ID, g, g)
 		}
 		time.Sleep(100 * time.Millisecond)

@@ -99,7 +99,7 @@ func TestGroupsOlderCopyOfOneGroupRefused(t *testing.T) {
 	// Its other groups are vouched for; group g never is.
 	deadline = time.Now().Add(15 * time.Second)
 	for i := range groups {
-		for i != g && !victim.Node().GroupVouched(i) {
+		for i != g && !victim.Node().GroupAdmitted(i) {
 			if time.Now().After(deadline) {
 				t.Fatalf("group %d of %s was not vouched for", i, victim.ID)
 			}
@@ -109,7 +109,7 @@ func TestGroupsOlderCopyOfOneGroupRefused(t *testing.T) {
 	until := time.Now().Add(4 * time.Second)
 	for time.Now().Before(until) {
 		n := victim.Node()
-		if n.GroupVouched(g) {
+		if n.GroupAdmitted(g) {
 			t.Fatalf("%s took part in group %d on an older copy of the group's directory", victim.ID, g)
 		}
 		st := n.Status()
@@ -126,7 +126,7 @@ func TestGroupsOlderCopyOfOneGroupRefused(t *testing.T) {
 	victim.Kill()
 	victim.Wipe()
 	victim.Restart()
-	c.WaitVouched(victim, 30*time.Second)
+	c.WaitAdmitted(victim, 30*time.Second)
 	c.WaitVoters(3, 30*time.Second)
 	take(20)
 }

@@ -155,7 +155,7 @@ func BenchmarkFailover(b *testing.B) {
 				steady, killAt, took, zero, rec, timelineText(res.Timeline, killAt))
 		}
 		leader.Start(b)
-		proctest.WaitVouched(b, leader, time.Minute)
+		proctest.WaitAdmitted(b, leader, time.Minute)
 	}
 	slices.Sort(failovers)
 	slices.Sort(zeros)
@@ -334,7 +334,7 @@ func BenchmarkFailoverIds(b *testing.B) {
 			}
 		}
 		leader.Start(b)
-		proctest.WaitVouched(b, leader, time.Minute)
+		proctest.WaitAdmitted(b, leader, time.Minute)
 	}
 	slices.Sort(worst)
 	b.ReportMetric(float64(failed), "failed-calls")

@@ -78,7 +78,7 @@ func BenchmarkRollingRestart(b *testing.B) {
 				<-p.Done()
 				down := time.Since(t0)
 				p.Start(b)
-				proctest.WaitVouched(b, p, time.Minute)
+				proctest.WaitAdmitted(b, p, time.Minute)
 				proctest.WaitHealthy(b, ps, time.Minute)
 				steps = append(steps, fmt.Sprintf("%s (%s) SIGTERM at %.1fs, exit %v, back %v", p.ID, role, t0.Sub(begin).Seconds(),
 					down.Round(time.Millisecond), time.Since(t0).Round(time.Millisecond)))

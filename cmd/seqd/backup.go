@@ -88,47 +88,41 @@ func orNone(s string) string {
 
 func cmdRestore(args []string) error {
 	host, _ := os.Hostname()
-	fs := cli.NewFlagSet("restore", "seqd restore --values-since V --terms-since T [--max-step S] [--margin M] [--from-cluster ID] [--groups N] [--id ID] [--data-dir D] [--raft-addr A] FILE",
-		"Builds the data directory of the first node of a NEW cluster from a backup taken with seqd\n"+
-			"backup. Values handed out after the backup was taken are not in it, so every section's\n"+
-			"high-water mark is raised by a margin, and every section of every space, including spaces\n"+
-			"created after the backup, starts above the margin. The new cluster runs as many raft groups\n"+
-			"as the backed-up one (--groups, when given, must be that count).\n\n"+
-			"Guarantee: the restored cluster never hands out a value the old cluster handed out, as long as\n"+
-			"the bounds below hold for what happened between the backup and the loss of the old cluster:\n"+
-			"  --values-since V  the most values any one section's keys took after the backup, including values\n"+
-			"                    skipped by calls that failed (the increase of the old cluster's\n"+
-			"                    seqd_values_taken_total, summed over its servers, bounds it)\n"+
-			"  --terms-since T   the leader terms after the backup, counting the one serving when it was taken\n"+
-			"                    (the increase of the raft term, plus 1; or, only if every server ran with\n"+
-			"                    --lease-handoff=false, 1 + the seconds since the backup divided by the shortest\n"+
-			"                    --lease any server used: a new leader then waits a lease. With the handoff, on by\n"+
-			"                    default, a transfer, drain or graceful shutdown starts a term without that wait.)\n"+
-			"                    With several raft groups, each group counts its own terms from its own part of\n"+
-			"                    the backup: T is the largest, over the groups, of the increase of the group's\n"+
-			"                    term (seqd_group_raft_term{group=\"g\"}, highest on any server) since the term\n"+
-			"                    its part records (printed below and by seqd backup), plus 1\n"+
-			"  --max-step S      the largest step of any space, including spaces created after the backup\n"+
-			"                    (default: the largest in the backup)\n"+
-			"The minimum margin is V + T x (1,000,000 + 2 x S); the proof is in DESIGN.md. --margin may\n"+
-			"give a larger one (a larger margin only makes the values jump further).\n\n"+
-			"Stop every server of the old cluster that still runs before starting the restored node.\n\n"+
-			"Refused, with exit status 2 and nothing written: a data directory that holds state, a file that\n"+
-			"is not a seqd backup or was written by a newer seqd, a backup of another slot count than this\n"+
-			"build's, a --groups other than the backup's group count, a backup from another cluster than\n"+
-			"--from-cluster, a margin below the minimum, a backup with flake namespaces without a --flake-floor\n"+
-			"after its highest grant.\n\n"+
+	fs := cli.NewFlagSet("restore", "seqd restore [--id ID] [--data-dir D] [--raft-addr A] [--clock-error 10m] [--flake-floor T] [--from-cluster ID] [--groups N] FILE",
+		"Builds the data directory of the first server of a cluster that replaces a lost one, from a\n"+
+			"backup taken with seqd backup. The old cluster went on handing out values after the backup;\n"+
+			"every section's high-water mark is therefore raised by a margin that follows from the backup\n"+
+			"and the time alone: every server held each section's mark to rise at most about 4.1e9 values a\n"+
+			"second (the raise budget, DESIGN.md §5), so the restored cluster starts above every value the old\n"+
+			"one can have handed out, with nothing to count. The restored cluster runs as many raft groups as\n"+
+			"the backed-up one (--groups, when given, must be that count).\n\n"+
+			"The procedure:\n"+
+			"  1. Stop every server of the old cluster that still runs (the restored server refuses to start\n"+
+			"     while one of them is admitted: source-running).\n"+
+			"  2. seqd restore FILE --id ID --data-dir D --raft-addr A (an empty data directory).\n"+
+			"  3. seqd serve with the same --id, --data-dir and addresses, and a --join that names the old\n"+
+			"     servers' gossip addresses: a server of the old cluster that comes back later is then told of\n"+
+			"     the restore at once and stops for good (its cluster is an older generation of the same lineage).\n"+
+			"  4. Add servers with empty data directories and --join.\n\n"+
+			"It assumes every wall clock involved (the old cluster's leaders', this machine's) was within\n"+
+			"--clock-error of true time. A backup taken before the old cluster's upgrade to protocol 5 was\n"+
+			"finished needs the counts of the earlier procedure instead (docs/operations.md): --values-since V\n"+
+			"--terms-since T [--max-step S]; for later backups they may only raise the margin.\n\n"+
+			"Refused, with exit status 2 and nothing written: a data directory that holds state (or a fence\n"+
+			"record of a newer generation), a file that is not a seqd backup, is damaged or was written by a\n"+
+			"newer seqd, a backup of another slot count than this build's, a --groups other than the backup's,\n"+
+			"a backup from another cluster than --from-cluster, a margin below the minimum, a clock that reads\n"+
+			"before the backup was taken, a backup with flake namespaces without a --flake-floor after its\n"+
+			"highest grant.\n\n"+
 			"Flake ids: --flake-floor T (RFC 3339) is the time under every flake namespace of the restored\n"+
 			"cluster, including namespaces created after the backup: no worker's range starts below it. It\n"+
 			"must be after any time the old cluster can have granted: the time its last server stopped plus\n"+
 			"30 s (the length of a grant's range), or later. The default, the restore's own time plus one\n"+
-			"minute, is right when the old cluster stopped before the restore and its clocks were right.\n\n"+
-			"The restored cluster gets a new cluster ID: never restore into a member of a running cluster (it\n"+
-			"would refuse to serve). Then start the node with seqd serve and the same --id, --data-dir and\n"+
-			"addresses, and add more nodes with empty data directories and --join.")
-	values := fs.Uint64("values-since", 0, "bound on the values any one section took after the backup, skipped ones included (required)")
-	terms := fs.Uint64("terms-since", 0, "bound on the leader terms after the backup, the one serving at the backup included (required, at least 1)")
-	maxStep := fs.Uint64("max-step", 0, "largest step of any space, also of spaces created after the backup (default: the backup's largest)")
+			"minute, is right when the old cluster stopped before the restore and its clocks were right.")
+	clockErr := fs.Duration("clock-error", fsm.DefaultClockError, "how far any wall clock involved (the old leaders', this machine's) may have been from true time")
+	values := fs.Uint64("values-since", 0, "backups taken before protocol 5 only: bound on the values any one section took after the backup, skipped ones included")
+	terms := fs.Uint64("terms-since", 0, "backups taken before protocol 5 only: bound on the leader terms after the backup, the one serving at the backup included (at least 1)")
+	maxStep := fs.Uint64("max-step", 0, "backups taken before protocol 5 only: largest step of any space, also of spaces created after the backup (default: the backup's largest)")
 	margin := fs.Uint64("margin", 0, "margin to use instead of the minimum (must not be below it)")
 	from := fs.String("from-cluster", "", "refuse unless the backup was taken from this cluster ID")
 	groups := fs.Int("groups", 0, "refuse unless the backup is of a cluster of this many raft groups (default: the backup's count)")
@@ -146,8 +140,14 @@ func cmdRestore(args []string) error {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if !set["values-since"] || !set["terms-since"] {
-		return cli.Usagef("restore needs --values-since and --terms-since: the margin that keeps values from repeating depends on what happened after the backup (see seqd restore --help)")
+	if set["values-since"] != set["terms-since"] {
+		return cli.Usagef("--values-since and --terms-since go together (backups taken before protocol 5; see seqd restore --help)")
+	}
+	if set["terms-since"] && *terms == 0 {
+		return cli.Usagef("--terms-since counts the term that was serving when the backup was taken: at least 1")
+	}
+	if *clockErr <= 0 {
+		return cli.Usagef("--clock-error must be positive")
 	}
 	if err := advertise("raft", *raftAddr, advRaft); err != nil {
 		return err
@@ -162,11 +162,12 @@ func cmdRestore(args []string) error {
 	}
 	res, err := cluster.PrepareRestore(cluster.RestoreConfig{
 		FlakeFloorMs: floorMs,
-		Backup:       ops[0], ValuesSince: *values, TermsSince: *terms, MaxStep: *maxStep, Margin: *margin,
+		Backup:       ops[0], ValuesSince: *values, TermsSince: *terms, MaxStep: *maxStep, Margin: *margin, ClockError: *clockErr,
 		FromCluster: *from, ID: *id, DataDir: *dataDir, RaftAdvertise: *advRaft, Groups: *groups,
 	})
 	if err != nil {
-		for _, refused := range []error{cluster.ErrInvalidConfig, cluster.ErrHasState, cluster.ErrBadBackup, cluster.ErrMarginBelowMinimum, fsm.ErrWrongCluster, fsm.ErrFlakeFloor, fsm.ErrGroupCount} {
+		for _, refused := range []error{cluster.ErrInvalidConfig, cluster.ErrHasState, cluster.ErrBadBackup, cluster.ErrMarginBelowMinimum,
+			cluster.ErrNeedsCounts, cluster.ErrOlderGeneration, fsm.ErrWrongCluster, fsm.ErrFlakeFloor, fsm.ErrGroupCount} {
 			if errors.Is(err, refused) {
 				return cli.Usagef("%v", err)
 			}
@@ -178,10 +179,14 @@ func cmdRestore(args []string) error {
 	fmt.Printf("backup: cluster %s, raft term %d, index %d, taken %s; %d spaces, %d sections, largest step %d\n",
 		orNone(info.ClusterID), info.Term, info.Index, info.Taken.Format(time.RFC3339), res.Spaces, res.Sections, res.MaxStep)
 	printParts(info)
-	if info.Groups != 0 {
-		fmt.Printf("--terms-since must bound every group's terms since its part: the largest increase of any group's seqd_group_raft_term{group=\"g\"} since its term listed above, plus 1\n")
+	if res.Budgeted() {
+		fmt.Printf("minimum margin for %s since the backup (clock error %v): %d; margin used: %d\n",
+			time.Since(res.Earliest()).Round(time.Second), *clockErr, res.MinMargin, res.Margin)
+	} else {
+		fmt.Printf("minimum margin for %d values and %d terms since the backup: %d; margin used: %d\n", *values, *terms, res.MinMargin, res.Margin)
 	}
-	fmt.Printf("minimum margin for %d values and %d terms since the backup: %d; margin used: %d\n", *values, *terms, res.MinMargin, res.Margin)
+	fmt.Printf("generation: %s (lineage %s, number %d): servers of the old cluster that come back stop when they learn of it\n",
+		res.Generation, res.Generation.Lineage, res.Generation.Number)
 	groupsNote := "one raft group"
 	if n := info.GroupCount(); n > 1 {
 		groupsNote = fmt.Sprintf("%d raft groups", n)

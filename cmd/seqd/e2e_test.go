@@ -135,7 +135,7 @@ func TestProcessClusterUnderKillAndPause(t *testing.T) {
 		next := proctest.WaitLeader(t, ps, leader, 30*time.Second)
 		w.WaitOK(t, 100, 30*time.Second)
 		leader.Start(t)
-		proctest.WaitVouched(t, leader, 30*time.Second)
+		proctest.WaitAdmitted(t, leader, 30*time.Second)
 		w.WaitOK(t, 100, 30*time.Second)
 		leader = next
 

@@ -113,7 +113,7 @@ func rollingUpgrade(t *testing.T, commit string, prevProtocol uint64) {
 		waitVoters(t, addrs, "p1", "p2", "p3")
 		// As a rolling procedure must: the next server stops only once
 		// this one takes part in raft again.
-		proctest.WaitVouched(t, p, 30*time.Second)
+		proctest.WaitAdmitted(t, p, 30*time.Second)
 		w.WaitOK(t, 100, 30*time.Second)
 		alive("upgrading " + p.ID)
 	}
@@ -196,7 +196,7 @@ func rollingUpgrade(t *testing.T, commit string, prevProtocol uint64) {
 	}
 	first.Start(t)
 	waitVoters(t, addrs, "p1", "p2", "p3")
-	proctest.WaitVouched(t, first, 30*time.Second) // before the next server stops
+	proctest.WaitAdmitted(t, first, 30*time.Second) // before the next server stops
 	alive("a handover by the upgraded leader")
 	for _, p := range ps {
 		if p != first {
@@ -286,7 +286,7 @@ func rollingUpgrade(t *testing.T, commit string, prevProtocol uint64) {
 		}
 		p.Start(t)
 		waitVoters(t, addrs, "p1", "p2", "p3")
-		proctest.WaitVouched(t, p, 30*time.Second)
+		proctest.WaitAdmitted(t, p, 30*time.Second)
 		if b, err := os.ReadFile(filepath.Join(p.Dir, "group-count")); err != nil || strings.TrimSpace(string(b)) != "1" || !strings.Contains(p.LogText(), "adopts the cluster's count") {
 			t.Fatalf("the replacement %s did not adopt the cluster's one group: %q, %v", p.ID, b, err)
 		}

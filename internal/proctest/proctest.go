@@ -252,10 +252,10 @@ func WaitLeader(t testing.TB, ps []*Proc, exclude *Proc, timeout time.Duration) 
 	return nil
 }
 
-// WaitVouched waits until process p reports itself vouched for (its raft
+// WaitAdmitted waits until process p reports itself vouched for (its raft
 // gate open): a restarted server takes part in raft only from then, so a
 // test that fails the leader next waits for it, as a rolling procedure does.
-func WaitVouched(t testing.TB, p *Proc, timeout time.Duration) {
+func WaitAdmitted(t testing.TB, p *Proc, timeout time.Duration) {
 	t.Helper()
 	cl, err := client.New([]string{p.API}, client.Options{RetryFor: time.Millisecond, AttemptTimeout: 500 * time.Millisecond, DisableRouting: true})
 	if err != nil {

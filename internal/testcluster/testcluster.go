@@ -24,6 +24,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/seqd/seqd/cluster"
+	"github.com/seqd/seqd/fsm"
 	"github.com/seqd/seqd/sections"
 	"github.com/seqd/seqd/server"
 )
@@ -126,7 +127,9 @@ func testLogger() *slog.Logger {
 
 // StartRestored starts a one-node cluster from a backup file, prepared as
 // `seqd restore` does with the given margin (which must be at least the
-// minimum for no values and one term since the backup). Grow it with Join.
+// minimum for no values and one term since the backup; for a backup taken
+// on protocol 5 or later, at least the margin of the time since, which is
+// used when larger: see fsm.TimeMargin). Grow it with Join.
 func StartRestored(t testing.TB, backup string, margin uint64, opts Options) *Cluster {
 	t.Helper()
 	c := &Cluster{t: t, opts: withDefaults(opts), log: testLogger()}
@@ -137,10 +140,36 @@ func StartRestored(t testing.TB, backup string, margin uint64, opts Options) *Cl
 	addr := ln.Addr().String()
 	ln.Close()
 	m := &Member{c: c, ID: "r1", Dir: filepath.Join(t.TempDir(), "r1"), RaftAddr: addr}
+	sum, err := fsm.InspectBackup(backup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Budgeted() {
+		tm, err := fsm.TimeMargin(sum.Earliest(), time.Now().Add(time.Minute), fsm.DefaultClockError) // a minute ahead: PrepareRestore reads the clock later
+		if err != nil {
+			t.Fatal(err)
+		}
+		margin = max(margin, tm)
+	}
 	if _, err := cluster.PrepareRestore(cluster.RestoreConfig{Backup: backup, Margin: margin, ValuesSince: 0, TermsSince: 1,
 		ID: m.ID, DataDir: m.Dir, RaftAdvertise: addr}); err != nil {
 		t.Fatal(err)
 	}
+	c.Nodes = append(c.Nodes, m)
+	if err := m.start(1); err != nil {
+		t.Fatalf("starting restored node: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// StartRestoredDir starts a one-node cluster of a member id whose data
+// directory dir a restore has prepared (cluster.PrepareRestore) with raft
+// address raftAddr. Grow it with Join.
+func StartRestoredDir(t testing.TB, id, dir, raftAddr string, opts Options) *Cluster {
+	t.Helper()
+	c := &Cluster{t: t, opts: withDefaults(opts), log: testLogger()}
+	m := &Member{c: c, ID: id, Dir: dir, RaftAddr: raftAddr}
 	c.Nodes = append(c.Nodes, m)
 	if err := m.start(1); err != nil {
 		t.Fatalf("starting restored node: %v", err)
@@ -417,13 +446,13 @@ func (c *Cluster) WaitServingLeader(timeout time.Duration, exclude ...*Member) *
 	return nil
 }
 
-// WaitVouched waits until m (running) is vouched for: its raft gate is open.
+// WaitAdmitted waits until m (running) is vouched for: its raft gate is open.
 // A rolling restart waits for it before stopping the next server.
-func (c *Cluster) WaitVouched(m *Member, timeout time.Duration) {
+func (c *Cluster) WaitAdmitted(m *Member, timeout time.Duration) {
 	c.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
-		if n := m.Node(); n != nil && n.Vouched() {
+		if n := m.Node(); n != nil && n.Admitted() {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)

@@ -1055,7 +1055,16 @@ type Node struct {
 	DiskFull bool `protobuf:"varint,17,opt,name=disk_full,json=diskFull,proto3" json:"disk_full,omitempty"`
 	// groups is the node's own view of each raft group it runs (the fields
 	// above describe group 0); empty from servers of builds without groups.
-	Groups        []*GroupState `protobuf:"bytes,18,rep,name=groups,proto3" json:"groups,omitempty"`
+	Groups []*GroupState `protobuf:"bytes,18,rep,name=groups,proto3" json:"groups,omitempty"`
+	// generation is the node's cluster generation, "lineage/number/cluster"
+	// (the Seqd-Generation header's value): a restore keeps the lineage and
+	// raises the number. fenced is true once the node learned that a newer
+	// generation of its lineage exists (its cluster was replaced by a
+	// restore): it stopped serving for good; fenced_by names that
+	// generation. Empty and false from builds before generations.
+	Generation    string `protobuf:"bytes,19,opt,name=generation,proto3" json:"generation,omitempty"`
+	Fenced        bool   `protobuf:"varint,20,opt,name=fenced,proto3" json:"fenced,omitempty"`
+	FencedBy      string `protobuf:"bytes,21,opt,name=fenced_by,json=fencedBy,proto3" json:"fenced_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1216,6 +1225,27 @@ func (x *Node) GetGroups() []*GroupState {
 	return nil
 }
 
+func (x *Node) GetGeneration() string {
+	if x != nil {
+		return x.Generation
+	}
+	return ""
+}
+
+func (x *Node) GetFenced() bool {
+	if x != nil {
+		return x.Fenced
+	}
+	return false
+}
+
+func (x *Node) GetFencedBy() string {
+	if x != nil {
+		return x.FencedBy
+	}
+	return ""
+}
+
 // GroupState is one raft group as one node sees it.
 type GroupState struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1236,7 +1266,15 @@ type GroupState struct {
 	// only while every server of its configuration is alive, so it may trail
 	// group 0's while one is down; it is 0 from a server older than this
 	// field.
-	Protocol      uint64 `protobuf:"varint,7,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	Protocol uint64 `protobuf:"varint,7,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	// admission says why the node is in or out of the group's raft: the kind
+	// of the last admission verdict (see cluster/admit): "leader",
+	// "majority", "solo", "join", "fresh", "bootstrap" (admitted);
+	// "quorum-wait", "leader-wait", "bootstrap-wait", "solo-wait",
+	// "no-answer", "not-joined" (waiting); "stale", "wiped", "removed",
+	// "foreign", "clusters", "sibling", "superseded" (refused). Empty before
+	// the first verdict and from builds before it.
+	Admission     string `protobuf:"bytes,8,opt,name=admission,proto3" json:"admission,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1318,6 +1356,13 @@ func (x *GroupState) GetProtocol() uint64 {
 		return x.Protocol
 	}
 	return 0
+}
+
+func (x *GroupState) GetAdmission() string {
+	if x != nil {
+		return x.Admission
+	}
+	return ""
 }
 
 // GroupRoute is one row of the routing table: which server leads a group,
@@ -1632,7 +1677,7 @@ const file_seq_v1_seq_proto_rawDesc = "" +
 	"\x11ListSpacesRequest\";\n" +
 	"\x12ListSpacesResponse\x12%\n" +
 	"\x06spaces\x18\x01 \x03(\v2\r.seq.v1.SpaceR\x06spaces\"\x16\n" +
-	"\x14ClusterStatusRequest\"\xd0\x04\n" +
+	"\x14ClusterStatusRequest\"\xa5\x05\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\x12\x1b\n" +
@@ -1655,7 +1700,12 @@ const file_seq_v1_seq_proto_rawDesc = "" +
 	"\bprotocol\x18\x0f \x01(\x04R\bprotocol\x12\x1b\n" +
 	"\traft_open\x18\x10 \x01(\bR\braftOpen\x12\x1b\n" +
 	"\tdisk_full\x18\x11 \x01(\bR\bdiskFull\x12*\n" +
-	"\x06groups\x18\x12 \x03(\v2\x12.seq.v1.GroupStateR\x06groups\"\xcd\x01\n" +
+	"\x06groups\x18\x12 \x03(\v2\x12.seq.v1.GroupStateR\x06groups\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x13 \x01(\tR\n" +
+	"generation\x12\x16\n" +
+	"\x06fenced\x18\x14 \x01(\bR\x06fenced\x12\x1b\n" +
+	"\tfenced_by\x18\x15 \x01(\tR\bfencedBy\"\xeb\x01\n" +
 	"\n" +
 	"GroupState\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\rR\x05group\x12\x1d\n" +
@@ -1665,7 +1715,8 @@ const file_seq_v1_seq_proto_rawDesc = "" +
 	"\rapplied_index\x18\x04 \x01(\x04R\fappliedIndex\x12\x18\n" +
 	"\aserving\x18\x05 \x01(\bR\aserving\x12\x1b\n" +
 	"\traft_open\x18\x06 \x01(\bR\braftOpen\x12\x1a\n" +
-	"\bprotocol\x18\a \x01(\x04R\bprotocol\"\x92\x02\n" +
+	"\bprotocol\x18\a \x01(\x04R\bprotocol\x12\x1c\n" +
+	"\tadmission\x18\b \x01(\tR\tadmission\"\x92\x02\n" +
 	"\n" +
 	"GroupRoute\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\rR\x05group\x12\x1b\n" +

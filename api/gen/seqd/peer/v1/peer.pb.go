@@ -225,7 +225,13 @@ type VouchRequest struct {
 	// group is the raft group asked about; has_state and last_index describe
 	// the asking server's log of that group. Servers of builds without groups
 	// ignore it and answer for group 0.
-	Group         uint32 `protobuf:"varint,5,opt,name=group,proto3" json:"group,omitempty"`
+	Group uint32 `protobuf:"varint,5,opt,name=group,proto3" json:"group,omitempty"`
+	// lineage and generation are the asking server's generation
+	// (seqd.Generation, with cluster_id); empty and 0 from builds before
+	// generations and from servers without state. The answering server
+	// learns of it (a newer generation of its own lineage fences it).
+	Lineage       string `protobuf:"bytes,6,opt,name=lineage,proto3" json:"lineage,omitempty"`
+	Generation    uint64 `protobuf:"varint,7,opt,name=generation,proto3" json:"generation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -295,6 +301,20 @@ func (x *VouchRequest) GetGroup() uint32 {
 	return 0
 }
 
+func (x *VouchRequest) GetLineage() string {
+	if x != nil {
+		return x.Lineage
+	}
+	return ""
+}
+
+func (x *VouchRequest) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
 type VouchResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// cluster_id is the answering server's cluster ("" without one).
@@ -333,8 +353,17 @@ type VouchResponse struct {
 	// restored_from is the cluster whose backup the answering server's data
 	// directory was restored from ("" if it was not restored): two servers
 	// restored from backups of one cluster into clusters of their own would
-	// hand out the same values (see cluster.checkRestoredTwice).
-	RestoredFrom  string `protobuf:"bytes,15,opt,name=restored_from,json=restoredFrom,proto3" json:"restored_from,omitempty"`
+	// hand out the same values. Builds with generations (fields 16, 17) set
+	// it to their lineage when their generation is a restore, for builds
+	// before them, and ignore it.
+	RestoredFrom string `protobuf:"bytes,15,opt,name=restored_from,json=restoredFrom,proto3" json:"restored_from,omitempty"`
+	// lineage and generation are the answering server's generation
+	// (seqd.Generation, with cluster_id); admitted is whether it is admitted
+	// in the group asked about. Empty, 0 and false from builds before
+	// generations.
+	Lineage       string `protobuf:"bytes,16,opt,name=lineage,proto3" json:"lineage,omitempty"`
+	Generation    uint64 `protobuf:"varint,17,opt,name=generation,proto3" json:"generation,omitempty"`
+	Admitted      bool   `protobuf:"varint,18,opt,name=admitted,proto3" json:"admitted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -474,6 +503,27 @@ func (x *VouchResponse) GetRestoredFrom() string {
 	return ""
 }
 
+func (x *VouchResponse) GetLineage() string {
+	if x != nil {
+		return x.Lineage
+	}
+	return ""
+}
+
+func (x *VouchResponse) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *VouchResponse) GetAdmitted() bool {
+	if x != nil {
+		return x.Admitted
+	}
+	return false
+}
+
 var File_seqd_peer_v1_peer_proto protoreflect.FileDescriptor
 
 const file_seqd_peer_v1_peer_proto_rawDesc = "" +
@@ -487,7 +537,7 @@ const file_seqd_peer_v1_peer_proto_rawDesc = "" +
 	"\fsection_size\x18\x03 \x01(\x04R\vsectionSize\"\x0e\n" +
 	"\fClockRequest\"(\n" +
 	"\rClockResponse\x12\x17\n" +
-	"\aunix_ms\x18\x01 \x01(\x03R\x06unixMs\"\x8f\x01\n" +
+	"\aunix_ms\x18\x01 \x01(\x03R\x06unixMs\"\xc9\x01\n" +
 	"\fVouchRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -495,7 +545,11 @@ const file_seqd_peer_v1_peer_proto_rawDesc = "" +
 	"\thas_state\x18\x03 \x01(\bR\bhasState\x12\x1d\n" +
 	"\n" +
 	"last_index\x18\x04 \x01(\x04R\tlastIndex\x12\x14\n" +
-	"\x05group\x18\x05 \x01(\rR\x05group\"\xf5\x03\n" +
+	"\x05group\x18\x05 \x01(\rR\x05group\x12\x18\n" +
+	"\alineage\x18\x06 \x01(\tR\alineage\x12\x1e\n" +
+	"\n" +
+	"generation\x18\a \x01(\x04R\n" +
+	"generation\"\xcb\x04\n" +
 	"\rVouchResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12$\n" +
@@ -514,7 +568,12 @@ const file_seqd_peer_v1_peer_proto_rawDesc = "" +
 	"\bprotocol\x18\f \x01(\x04R\bprotocol\x12\x16\n" +
 	"\x06voters\x18\r \x03(\tR\x06voters\x12\x14\n" +
 	"\x05group\x18\x0e \x01(\rR\x05group\x12#\n" +
-	"\rrestored_from\x18\x0f \x01(\tR\frestoredFrom2\xdf\x01\n" +
+	"\rrestored_from\x18\x0f \x01(\tR\frestoredFrom\x12\x18\n" +
+	"\alineage\x18\x10 \x01(\tR\alineage\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x11 \x01(\x04R\n" +
+	"generation\x12\x1a\n" +
+	"\badmitted\x18\x12 \x01(\bR\badmitted2\xdf\x01\n" +
 	"\vPeerService\x12B\n" +
 	"\x05Vouch\x12\x1a.seqd.peer.v1.VouchRequest\x1a\x1b.seqd.peer.v1.VouchResponse\"\x00\x12E\n" +
 	"\x05Clock\x12\x1a.seqd.peer.v1.ClockRequest\x1a\x1b.seqd.peer.v1.ClockResponse\"\x03\x90\x02\x01\x12E\n" +

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file seqd/peer/v1/peer.proto.
  */
 export const file_seqd_peer_v1_peer: GenFile = /*@__PURE__*/
-  fileDesc("ChdzZXFkL3BlZXIvdjEvcGVlci5wcm90bxIMc2VxZC5wZWVyLnYxIhwKDFNwYWNlUmVxdWVzdBIMCgRuYW1lGAEgASgJIkIKDVNwYWNlUmVzcG9uc2USDQoFZm91bmQYASABKAgSDAoEc3RlcBgCIAEoBBIUCgxzZWN0aW9uX3NpemUYAyABKAQiDgoMQ2xvY2tSZXF1ZXN0IiAKDUNsb2NrUmVzcG9uc2USDwoHdW5peF9tcxgBIAEoAyJkCgxWb3VjaFJlcXVlc3QSCgoCaWQYASABKAkSEgoKY2x1c3Rlcl9pZBgCIAEoCRIRCgloYXNfc3RhdGUYAyABKAgSEgoKbGFzdF9pbmRleBgEIAEoBBINCgVncm91cBgFIAEoDSLEAgoNVm91Y2hSZXNwb25zZRISCgpjbHVzdGVyX2lkGAEgASgJEhUKDWF1dGhvcml0YXRpdmUYAiABKAgSDwoHbm9kZV9pZBgDIAEoCRIRCglsZWFkZXJfaWQYBCABKAkSFwoPbGVhZGVyX2FwaV9hZGRyGAUgASgJEhgKEGluX2NvbmZpZ3VyYXRpb24YBiABKAgSDQoFdm90ZXIYByABKAgSFwoPc2Vlbl93aXRoX3N0YXRlGAggASgIEhYKDnJlY29yZGVkX2luZGV4GAkgASgEEhUKDXJlY29yZGVkX3Rlcm0YCiABKAQSEgoKbGFzdF9pbmRleBgLIAEoBBIQCghwcm90b2NvbBgMIAEoBBIOCgZ2b3RlcnMYDSADKAkSDQoFZ3JvdXAYDiABKA0SFQoNcmVzdG9yZWRfZnJvbRgPIAEoCTLfAQoLUGVlclNlcnZpY2USQgoFVm91Y2gSGi5zZXFkLnBlZXIudjEuVm91Y2hSZXF1ZXN0Ghsuc2VxZC5wZWVyLnYxLlZvdWNoUmVzcG9uc2UiABJFCgVDbG9jaxIaLnNlcWQucGVlci52MS5DbG9ja1JlcXVlc3QaGy5zZXFkLnBlZXIudjEuQ2xvY2tSZXNwb25zZSIDkAIBEkUKBVNwYWNlEhouc2VxZC5wZWVyLnYxLlNwYWNlUmVxdWVzdBobLnNlcWQucGVlci52MS5TcGFjZVJlc3BvbnNlIgOQAgFCMlowZ2l0aHViLmNvbS9zZXFkL3NlcWQvYXBpL2dlbi9zZXFkL3BlZXIvdjE7cGVlcnYxYgZwcm90bzM");
+  fileDesc("ChdzZXFkL3BlZXIvdjEvcGVlci5wcm90bxIMc2VxZC5wZWVyLnYxIhwKDFNwYWNlUmVxdWVzdBIMCgRuYW1lGAEgASgJIkIKDVNwYWNlUmVzcG9uc2USDQoFZm91bmQYASABKAgSDAoEc3RlcBgCIAEoBBIUCgxzZWN0aW9uX3NpemUYAyABKAQiDgoMQ2xvY2tSZXF1ZXN0IiAKDUNsb2NrUmVzcG9uc2USDwoHdW5peF9tcxgBIAEoAyKJAQoMVm91Y2hSZXF1ZXN0EgoKAmlkGAEgASgJEhIKCmNsdXN0ZXJfaWQYAiABKAkSEQoJaGFzX3N0YXRlGAMgASgIEhIKCmxhc3RfaW5kZXgYBCABKAQSDQoFZ3JvdXAYBSABKA0SDwoHbGluZWFnZRgGIAEoCRISCgpnZW5lcmF0aW9uGAcgASgEIvsCCg1Wb3VjaFJlc3BvbnNlEhIKCmNsdXN0ZXJfaWQYASABKAkSFQoNYXV0aG9yaXRhdGl2ZRgCIAEoCBIPCgdub2RlX2lkGAMgASgJEhEKCWxlYWRlcl9pZBgEIAEoCRIXCg9sZWFkZXJfYXBpX2FkZHIYBSABKAkSGAoQaW5fY29uZmlndXJhdGlvbhgGIAEoCBINCgV2b3RlchgHIAEoCBIXCg9zZWVuX3dpdGhfc3RhdGUYCCABKAgSFgoOcmVjb3JkZWRfaW5kZXgYCSABKAQSFQoNcmVjb3JkZWRfdGVybRgKIAEoBBISCgpsYXN0X2luZGV4GAsgASgEEhAKCHByb3RvY29sGAwgASgEEg4KBnZvdGVycxgNIAMoCRINCgVncm91cBgOIAEoDRIVCg1yZXN0b3JlZF9mcm9tGA8gASgJEg8KB2xpbmVhZ2UYECABKAkSEgoKZ2VuZXJhdGlvbhgRIAEoBBIQCghhZG1pdHRlZBgSIAEoCDLfAQoLUGVlclNlcnZpY2USQgoFVm91Y2gSGi5zZXFkLnBlZXIudjEuVm91Y2hSZXF1ZXN0Ghsuc2VxZC5wZWVyLnYxLlZvdWNoUmVzcG9uc2UiABJFCgVDbG9jaxIaLnNlcWQucGVlci52MS5DbG9ja1JlcXVlc3QaGy5zZXFkLnBlZXIudjEuQ2xvY2tSZXNwb25zZSIDkAIBEkUKBVNwYWNlEhouc2VxZC5wZWVyLnYxLlNwYWNlUmVxdWVzdBobLnNlcWQucGVlci52MS5TcGFjZVJlc3BvbnNlIgOQAgFCMlowZ2l0aHViLmNvbS9zZXFkL3NlcWQvYXBpL2dlbi9zZXFkL3BlZXIvdjE7cGVlcnYxYgZwcm90bzM");
 
 /**
  * @generated from message seqd.peer.v1.SpaceRequest
@@ -135,6 +135,21 @@ export type VouchRequest = Message<"seqd.peer.v1.VouchRequest"> & {
    * @generated from field: uint32 group = 5;
    */
   group: number;
+
+  /**
+   * lineage and generation are the asking server's generation
+   * (seqd.Generation, with cluster_id); empty and 0 from builds before
+   * generations and from servers without state. The answering server
+   * learns of it (a newer generation of its own lineage fences it).
+   *
+   * @generated from field: string lineage = 6;
+   */
+  lineage: string;
+
+  /**
+   * @generated from field: uint64 generation = 7;
+   */
+  generation: bigint;
 };
 
 /**
@@ -250,11 +265,33 @@ export type VouchResponse = Message<"seqd.peer.v1.VouchResponse"> & {
    * restored_from is the cluster whose backup the answering server's data
    * directory was restored from ("" if it was not restored): two servers
    * restored from backups of one cluster into clusters of their own would
-   * hand out the same values (see cluster.checkRestoredTwice).
+   * hand out the same values. Builds with generations (fields 16, 17) set
+   * it to their lineage when their generation is a restore, for builds
+   * before them, and ignore it.
    *
    * @generated from field: string restored_from = 15;
    */
   restoredFrom: string;
+
+  /**
+   * lineage and generation are the answering server's generation
+   * (seqd.Generation, with cluster_id); admitted is whether it is admitted
+   * in the group asked about. Empty, 0 and false from builds before
+   * generations.
+   *
+   * @generated from field: string lineage = 16;
+   */
+  lineage: string;
+
+  /**
+   * @generated from field: uint64 generation = 17;
+   */
+  generation: bigint;
+
+  /**
+   * @generated from field: bool admitted = 18;
+   */
+  admitted: boolean;
 };
 
 /**

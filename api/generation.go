@@ -1,0 +1,118 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+
+	"connectrpc.com/connect"
+
+	"github.com/seqd/seqd"
+	"github.com/seqd/seqd/api/gen/seq/v1/seqv1connect"
+)
+
+// generationGuard is the interceptor that carries generations (see
+// seqd.Generation and cluster's fence.go) on every call: it learns the
+// generation a caller names in Seqd-Generation (the newest it met of this
+// server's lineage: a newer one fences this server), refuses the calls that
+// hand out values once this server is fenced (seqd.ErrSuperseded), and puts
+// this server's generation on every answer, so that a client never takes a
+// value from a cluster that a restore replaced.
+type generationGuard struct{ s *Server }
+
+// genValue caches the Seqd-Generation value of answers.
+type genValue struct {
+	gen   seqd.Generation
+	value []string
+}
+
+// servesValues reports whether procedure hands out values.
+func servesValues(procedure string) bool {
+	return strings.HasPrefix(procedure, "/"+seqv1connect.SequenceServiceName+"/") ||
+		strings.HasPrefix(procedure, "/"+seqv1connect.IdServiceName+"/")
+}
+
+// check learns the caller's generation and refuses a call that hands out
+// values on a fenced server.
+func (g generationGuard) check(procedure string, h http.Header) error {
+	if v := h.Get(seqd.HeaderGeneration); v != "" {
+		gen, err := seqd.ParseGeneration(v)
+		if err != nil {
+			return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("header %s: %w", seqd.HeaderGeneration, err))
+		}
+		g.s.node.LearnGeneration(gen)
+	}
+	if servesValues(procedure) && g.s.node.Fenced() {
+		return g.s.toConnect(seqd.ErrSuperseded)
+	}
+	return nil
+}
+
+// header returns the value answers carry (nil while the server has no
+// generation).
+func (g generationGuard) header() []string {
+	gen := g.s.node.Generation()
+	if !gen.Known() {
+		return nil
+	}
+	c := g.s.genHdr.Load()
+	if c == nil || c.gen != gen {
+		c = &genValue{gen: gen, value: []string{gen.String()}}
+		g.s.genHdr.Store(c)
+	}
+	return c.value
+}
+
+// mark puts the generation on an answer or an error.
+func (g generationGuard) mark(h http.Header, err error) {
+	v := g.header()
+	if v == nil {
+		return
+	}
+	if h != nil {
+		h[seqd.HeaderGeneration] = v
+	}
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		ce.Meta()[seqd.HeaderGeneration] = v
+	}
+}
+
+func (g generationGuard) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		if err := g.check(req.Spec().Procedure, req.Header()); err != nil {
+			g.mark(nil, err)
+			return nil, err
+		}
+		resp, err := next(ctx, req)
+		if resp != nil {
+			g.mark(resp.Header(), err)
+		} else {
+			g.mark(nil, err)
+		}
+		return resp, err
+	}
+}
+
+func (g generationGuard) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (g generationGuard) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		if err := g.check(conn.Spec().Procedure, conn.RequestHeader()); err != nil {
+			g.mark(nil, err)
+			return err
+		}
+		g.mark(conn.ResponseHeader(), nil)
+		err := next(ctx, conn)
+		g.mark(nil, err)
+		return err
+	}
+}
+
+// generationCache is the Server's cache of the answer header.
+type generationCache = atomic.Pointer[genValue]

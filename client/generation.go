@@ -1,0 +1,142 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+
+	"connectrpc.com/connect"
+
+	"github.com/seqd/seqd"
+)
+
+// generations is the interceptor through which a client takes part in
+// fencing (see seqd.Generation): it remembers the newest generation it met
+// in answers, names it on every call (Seqd-Generation: a server of an older
+// generation of the lineage learns that a restore replaced its cluster, and
+// stops), and refuses an answer from an older generation, from a sibling
+// restore of the one it met first, or from another lineage, as if the
+// server had been unavailable: such an answer never reaches the caller,
+// and the call is tried on another server.
+type generations struct {
+	mu     sync.Mutex
+	known  seqd.Generation
+	header []string
+}
+
+// errOldGeneration wraps the reasons an answer is refused.
+var errOldGeneration = errors.New("answer refused")
+
+// Generation returns the newest generation of the cluster the client has
+// met (unknown before the first answer, and from servers of builds before
+// generations).
+func (c *Client) Generation() seqd.Generation {
+	c.gens.mu.Lock()
+	defer c.gens.mu.Unlock()
+	return c.gens.known
+}
+
+// see checks the generation an answer carries, and remembers it if it is
+// newer.
+func (g *generations) see(v string) error {
+	if v == "" {
+		return nil // a server of a build before generations
+	}
+	gen, err := seqd.ParseGeneration(v)
+	if err != nil {
+		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("%w: %v", errOldGeneration, err))
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	k := g.known
+	switch {
+	case !k.Known() || gen.Supersedes(k):
+		g.known, g.header = gen, []string{gen.String()}
+		return nil
+	case gen == k:
+		return nil
+	case gen.Lineage != k.Lineage:
+		err = fmt.Errorf("%w: the server belongs to another cluster (lineage %s; this client's cluster is %s)", errOldGeneration, gen.Lineage, k.Lineage)
+	case k.Supersedes(gen):
+		err = fmt.Errorf("%w: the server's cluster was replaced by a restore (generation %d; this client met generation %d)", errOldGeneration, gen.Number, k.Number)
+	default:
+		err = fmt.Errorf("%w: the server's cluster is another restore of the same backup (cluster %s; this client met cluster %s first)", errOldGeneration, gen.Cluster, k.Cluster)
+	}
+	return connect.NewError(connect.CodeUnavailable, err)
+}
+
+// name puts the known generation on a request.
+func (g *generations) name(h http.Header) {
+	g.mu.Lock()
+	v := g.header
+	g.mu.Unlock()
+	if v != nil {
+		h[seqd.HeaderGeneration] = v
+	}
+}
+
+// answered checks an answer's generation (on its headers, or on an
+// error's metadata).
+func (g *generations) answered(h http.Header, err error) error {
+	var ce *connect.Error
+	if h == nil && errors.As(err, &ce) {
+		h = ce.Meta()
+	}
+	if h == nil {
+		return err
+	}
+	if gerr := g.see(h.Get(seqd.HeaderGeneration)); gerr != nil {
+		return gerr
+	}
+	return err
+}
+
+func (g *generations) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		g.name(req.Header())
+		resp, err := next(ctx, req)
+		var h http.Header
+		if resp != nil {
+			h = resp.Header()
+		}
+		if err = g.answered(h, err); err != nil {
+			return nil, err
+		}
+		return resp, nil
+	}
+}
+
+func (g *generations) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		conn := next(ctx, spec)
+		g.name(conn.RequestHeader())
+		return &checkedStream{StreamingClientConn: conn, g: g}
+	}
+}
+
+func (g *generations) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
+}
+
+// checkedStream checks the answer's generation before the first message
+// reaches the caller.
+type checkedStream struct {
+	connect.StreamingClientConn
+	g       *generations
+	checked bool
+}
+
+func (s *checkedStream) Receive(m any) error {
+	if err := s.StreamingClientConn.Receive(m); err != nil {
+		return s.g.answered(nil, err)
+	}
+	if !s.checked {
+		if err := s.g.see(s.ResponseHeader().Get(seqd.HeaderGeneration)); err != nil {
+			return err
+		}
+		s.checked = true
+	}
+	return nil
+}

@@ -1,0 +1,120 @@
+package fsm
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/seqd/seqd"
+)
+
+// The raise budget: on protocol 5 every raise is stamped, an unstamped one
+// is refused, and a section's mark rises no faster than RaiseRatePerUs on
+// average (a section idle for long may rise by two windows' worth at once,
+// and one raise may run into debt); the budget survives a snapshot and a
+// reopen, and the raise clock never goes back.
+func TestRaiseBudget(t *testing.T) {
+	f, path := openTest(t)
+	a := &applier{t: t, f: f}
+	sp := seqd.Space{Name: "s", Step: 10, SectionSize: 1}
+	a.mustOK(EncodeCreateSpace(sp))
+	a.mustOK(EncodeRaise([]seqd.Mark{{Space: "s", Section: 1, Max: 5}})) // protocol 1: unstamped is fine
+	a.mustOK(EncodeClusterGroups("c", budgetProtocol, 1))
+	if err := respErr(t, a.apply(EncodeRaise([]seqd.Mark{{Space: "s", Section: 1, Max: 6}}))); !errors.Is(err, errBudgetKind) {
+		t.Fatalf("an unstamped raise on protocol 5: %v, want errBudgetKind", err)
+	}
+	const t0 = int64(1_800_000_000_000) // ms
+	window := uint64(RaiseWindow.Microseconds()) * RaiseRatePerUs
+	raise := func(nowMs int64, section, to uint64) error {
+		return respErr(t, a.apply(EncodeRaiseAt(nowMs, []seqd.Mark{{Space: "s", Section: section, Max: to}})))
+	}
+	// An idle section rises two windows' worth at once, and one more raise
+	// runs into debt; the next is refused until time passes.
+	if err := raise(t0, 2, 2*window); err != nil {
+		t.Fatal(err)
+	}
+	if err := raise(t0, 2, 2*window+MaxRaise); err != nil {
+		t.Fatalf("one raise into debt: %v", err)
+	}
+	if err := raise(t0, 2, 2*window+MaxRaise+1); !errors.Is(err, ErrRateLimited) || !errors.Is(err, seqd.ErrRateLimited) {
+		t.Fatalf("a raise beyond the budget: %v, want ErrRateLimited", err)
+	}
+	if got := f.Max("s", 2); got != 2*window+MaxRaise {
+		t.Fatalf("a refused raise changed the mark: %d", got)
+	}
+	// Another section has its own budget.
+	if err := raise(t0, 3, 1000); err != nil {
+		t.Fatal(err)
+	}
+	// Once the debt is paid (MaxRaise's cost, about 1,074 s), it rises again.
+	later := t0 + raiseCost(MaxRaise)/1000 + 1
+	if err := raise(later, 2, 2*window+MaxRaise+1); err != nil {
+		t.Fatalf("after the debt was paid: %v", err)
+	}
+	top := 2*window + 2*MaxRaise + 1
+	if err := raise(later, 2, top); err != nil { // into debt again
+		t.Fatal(err)
+	}
+	if err := raise(t0, 4, MaxRaise+1); !errors.Is(err, ErrRaiseTooLarge) {
+		t.Fatalf("one raise above MaxRaise: %v", err)
+	}
+	// A stamp older than the newest: the raise clock keeps the newest. (A
+	// leader stamps no earlier than the raise clock; a raw stamp far behind
+	// a section's budget is refused like any raise beyond it.)
+	if err := raise(later-5_000, 5, 1001); err != nil {
+		t.Fatal(err)
+	}
+	if err := raise(t0-60_000, 3, 1001); !errors.Is(err, ErrRateLimited) {
+		t.Fatalf("a stamp a minute behind its section's budget: %v", err)
+	}
+	if got := f.RaiseClockMs(); got != later {
+		t.Fatalf("raise clock %d, want the newest stamp %d", got, later)
+	}
+	// The budget survives a snapshot install and a reopen.
+	data := snapshotBytes(t, f)
+	if err := f.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
+		t.Fatal(err)
+	}
+	if err := raise(later, 2, top+1); !errors.Is(err, ErrRateLimited) {
+		t.Fatalf("after a snapshot install the budget was forgotten: %v", err)
+	}
+	f.Close()
+	g, err := Open(path, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if g.RaiseClockMs() != later {
+		t.Fatalf("raise clock after reopen: %d", g.RaiseClockMs())
+	}
+	b := &applier{t: t, f: g, index: a.index}
+	if err := respErr(t, b.apply(EncodeRaiseAt(later, []seqd.Mark{{Space: "s", Section: 2, Max: top + 1}}))); !errors.Is(err, ErrRateLimited) {
+		t.Fatalf("after a reopen the budget was forgotten: %v", err)
+	}
+	if c, err := Decode(EncodeRaiseAt(later, []seqd.Mark{{Space: "s", Section: 9, Max: 3}})); err != nil || c.Kind != KindRaiseAt || c.NowMs != later || len(c.Marks) != 1 {
+		t.Fatalf("Decode(EncodeRaiseAt) = %+v, %v", c, err)
+	}
+}
+
+// TimeMargin covers the rate over the time since the backup, four clock
+// errors and two windows, and one raise; it refuses a clock that reads
+// before the backup.
+func TestTimeMargin(t *testing.T) {
+	taken := time.Unix(1_800_000_000, 0)
+	m, err := TimeMargin(taken, taken.Add(time.Hour), 10*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	us := uint64((time.Hour + 40*time.Minute + 2*RaiseWindow).Microseconds())
+	if want := us*RaiseRatePerUs + MaxRaise; m != want {
+		t.Fatalf("margin %d, want %d", m, want)
+	}
+	if _, err := TimeMargin(taken, taken.Add(-11*time.Minute), 10*time.Minute); !errors.Is(err, ErrClockBeforeBackup) {
+		t.Fatalf("a clock before the backup: %v", err)
+	}
+	if _, err := TimeMargin(taken, taken.Add(100*365*24*time.Hour), 10*time.Minute); !errors.Is(err, ErrMarginTooLarge) {
+		t.Fatalf("a century later: %v", err)
+	}
+}
