@@ -13,7 +13,7 @@ var allowedHeaders = []string{
 	"Content-Type", "Connect-Protocol-Version", "Connect-Timeout-Ms",
 	"Connect-Accept-Encoding", "Connect-Content-Encoding",
 	"Grpc-Timeout", "Grpc-Accept-Encoding", "Grpc-Encoding",
-	"X-Grpc-Web", "X-User-Agent", "Authorization",
+	"X-Grpc-Web", "X-User-Agent", "Authorization", seqd.HeaderGeneration,
 }
 
 // Response headers and trailers browser code may read: gRPC-Web's status

@@ -214,7 +214,7 @@ var (
 	descTerm          = prometheus.NewDesc("seqd_raft_term", "Current raft term.", nil, nil)
 	descApplied       = prometheus.NewDesc("seqd_raft_applied_index", "Last raft index applied to the FSM.", nil, nil)
 	descVoter         = prometheus.NewDesc("seqd_voter", "1 while this node votes in the raft configuration.", nil, nil)
-	descRaftOpen      = prometheus.NewDesc("seqd_raft_open", "1 once this node is vouched for and takes raft traffic; 0 while it refuses it (not vouched for yet, or wiped, an older copy, removed, or taken for another cluster's member).", nil, nil)
+	descRaftOpen      = prometheus.NewDesc("seqd_raft_open", "1 once this node is admitted in every group and takes raft traffic; 0 while it refuses it (not admitted yet, or wiped, an older copy, removed, taken for another cluster's member, or fenced: seqd_group_admission says which).", nil, nil)
 	descDiskFull      = prometheus.NewDesc("seqd_disk_full", "1 while a write found the disk full and none succeeded since (the node stands for no election).", nil, nil)
 	descDiskFullWr    = prometheus.NewDesc("seqd_disk_full_writes_total", "Writes (raft log, term and vote, state machine) that found the disk full.", nil, nil)
 	descLeaseWait     = prometheus.NewDesc("seqd_lease_wait_seconds", "What this node waited from its last election before serving: the longer of its lease and the recorded one, plus a margin.", nil, nil)
@@ -234,7 +234,9 @@ var (
 	descGroupTaken     = prometheus.NewDesc("seqd_group_values_taken_total", "Values this node's allocator of the group took as its leader.", groupLabel, nil)
 	descGroupPreferred = prometheus.NewDesc("seqd_group_preferred_leader", "1 while this node is the group's preferred leader (leaders are balanced towards it).", groupLabel, nil)
 	descBalanceMoves   = prometheus.NewDesc("seqd_balance_moves_total", "Leadership transfers this node's balancer and drains started (moves of a group to its preferred leader, or off a drained node).", nil, nil)
-	descGroupRaftOpen  = prometheus.NewDesc("seqd_group_raft_open", "1 once this node is vouched for in the group (it takes part in its raft); 0 while it refuses the group's raft traffic (not yet vouched for, or its copy of the group wiped or older: see its log).", groupLabel, nil)
+	descGroupRaftOpen  = prometheus.NewDesc("seqd_group_raft_open", "1 once this node is admitted in the group (it takes part in its raft); 0 while it refuses the group's raft traffic (not yet admitted, or its copy of the group wiped or older: seqd_group_admission says why).", groupLabel, nil)
+	descGroupAdmission = prometheus.NewDesc("seqd_group_admission", "1 for the kind of the last admission verdict about the group on this node (cluster/admit: leader, majority, answers, quorum-wait, stale, wiped, superseded, ...).", []string{"group", "kind"}, nil)
+	descFenced         = prometheus.NewDesc("seqd_fenced", "1 once this node is fenced for good: a newer generation of its cluster (a restore) has served, and it never serves again.", nil, nil)
 )
 
 func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -243,7 +245,7 @@ func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 		descRaftOpen, descDiskFull, descDiskFullWr, descLeaseWait, descProtocol, descTaken,
 		descFlakeIssued, descFlakeFenced, descFlakeWorkers, descFlakeCapacity, descFlakeRange, descFlakeLead,
 		descFlakeRenew, descFlakeLifetime, descFlakeEntries, descFlakeLeaderSkew,
-		descGroups, descGroupServing, descGroupLeader, descGroupTerm, descGroupApplied, descGroupTaken, descGroupPreferred, descGroupRaftOpen, descBalanceMoves} {
+		descGroups, descGroupServing, descGroupLeader, descGroupTerm, descGroupApplied, descGroupTaken, descGroupPreferred, descGroupRaftOpen, descGroupAdmission, descFenced, descBalanceMoves} {
 		ch <- d
 	}
 }
@@ -279,6 +281,7 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descApplied, float64(st.AppliedIndex))
 	gauge(descVoter, b(st.Voter))
 	gauge(descRaftOpen, b(st.RaftOpen))
+	gauge(descFenced, b(st.Fenced))
 	gauge(descDiskFull, b(st.DiskFull))
 	counter(descDiskFullWr, float64(st.DiskFullWrites))
 	gauge(descLeaseWait, st.LeaseWait.Seconds())
@@ -296,6 +299,9 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descGroupTaken, prometheus.CounterValue, float64(g.ValuesTaken), l)
 		ch <- prometheus.MustNewConstMetric(descGroupPreferred, prometheus.GaugeValue, b(g.Preferred == st.ID), l)
 		ch <- prometheus.MustNewConstMetric(descGroupRaftOpen, prometheus.GaugeValue, b(g.RaftOpen), l)
+		if g.Admission != "" {
+			ch <- prometheus.MustNewConstMetric(descGroupAdmission, prometheus.GaugeValue, 1, l, g.Admission)
+		}
 	}
 	if st.State == "Leader" {
 		gauge(descFlakeLeaderSkew, n.ClockSkew().Seconds())

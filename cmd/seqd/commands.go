@@ -266,8 +266,16 @@ func cmdStatus(args []string) error {
 			proto = max(proto, n.GetProtocol())
 		}
 	}
-	fmt.Printf("leader: %s  term: %d  routing version: %d  answered by: %s\ncluster: %s  protocol: %d\n\n",
-		leader, st.GetTerm(), st.GetVersion(), st.GetNodeId(), cluster, proto)
+	generation := "-"
+	for _, n := range st.GetNodes() {
+		if n.GetId() == st.GetNodeId() && n.GetGeneration() != "" {
+			if g, err := seqd.ParseGeneration(n.GetGeneration()); err == nil {
+				generation = fmt.Sprintf("%d (lineage %s)", g.Number, g.Lineage)
+			}
+		}
+	}
+	fmt.Printf("leader: %s  term: %d  routing version: %d  answered by: %s\ncluster: %s  protocol: %d  generation: %s\n\n",
+		leader, st.GetTerm(), st.GetVersion(), st.GetNodeId(), cluster, proto, generation)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tSERVING\tMEMBER\tTERM\tAPPLIED\tLAST_CONTACT\tAPI\tRAFT\tNOTES")
 	for _, n := range st.GetNodes() {
@@ -280,7 +288,7 @@ func cmdStatus(args []string) error {
 		}
 		var notes []string
 		if n.GetRaftState() != "unreachable" {
-			if !n.GetRaftOpen() {
+			if !n.GetRaftOpen() || n.GetFenced() {
 				notes = append(notes, refusingNote(n))
 			}
 			if n.GetDiskFull() {
@@ -306,19 +314,38 @@ func cmdStatus(args []string) error {
 	return nil
 }
 
-// refusingNote says that node n refuses raft traffic and, when it refuses
-// only some of its groups' traffic, which.
+// refusingNote says that node n refuses raft traffic, why (the admission
+// verdict's kind, when the server reports it), and, when it refuses only
+// some of its groups' traffic, which: "refusing-raft:stale",
+// "refusing-raft(group 3:stale)", "fenced".
 func refusingNote(n *seqv1.Node) string {
+	if n.GetFenced() {
+		return "fenced"
+	}
 	var shut []string
+	kinds := map[string]bool{}
 	for _, g := range n.GetGroups() {
 		if !g.GetRaftOpen() {
-			shut = append(shut, strconv.FormatUint(uint64(g.GetGroup()), 10))
+			shut = append(shut, fmt.Sprintf("group %d%s", g.GetGroup(), kindSuffix(g.GetAdmission())))
+			kinds[g.GetAdmission()] = true
 		}
 	}
-	if len(shut) == 0 || len(shut) == len(n.GetGroups()) {
-		return "refusing-raft"
+	if len(shut) == 0 || (len(shut) == len(n.GetGroups()) && len(kinds) == 1) {
+		kind := ""
+		for k := range kinds {
+			kind = k
+		}
+		return "refusing-raft" + kindSuffix(kind)
 	}
-	return "refusing-raft(groups " + strings.Join(shut, " ") + ")"
+	return "refusing-raft(" + strings.Join(shut, ", ") + ")"
+}
+
+// kindSuffix is ":kind", or nothing for a server that does not report it.
+func kindSuffix(kind string) string {
+	if kind == "" {
+		return ""
+	}
+	return ":" + kind
 }
 
 // printGroups prints the routing table of a cluster of several groups, each

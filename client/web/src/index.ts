@@ -95,6 +95,7 @@ import {
   type CoalesceLimits,
 } from "./coalesce.js";
 import { applyGroups, learnGroup, spaceName, splitShares, type GroupTable } from "./routing.js";
+import { Generations } from "./generation.js";
 import { groupOfKey } from "./slots.js";
 
 export { Code, ConnectError };
@@ -167,6 +168,8 @@ export interface RoutingInfo {
   forwarded: number;
   /** The per-group table by group; empty with one group, before the first refresh, with another slot map, or routing disabled. */
   groups: GroupRouting[];
+  /** The newest cluster generation the client met ("lineage/number/cluster"; "" before any answer, or from servers of builds before generations). */
+  generation: string;
   /** The given node URL the calls that are not routed go to. */
   node: string;
 }
@@ -257,22 +260,17 @@ export function createSeqdClient(baseUrl: string | string[], options: SeqdClient
   // The base URL of an API address from the cluster: the given URLs' scheme.
   const urlOf = (addr: string): string => trimUrl(addr.includes("://") ? addr : scheme + addr);
 
+  const generations = new Generations();
   const observe = (url: string): Interceptor => (next) => async (req) => {
     if (options.token) req.header.set("Authorization", `Bearer ${options.token}`);
+    const named = generations.header();
+    if (named) req.header.set("Seqd-Generation", named);
+    let res;
     try {
-      const res = await next(req);
-      const v = res.header.get("Seqd-Routing-Version");
-      if (v && /^\d+$/.test(v)) {
-        info.routingVersion = BigInt(v);
-        if (info.routingVersion !== tableVersion) refresh();
-      }
-      if (req.service.typeName === SequenceService.typeName) {
-        const hint = res.header.get("Seqd-Leader") ?? "";
-        if (hint) forwarded++;
-        if (table) learnGroup(table, url, res.header.get("Seqd-Group") ?? "", hint ? urlOf(hint) : undefined);
-      }
-      return res;
+      res = await next(req);
     } catch (err) {
+      const why = generations.see(ConnectError.from(err).metadata.get("Seqd-Generation"));
+      if (why) throw new ConnectError(`answer refused: ${why}`, Code.Unavailable);
       const hint = leaderHint(err);
       if (hint) {
         info.leaderId = hint.id;
@@ -281,6 +279,19 @@ export function createSeqdClient(baseUrl: string | string[], options: SeqdClient
       }
       throw err;
     }
+    const why = generations.see(res.header.get("Seqd-Generation"));
+    if (why) throw new ConnectError(`answer refused: ${why}`, Code.Unavailable);
+    const v = res.header.get("Seqd-Routing-Version");
+    if (v && /^\d+$/.test(v)) {
+      info.routingVersion = BigInt(v);
+      if (info.routingVersion !== tableVersion) refresh();
+    }
+    if (req.service.typeName === SequenceService.typeName) {
+      const hint = res.header.get("Seqd-Leader") ?? "";
+      if (hint) forwarded++;
+      if (table) learnGroup(table, url, res.header.get("Seqd-Group") ?? "", hint ? urlOf(hint) : undefined);
+    }
+    return res;
   };
 
   const conns = new Map<string, Conn>();
@@ -494,6 +505,7 @@ export function createSeqdClient(baseUrl: string | string[], options: SeqdClient
         forwarded,
         groups: (table?.leaders ?? []).map((l) => ({ leader: l.url ?? "", term: l.term })),
         node: given[cur],
+        generation: generations.header(),
       };
     },
     batchStats() {

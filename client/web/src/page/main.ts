@@ -148,7 +148,7 @@ function renderStatus(st: ClusterStatusResponse, reading?: RateReading): void {
     serving.append(n.serving ? pill("serving", "ok") : el("span", "no", "muted"));
     const member = el("td", n.inConfiguration ? (n.voter ? "voter" : "non-voter") : "no (gossip only)");
     if (n.raftState !== "unreachable") {
-      // Not vouched for (yet), in every group or some (see seqd status).
+      // Not admitted (yet), in every group or some, or fenced (see seqd status).
       const refusing = raftRefusal(n);
       if (refusing) member.append(" ", pill(refusing, "warn"));
       if (n.diskFull) member.append(" ", pill("disk full", "warn"));
