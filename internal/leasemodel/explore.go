@@ -221,6 +221,7 @@ func shrink(cfg Config, seed uint64, m *Model) string {
 
 // describe writes the run's setup to the trace.
 func (m *Model) describe() {
+	fmt.Fprintf(m.trace, "  setup  %d servers, %.1f%% of raft messages lost\n", len(m.servers), float64(m.loss)/10)
 	for _, s := range m.servers {
 		fmt.Fprintf(m.trace, "  setup  %s: clock rate %.3f, lease %v, margin %v, raft timers x%d\n",
 			s.id, float64(s.rate)/1000, s.lease, s.marg, s.slow)

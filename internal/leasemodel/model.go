@@ -182,12 +182,13 @@ type Model struct {
 	servers  []*server
 	clusters []cluster
 	cut      [maxServers][maxServers]bool
-	rng      *rand.Rand // the protocol's randomness (timer jitter)
+	rng      *rand.Rand // the protocol's randomness (timer jitter, lost messages)
+	loss     int        // per mille of raft messages lost
 	faults   *faultGen
 	// gossipOnResume: a server that resumes from a pause hears gossip
-	// before its lease loop acts (the model's assumption; without it a
-	// paused source or sibling serves on for a gossip round after it
-	// resumes, see TestPausedSourceResumes).
+	// before its lease loop acts (the model's assumption; without it the
+	// source of a restore, paused meanwhile, serves beside the restore
+	// until gossip reaches it: TestScenarioRestoreWhileSourcePaused).
 	gossipOnResume bool
 	steps          int
 	end            int64
@@ -216,6 +217,7 @@ const maxServers = 8
 // speed drawn from setup.
 func newModel(rules Rules, n int, setup *rand.Rand) *Model {
 	m := &Model{rules: rules, rng: setup, stats: Stats{}}
+	m.loss = []int{0, 0, 2, 10}[setup.IntN(4)] // up to 1%: four lost elections in a row stay out of reach of the availability bound
 	m.clusters = []cluster{{gen: seqd.Generation{Lineage: "L", Number: 0, Cluster: "S"}}}
 	for i := range n {
 		s := m.addServer("n"+string(rune('1'+i)), 0, setup)
@@ -291,8 +293,9 @@ func (m *Model) holds(s *server) bool {
 	return s.up && s.grant != 0 && s.local(m.now) < s.grant
 }
 
-// learnedOf is what s publishes (gossip, vouch answers): its generation,
-// whether it is admitted, and what fenced it.
+// learnedOf is what s publishes (gossip, vouch answers): its generation
+// and whether it is admitted (a fenced server also publishes what fenced
+// it: see exchange).
 func (m *Model) learnedOf(s *server) admit.Learned {
 	return admit.Learned{Generation: m.clusters[s.c].gen, Served: s.admitted, From: s.id}
 }

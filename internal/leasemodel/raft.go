@@ -9,7 +9,8 @@ import (
 // (AppendEntries and its answer, RequestVote and its answer, TimeoutNow)
 // happens at one instant, or not at all when the link is cut, either side
 // is down or paused, or either side's raft gate is closed (not admitted,
-// fenced). So no message is delayed or reordered; what remains is what
+// fenced); a request or its answer may be lost (the run's loss rate). So
+// no message is delayed or reordered; what remains is what
 // the lease rests on: terms, votes, logs, commit by majority, the
 // up-to-date check, pre-vote, leader stickiness, step-down without quorum
 // contact, and leadership transfer. There are no snapshots and no
@@ -66,8 +67,8 @@ func (m *Model) campaign(s *server, transferred bool) {
 	s.vote = s.idx
 	votes := 1
 	for _, i := range voters {
-		if v := m.servers[i]; m.raftReach(s, v) && m.requestVote(v, s, transferred) {
-			votes++
+		if v := m.servers[i]; m.raftReach(s, v) && !m.lost() && m.requestVote(v, s, transferred) && !m.lost() {
+			votes++ // neither the request nor the answer was lost
 		}
 		if s.role != candidate {
 			return // a voter's higher term made it a follower
@@ -157,7 +158,7 @@ func (m *Model) append(s *server, e entry) uint64 {
 func (m *Model) send(s *server) {
 	s.t[tSend] = m.now + s.dur(sendInterval*time.Duration(s.slow))
 	for _, i := range m.clusters[s.c].voters {
-		if f := m.servers[i]; m.raftReach(s, f) {
+		if f := m.servers[i]; m.raftReach(s, f) && !m.lost() {
 			m.appendEntries(s, f)
 			if s.role != leader {
 				return
@@ -208,8 +209,13 @@ func (m *Model) appendEntries(l, f *server) {
 		f.commit = c
 		m.apply(f)
 	}
-	l.match[f.idx], l.acked[f.idx] = l.lastIndex(), m.now
+	if !m.lost() { // the answer
+		l.match[f.idx], l.acked[f.idx] = l.lastIndex(), m.now
+	}
 }
+
+// lost reports whether a message is lost (the run's loss rate).
+func (m *Model) lost() bool { return m.loss > 0 && m.rng.IntN(1000) < m.loss }
 
 // advanceCommit commits what a majority stores, of the leader's term.
 func (m *Model) advanceCommit(s *server) {
