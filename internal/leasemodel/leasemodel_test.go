@@ -12,7 +12,7 @@ import (
 // with it on a 2-core machine; every mutant below is found within it.
 // SEQD_MODEL_STEPS and SEQD_MODEL_SEED run longer, or elsewhere:
 //
-//	SEQD_MODEL_STEPS=500000000 SEQD_MODEL_SEED=7 go test -run TestModel -v ./internal/leasemodel
+//	SEQD_MODEL_STEPS=500000000 SEQD_MODEL_SEED=7 go test -timeout 0 -run 'TestModelHolds$' -v ./internal/leasemodel
 const defaultSteps = 1_000_000
 
 func budget(t *testing.T) Config {
