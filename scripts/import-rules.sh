@@ -51,5 +51,11 @@ if [ -n "$bad" ]; then echo "import rule broken: $mod/lease imports more than th
 bad=$(go list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' "$mod/cluster/admit" | grep -vE "^$mod(/cluster/admit)?$" || true)
 if [ -n "$bad" ]; then echo "import rule broken: $mod/cluster/admit imports more than the standard library and the root package:"; echo "$bad" | sed 's/^/  /'; fail=1; fi
 
+# internal/leasemodel is the pure model of the lease protocol and
+# admission: it calls the decisions the servers call (lease/,
+# cluster/admit) and never raft, cluster/, group/ or fsm/.
+bad=$(go list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' "$mod/internal/leasemodel" | grep -vE "^$mod(/internal/leasemodel|/lease|/cluster/admit)?$" || true)
+if [ -n "$bad" ]; then echo "import rule broken: $mod/internal/leasemodel imports more than the standard library, the root package, lease/ and cluster/admit:"; echo "$bad" | sed 's/^/  /'; fail=1; fi
+
 [ $fail = 0 ] && echo "import rules: ok"
 exit $fail
