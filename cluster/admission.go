@@ -51,8 +51,10 @@ type VouchRequest struct {
 type VouchAnswer struct {
 	// Generation is the answering server's (Cluster its cluster ID).
 	Generation seqd.Generation
-	// Admitted is whether the answering server is admitted in the group.
-	Admitted bool
+	// Admitted is whether the answering server is admitted in the group;
+	// Current whether it is, or was current in the group when it last
+	// stopped (contact.go).
+	Admitted, Current bool
 	// Group echoes the group asked about (a server of a build without
 	// groups answers for group 0 whatever it is asked, and sets none).
 	Group                   int
@@ -262,7 +264,7 @@ func (n *Node) facts(i int, joined bool, members []admit.Member) (admit.Facts, b
 	req := VouchRequest{ID: n.cfg.ID, Generation: self.Generation, Group: i, HasState: has, LastIndex: self.LastIndex}
 	for _, a := range n.ask(withState, req) {
 		n.learn(admit.Learned{Generation: a.Generation, Served: a.Admitted, From: a.NodeID})
-		ans := admit.Answer{By: a.NodeID, Generation: a.Generation, Authoritative: a.Authoritative, Admitted: a.Admitted,
+		ans := admit.Answer{By: a.NodeID, Generation: a.Generation, Authoritative: a.Authoritative, Admitted: a.Admitted, Current: a.Current,
 			InConfiguration: a.InConfiguration, Voter: a.Voter, Seen: a.Seen, RecordedIndex: a.RecordedIndex, RecordedTerm: a.RecordedTerm,
 			LastIndex: a.LastIndex, Voters: a.Voters}
 		if a.Seen {

@@ -18,6 +18,7 @@ import (
 	"github.com/seqd/seqd/cluster/admit"
 	"github.com/seqd/seqd/fsm"
 	"github.com/seqd/seqd/internal/logbridge"
+	"github.com/seqd/seqd/lease"
 )
 
 // Meta is what each server publishes about itself through gossip.
@@ -98,8 +99,8 @@ type gossip struct {
 	published  atomic.Pointer[Meta] // the metadata last published
 	rejoining  atomic.Bool          // a rejoin is in flight
 	lastRejoin atomic.Int64         // unix nanos
-	knocking   atomic.Bool          // a knock is in flight
-	lastKnock  atomic.Int64         // unix nanos
+	knockMu    sync.Mutex
+	knocking   map[string]time.Time // per --join address: when its last knock ended (zero: in flight)
 	joinAddrs  []string             // the --join list, resolved (other servers only)
 }
 
@@ -302,6 +303,7 @@ func (g *gossip) loop() {
 		}
 		g.admitPass(joined)
 		g.knock()
+		g.n.writeContacts(false)
 		g.reconcile()
 		g.n.startClockSample()
 		g.rejoin()
@@ -454,19 +456,16 @@ func (g *gossip) rejoin() {
 	}()
 }
 
-// knockInterval is how often a node joins again, through gossip, the
-// servers its --join list names that gossip does not show alive.
-const knockInterval = 2 * time.Second
-
-// knock joins, in the background, the --join addresses whose servers
-// gossip does not show alive: a server of the list that comes back later
-// (a site that returns after its cluster was restored elsewhere) then
-// exchanges metadata with this one at once, and learns of a generation
-// that replaces its own before it can serve (fence.go). rejoin covers the
-// servers of the raft configuration.
+// knock joins, in the background, each --join address whose server gossip
+// does not show alive, each on its own (a dead address must not hold up
+// the others): a server of the list that comes back later (a site that
+// returns after its cluster was restored elsewhere) then exchanges
+// metadata with this one within knockInterval, and learns of a generation
+// that replaces its own before it serves (it listens lease.ListenWindow
+// first: fence.go). rejoin covers the servers of the raft configuration.
 func (g *gossip) knock() {
 	n := g.n
-	if len(g.joinAddrs) == 0 || time.Since(time.Unix(0, g.lastKnock.Load())) < knockInterval || g.knocking.Load() {
+	if len(g.joinAddrs) == 0 {
 		return
 	}
 	alive := map[string]bool{}
@@ -475,30 +474,36 @@ func (g *gossip) knock() {
 			alive[m.GossipAddr] = true
 		}
 	}
-	var addrs []string
+	now := time.Now()
+	g.knockMu.Lock()
+	defer g.knockMu.Unlock()
+	if g.knocking == nil {
+		g.knocking = map[string]time.Time{}
+	}
 	for _, a := range g.joinAddrs {
-		if !alive[a] {
-			addrs = append(addrs, a)
+		if alive[a] {
+			continue
 		}
+		if last, busy := g.knocking[a]; busy && (last.IsZero() || now.Sub(last) < lease.KnockInterval) {
+			continue // in flight (zero), or knocked a moment ago
+		}
+		g.knocking[a] = time.Time{}
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			select {
+			case <-g.done:
+				return
+			default:
+			}
+			if cnt, _ := n.ml.Join([]string{a}); cnt > 0 {
+				n.log.Debug("joined a --join server that gossip did not show alive", "addr", a)
+			}
+			g.knockMu.Lock()
+			g.knocking[a] = time.Now()
+			g.knockMu.Unlock()
+		}()
 	}
-	if len(addrs) == 0 {
-		return
-	}
-	g.lastKnock.Store(time.Now().UnixNano())
-	g.knocking.Store(true)
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		defer g.knocking.Store(false)
-		select {
-		case <-g.done:
-			return
-		default:
-		}
-		if cnt, _ := n.ml.Join(addrs); cnt > 0 {
-			n.log.Debug("joined --join servers that gossip did not show alive", "joined", cnt)
-		}
-	}()
 }
 
 // reconcile notes when this node has been added to a configuration, and on

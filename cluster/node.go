@@ -59,6 +59,11 @@ type Node struct {
 	// legacySource is the cluster a build before generations restored this
 	// data directory from ("" if none; see Generation).
 	legacySource string
+	// freshAtStart is, per group, whether this server was current in the
+	// group when it last stopped; contactWritten when the contact records
+	// were last written (contact.go).
+	freshAtStart   []bool
+	contactWritten time.Time
 
 	ml            *memberlist.Memberlist
 	gossipAddr    string // host:port other servers reach this node's gossip on
@@ -200,6 +205,7 @@ func (n *Node) open() error {
 		if err := checkIdentity(groupDir(cfg.DataDir, i), cfg.ID, i); err != nil {
 			return err
 		}
+		n.freshAtStart = append(n.freshAtStart, readContact(groupDir(cfg.DataDir, i)))
 		gc := group.Config{
 			ID: cfg.ID, Dir: groupDir(cfg.DataDir, i), Transport: noPipeline{n.transports[i]}, Host: n,
 			Index: i, Groups: count, Owns: ownsFunc(i, count),
@@ -356,6 +362,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	// group back here between its handover and the gossip leave; this
 	// server's own balancer stops (the handovers below move its groups).
 	n.stopping.Store(true)
+	n.writeContacts(true)
 	if !n.drained.Swap(true) && n.gossip != nil && n.ml != nil {
 		n.gossip.refreshMeta()
 	}

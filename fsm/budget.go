@@ -101,7 +101,14 @@ func (f *FSM) checkBudget(pending []seqd.Mark, nowUs int64) ([]int64, error) {
 		f.mu.RLock()
 		defer f.mu.RUnlock()
 		for i, m := range pending {
-			delta := m.Max - f.marks[m.Space][m.Section]
+			// The section's mark as Max reads it: a base or a restore's
+			// floor counts (a section first raised after a restore starts
+			// there, not at 0).
+			cur := max(f.marks[m.Space][m.Section], f.bases[m.Space], f.ext.floor)
+			var delta uint64
+			if m.Max > cur {
+				delta = m.Max - cur
+			}
 			if delta > MaxRaise {
 				return fmt.Errorf("%w: section %d of %q by %d", ErrRaiseTooLarge, m.Section, m.Space, delta)
 			}

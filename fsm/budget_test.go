@@ -118,3 +118,22 @@ func TestTimeMargin(t *testing.T) {
 		t.Fatalf("a century later: %v", err)
 	}
 }
+
+// A section first raised after a restore starts at the restore's floor or
+// its space's base, not at 0: its first raise costs what it adds above
+// them (a new space in a restored cluster raised no further than a step).
+func TestRaiseBudgetCountsFromTheFloor(t *testing.T) {
+	f, _ := openTest(t)
+	a := &applier{t: t, f: f}
+	a.mustOK(EncodeCreateSpace(seqd.Space{Name: "s", Step: 10, SectionSize: 1}))
+	a.mustOK(EncodeClusterGroups("c", budgetProtocol, 1))
+	f.mu.Lock()
+	f.ext.floor = 1 << 60 // as a restore's margin leaves it
+	f.mu.Unlock()
+	if err := respErr(t, a.apply(EncodeRaiseAt(1_800_000_000_000, []seqd.Mark{{Space: "s", Section: 3, Max: 1<<60 + 20}}))); err != nil {
+		t.Fatalf("the first raise of a section above a restore's floor: %v", err)
+	}
+	if got := f.Max("s", 3); got != 1<<60+20 {
+		t.Fatalf("Max %d", got)
+	}
+}

@@ -29,6 +29,11 @@ type Host interface {
 	// ctx ends; it reports whether it was. A new leader writes nothing, not
 	// even a barrier, before it returns true.
 	WaitAdmitted(ctx context.Context, group int) bool
+	// WaitListening blocks until this server has listened to the cluster
+	// (gossip) long enough to have heard of a restore that replaced its
+	// cluster: since it started, and since since when that is later; or
+	// until ctx ends. It reports whether it has.
+	WaitListening(ctx context.Context, since time.Time) bool
 	// ProtocolReady reports whether every server in conf runs a build that
 	// speaks fsm.ProtocolVersion, so that the leader may move the group to
 	// it (a server of an older build stops on a kind it does not know).

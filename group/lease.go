@@ -179,7 +179,23 @@ func (g *Group) lead(ctx context.Context, epoch uint64) {
 	}
 	// 4. Renew the lease from committed entries.
 	first := true
+	var until time.Duration // the end of the last lease granted (alloc clock)
 	for round := 1; ; round++ {
+		// Serve only once this server has listened long enough to hear of
+		// a restore that replaced its cluster (cluster's fence): before
+		// its first grant (it may have just started), and again after its
+		// lease lapsed (its process was paused, or its followers were out
+		// of reach, while a restore may have served elsewhere).
+		if first || g.alloc.Now() >= until {
+			since := time.Time{}
+			if !first {
+				since = time.Now()
+				g.log.Info("the lease lapsed: listening for news of the cluster before serving again", "term", g.raft.CurrentTerm())
+			}
+			if !g.host.WaitListening(ctx, since) {
+				return
+			}
+		}
 		t := g.alloc.Now()
 		start := time.Now()
 		renewal := fsm.EncodeNoop()
@@ -197,6 +213,7 @@ func (g *Group) lead(ctx context.Context, epoch uint64) {
 		}
 		if err == nil {
 			g.alloc.Grant(epoch, t+g.cfg.Lease)
+			until = t + g.cfg.Lease
 			g.stats.renewals.Add(1)
 			if first {
 				first = false

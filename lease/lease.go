@@ -96,3 +96,15 @@ func (h Handoff) Released() bool { return h.released }
 // leader of that term has waited out every earlier lease, so a release it
 // writes now (after it stopped serving) certifies.
 func (h Handoff) RenewedIn(term uint64) bool { return term != 0 && h.renewalTerm == term }
+
+// The listen rule. A leader serves only once its server has listened to
+// its cluster's gossip for ListenWindow: since the server started, and
+// since its lease lapsed (its process was paused, or its followers out of
+// reach). A restored cluster's servers knock on the gossip addresses of
+// their --join list every KnockInterval; so a server of the cluster that
+// the restore replaced, coming back from a stop or a pause, hears of the
+// restore, and is fenced, before it could serve beside it.
+const (
+	KnockInterval = time.Second
+	ListenWindow  = 2*KnockInterval + 500*time.Millisecond
+)

@@ -36,8 +36,13 @@ func peer(by string, g seqd.Generation, rec, recTerm, last uint64) Answer {
 func leader(a Answer) Answer { a.Authoritative, a.Admitted = true, true; return a }
 
 // up marks an answer as coming from a server admitted in the group: part of
-// the running cluster, not just restarted itself.
-func up(a Answer) Answer { a.Admitted = true; return a }
+// the running cluster, not just restarted itself (and so current in it).
+func up(a Answer) Answer { a.Admitted, a.Current = true, true; return a }
+
+// current marks an answer as coming from a server that restarted too but
+// was current in the group when it stopped (it had heard from a leader
+// until then).
+func current(a Answer) Answer { a.Current = true; return a }
 
 func TestDecide(t *testing.T) {
 	base := func(self Self, answers ...Answer) Facts {
@@ -57,7 +62,9 @@ func TestDecide(t *testing.T) {
 			base(voter("n1", 100), up(peer("n3", genS, 90, 3, 120))), Admit, ByMajority},
 		{"no leader: two admitted voters of 5 answer", with(base(voter("n1", 100), up(peer("n2", genS, 90, 3, 120)), up(peer("n3", genS, 80, 3, 100))),
 			func(f *Facts) { f.Self.Voters = []string{"n1", "n2", "n3", "n4", "n5"} }), Admit, ByMajority},
-		{"no leader: every other voter answered, none admitted (a full-cluster restart)",
+		{"no leader: a full-cluster restart with a voter gone, the answering voter current when it stopped",
+			base(voter("n1", 100), current(peer("n2", genS, 90, 3, 120))), Admit, ByMajority},
+		{"no leader: every other voter answered, none current (a full-cluster restart after they lagged)",
 			base(voter("n1", 100), peer("n2", genS, 90, 3, 120), peer("n3", genS, 80, 3, 100)), Admit, ByAnswers},
 		{"no leader: three of four other voters of 5 answered after a full restart", with(base(voter("n1", 100), peer("n2", genS, 90, 3, 120), peer("n3", genS, 80, 3, 100), peer("n4", genS, 80, 3, 100)),
 			func(f *Facts) { f.Self.Voters = []string{"n1", "n2", "n3", "n4", "n5"} }), Admit, ByAnswers},
@@ -80,7 +87,7 @@ func TestDecide(t *testing.T) {
 		// Waits.
 		{"not joined gossip, no state", with(base(Self{ID: "n4"}), func(f *Facts) { f.Joined = false }), Wait, NotJoined},
 		{"no leader and no other voter answers", base(voter("n1", 100)), Wait, QuorumWait},
-		{"no leader: the one voter that answers restarted too, and a third is down (review: a lagging peer vouched for an older copy after a power loss)",
+		{"no leader: the one voter that answers had lagged before it stopped, and a third is down (review: a lagging peer vouched for an older copy after a power loss)",
 			base(voter("n1", 100), peer("n2", genS, 90, 3, 120)), Wait, QuorumWait},
 		{"no leader: a wiped group answers from an empty log, which does not count (review: an older copy was let in)",
 			base(voter("n1", 100), peer("n2", genS, 0, 0, 0)), Wait, QuorumWait},

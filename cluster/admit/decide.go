@@ -77,6 +77,11 @@ type Answer struct {
 	Generation    seqd.Generation // Cluster is the answering server's cluster ID
 	Authoritative bool            // from the group's serving leader
 	Admitted      bool            // the answering server is admitted in the group
+	// Current: the answering server is admitted in the group, or was
+	// current in it when it last stopped (it had heard from a leader of
+	// the group until shortly before): it holds the group's progress
+	// records up to then.
+	Current bool
 	// InConfiguration and Voter describe the asking server in the
 	// answering server's configuration of the group.
 	InConfiguration, Voter bool
@@ -246,28 +251,28 @@ func decideState(f Facts, own []Answer) Verdict {
 }
 
 // majority reports whether voters of this server's configuration that are
-// admitted in the group (they are part of the running cluster: not just
-// restarted themselves), together with this server and the voters named
-// gone, make a majority of its voters.
+// current in the group (admitted now, or current when they last stopped:
+// they hold the group's records up to then, unlike a voter that had been
+// cut off from the leaders for long), together with this server and the
+// voters named gone, make a majority of its voters.
 //
 // Why that suffices: this server's own log is what is in doubt (an older
 // copy of its directory put back). A record of how far its log reached was
-// committed on a majority; an admitted voter has taken part in the group
-// since it was admitted, and holds the group's records up to when it last
-// heard from a leader, so one that answers finds a copy older than its
-// last record of this server. A crash that meets a restart (this server
-// restarting while another voter's process dies) then leaves the group
-// available, as raft alone would. What remains (DESIGN.md §6): a copy
-// taken within the record interval, or one newer than every answering
-// voter's last record because they were cut off from the leaders while
-// admitted, is not told apart.
+// committed on a majority; a current voter holds the group's records up to
+// when it last heard from a leader, so one that answers finds a copy older
+// than its last record of this server. A crash that meets a restart, or a
+// full-cluster restart with a voter gone, then leaves the group available
+// as raft alone would. What remains (DESIGN.md §6): a copy taken within the
+// record interval (plus the freshness gap) of the answering voters' last
+// contact is not told apart, and neither is one answered for only by
+// voters cut off from the leaders while admitted.
 func majority(me Self, answers []Answer) bool {
 	if !me.ConfigKnown || len(me.Voters) == 0 {
 		return false
 	}
 	counted := map[string]bool{}
 	for _, a := range answers {
-		if a.Admitted {
+		if a.Current {
 			counted[a.By] = true
 		}
 	}
@@ -289,10 +294,10 @@ func majority(me Self, answers []Answer) bool {
 // others of 3, three others of 5). A committed record sits on a majority,
 // which may include this server itself (whose copy is the one in doubt),
 // so that many other voters always include one that holds it. This is the
-// rule when the answering voters restarted too (a full-cluster restart):
-// none of them can say it was in the cluster until now, and a voter that
-// had lagged behind holds no record of what it missed. Voters named gone
-// count as answered.
+// rule when the answering voters are not current (they had been cut off
+// from the leaders before they stopped, or never recorded): a voter that
+// lagged behind holds no record of what it missed. Voters named gone count
+// as answered.
 func everyRecord(me Self, answers []Answer) (missing []string, ok bool) {
 	if !me.ConfigKnown {
 		return []string{"(configuration unknown)"}, false

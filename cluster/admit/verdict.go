@@ -39,9 +39,10 @@ type Kind string
 const (
 	// ByLeader: the group's serving leader vouches for this server's log.
 	ByLeader Kind = "leader"
-	// ByMajority: no leader answers; admitted voters of its configuration
-	// that with this server form a majority answered, and none recorded
-	// its log beyond what it holds.
+	// ByMajority: no leader answers; current voters of its configuration
+	// (admitted, or current when they last stopped) that with this server
+	// form a majority answered, and none recorded its log beyond what it
+	// holds.
 	ByMajority Kind = "majority"
 	// ByAnswers: no leader answers; enough voters answered to include
 	// every committed record of this server (a full-cluster restart), and
@@ -155,7 +156,7 @@ func (v Verdict) Message(self string) string {
 	case ByLeader:
 		s = "the serving leader " + v.By + " vouches for this server's log"
 	case ByMajority:
-		s = fmt.Sprintf("no leader answers; %d voters answered, admitted ones of which make a majority with this server, and none recorded this server's log beyond what it holds", v.Answers)
+		s = fmt.Sprintf("no leader answers; %d voters answered, current ones of which make a majority with this server, and none recorded this server's log beyond what it holds", v.Answers)
 	case ByAnswers:
 		s = fmt.Sprintf("no leader answers; %d voters answered, enough to include every committed record of this server, and none recorded its log beyond what it holds", v.Answers)
 	case BySolo:
@@ -173,7 +174,7 @@ func (v Verdict) Message(self string) string {
 	case NoAnswer:
 		s = "servers of its cluster are seen but none answered yet"
 	case QuorumWait:
-		s = fmt.Sprintf("no leader answers, and admission without one needs admitted voters that with this server make a majority, or answers from enough voters to include every committed record: waiting for %v. "+
+		s = fmt.Sprintf("no leader answers, and admission without one needs current voters that with this server make a majority, or answers from enough voters to include every committed record: waiting for %v. "+
 			"If they are gone for good (dead, their disks lost) and no server runs on an older copy of its data directory, restart the survivors with --assume-gone naming them",
 			v.Missing)
 	case LeaderWait:

@@ -73,3 +73,41 @@ func TestRestartMeetingACrashKeepsGroupsAvailable(t *testing.T) {
 		})
 	}
 }
+
+// A full-cluster restart with a voter gone for good: every server is
+// killed, and two of three start again on their own data. They are a
+// majority of every group's voters, and each was current when it stopped
+// (it had heard from a leader until then: its contact record says so), so
+// they admit each other without the third's answer and every group serves
+// again, without an operator's --assume-gone.
+func TestFullRestartWithAVoterGoneKeepsGroupsAvailable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and kills real processes")
+	}
+	ps := proctest.Start(t, 3)
+	waitGroupsBalanced(t, ps[0], 3, time.Minute)
+	time.Sleep(1500 * time.Millisecond) // a contact record written while every server was current (every second)
+	for _, p := range ps {
+		p.Kill9()
+	}
+	start := time.Now()
+	ps[0].Start(t)
+	ps[1].Start(t)
+	deadline := start.Add(availableWithin + 5*time.Second) // two process starts on top of the failover
+	for {
+		rs := routes(ps[0])
+		ok := len(rs) == 3
+		for _, g := range rs {
+			ok = ok && g.GetServing()
+		}
+		if ok {
+			t.Logf("every group served again %v after the two servers were started", time.Since(start).Round(time.Millisecond))
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("with %s and %s up (a majority, on their own data), groups %v lacked a serving leader; %s's log:\n%s",
+				ps[0].ID, ps[1].ID, rs, ps[0].ID, ps[0].LogText())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

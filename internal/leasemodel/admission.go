@@ -49,10 +49,20 @@ func (m *Model) ask(s *server) {
 			m.leadProgress(s)
 		}
 	case admit.Refuse:
-		s.refused = true
-		m.condDirty = true
-		m.note(s, "refused: "+string(v.Kind))
-		m.stats.add("refused " + string(v.Kind))
+		// cluster's admission decides again on every pass: a refusal
+		// holds only while its cause does (the source that runs, the
+		// sibling that is seen), except a fence, which is for good.
+		if v.Kind != s.waiting {
+			s.waiting = v.Kind
+			m.note(s, "refused: "+string(v.Kind))
+			m.stats.add("refused " + string(v.Kind))
+		}
+		if v.Kind == admit.Superseded {
+			s.refused = true
+			m.condDirty = true
+			return
+		}
+		s.t[tAsk] = m.now + s.dur(askInterval)
 	default:
 		if v.Kind != s.waiting {
 			s.waiting = v.Kind
@@ -65,7 +75,7 @@ func (m *Model) ask(s *server) {
 // answer is o's vouch answer to s (cluster's Node.Vouch).
 func (m *Model) answer(o, s *server) admit.Answer {
 	c := m.clusters[o.c]
-	a := admit.Answer{By: o.id, Generation: c.gen, Admitted: o.admitted, LastIndex: o.lastIndex()}
+	a := admit.Answer{By: o.id, Generation: c.gen, Admitted: o.admitted, Current: o.admitted || o.freshAtStop, LastIndex: o.lastIndex()}
 	a.Authoritative = o.role == leader && m.holds(o) && !o.paused
 	for _, i := range c.voters {
 		a.Voters = append(a.Voters, m.servers[i].id)
@@ -98,7 +108,7 @@ func (m *Model) learn(s *server, l admit.Learned) {
 		return
 	}
 	mine := m.clusters[s.c].gen
-	if l.Generation.Supersedes(mine) && !s.learnedNewer {
+	if l.Generation.Supersedes(mine) && l.Served && !s.learnedNewer {
 		s.learnedNewer = true
 		m.note(s, "learns of "+l.Generation.String()+" from "+l.From)
 	}

@@ -78,12 +78,7 @@ func (m *Model) check() {
 	}
 	for i, a := range holders {
 		for _, b := range holders[i+1:] {
-			// Across clusters a paused server's lease does not count: it
-			// answers nothing while paused and hears gossip first when it
-			// resumes (gossipOnResume).
-			if a.c == b.c || (!a.paused && !b.paused) {
-				m.violate(Overlap, fmt.Sprintf("%s and %s hold leases at once", m.leaseOf(a), m.leaseOf(b)))
-			}
+			m.violate(Overlap, fmt.Sprintf("%s and %s hold leases at once", m.leaseOf(a), m.leaseOf(b)))
 		}
 	}
 	if m.condDirty {
@@ -111,10 +106,18 @@ func (m *Model) leaseOf(s *server) string {
 
 // required reports whether cluster c must be available: no other cluster
 // of the lineage has its generation number or a higher one (a newer
-// generation supersedes it, and of two siblings either may be refused).
+// generation supersedes it, and of two siblings either may be refused),
+// and no server of an older generation runs unfenced (the restore's
+// procedure stops them first; while one runs, a restore refuses:
+// source-running).
 func (m *Model) required(c int) bool {
 	for o := range m.clusters {
 		if o != c && m.clusters[o].gen.Number >= m.clusters[c].gen.Number {
+			return false
+		}
+	}
+	for _, s := range m.servers {
+		if m.clusters[s.c].gen.Number < m.clusters[c].gen.Number && s.up && !s.fenced {
 			return false
 		}
 	}

@@ -18,9 +18,6 @@ type Config struct {
 	Rules Rules
 	// RunLength is each run's span of real time (DefaultRunLength when 0).
 	RunLength time.Duration
-	// ResumeBeforeGossip drops the model's assumption that a server
-	// resuming from a pause hears gossip before its lease loop acts.
-	ResumeBeforeGossip bool
 }
 
 // DefaultRunLength is a run's span: long enough for several failovers and
@@ -101,7 +98,6 @@ func newRun(cfg Config, seed uint64, script []fault) *Model {
 	}
 	m := newModel(cfg.Rules, n, rand.New(rand.NewPCG(seed, 1)))
 	m.end = int64(cfg.RunLength)
-	m.gossipOnResume = !cfg.ResumeBeforeGossip
 	m.faults = &faultGen{rng: rand.New(rand.NewPCG(seed, 2)), soon: never}
 	if script != nil {
 		m.faults.script = script

@@ -260,9 +260,6 @@ func (m *Model) applyFault(f fault) {
 		s.paused = true
 	case fResume:
 		s.paused = false
-		if m.gossipOnResume {
-			m.gossip(s)
-		}
 	case fCut, fHeal:
 		m.cut[f.a][f.b] = f.kind == fCut
 		m.cut[f.b][f.a] = f.kind == fCut

@@ -58,8 +58,7 @@ func (m *Model) leadProgress(s *server) {
 		if s.handoff.Released() {
 			m.note(s, "finds a certified release: serves without a wait")
 			m.stats.add("served after a certified release")
-			s.phase = renewing
-			m.renew(s)
+			m.renewOrListen(s)
 			return
 		}
 		var seen time.Time
@@ -92,18 +91,42 @@ func (m *Model) leadProgress(s *server) {
 	}
 }
 
-// leadTimer: the wait ended, or the next renewal is due.
+// leadTimer: the wait ended, the listening ended, or the next renewal is
+// due.
 func (m *Model) leadTimer(s *server) {
 	s.t[tLead] = never
 	switch s.phase {
-	case waiting:
-		s.phase = renewing
-		m.renew(s)
+	case waiting, listening:
+		m.renewOrListen(s)
 	case renewing:
 		if !s.pending {
-			m.renew(s)
+			m.renewOrListen(s)
 		}
 	}
+}
+
+// renewOrListen renews, unless the listen rule holds the leader back:
+// before its first grant of the leadership, and when its lease lapsed
+// (group.lead's check at the top of each round), it listens to gossip for
+// the listen window first, since its start or the lapse.
+func (m *Model) renewOrListen(s *server) {
+	now := s.local(m.now)
+	if s.served && s.phase == renewing && now >= s.grant {
+		s.listenSince = now
+		m.note(s, "the lease lapsed: listens before serving again")
+		m.stats.add("listened after a lapse")
+	}
+	if s.phase == renewing && s.served && now < s.grant {
+		m.renew(s)
+		return
+	}
+	if end := s.listenSince + int64(m.rules.ListenWindow()); now < end {
+		s.phase = listening
+		s.t[tLead] = s.realAt(end)
+		return
+	}
+	s.phase = renewing
+	m.renew(s)
 }
 
 // renew submits a renewal, with a clock reading taken before; the lease

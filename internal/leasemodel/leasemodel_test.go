@@ -70,6 +70,7 @@ func TestModelFindsMutants(t *testing.T) {
 		{"no generation fencing", noFence{}, Fenced},
 		{"the old availability rule: every other voter of 3 answers", oldAvailability{}, Unavailable},
 		{"the lease wait without the margin for clock rates", noMargin{}, Overlap},
+		{"no listen rule: a leader serves before gossip can tell it of a restore", noListen{}, Overlap},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := budget(t)

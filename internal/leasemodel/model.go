@@ -22,6 +22,7 @@ const (
 	gossipInterval   = time.Second            // gossip carries each server's published generation
 	leaveTime        = time.Second            // a stopping server leaves gossip (cluster's Shutdown) before raft stops
 	recordInterval   = 5 * time.Second        // a leader records how far each server's log reaches
+	freshGap         = 3 * time.Second        // a server last in touch with a leader this long before it stopped counts as current (cluster's contact records)
 	driftPerMille    = 40                     // clock rates lie in 1 ± 4%: the margin (L/10) covers 1 ± 4.76%
 )
 
@@ -58,6 +59,7 @@ type phase uint8
 
 const (
 	idle      phase = iota // not leading, or stopped (Withhold, Revoke)
+	listening              // the listen rule: before the first grant of a leadership, and after a lapse
 	admitWait              // WaitVouched
 	barrier                // Barrier
 	waiting                // the lease wait (lease.Deadline)
@@ -105,6 +107,10 @@ type server struct {
 
 	up, paused, stopping bool
 	startLocal           int64
+	// listenSince (local) is when the server began listening to gossip
+	// (its start), or when its lease lapsed, whichever is later (the listen
+	// rule: lease.ListenWindow).
+	listenSince int64
 
 	// Kept across restarts: raft's log, term and vote; the fence and the
 	// state machine's file (lease record, progress records).
@@ -116,8 +122,13 @@ type server struct {
 	rec      lease.Record
 	recorded bool
 	records  map[int]uint64
+	// freshAtStop: the server was current in its group when it last
+	// stopped: admitted, and it had heard from a leader (or led) within
+	// freshGap (cluster's contact records).
+	freshAtStop bool
 	// learnedNewer: the server has heard of a generation superseding its
-	// own (ground truth for property (b), whatever Fence says).
+	// own that has served (ground truth for property (b), whatever Fence
+	// says).
 	learnedNewer bool
 
 	// Lost on a crash.
@@ -129,6 +140,7 @@ type server struct {
 	handoff           Handoff
 	admitted, refused bool
 	waiting           admit.Kind // the last wait's kind (the trace says each once)
+	contact           int64      // real time it last heard from a leader (0: never since it started)
 	seen              int64      // local time it last stored a renewal since it started (0: never)
 
 	phase        phase
@@ -185,13 +197,8 @@ type Model struct {
 	rng      *rand.Rand // the protocol's randomness (timer jitter, lost messages)
 	loss     int        // per mille of raft messages lost
 	faults   *faultGen
-	// gossipOnResume: a server that resumes from a pause hears gossip
-	// before its lease loop acts (the model's assumption; without it the
-	// source of a restore, paused meanwhile, serves beside the restore
-	// until gossip reaches it: TestScenarioRestoreWhileSourcePaused).
-	gossipOnResume bool
-	steps          int
-	end            int64
+	steps    int
+	end      int64
 
 	// checking
 	lastServed []int64
@@ -254,10 +261,11 @@ func (m *Model) addServer(id string, c int, setup *rand.Rand) *server {
 func (m *Model) start(s *server) {
 	s.up, s.paused, s.stopping = true, false, false
 	s.startLocal = s.local(m.now)
+	s.listenSince = s.startLocal
 	s.role, s.leader, s.commit, s.applied = follower, -1, 0, 0
 	s.match, s.acked = [maxServers]uint64{}, [maxServers]int64{}
 	s.handoff = m.rules.NewHandoff()
-	s.admitted, s.refused, s.seen, s.waiting = false, false, 0, ""
+	s.admitted, s.refused, s.seen, s.waiting, s.contact = false, false, 0, "", 0
 	s.phase, s.pending, s.grant, s.served = idle, false, 0, false
 	s.move, s.stopAfter = noMove, false
 	for i := range s.t {
@@ -274,6 +282,12 @@ func (m *Model) start(s *server) {
 
 // down ends a server's process (a crash, or the end of a graceful stop).
 func (m *Model) down(s *server) {
+	if s.admitted {
+		// cluster's contact record, written while admitted (a shut gate
+		// leaves the last one standing).
+		led := s.role == leader
+		s.freshAtStop = led || (s.contact != 0 && m.now-s.contact <= int64(freshGap))
+	}
 	s.up, s.paused, s.stopping = false, false, false
 	s.grant, s.phase, s.role, s.admitted = 0, idle, follower, false
 	for i := range s.t {

@@ -51,3 +51,10 @@ func (noMargin) Deadline(gained, seen time.Time, l, _ time.Duration, rec lease.R
 	rec.Margin = 0
 	return lease.Deadline(gained, seen, l, 0, rec, recorded, past)
 }
+
+// noListen serves without listening first (no listen rule): a source of a
+// restore that resumes from a pause serves before gossip tells it of the
+// restore.
+type noListen struct{ Real }
+
+func (noListen) ListenWindow() time.Duration { return 0 }

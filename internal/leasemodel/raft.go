@@ -188,6 +188,7 @@ func (m *Model) appendEntries(l, f *server) {
 		m.stepDown(f, l.term)
 	}
 	f.leader = l.idx
+	f.contact = m.now
 	m.resetElection(f)
 	// The last index at which the logs agree (log matching: an equal term
 	// at an index means equal prefixes); entries after it that differ are

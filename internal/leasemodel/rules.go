@@ -23,6 +23,10 @@ type Rules interface {
 	Decide(admit.Facts) admit.Verdict
 	// Fence is admit.Fence.
 	Fence(mine seqd.Generation, served bool, l admit.Learned) admit.Verdict
+	// ListenWindow is lease.ListenWindow: how long a leader listens to
+	// gossip before it serves, after its server started and after its
+	// lease lapsed (the listen rule).
+	ListenWindow() time.Duration
 }
 
 // Handoff is the method set of *lease.Handoff.
@@ -47,3 +51,5 @@ func (Real) Decide(f admit.Facts) admit.Verdict { return admit.Decide(f) }
 func (Real) Fence(mine seqd.Generation, served bool, l admit.Learned) admit.Verdict {
 	return admit.Fence(mine, served, l)
 }
+
+func (Real) ListenWindow() time.Duration { return lease.ListenWindow }

@@ -361,9 +361,14 @@ type VouchResponse struct {
 	// (seqd.Generation, with cluster_id); admitted is whether it is admitted
 	// in the group asked about. Empty, 0 and false from builds before
 	// generations.
-	Lineage       string `protobuf:"bytes,16,opt,name=lineage,proto3" json:"lineage,omitempty"`
-	Generation    uint64 `protobuf:"varint,17,opt,name=generation,proto3" json:"generation,omitempty"`
-	Admitted      bool   `protobuf:"varint,18,opt,name=admitted,proto3" json:"admitted,omitempty"`
+	Lineage    string `protobuf:"bytes,16,opt,name=lineage,proto3" json:"lineage,omitempty"`
+	Generation uint64 `protobuf:"varint,17,opt,name=generation,proto3" json:"generation,omitempty"`
+	Admitted   bool   `protobuf:"varint,18,opt,name=admitted,proto3" json:"admitted,omitempty"`
+	// current is true when the answering server is admitted in the group
+	// asked about, or was current in it when it last stopped (it had heard
+	// from a leader of the group until shortly before): it holds the group's
+	// progress records up to then. False from builds before it.
+	Current       bool `protobuf:"varint,19,opt,name=current,proto3" json:"current,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -524,6 +529,13 @@ func (x *VouchResponse) GetAdmitted() bool {
 	return false
 }
 
+func (x *VouchResponse) GetCurrent() bool {
+	if x != nil {
+		return x.Current
+	}
+	return false
+}
+
 var File_seqd_peer_v1_peer_proto protoreflect.FileDescriptor
 
 const file_seqd_peer_v1_peer_proto_rawDesc = "" +
@@ -549,7 +561,7 @@ const file_seqd_peer_v1_peer_proto_rawDesc = "" +
 	"\alineage\x18\x06 \x01(\tR\alineage\x12\x1e\n" +
 	"\n" +
 	"generation\x18\a \x01(\x04R\n" +
-	"generation\"\xcb\x04\n" +
+	"generation\"\xe5\x04\n" +
 	"\rVouchResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12$\n" +
@@ -573,7 +585,8 @@ const file_seqd_peer_v1_peer_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x11 \x01(\x04R\n" +
 	"generation\x12\x1a\n" +
-	"\badmitted\x18\x12 \x01(\bR\badmitted2\xdf\x01\n" +
+	"\badmitted\x18\x12 \x01(\bR\badmitted\x12\x18\n" +
+	"\acurrent\x18\x13 \x01(\bR\acurrent2\xdf\x01\n" +
 	"\vPeerService\x12B\n" +
 	"\x05Vouch\x12\x1a.seqd.peer.v1.VouchRequest\x1a\x1b.seqd.peer.v1.VouchResponse\"\x00\x12E\n" +
 	"\x05Clock\x12\x1a.seqd.peer.v1.ClockRequest\x1a\x1b.seqd.peer.v1.ClockResponse\"\x03\x90\x02\x01\x12E\n" +
