@@ -169,8 +169,9 @@ func cmdReserve(args []string) error {
 }
 
 func cmdSpace(args []string) error {
-	if len(args) == 0 {
-		return cli.Usagef("space needs a subcommand: create or list")
+	if err := cli.Subcommand(args, "seqd space create|list", "Creates and lists spaces (families of per-key sequences).",
+		"create NAME [--step N] [--section-size N]", "list"); err != nil {
+		return err
 	}
 	switch args[0] {
 	case "create":
@@ -229,9 +230,8 @@ func cmdSpace(args []string) error {
 			fmt.Fprintf(tw, "%s\t%d\t%d\n", s.GetName(), s.GetStep(), s.GetSectionSize())
 		}
 		return tw.Flush()
-	default:
-		return cli.Usagef("unknown space subcommand %q (want create or list)", args[0])
 	}
+	return nil // cli.Subcommand refused any other
 }
 
 func cmdStatus(args []string) error {
@@ -363,11 +363,13 @@ func printGroups(st *seqv1.ClusterStatusResponse) error {
 }
 
 func cmdNode(args []string) error {
-	if len(args) > 0 && args[0] == "drain" {
-		return cmdNodeDrain(args[1:])
+	if err := cli.Subcommand(args, "seqd node remove|drain", "Changes a server's place in the cluster.",
+		"remove ID          remove a server from every raft group's configuration",
+		"drain [--undo] ID  move every raft group ID leads to other servers"); err != nil {
+		return err
 	}
-	if len(args) == 0 || args[0] != "remove" {
-		return cli.Usagef("node needs a subcommand: remove ID, or drain ID")
+	if args[0] == "drain" {
+		return cmdNodeDrain(args[1:])
 	}
 	fs := cli.NewFlagSet("node remove", "seqd node remove ID",
 		"Removes server ID from the raft configuration. It stops voting, and the leader never adds it\n"+
