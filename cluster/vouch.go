@@ -184,6 +184,10 @@ func (n *Node) vouchAll(how string, args ...any) {
 	}
 }
 
+// vouchSlow is how long an elected server waits to be vouched for before
+// WaitVouched warns: far more than a routine start takes.
+const vouchSlow = 30 * time.Second
+
 // WaitVouched implements group.Host: it waits until this server is vouched
 // for in group i or ctx ends.
 func (n *Node) WaitVouched(ctx context.Context, i int) bool {
@@ -193,10 +197,19 @@ func (n *Node) WaitVouched(ctx context.Context, i int) bool {
 	r := n.groups[i].Raft()
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
-	for logged := false; ; {
-		if !logged && r.State() == raft.Leader {
-			n.log.Warn("raft elected this server, but it is not vouched for in the group yet: it does not serve, or write entries, until it is", "group", i)
-			logged = true
+	// Elected before it is vouched for is routine at every start (a lone
+	// node waits to see whether others of its cluster are up): INFO. Still
+	// waiting long after that is worth a WARN; the gate's own messages say
+	// why it waits.
+	var electedAt time.Time
+	for warned := false; ; {
+		if electedAt.IsZero() && r.State() == raft.Leader {
+			n.log.Info("raft elected this server; it serves once it is vouched for in the group (a few seconds at a start)", "group", i)
+			electedAt = time.Now()
+		}
+		if !warned && !electedAt.IsZero() && time.Since(electedAt) > vouchSlow {
+			n.log.Warn("raft elected this server, but it is still not vouched for in the group: it does not serve, or write entries, until it is (see the vouching messages above)", "group", i, "waiting", time.Since(electedAt).Round(time.Second))
+			warned = true
 		}
 		select {
 		case <-ctx.Done():
