@@ -29,6 +29,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -118,6 +119,9 @@ func New(addrs []string, opts Options) (*Client, error) {
 	}
 	if opts.MaxBatchWait == 0 {
 		opts.MaxBatchWait = DefaultMaxBatchWait
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	c := &Client{opts: opts, http: opts.HTTPClient}
 	if c.http == nil {

@@ -2,6 +2,7 @@ package client
 
 import (
 	"crypto/tls"
+	"log/slog"
 	"net/http"
 	"time"
 )
@@ -82,4 +83,9 @@ type Options struct {
 	// group in a cluster of several: every call then goes whole to the
 	// believed leader, which forwards each group's share.
 	DisableRouting bool
+
+	// Logger receives the client's own logs (today those of embedded
+	// generators: grants renewed late, fenced, released). The default is
+	// none: the client writes nothing unless given a logger.
+	Logger *slog.Logger
 }
