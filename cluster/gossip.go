@@ -72,7 +72,6 @@ type gossip struct {
 	publishedReady atomic.Bool  // Ready as last published
 	rejoining      atomic.Bool  // a rejoin is in flight
 	lastRejoin     atomic.Int64 // unix nanos
-	joinAddrs      []string     // the --join list, resolved (other servers only)
 }
 
 func (n *Node) startGossip() error {
@@ -88,18 +87,16 @@ func (n *Node) startGossip() error {
 	mc.Name = n.cfg.ID
 	mc.BindAddr = host
 	mc.BindPort = port
-	ahost, aportStr, _ := net.SplitHostPort(n.cfg.GossipAdvertise)
-	aport, err := strconv.Atoi(aportStr)
+	adv, err := advertised(n.log, "gossip", n.cfg.GossipAdvertise, false, resolveWait)
 	if err != nil {
-		return fmt.Errorf("%w: gossip advertise port %q", ErrInvalidConfig, aportStr)
+		return err
 	}
-	mc.AdvertiseAddr = ahost
-	mc.AdvertisePort = aport
+	mc.AdvertiseAddr = adv.(*net.TCPAddr).IP.String()
+	mc.AdvertisePort = adv.(*net.TCPAddr).Port
 	if len(n.cfg.GossipKey) > 0 {
 		mc.SecretKey = n.cfg.GossipKey
 		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
 	}
-	g.resolveJoins()
 	mc.Delegate = g
 	mc.Events = g
 	mc.LogOutput = logbridge.NewWriter(n.log, "memberlist", n.cfg.RaftLogLevel)
@@ -285,7 +282,7 @@ func (g *gossip) maybeBootstrap() {
 	}
 	if !g.ready() {
 		n.warnOnce("bootstrap-joins", "not bootstrapping yet: waiting to see every server --join names (a server bootstraps only with all of them)",
-			"join", g.joinAddrs)
+			"join", g.joinAddrs())
 		return
 	}
 	var servers []raft.Server
@@ -356,7 +353,7 @@ func (g *gossip) ready() bool {
 			alive[m.GossipAddr] = true
 		}
 	}
-	for _, a := range g.joinAddrs {
+	for _, a := range g.joinAddrs() {
 		if !alive[a] {
 			return false
 		}
@@ -364,21 +361,21 @@ func (g *gossip) ready() bool {
 	return true
 }
 
-// resolveJoins resolves the --join list (other servers only) to the
-// addresses memberlist reports, once.
-func (g *gossip) resolveJoins() {
-	resolve := func(a string) string {
-		if r, err := net.ResolveTCPAddr("tcp", a); err == nil {
-			return r.String()
-		}
-		return a
+// joinAddrs resolves the --join list (other servers only) to the addresses
+// memberlist reports, anew on every call: a name that does not resolve yet
+// stays as it is, and counts as a server not seen (see resolve.go).
+func (g *gossip) joinAddrs() []string {
+	self := map[string]bool{resolveHostPort(g.n.cfg.GossipAddr): true, resolveHostPort(g.n.cfg.GossipAdvertise): true}
+	if g.n.gossipAddr != "" {
+		self[g.n.gossipAddr] = true
 	}
-	self := map[string]bool{resolve(g.n.cfg.GossipAddr): true, resolve(g.n.cfg.GossipAdvertise): true}
+	var out []string
 	for _, j := range g.otherJoinAddrs() {
-		if r := resolve(j); !self[r] {
-			g.joinAddrs = append(g.joinAddrs, r)
+		if r := resolveHostPort(j); !self[r] {
+			out = append(out, r)
 		}
 	}
+	return out
 }
 
 // rejoinInterval is how often a node joins again the gossip address of each
