@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -395,13 +396,31 @@ func cmdNode(args []string) error {
 	return nil
 }
 
+// loopback is addr with an unspecified host (0.0.0.0, ::, none) replaced by
+// 127.0.0.1: where a server listening on every address is reached locally.
+func loopback(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
+}
+
 func cmdHealth(args []string) error {
 	fs := cli.NewFlagSet("health", "seqd health [--addr A] [--service S]",
 		"Asks one node for its standard gRPC health status. Exits 0 when SERVING, 1 otherwise\n"+
-			"(for container health checks and scripts).")
+			"(for container health checks and scripts). Without --addr (or SEQD_ADDR) it asks the node\n"+
+			"this environment's SEQD_API_ADDR serves, on loopback when that listens on every address:\n"+
+			"a container's health check follows the API address the container was given.")
 	service := fs.String("service", "seq.v1.SequenceService", "service to ask about (\"\" for the server)")
 	cf := addClientFlags(fs)
 	*cf.timeout = 3 * time.Second
+	if a := os.Getenv("SEQD_API_ADDR"); a != "" {
+		*cf.addr = loopback(a)
+	}
 	ops, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err

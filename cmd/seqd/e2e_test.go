@@ -295,6 +295,15 @@ func TestHealthCommand(t *testing.T) {
 	if _, _, code := runCLI(t, nil, "health", "--addr", dead, "--timeout", "500ms"); code != 1 {
 		t.Fatalf("health of nothing: exit %d, want 1", code)
 	}
+	// Without --addr it asks the node SEQD_API_ADDR serves (on loopback
+	// for an unspecified host), as the image's HEALTHCHECK does.
+	_, port, _ := strings.Cut(ps[0].API, ":")
+	if out, _, code := runCLI(t, []string{"SEQD_API_ADDR=0.0.0.0:" + port}, "health"); code != 0 || !strings.Contains(out, "SERVING") {
+		t.Fatalf("health with SEQD_API_ADDR=0.0.0.0:%s: exit %d, %q", port, code, out)
+	}
+	if _, _, code := runCLI(t, []string{"SEQD_API_ADDR=" + dead}, "health", "--timeout", "500ms"); code != 1 {
+		t.Fatalf("health with SEQD_API_ADDR of nothing: exit %d, want 1", code)
+	}
 }
 
 // TestStatusPageAndCORS: seqd serve serves the status page at /ui/, and with
