@@ -55,7 +55,7 @@ func TestCommandLineErrors(t *testing.T) {
 		{nil, []string{"serve", "--bootstrap-expect", "-1"}, 2, "bootstrap-expect"},
 		{nil, []string{"serve", "--groups", "300"}, 2, "--groups must be 1 to 256"},
 		{nil, []string{"serve", "--groups", "-1"}, 2, "--groups must be 1 to 256"},
-		{nil, []string{"node", "drain"}, 2, "node drain takes one ID"},
+		{nil, []string{"node", "drain"}, 2, "node drain takes one ID, or --self"},
 		{nil, []string{"serve", "--api-addr", "nonsense"}, 2, "host:port"},
 		{nil, []string{"serve", "--api-addr", "127.0.0.1:0"}, 2, "fixed port"},
 		{nil, []string{"serve", "--advertise-raft", "0.0.0.0:7701"}, 2, "unspecified"},

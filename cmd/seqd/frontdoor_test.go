@@ -132,3 +132,24 @@ func TestRoutineRestartLogsNoWarning(t *testing.T) {
 		t.Fatalf("the restart logged nothing at INFO: %q", p.LogText())
 	}
 }
+
+// TestNodeDrainSelf: `seqd node drain --self` drains the server --addr
+// names, as a Kubernetes preStop hook runs it inside the pod: the leader
+// hands its groups over and leads none after.
+func TestNodeDrainSelf(t *testing.T) {
+	ps := proctest.Start(t, 3)
+	proctest.WaitHealthy(t, ps, 60*time.Second)
+	l := proctest.WaitLeader(t, ps, nil, 30*time.Second)
+	out, stderr, code := runCLI(t, nil, "node", "drain", "--self", "--addr", l.API, "--timeout", "30s")
+	if code != 0 || strings.TrimSpace(out) != l.ID+" drained: leads no group" {
+		t.Fatalf("node drain --self at %s: exit %d, %q %q", l.ID, code, out, stderr)
+	}
+	if nl := proctest.WaitLeader(t, ps, l, 30*time.Second); nl == l {
+		t.Fatalf("%s still leads after its drain", l.ID)
+	}
+	for _, args := range [][]string{{"node", "drain", "--self", "n1"}, {"node", "drain", "--self", "--addr", "a:1,b:2"}} {
+		if _, stderr, code := runCLI(t, nil, args...); code != 2 || !strings.Contains(stderr, "node drain") {
+			t.Errorf("seqd %v: exit %d, %q; want a usage error", args, code, stderr)
+		}
+	}
+}
