@@ -60,10 +60,11 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 		// One byte more than the limit tells a body at the limit from one
 		// over it.
 		var one [1]byte
-		if n, _ := b.rc.Read(one[:]); n > 0 {
+		n, err := b.rc.Read(one[:])
+		if n > 0 {
 			return 0, errBodyTooLarge
 		}
-		return b.rc.Read(p)
+		return 0, err
 	}
 	if int64(len(p)) > b.left {
 		p = p[:b.left]
