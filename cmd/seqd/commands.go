@@ -302,6 +302,7 @@ func cmdStatus(args []string) error {
 		return err
 	}
 	if len(st.GetGroups()) > 1 {
+		fmt.Println("(STATE, SERVING and TERM above are group 0's; every group's are below)")
 		return printGroups(st)
 	}
 	return nil

@@ -140,6 +140,11 @@ func TestNodeDrainSelf(t *testing.T) {
 	ps := proctest.Start(t, 3)
 	proctest.WaitHealthy(t, ps, 60*time.Second)
 	l := proctest.WaitLeader(t, ps, nil, 30*time.Second)
+	// Three servers run three groups: status says whose STATE and SERVING
+	// the nodes table shows.
+	if out, _, _ := runCLI(t, nil, "status", "--addr", l.API); !strings.Contains(out, "(STATE, SERVING and TERM above are group 0's") {
+		t.Errorf("status does not say its nodes table is group 0's:\n%s", out)
+	}
 	out, stderr, code := runCLI(t, nil, "node", "drain", "--self", "--addr", l.API, "--timeout", "30s")
 	if code != 0 || strings.TrimSpace(out) != l.ID+" drained: leads no group" {
 		t.Fatalf("node drain --self at %s: exit %d, %q %q", l.ID, code, out, stderr)
