@@ -366,9 +366,6 @@ func (g *gossip) ready() bool {
 // stays as it is, and counts as a server not seen (see resolve.go).
 func (g *gossip) joinAddrs() []string {
 	self := map[string]bool{resolveHostPort(g.n.cfg.GossipAddr): true, resolveHostPort(g.n.cfg.GossipAdvertise): true}
-	if g.n.gossipAddr != "" {
-		self[g.n.gossipAddr] = true
-	}
 	var out []string
 	for _, j := range g.otherJoinAddrs() {
 		if r := resolveHostPort(j); !self[r] {
