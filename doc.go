@@ -7,4 +7,81 @@
 // the state machine (fsm/), the server and the Go client can all use it
 // without depending on each other. It defines words, never behaviour beyond
 // validating them.
+//
+// # Layout of the module
+//
+// This is the one description of the code's layout (README.md and
+// DESIGN.md point here; each package's own doc.go says more). In the order
+// a Next call flows through them:
+//
+//   - client/ (and client/web/, the TypeScript client and the status page's
+//     sources): the Go client. It keeps a routing table (the members,
+//     refreshed when an answer's Seqd-Routing-Version grows, and per raft
+//     group the leader), goes straight to the leader of each key's group,
+//     coalesces concurrent calls into one, and retries unavailable errors.
+//     Its embedded flake Generator is a flake.Holder over IdService.
+//   - api/: the Connect handlers (Connect, gRPC and gRPC-Web on one port):
+//     sequence.go, admin.go, forward.go (a follower forwards a call to the
+//     leader once), groups.go (a call split by raft group), errors.go (the
+//     one map from errors to Connect codes; internal text is logged, never
+//     sent), front.go and codec.go (what a request meets before a handler:
+//     the body limit, one-line 404 and 415 bodies, strict JSON), headers.go,
+//     auth.go, cors.go, health.go, peers.go (the internal PeerService), and
+//     id.go, id_admin.go (flake ids). api/proto/ holds the protos and
+//     api/gen/ the generated code (scripts/gen.sh).
+//   - cluster/: the host, one per process: the raft listener behind the gate
+//     that keeps a server out of raft until it is admitted, gossip
+//     (memberlist) for discovery and bootstrap, membership, admission
+//     (admission.go applies the verdicts of cluster/admit) and fencing by
+//     generations (fence.go), the disk-full rule, the routing version,
+//     offline restore, and its raft groups (groups.go, mux.go, placement.go).
+//   - cluster/admit/: who may take part in a raft group, as pure decisions
+//     with typed verdicts (Decide, Fence, Bootstrap, AdoptCount).
+//   - group/: one raft group: raft with its log and snapshot stores, the
+//     state machine, the allocator, and the lease loop.
+//   - lease/: the lease rules, pure: when a new leader may serve
+//     (Deadline), what a release certifies (Handoff), the listen rule.
+//   - sections/: the allocator, pure: per section max, floor and cur[key],
+//     raises ahead of need, and the lease check under the same lock as the
+//     increment.
+//   - flake/ (and flake/ff1): flake ids, pure: layouts, decode, the
+//     range-bounded Generator, the Holder, obfuscation (FF1).
+//   - bootclock/: the clock that counts suspension, timing both leases.
+//   - fsm/: a group's replicated state in bbolt: the command registry and
+//     codec, apply, snapshot, the file format, backup and the restore margin;
+//     flake namespaces and workers.
+//   - this package (the module root): the shared vocabulary, and slots.go,
+//     which raft group owns a section.
+//   - server/: the one assembly of a node (cluster + API + metrics + status
+//     page, TLS, token, CORS): seqd serve and the test clusters both use it.
+//   - metrics/, ui/: Prometheus metrics; the embedded status page.
+//   - cmd/seqd/: the binary (serve, the client commands, backup, restore);
+//     cmd/seqbench/ and internal/bench: the load tool and the baseline server.
+//   - internal/: cli (a FlagSet per subcommand, SEQD_<NAME>, exit statuses),
+//     logbridge (raft's and memberlist's logs into slog), testcluster and
+//     proctest (in-process clusters; real seqd processes), history (records
+//     calls and checks them), loadgen (the load generator), leasemodel (the
+//     model checker of the lease protocol and admission: DESIGN.md §8).
+//     cluster/groupstest/ holds the end-to-end tests of several groups.
+//   - jepsen/: the chaos harness and its RESULTS.md.
+//   - deploy/: the container image's second build file (container/, kept
+//     equal to the Dockerfile's runtime layout by layout_test.go) and the
+//     Kubernetes manifests (kubernetes/, with a test module of its own).
+//   - bench/, interop/: their own modules, for the comparison benchmarks
+//     (scripts/compare.sh) and a stock grpc-go client (scripts/interop.sh).
+//   - scripts/: cluster.sh (3 nodes locally), gen.sh, build.sh, interop.sh,
+//     import-rules.sh, compare.sh, compose.yml, npm-pack-test.sh,
+//     container-test.sh.
+//
+// Rules, checked in CI by scripts/import-rules.sh: this package imports
+// only the standard library; sections/ and fsm/ never import group/,
+// cluster/, api/ or server/, and sections/ never imports raft; group/ never
+// imports cluster/ (the host owns its groups, not the other way round);
+// cluster/ never imports api/ or server/ (it asks peers through functions
+// server/ hands it); api/ never imports fsm/ or sections/; flake/ and
+// bootclock/ import only the standard library, this package and each
+// other; client/ imports only this package, flake/, bootclock/ and
+// generated code; lease/ imports only the standard library, cluster/admit/
+// only this package, internal/leasemodel only this package, lease/ and
+// cluster/admit/.
 package seqd

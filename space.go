@@ -79,3 +79,11 @@ func ValidateSpace(s Space) error {
 	}
 	return nil
 }
+
+// SpaceConflict is the error of creating space asked again when it exists
+// as stored with other settings: it names both, so the caller sees what to
+// change (ErrSpaceExists).
+func SpaceConflict(stored, asked Space) error {
+	return fmt.Errorf("%w: %q has step %d and section_size %d; this call asked for step %d and section_size %d",
+		ErrSpaceExists, stored.Name, stored.Step, stored.SectionSize, asked.Step, asked.SectionSize)
+}

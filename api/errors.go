@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 
 	"connectrpc.com/connect"
 
@@ -35,6 +36,7 @@ func (s *Server) toConnect(err error) error {
 		return ce
 	}
 	code, msg := classify(err)
+	msg = withoutCodeWords(code, msg)
 	if code == connect.CodeInternal {
 		s.log.Error("internal error", "err", err)
 		msg = "internal error"
@@ -83,6 +85,17 @@ func classify(err error) (connect.Code, string) {
 		return connect.CodeUnavailable, err.Error()
 	}
 	return connect.CodeInternal, ""
+}
+
+// withoutCodeWords drops a message's leading words when they only repeat
+// its code ("invalid argument: count must be 1 to 10000" under
+// invalid_argument), so that a client printing "code: message" says it once.
+func withoutCodeWords(code connect.Code, msg string) string {
+	words := strings.ReplaceAll(code.String(), "_", " ") + ": "
+	if len(msg) > len(words) && strings.EqualFold(msg[:len(words)], words) {
+		return msg[len(words):]
+	}
+	return msg
 }
 
 // addLeaderHint names the leader of group on e.

@@ -28,7 +28,7 @@ const (
 	DefaultNamespace = "default"
 )
 
-var errBadIDCount = fmt.Errorf("%w: count must be 1 to %d", seqd.ErrInvalidArgument, maxIDsPerCall)
+var errBadIDCount = fmt.Errorf("%w: count must be 1 to %d (0 or absent: 1)", seqd.ErrInvalidArgument, maxIDsPerCall)
 
 // ids is the service-mode state: one holder per namespace this server
 // issues ids of, and the obfuscators of obfuscated namespaces.
@@ -73,7 +73,10 @@ func (s *Server) NextIds(ctx context.Context, req *connect.Request[seqv1.NextIds
 }
 
 func (s *Server) nextIDs(ctx context.Context, namespace string, count uint32, asRuns bool) (*seqv1.NextIdsResponse, error) {
-	if count == 0 || count > maxIDsPerCall {
+	if count == 0 {
+		count = 1 // proto3 cannot tell an absent count from 0: both ask for one id
+	}
+	if count > maxIDsPerCall {
 		return nil, errBadIDCount
 	}
 	name, err := nsName(namespace)
@@ -268,11 +271,13 @@ func (s *Server) decode(ctx context.Context, req *connect.Request[seqv1.DecodeRe
 		return nil, err
 	}
 	out := &seqv1.DecodeResponse{UnixMs: d.UnixMs, Worker: uint32(d.Worker), Sequence: uint32(d.Sequence)}
+	granted, hwm := false, uint64(0)
 	if ws, ok := s.node.Workers(name); ok {
 		for _, w := range ws {
 			if w.ID != d.Worker {
 				continue
 			}
+			granted, hwm = true, w.HWM
 			for _, u := range w.History {
 				if u.Lo < d.Unit && d.Unit <= u.Hi {
 					out.HolderLabel = u.Label
@@ -280,7 +285,28 @@ func (s *Server) decode(ctx context.Context, req *connect.Request[seqv1.DecodeRe
 			}
 		}
 	}
+	out.Warning = decodeWarning(d, granted, hwm, s.node.WallMs())
 	return out, nil
+}
+
+// decodeWarning says why no holder of this cluster can have issued an id
+// decoded as d, or "" when one may have. Every id is issued inside a time
+// range granted to its worker, and hwm is the highest unit ever granted to
+// the worker (granted is false for a worker never used): a unit above it
+// was never granted. nowMs is the server's clock, to say "in the future"
+// when that is why.
+func decodeWarning(d flake.ID, granted bool, hwm uint64, nowMs int64) string {
+	const hint = "a typo, an id of another namespace, or of the cluster this one was restored from?"
+	switch {
+	case !granted:
+		return fmt.Sprintf("worker %d has never been granted in this namespace, so no holder of this cluster issued this id: %s", d.Worker, hint)
+	case d.Unit <= hwm:
+		return ""
+	case d.UnixMs > nowMs:
+		return fmt.Sprintf("its time %s is in the future (the server's clock reads %s), past every time range granted to worker %d: %s",
+			seqd.Date(d.UnixMs), seqd.Date(nowMs), d.Worker, hint)
+	}
+	return fmt.Sprintf("worker %d was never granted time %s, so no holder of this cluster issued this id: %s", d.Worker, seqd.Date(d.UnixMs), hint)
 }
 
 // GetLayout implements IdService.GetLayout.

@@ -111,7 +111,6 @@ func TestIdBadInputCodes(t *testing.T) {
 		err  error
 		want connect.Code
 	}{
-		{"count 0", next("", 0), connect.CodeInvalidArgument},
 		{"count 10001", next("", 10001), connect.CodeInvalidArgument},
 		{"malformed namespace", next("Bad Name", 1), connect.CodeInvalidArgument},
 		{"unknown namespace", next("nope", 1), connect.CodeNotFound},
@@ -125,6 +124,10 @@ func TestIdBadInputCodes(t *testing.T) {
 		if got := connect.CodeOf(tc.err); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, tc.err, tc.want)
 		}
+	}
+	// A count of 0 is proto3's absent count: one id.
+	if r, err := ids.NextIds(ctx, connect.NewRequest(&seqv1.NextIdsRequest{})); err != nil || len(r.Msg.GetIds()) != 1 {
+		t.Errorf("NextIds without a count: %v, %v; want one id", r, err)
 	}
 	if _, err := ids.Decode(ctx, connect.NewRequest(&seqv1.DecodeRequest{Id: -4})); connect.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Errorf("Decode(-4): %v", err)

@@ -93,11 +93,13 @@ func NewH2CClient() *http.Client {
 // Handler returns the HTTP handler for every service (sequence, admin,
 // health, reflection). extra options (interceptors, say) apply to all.
 func (s *Server) Handler(extra ...connect.HandlerOption) http.Handler {
-	opts := []connect.HandlerOption{
+	opts := append(jsonCodecs(),
+		// front (front.go) refuses a body over maxMessageBytes first, with
+		// invalid_argument; this bounds what a compressed body expands to.
 		connect.WithReadMaxBytes(maxMessageBytes),
 		// Responses are a few bytes: compressing them costs more than it saves.
 		connect.WithCompressMinBytes(1024),
-	}
+	)
 	if s.token != "" {
 		opts = append(opts, connect.WithInterceptors(authInterceptor{s}))
 	}
@@ -118,7 +120,7 @@ func (s *Server) Handler(extra ...connect.HandlerOption) http.Handler {
 	reflector := grpcreflect.NewStaticReflector(seqv1connect.SequenceServiceName, seqv1connect.AdminServiceName, seqv1connect.IdServiceName, healthv1connect.HealthName)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
-	return mux
+	return front(mux)
 }
 
 // NewHTTPServer returns an http.Server for h that accepts HTTP/1.1 and h2c.

@@ -27,11 +27,10 @@ package client
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -46,84 +45,6 @@ import (
 	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
 	"github.com/seqd/seqd/api/gen/seq/v1/seqv1connect"
 )
-
-// Protocol selects the wire protocol.
-type Protocol string
-
-// The protocols a seqd node speaks.
-const (
-	Connect Protocol = "connect"
-	GRPC    Protocol = "grpc"
-	GRPCWeb Protocol = "grpcweb"
-)
-
-// Options configures a Client. The zero value is valid.
-type Options struct {
-	// Protocol defaults to Connect.
-	Protocol Protocol
-	// HTTPClient defaults to HTTP/1.1 with keep-alive for the Connect and
-	// gRPC-Web protocols (one connection per request in flight; on a seqd
-	// node an HTTP/1.1 call costs less CPU than an h2c one, see
-	// BENCHMARKS.md) and to h2c (HTTP/2 without TLS) for gRPC, which needs
-	// HTTP/2, or when HTTP2 is set.
-	HTTPClient *http.Client
-	// HTTP2 makes the default HTTPClient use h2c for every protocol: one
-	// multiplexed connection per node instead of one per request in flight.
-	HTTP2 bool
-	// RetryFor bounds how long one call keeps retrying unavailable errors
-	// (default 15s; the call's context deadline also applies).
-	RetryFor time.Duration
-	// AttemptTimeout bounds one attempt on one node (default 1s). An attempt
-	// that times out, on a node that hangs (paused, or cut off the network),
-	// is retried on another node like an unavailable error.
-	AttemptTimeout time.Duration
-	// MinBackoff and MaxBackoff bound the wait between retries (defaults
-	// 10ms and 500ms, with jitter).
-	MinBackoff, MaxBackoff time.Duration
-
-	// DisableCoalescing sends every Next and Current call as its own
-	// request. By default, concurrent calls for the same space share
-	// requests: a call is sent at once when no request of its kind is in
-	// flight, and calls that arrive while MaxInFlight requests are in flight
-	// go together in the next one (see coalesce.go). Per-key order and
-	// per-caller results are kept either way.
-	DisableCoalescing bool
-	// MaxBatchKeys bounds the keys of one coalesced request (default 1000,
-	// at most 10000); a call with more keys is sent on its own.
-	MaxBatchKeys int
-	// MaxInFlight bounds the coalesced requests in flight per space and kind
-	// of call, and per raft group in a cluster of several (default 4). Above
-	// 1, requests leave at least a round trip / MaxInFlight apart (round
-	// trips measured as a moving average), so that the requests in flight
-	// share the waiting calls evenly.
-	MaxInFlight int
-	// MaxBatchWait bounds how long a call waits for a free slot: a queued
-	// request is sent after this long even if MaxInFlight requests are still
-	// in flight (default 5ms; negative: wait for a slot).
-	MaxBatchWait time.Duration
-
-	// Token, when set, is sent as a bearer token (Authorization: Bearer
-	// Token) with every call: a cluster started with --token requires it on
-	// AdminService calls, and with --token-sequence on every call.
-	Token string
-	// TLS, when set, makes the client call the nodes over HTTPS with this
-	// configuration (typically RootCAs: the CA of the cluster's --tls-cert).
-	// Addresses without a scheme, given to New or learned from the cluster,
-	// are then dialled with https://. The default HTTPClient negotiates
-	// HTTP/2 (ALPN) for gRPC or with HTTP2 set, and uses HTTP/1.1 otherwise.
-	// A given HTTPClient must carry the TLS configuration itself.
-	TLS *tls.Config
-
-	// DisableRouting keeps the client on the addresses given to New and the
-	// leader hints nodes send. By default the client also reads the
-	// cluster's routing table (ClusterStatus) when it changes and sends
-	// calls straight to the leader's advertised API address (see
-	// routing.go). Set it when those addresses are not reachable from the
-	// client (behind a proxy or a NAT). It also turns off routing by raft
-	// group in a cluster of several: every call then goes whole to the
-	// believed leader, which forwards each group's share.
-	DisableRouting bool
-}
 
 // Client calls a seqd cluster. It is safe for concurrent use.
 type Client struct {
@@ -201,6 +122,9 @@ func New(addrs []string, opts Options) (*Client, error) {
 	if opts.MaxBatchWait == 0 {
 		opts.MaxBatchWait = DefaultMaxBatchWait
 	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
 	c := &Client{opts: opts, http: opts.HTTPClient}
 	if c.http == nil {
 		h2 := opts.Protocol == GRPC || opts.HTTP2
@@ -233,45 +157,6 @@ func New(addrs []string, opts Options) (*Client, error) {
 	}
 	c.seeds = len(c.nodes)
 	return c, nil
-}
-
-// newTLS returns the default client over TLS: HTTP/2 when h2 (HTTP/1.1
-// also offered, as ALPN picks), else HTTP/1.1 as newHTTP1.
-func newTLS(cfg *tls.Config, h2 bool) *http.Client {
-	var p http.Protocols
-	p.SetHTTP1(true)
-	t := &http.Transport{
-		TLSClientConfig:     cfg.Clone(),
-		Protocols:           &p,
-		DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConnsPerHost: 256,
-		IdleConnTimeout:     90 * time.Second,
-	}
-	if h2 {
-		p.SetHTTP2(true)
-		t.MaxIdleConnsPerHost = 64
-		return &http.Client{Transport: t}
-	}
-	return &http.Client{Transport: oneWrite{t}}
-}
-
-func newH2C() *http.Client {
-	var p http.Protocols
-	p.SetUnencryptedHTTP2(true)
-	return &http.Client{Transport: &http.Transport{Protocols: &p, MaxIdleConnsPerHost: 64}}
-}
-
-// newHTTP1 keeps up to 256 idle connections per node, so that even many
-// concurrent uncoalesced callers reuse their connections.
-func newHTTP1() *http.Client {
-	var p http.Protocols
-	p.SetHTTP1(true)
-	return &http.Client{Transport: oneWrite{&http.Transport{
-		Protocols:           &p,
-		DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConnsPerHost: 256,
-		IdleConnTimeout:     90 * time.Second,
-	}}}
 }
 
 // baseURL returns the URL of the node at addr: addr itself if it has a
@@ -338,109 +223,6 @@ func (c *Client) send(ctx context.Context, kind batchKind, space string, keys []
 		return c.batcher(kind, space, group).do(ctx, keys)
 	}
 	return c.multi(ctx, kind, space, keys, nil, group)
-}
-
-// byGroup runs a Next or Current call in a cluster of several groups:
-// keys of one group go to that group's leader; keys of several groups are
-// split into one share per group, sent in parallel, and the values merged
-// back in the keys' order. The call succeeds or fails as a whole: the first
-// share to fail cancels the others and its error is the call's. A space the
-// table does not know (created since the last refresh) is sent whole, as
-// with one group, and a success starts a refresh.
-func (c *Client) byGroup(ctx context.Context, t *groupTable, kind batchKind, space string, keys []uint64) ([]uint64, error) {
-	name, size, ok := t.space(space)
-	if !ok || len(keys) == 0 || len(keys) > seqd.MaxKeys {
-		// Unknown space, or a call the server refuses as a whole.
-		vals, err := c.send(ctx, kind, space, keys, noGroup)
-		if err == nil && !ok {
-			c.refreshRouting() // the space exists: learn its section size
-		}
-		return vals, err
-	}
-	// The common case, one group for every key, costs no allocation.
-	sec := keys[0] / size
-	g0 := seqd.GroupOfKey(name, size, keys[0], t.n)
-	first := -1 // the first key of another group than g0
-	for i, k := range keys[1:] {
-		if k/size == sec {
-			continue
-		}
-		if seqd.GroupOfKey(name, size, k, t.n) != g0 {
-			first = i + 1
-			break
-		}
-	}
-	if first < 0 {
-		return c.send(ctx, kind, space, keys, g0)
-	}
-	shares := splitShares(name, size, t.n, keys, g0, first)
-	vals := make([]uint64, len(keys))
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		once sync.Once
-		fail error
-		wg   sync.WaitGroup
-	)
-	run := func(sh *keyShare) {
-		v, err := c.send(ctx, kind, space, sh.keys, sh.group)
-		if err != nil {
-			once.Do(func() { fail = err; cancel() })
-			return
-		}
-		for i, p := range sh.pos {
-			vals[p] = v[i]
-		}
-	}
-	for i := 1; i < len(shares); i++ {
-		wg.Go(func() { run(&shares[i]) })
-	}
-	run(&shares[0])
-	wg.Wait()
-	if fail != nil {
-		return nil, fail
-	}
-	return vals, nil
-}
-
-// keyShare is one group's share of a call: its keys and their positions in
-// the call.
-type keyShare struct {
-	group int
-	pos   []int
-	keys  []uint64
-}
-
-// splitShares splits keys by group, in order of first appearance; keys[:first]
-// all belong to group g0.
-func splitShares(space string, size uint64, groups int, keys []uint64, g0, first int) []keyShare {
-	shares := []keyShare{{group: g0}}
-	for p := range first {
-		shares[0].pos = append(shares[0].pos, p)
-		shares[0].keys = append(shares[0].keys, keys[p])
-	}
-	lastSec, lastShare := keys[0]/size, 0
-	for p := first; p < len(keys); p++ {
-		k := keys[p]
-		if sec := k / size; sec != lastSec {
-			g := seqd.GroupOfKey(space, size, k, groups)
-			lastSec, lastShare = sec, -1
-			for i := range shares {
-				if shares[i].group == g {
-					lastShare = i
-					break
-				}
-			}
-			if lastShare < 0 {
-				lastShare = len(shares)
-				shares = append(shares, keyShare{group: g})
-			}
-		}
-		sh := &shares[lastShare]
-		sh.pos = append(sh.pos, p)
-		sh.keys = append(sh.keys, k)
-	}
-	return shares
 }
 
 // coalesce reports whether a call for keys goes through a batcher.

@@ -219,7 +219,7 @@ func (g *Generator) init(ctx context.Context) error {
 			return
 		}
 		g.holder = flake.NewHolder(flake.HolderConfig{Granter: granter{g.c}, Namespace: g.ns, Label: g.opts.Label,
-			Workers: g.opts.Workers, Lead: g.opts.Lead})
+			Workers: g.opts.Workers, Lead: g.opts.Lead, Logger: g.c.opts.Logger})
 	})
 	return g.err
 }

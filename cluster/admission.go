@@ -108,13 +108,22 @@ func (n *Node) Admission(i int) admit.Kind {
 	return g.verdict.Kind
 }
 
+// admitSlow is how long an elected server waits to be admitted before
+// WaitAdmitted warns: far more than a routine start takes.
+const admitSlow = 30 * time.Second
+
 // WaitAdmitted implements group.Host: it waits until this server is
 // admitted in group i or ctx ends.
 func (n *Node) WaitAdmitted(ctx context.Context, i int) bool {
 	r := n.groups[i].Raft()
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
-	for logged := false; ; {
+	// Elected before it is admitted is routine at every start (a lone node
+	// waits to see whether others of its cluster are up): INFO. Still
+	// waiting long after that is worth a WARN; the admission verdicts say
+	// why it waits.
+	var electedAt time.Time
+	for warned := false; ; {
 		g := n.gates[i]
 		g.mu.Lock()
 		open, opened := g.open, g.opened
@@ -122,9 +131,14 @@ func (n *Node) WaitAdmitted(ctx context.Context, i int) bool {
 		if open {
 			return true
 		}
-		if !logged && r.State() == raft.Leader {
-			n.log.Info("raft elected this server, but it is not admitted in the group yet: it does not serve, or write entries, until it is", "group", i)
-			logged = true
+		if electedAt.IsZero() && r.State() == raft.Leader {
+			n.log.Info("raft elected this server; it serves once it is admitted in the group (a few seconds at a start)", "group", i)
+			electedAt = time.Now()
+		}
+		if !warned && !electedAt.IsZero() && time.Since(electedAt) > admitSlow {
+			n.log.Warn("raft elected this server, but it is still not admitted in the group: it does not serve, or write entries, until it is (see the admission messages above)",
+				"group", i, "admission", string(n.Admission(i)), "waiting", time.Since(electedAt).Round(time.Second))
+			warned = true
 		}
 		select {
 		case <-ctx.Done():

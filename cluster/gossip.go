@@ -101,7 +101,6 @@ type gossip struct {
 	lastRejoin atomic.Int64         // unix nanos
 	knockMu    sync.Mutex
 	knocking   map[string]time.Time // per --join address: when its last knock ended (zero: in flight)
-	joinAddrs  []string             // the --join list, resolved (other servers only)
 }
 
 func (n *Node) startGossip() error {
@@ -117,18 +116,16 @@ func (n *Node) startGossip() error {
 	mc.Name = n.cfg.ID
 	mc.BindAddr = host
 	mc.BindPort = port
-	ahost, aportStr, _ := net.SplitHostPort(n.cfg.GossipAdvertise)
-	aport, err := strconv.Atoi(aportStr)
+	adv, err := advertised(n.log, "gossip", n.cfg.GossipAdvertise, false, resolveWait)
 	if err != nil {
-		return fmt.Errorf("%w: gossip advertise port %q", ErrInvalidConfig, aportStr)
+		return err
 	}
-	mc.AdvertiseAddr = ahost
-	mc.AdvertisePort = aport
+	mc.AdvertiseAddr = adv.(*net.TCPAddr).IP.String()
+	mc.AdvertisePort = adv.(*net.TCPAddr).Port
 	if len(n.cfg.GossipKey) > 0 {
 		mc.SecretKey = n.cfg.GossipKey
 		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
 	}
-	g.resolveJoins()
 	mc.Delegate = g
 	mc.Events = g
 	mc.LogOutput = logbridge.NewWriter(n.log, "memberlist", n.cfg.RaftLogLevel)
@@ -329,7 +326,7 @@ func (g *gossip) maybeBootstrap() {
 		Groups: len(n.groups), Ready: g.ready(), Members: members})
 	if v.Outcome != admit.Admit {
 		if v.Kind != "" {
-			n.logEvery("bootstrap:"+string(v.Kind), slog.LevelInfo, v.Message(n.cfg.ID), "bootstrap", string(v.Kind), "join", g.joinAddrs)
+			n.logEvery("bootstrap:"+string(v.Kind), slog.LevelInfo, v.Message(n.cfg.ID), "bootstrap", string(v.Kind), "join", g.joinAddrs())
 		}
 		return
 	}
@@ -383,7 +380,7 @@ func (g *gossip) ready() bool {
 			alive[m.GossipAddr] = true
 		}
 	}
-	for _, a := range g.joinAddrs {
+	for _, a := range g.joinAddrs() {
 		if !alive[a] {
 			return false
 		}
@@ -391,21 +388,18 @@ func (g *gossip) ready() bool {
 	return true
 }
 
-// resolveJoins resolves the --join list (other servers only) to the
-// addresses memberlist reports, once.
-func (g *gossip) resolveJoins() {
-	resolve := func(a string) string {
-		if r, err := net.ResolveTCPAddr("tcp", a); err == nil {
-			return r.String()
-		}
-		return a
-	}
-	self := map[string]bool{resolve(g.n.cfg.GossipAddr): true, resolve(g.n.cfg.GossipAdvertise): true}
+// joinAddrs resolves the --join list (other servers only) to the addresses
+// memberlist reports, anew on every call: a name that does not resolve yet
+// stays as it is, and counts as a server not seen (see resolve.go).
+func (g *gossip) joinAddrs() []string {
+	self := map[string]bool{resolveHostPort(g.n.cfg.GossipAddr): true, resolveHostPort(g.n.cfg.GossipAdvertise): true}
+	var out []string
 	for _, j := range g.otherJoinAddrs() {
-		if r := resolve(j); !self[r] {
-			g.joinAddrs = append(g.joinAddrs, r)
+		if r := resolveHostPort(j); !self[r] {
+			out = append(out, r)
 		}
 	}
+	return out
 }
 
 // rejoinInterval is how often a node joins again the gossip address of each
@@ -465,7 +459,8 @@ func (g *gossip) rejoin() {
 // first: fence.go). rejoin covers the servers of the raft configuration.
 func (g *gossip) knock() {
 	n := g.n
-	if len(g.joinAddrs) == 0 {
+	joins := g.joinAddrs()
+	if len(joins) == 0 {
 		return
 	}
 	alive := map[string]bool{}
@@ -480,7 +475,7 @@ func (g *gossip) knock() {
 	if g.knocking == nil {
 		g.knocking = map[string]time.Time{}
 	}
-	for _, a := range g.joinAddrs {
+	for _, a := range joins {
 		if alive[a] {
 			continue
 		}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -133,12 +132,9 @@ func (n *Node) open() error {
 	}
 	layer := cfg.StreamLayer
 	if layer == nil {
-		adv, err := net.ResolveTCPAddr("tcp", cfg.RaftAdvertise)
+		adv, err := advertised(n.log, "raft", cfg.RaftAdvertise, true, resolveWait)
 		if err != nil {
-			return fmt.Errorf("%w: raft advertise address %q: %v", ErrInvalidConfig, cfg.RaftAdvertise, err)
-		}
-		if adv.IP == nil || adv.IP.IsUnspecified() {
-			return fmt.Errorf("%w: raft advertise address %q must be a routable IP", ErrInvalidConfig, cfg.RaftAdvertise)
+			return err
 		}
 		t, err := newTCPLayer(cfg.RaftAddr, adv)
 		if err != nil {

@@ -57,7 +57,8 @@ type HolderConfig struct {
 	Workers int
 	// Lead bounds how far ids may run ahead of the reference time by
 	// borrowing (default 1 s, at least one unit).
-	Lead   time.Duration
+	Lead time.Duration
+	// Logger receives the holder's logs (default: none).
 	Logger *slog.Logger
 }
 
@@ -149,7 +150,7 @@ func NewHolder(cfg HolderConfig) *Holder {
 		cfg.Lead = time.Second
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler) // a library logs only where it is told to
 	}
 	b := make([]byte, 12)
 	_, _ = rand.Read(b)

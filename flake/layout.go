@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/bits"
 	"time"
+
+	"github.com/seqd/seqd"
 )
 
 // ErrInvalidLayout means a layout's bit widths, unit or epoch are out of
@@ -83,6 +85,18 @@ func PresetNames() []string {
 	return []string{"snowflake", "sonyflake", "wide", "js", "js-seconds"}
 }
 
+// String describes the layout for people, as its preset's name when it is
+// one ("snowflake"), its widths and unit otherwise, and its epoch as a date.
+func (l Layout) String() string {
+	for _, name := range PresetNames() {
+		if p, _ := Preset(name); p == l {
+			return name
+		}
+	}
+	return fmt.Sprintf("time_bits=%d worker_bits=%d sequence_bits=%d unit_ms=%d epoch=%s",
+		l.TimeBits, l.WorkerBits, l.SequenceBits, l.UnitMs, seqd.Date(l.EpochMs))
+}
+
 // Bits is the width of the layout's ids.
 func (l Layout) Bits() int { return int(l.TimeBits) + int(l.WorkerBits) + int(l.SequenceBits) }
 
@@ -124,9 +138,9 @@ func (l Layout) Validate() error {
 	case l.UnitMs < 1 || l.UnitMs > MaxUnitMs:
 		return fmt.Errorf("%w: unit %d ms, need 1 to %d", ErrInvalidLayout, l.UnitMs, MaxUnitMs)
 	case l.EpochMs < 0:
-		return fmt.Errorf("%w: epoch %d is before 1970", ErrInvalidLayout, l.EpochMs)
+		return fmt.Errorf("%w: epoch %d ms is before 1970", ErrInvalidLayout, l.EpochMs)
 	case l.End() == 1<<63-1:
-		return fmt.Errorf("%w: a lifetime of 2^%d units of %d ms from %d ms overflows 64-bit Unix milliseconds", ErrInvalidLayout, l.TimeBits, l.UnitMs, l.EpochMs)
+		return fmt.Errorf("%w: a lifetime of 2^%d units of %d ms from %s overflows 64-bit Unix milliseconds", ErrInvalidLayout, l.TimeBits, l.UnitMs, seqd.Date(l.EpochMs))
 	}
 	return nil
 }

@@ -80,7 +80,7 @@ func (f *FSM) applyCreate(l *raft.Log, s seqd.Space) error {
 		if old == s {
 			return nil
 		}
-		return fmt.Errorf("%w: %q has step %d and section size %d", seqd.ErrSpaceExists, old.Name, old.Step, old.SectionSize)
+		return seqd.SpaceConflict(old, s)
 	}
 	if err := f.write(l, func(tx *bolt.Tx) error { return putSpace(tx, s) }); err != nil {
 		return err

@@ -406,7 +406,7 @@ func PrepareRestoreGroups(backup string, out []string, o RestoreOptions) (Restor
 		highest := st.flake.highestGrantMs()
 		sum.FlakeNamespaces, sum.FlakeHighestMs = len(st.flake.spaces), highest
 		if o.FlakeFloorMs <= highest {
-			return sum, fmt.Errorf("%w: %d ms given, highest grant ends at %d ms", ErrFlakeFloor, o.FlakeFloorMs, highest)
+			return sum, fmt.Errorf("%w: %s given, highest grant ends at %s", ErrFlakeFloor, seqd.Date(o.FlakeFloorMs), seqd.Date(highest))
 		}
 	}
 	sum.HighestAfter = floor

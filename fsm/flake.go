@@ -23,6 +23,14 @@ import (
 // the ranges of one worker never overlap. No apply reads a clock: the
 // leader's time travels in the entry (Command.NowMs).
 
+// obfuscationName is an obfuscation setting as people read it.
+func obfuscationName(o string) string {
+	if o == ObfuscateNone {
+		return "none"
+	}
+	return o
+}
+
 // Obfuscation settings of a namespace.
 const (
 	// ObfuscateNone leaves ids in the clear (decodable by anyone).
@@ -404,15 +412,16 @@ func (t *flakeTxn) create(op FlakeOp) error {
 	}
 	if ok {
 		if n.ns.Layout != op.Layout || n.ns.Obfuscation != op.Obfuscation || n.ns.KeyCheck != op.KeyCheck {
-			return fmt.Errorf("%w: %q", seqd.ErrNamespaceExists, op.Namespace)
+			return fmt.Errorf("%w: %q has layout %s, obfuscation %s; this call asked for layout %s, obfuscation %s",
+				seqd.ErrNamespaceExists, op.Namespace, n.ns.Layout, obfuscationName(n.ns.Obfuscation), op.Layout, obfuscationName(op.Obfuscation))
 		}
 		return nil // created before with the same settings
 	}
 	if op.Layout.EpochMs > t.now {
-		return fmt.Errorf("%w: epoch %d is after the leader's time %d", seqd.ErrInvalidNamespace, op.Layout.EpochMs, t.now)
+		return fmt.Errorf("%w: epoch %s is after the leader's time %s", seqd.ErrInvalidNamespace, seqd.Date(op.Layout.EpochMs), seqd.Date(t.now))
 	}
 	if op.Layout.End() <= t.now {
-		return fmt.Errorf("%w: %q ended at %d", seqd.ErrLifetimeOver, op.Namespace, op.Layout.End())
+		return fmt.Errorf("%w: %q ended at %s", seqd.ErrLifetimeOver, op.Namespace, seqd.Date(op.Layout.End()))
 	}
 	t.touched[op.Namespace] = &flakeNS{
 		ns:      Namespace{Name: op.Namespace, Layout: op.Layout, Obfuscation: op.Obfuscation, KeyCheck: op.KeyCheck, Floor: unitCeil(op.Layout, max(t.now, t.floorMs))},

@@ -354,7 +354,7 @@ func (g *Group) CreateSpace(ctx context.Context, s seqd.Space) (created bool, er
 		if old == s {
 			return false, nil
 		}
-		return false, seqd.ErrSpaceExists
+		return false, seqd.SpaceConflict(old, s)
 	}
 	if err := g.apply(ctx, fsm.EncodeCreateSpace(s)); err != nil {
 		return false, err

@@ -124,7 +124,8 @@ func run(cfg *config, p plan) int {
 	defer logf.Close()
 	log := &logger{start: startWall, file: logf, quiet: cfg.Quiet}
 	// The Go client's own logs (an embedded generator's holder: workers
-	// acquired, renewals failing) go to jepsen.log, not the terminal.
+	// acquired, renewals failing) go to jepsen.log, not the terminal: the
+	// flake workload gives its clients this logger (client.Options.Logger).
 	slog.SetDefault(slog.New(slog.NewTextHandler(&lockedWriter{w: logf, mu: &log.mu}, nil)))
 
 	m := &meta{Test: cfg.Test, Start: startWall, Dir: dir, Command: os.Args, Seed: p.Seed, Nodes: cfg.Nodes,

@@ -1,20 +1,56 @@
 #!/usr/bin/env bash
 # Runs a 3-node seqd cluster on this machine.
-#
-#   scripts/cluster.sh start    build seqd, start nodes n1..n3 in the background
-#   scripts/cluster.sh stop     stop them (SIGTERM: the leader hands over first)
-#   scripts/cluster.sh status   seqd status against the cluster
-#
-# Node i (1..3) listens on API 127.0.0.1:77i0, raft 77i1, gossip 77i2, keeps
-# its data in $SEQD_CLUSTER_DIR/ni (default ./seqd-cluster/ni) and logs to
-# $SEQD_CLUSTER_DIR/ni.log. Every node gets the same --join list and
-# --bootstrap-expect 3, so they can start in any order.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+
+usage() {
+  cat <<'USAGE'
+Usage: scripts/cluster.sh [--port N] [--dir D] start [extra seqd serve flags] | stop | status
+
+  start    build seqd, start nodes n1..n3 in the background, wait for a leader
+  stop     stop them (SIGTERM: a leader hands over before it exits)
+  status   seqd status against the cluster
+
+Options (or environment):
+  --port N   base port (SEQD_CLUSTER_PORT, default 7710): node i (1..3) listens on
+             API 127.0.0.1:N+10(i-1), raft that +1, gossip that +2
+             (so by default n1 7710/7711/7712, n2 7720..., n3 7730...)
+  --dir D    where the binary, the data directories D/ni, the logs D/ni.log and
+             the pid files go (SEQD_CLUSTER_DIR, default ./seqd-cluster)
+
+Every node gets the same --join list and --bootstrap-expect 3, so they can
+start in any order. Give stop and status the same --port and --dir as start.
+Examples:
+  scripts/cluster.sh start --groups 6
+  scripts/cluster.sh --port 9010 --dir /tmp/c2 start   # a second cluster beside the first
+USAGE
+}
+
 dir=${SEQD_CLUSTER_DIR:-./seqd-cluster}
+port=${SEQD_CLUSTER_PORT:-7710}
+verb=""
+extra=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -h|--help|help) usage; exit 0 ;;
+    --port) [ $# -ge 2 ] || { echo "--port needs a number" >&2; exit 2; }; port=$2; shift 2 ;;
+    --port=*) port=${1#--port=}; shift ;;
+    --dir) [ $# -ge 2 ] || { echo "--dir needs a directory" >&2; exit 2; }; dir=$2; shift 2 ;;
+    --dir=*) dir=${1#--dir=}; shift ;;
+    *) if [ -z "$verb" ]; then verb=$1; else extra+=("$1"); fi; shift ;;
+  esac
+done
+case "$port" in
+  ''|*[!0-9]*) echo "--port must be a number, got '$port'" >&2; exit 2 ;;
+esac
+if [ "$port" -lt 1 ] || [ "$port" -gt 65500 ]; then echo "--port must be 1 to 65500, got $port" >&2; exit 2; fi
+
+cd "$(dirname "$0")/.."
 bin=$dir/seqd
-join=127.0.0.1:7712,127.0.0.1:7722,127.0.0.1:7732
-addrs=127.0.0.1:7710,127.0.0.1:7720,127.0.0.1:7730
+api() { echo "127.0.0.1:$((port + 10 * ($1 - 1)))"; }
+raft() { echo "127.0.0.1:$((port + 10 * ($1 - 1) + 1))"; }
+gossip() { echo "127.0.0.1:$((port + 10 * ($1 - 1) + 2))"; }
+join=$(gossip 1),$(gossip 2),$(gossip 3)
+addrs=$(api 1),$(api 2),$(api 3)
 
 start() {
   mkdir -p "$dir"
@@ -24,10 +60,10 @@ start() {
       echo "n$i already running (pid $(cat "$dir/n$i.pid"))"; continue
     fi
     "$bin" serve --id "n$i" --data-dir "$dir/n$i" \
-      --api-addr "127.0.0.1:77${i}0" --raft-addr "127.0.0.1:77${i}1" --gossip-addr "127.0.0.1:77${i}2" \
+      --api-addr "$(api "$i")" --raft-addr "$(raft "$i")" --gossip-addr "$(gossip "$i")" \
       --join "$join" --bootstrap-expect 3 "$@" >>"$dir/n$i.log" 2>&1 &
     echo $! >"$dir/n$i.pid"
-    echo "started n$i (pid $!, API 127.0.0.1:77${i}0, log $dir/n$i.log)"
+    echo "started n$i (pid $!, API $(api "$i"), log $dir/n$i.log)"
   done
   for _ in $(seq 1 100); do
     if "$bin" status --addr "$addrs" --timeout 1s 2>/dev/null | grep -Eq ' leader +true'; then
@@ -56,9 +92,9 @@ stop() {
   done
 }
 
-case "${1:-}" in
-  start) shift; start "$@" ;;
+case "$verb" in
+  start) start ${extra[@]+"${extra[@]}"} ;;
   stop) stop ;;
   status) "$bin" status --addr "$addrs" ;;
-  *) echo "usage: $0 start [extra serve flags] | stop | status" >&2; exit 2 ;;
+  *) usage >&2; exit 2 ;;
 esac

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Checks the layering rules of DESIGN.md ("Layout"): which packages may
+# Checks the layering rules of the module's package documentation (doc.go,
+# "Layout of the module"): which packages may
 # import which. Exits 1 and names every broken rule.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -169,8 +170,9 @@ func cmdReserve(args []string) error {
 }
 
 func cmdSpace(args []string) error {
-	if len(args) == 0 {
-		return cli.Usagef("space needs a subcommand: create or list")
+	if err := cli.Subcommand(args, "seqd space create|list", "Creates and lists spaces (families of per-key sequences).",
+		"create NAME [--step N] [--section-size N]", "list"); err != nil {
+		return err
 	}
 	switch args[0] {
 	case "create":
@@ -229,9 +231,8 @@ func cmdSpace(args []string) error {
 			fmt.Fprintf(tw, "%s\t%d\t%d\n", s.GetName(), s.GetStep(), s.GetSectionSize())
 		}
 		return tw.Flush()
-	default:
-		return cli.Usagef("unknown space subcommand %q (want create or list)", args[0])
 	}
+	return nil // cli.Subcommand refused any other
 }
 
 func cmdStatus(args []string) error {
@@ -309,6 +310,7 @@ func cmdStatus(args []string) error {
 		return err
 	}
 	if len(st.GetGroups()) > 1 {
+		fmt.Println("(STATE, SERVING and TERM above are group 0's; every group's are below)")
 		return printGroups(st)
 	}
 	return nil
@@ -390,11 +392,13 @@ func printGroups(st *seqv1.ClusterStatusResponse) error {
 }
 
 func cmdNode(args []string) error {
-	if len(args) > 0 && args[0] == "drain" {
-		return cmdNodeDrain(args[1:])
+	if err := cli.Subcommand(args, "seqd node remove|drain", "Changes a server's place in the cluster.",
+		"remove ID          remove a server from every raft group's configuration",
+		"drain [--undo] ID  move every raft group ID leads to other servers"); err != nil {
+		return err
 	}
-	if len(args) == 0 || args[0] != "remove" {
-		return cli.Usagef("node needs a subcommand: remove ID, or drain ID")
+	if args[0] == "drain" {
+		return cmdNodeDrain(args[1:])
 	}
 	fs := cli.NewFlagSet("node remove", "seqd node remove ID",
 		"Removes server ID from the raft configuration. It stops voting, and the leader never adds it\n"+
@@ -420,13 +424,31 @@ func cmdNode(args []string) error {
 	return nil
 }
 
+// loopback is addr with an unspecified host (0.0.0.0, ::, none) replaced by
+// 127.0.0.1: where a server listening on every address is reached locally.
+func loopback(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
+}
+
 func cmdHealth(args []string) error {
 	fs := cli.NewFlagSet("health", "seqd health [--addr A] [--service S]",
 		"Asks one node for its standard gRPC health status. Exits 0 when SERVING, 1 otherwise\n"+
-			"(for container health checks and scripts).")
+			"(for container health checks and scripts). Without --addr (or SEQD_ADDR) it asks the node\n"+
+			"this environment's SEQD_API_ADDR serves, on loopback when that listens on every address:\n"+
+			"a container's health check follows the API address the container was given.")
 	service := fs.String("service", "seq.v1.SequenceService", "service to ask about (\"\" for the server)")
 	cf := addClientFlags(fs)
 	*cf.timeout = 3 * time.Second
+	if a := os.Getenv("SEQD_API_ADDR"); a != "" {
+		*cf.addr = loopback(a)
+	}
 	ops, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
@@ -457,24 +479,36 @@ func cmdHealth(args []string) error {
 }
 
 func cmdNodeDrain(args []string) error {
-	fs := cli.NewFlagSet("node drain", "seqd node drain [--undo] ID",
+	fs := cli.NewFlagSet("node drain", "seqd node drain [--undo] ID | --self",
 		"Makes server ID hand every raft group it leads to other voters and stop being preferred for\n"+
 			"any, and waits until it leads none (at most --timeout). Drain before maintenance;\n"+
-			"it lasts until --undo or until the server restarts. Exits 1 if groups are still led there.")
+			"it lasts until --undo or until the server restarts. Exits 1 if groups are still led there.\n"+
+			"--self drains the server --addr names (a container's preStop hook: --addr 127.0.0.1:7700).")
 	undo := fs.Bool("undo", false, "end the drain: the server may lead groups again")
+	self := fs.Bool("self", false, "drain the server at --addr (its ID asked from it) instead of naming an ID")
 	cf := addClientFlags(fs)
 	ops, err := cli.ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(ops) != 1 || ops[0] == "" {
-		return cli.Usagef("node drain takes one ID")
+	if *self != (len(ops) == 0) || len(ops) > 1 || len(ops) == 1 && ops[0] == "" {
+		return cli.Usagef("node drain takes one ID, or --self")
 	}
 	c, ctx, cancel, err := cf.dial()
 	if err != nil {
 		return err
 	}
 	defer cancel()
+	if *self {
+		if strings.Contains(*cf.addr, ",") {
+			return cli.Usagef("node drain --self needs one --addr: the server to drain")
+		}
+		st, err := c.ClusterStatus(ctx)
+		if err != nil {
+			return cli.CallError(err)
+		}
+		ops = []string{st.GetNodeId()}
+	}
 	led, err := c.DrainNode(ctx, ops[0], *undo)
 	if err != nil {
 		return cli.CallError(err)

@@ -55,7 +55,7 @@ func TestCommandLineErrors(t *testing.T) {
 		{nil, []string{"serve", "--bootstrap-expect", "-1"}, 2, "bootstrap-expect"},
 		{nil, []string{"serve", "--groups", "300"}, 2, "--groups must be 1 to 256"},
 		{nil, []string{"serve", "--groups", "-1"}, 2, "--groups must be 1 to 256"},
-		{nil, []string{"node", "drain"}, 2, "node drain takes one ID"},
+		{nil, []string{"node", "drain"}, 2, "node drain takes one ID, or --self"},
 		{nil, []string{"serve", "--api-addr", "nonsense"}, 2, "host:port"},
 		{nil, []string{"serve", "--api-addr", "127.0.0.1:0"}, 2, "fixed port"},
 		{nil, []string{"serve", "--advertise-raft", "0.0.0.0:7701"}, 2, "unspecified"},
@@ -294,6 +294,15 @@ func TestHealthCommand(t *testing.T) {
 	dead := fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t))
 	if _, _, code := runCLI(t, nil, "health", "--addr", dead, "--timeout", "500ms"); code != 1 {
 		t.Fatalf("health of nothing: exit %d, want 1", code)
+	}
+	// Without --addr it asks the node SEQD_API_ADDR serves (on loopback
+	// for an unspecified host), as the image's HEALTHCHECK does.
+	_, port, _ := strings.Cut(ps[0].API, ":")
+	if out, _, code := runCLI(t, []string{"SEQD_API_ADDR=0.0.0.0:" + port}, "health"); code != 0 || !strings.Contains(out, "SERVING") {
+		t.Fatalf("health with SEQD_API_ADDR=0.0.0.0:%s: exit %d, %q", port, code, out)
+	}
+	if _, _, code := runCLI(t, []string{"SEQD_API_ADDR=" + dead}, "health", "--timeout", "500ms"); code != 1 {
+		t.Fatalf("health with SEQD_API_ADDR of nothing: exit %d, want 1", code)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/seqd/seqd"
 	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
 	"github.com/seqd/seqd/flake"
 	"github.com/seqd/seqd/internal/cli"
@@ -14,8 +15,12 @@ import (
 
 // cmdID runs `seqd id ...`: flake ids.
 func cmdID(args []string) error {
-	if len(args) == 0 {
-		return cli.Usagef("id needs a subcommand: next, decode, namespace or workers")
+	if err := cli.Subcommand(args, "seqd id next|decode|namespace|workers", "Flake ids: unique, time-ordered 64-bit ids.",
+		"next [--namespace N] [COUNT]    print COUNT (default 1) new ids",
+		"decode [--namespace N] ID...    print each id's time, worker, sequence and holder",
+		"namespace create|list           create and list namespaces (id layouts)",
+		"workers [--namespace N]         list a namespace's workers"); err != nil {
+		return err
 	}
 	switch args[0] {
 	case "next":
@@ -27,7 +32,7 @@ func cmdID(args []string) error {
 	case "workers":
 		return cmdIDWorkers(args[1:])
 	}
-	return cli.Usagef("unknown id subcommand %q (want next, decode, namespace or workers)", args[0])
+	return nil // cli.Subcommand refused any other
 }
 
 func cmdIDNext(args []string) error {
@@ -88,19 +93,33 @@ func cmdIDDecode(args []string) error {
 	defer cancel()
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tTIME\tWORKER\tSEQUENCE\tHOLDER")
+	var warnings []string
 	for _, id := range ids {
 		d, err := c.Decode(ctx, *ns, id)
 		if err != nil {
 			return cli.CallError(err)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%s\n", id, time.UnixMilli(d.GetUnixMs()).UTC().Format("2006-01-02T15:04:05.000Z"), d.GetWorker(), d.GetSequence(), d.GetHolderLabel())
+		holder := d.GetHolderLabel()
+		if w := d.GetWarning(); w != "" {
+			holder = "(impossible: see below)"
+			warnings = append(warnings, fmt.Sprintf("seqd: warning: id %d cannot have been issued: %s", id, w))
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%s\n", id, seqd.Date(d.GetUnixMs()), d.GetWorker(), d.GetSequence(), holder)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, w := range warnings {
+		fmt.Fprintln(os.Stderr, w)
+	}
+	return nil
 }
 
 func cmdIDNamespace(args []string) error {
-	if len(args) == 0 {
-		return cli.Usagef("id namespace needs a subcommand: create or list")
+	if err := cli.Subcommand(args, "seqd id namespace create|list", "Creates and lists flake namespaces.",
+		"create NAME [--layout L | --time-bits T --worker-bits W --sequence-bits S [--unit-ms U] [--epoch-ms E]] [--obfuscation ff1|ff1-hour]",
+		"list"); err != nil {
+		return err
 	}
 	switch args[0] {
 	case "create":
@@ -164,7 +183,7 @@ func cmdIDNamespace(args []string) error {
 		}
 		return nil
 	}
-	return cli.Usagef("unknown id namespace subcommand %q (want create or list)", args[0])
+	return nil // cli.Subcommand refused any other
 }
 
 func describeNamespace(n *seqv1.Namespace) string {

@@ -18,6 +18,8 @@ package main
 import (
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/seqd/seqd/internal/bench"
 	"github.com/seqd/seqd/internal/cli"
@@ -46,8 +48,48 @@ Usage:
   seqd health [--addr A]                     exit 0 if the node is SERVING (gRPC health)
 
 Run "seqd COMMAND -h" for a command's flags. Client commands take --addr
-(comma-separated node API addresses, default 127.0.0.1:7700, or SEQD_ADDR).
+(comma-separated node API addresses, default 127.0.0.1:7700, or SEQD_ADDR),
+before or after the command: "seqd --addr A next 1" is "seqd next --addr A 1".
 `
+
+// commands are the commands run knows, each with its subcommands (a
+// subcommand's own subcommands under it).
+var commands = map[string]map[string][]string{
+	"serve": nil, "next": nil, "reserve": nil, "current": nil, "status": nil, "bench": nil,
+	"health": nil, "backup": nil, "restore": nil,
+	"space": {"create": nil, "list": nil},
+	"node":  {"remove": nil, "drain": nil},
+	"id":    {"next": nil, "decode": nil, "namespace": {"create", "list"}, "workers": nil},
+}
+
+// flagsAfterCommand moves flags given before the command ("seqd --addr A
+// next 1") to after it and its subcommands ("seqd next --addr A 1"), where
+// each command's flag set reads them. Arguments that start with a command
+// are returned as they are; flags followed by no command are a usage error
+// that says where flags go.
+func flagsAfterCommand(args []string) ([]string, error) {
+	if !strings.HasPrefix(args[0], "-") || args[0] == "-h" || args[0] == "--help" {
+		return args, nil
+	}
+	for i, a := range args {
+		sub, ok := commands[a]
+		if !ok || strings.HasPrefix(a, "-") {
+			continue
+		}
+		path := i + 1
+		if path < len(args) {
+			if subsub, ok := sub[args[path]]; ok {
+				path++
+				if path < len(args) && slices.Contains(subsub, args[path]) {
+					path++
+				}
+			}
+		}
+		out := append(slices.Clone(args[i:path]), args[:i]...)
+		return append(out, args[path:]...), nil
+	}
+	return nil, cli.Usagef("%s: flags go after the command, as in \"seqd next --addr 127.0.0.1:7700 42\" (run \"seqd -h\" for the commands)", args[0])
+}
 
 func main() {
 	os.Exit(run(os.Args[1:]))
@@ -58,7 +100,10 @@ func run(args []string) int {
 		fmt.Fprint(os.Stderr, usage)
 		return 2
 	}
-	var err error
+	args, err := flagsAfterCommand(args)
+	if err != nil {
+		return cli.Exit("seqd", err)
+	}
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "serve":
 		err = serve(rest)

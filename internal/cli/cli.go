@@ -52,6 +52,28 @@ func CallError(err error) error {
 	return err
 }
 
+// Subcommand checks the first of args against a command's subcommands
+// (each given as "NAME rest of its synopsis"): nil when it names one; for
+// none, or an unknown one, a usage error listing them; for -h, --help or
+// help, the list on stdout and flag.ErrHelp (exit status 0).
+func Subcommand(args []string, synopsis, description string, subs ...string) error {
+	list := "  " + strings.Join(subs, "\n  ")
+	if len(args) > 0 {
+		switch args[0] {
+		case "-h", "--help", "help":
+			fmt.Printf("Usage: %s\n\n%s\n\nSubcommands (each takes -h):\n%s\n", synopsis, description, list)
+			return flag.ErrHelp
+		}
+		for _, s := range subs {
+			if name, _, _ := strings.Cut(s, " "); name == args[0] {
+				return nil
+			}
+		}
+		return Usagef("unknown subcommand %q; usage: %s\n%s", args[0], synopsis, list)
+	}
+	return Usagef("a subcommand is needed; usage: %s\n%s", synopsis, list)
+}
+
 // LoadCA reads a CA bundle (PEM) named by a flag, such as --tls-ca; a file
 // that cannot be read or holds no certificate is a usage error.
 func LoadCA(path string) (*x509.CertPool, error) {

@@ -57,10 +57,25 @@ func (w *Writer) emit(line string) {
 			break
 		}
 	}
+	if level == slog.LevelWarn && routine(line) {
+		level = slog.LevelInfo
+	}
 	if level < w.min {
 		return
 	}
 	w.log.Log(context.Background(), level, line, "component", w.component)
+}
+
+// routine reports whether a line raft logs at WARN is the normal course of
+// a start rather than a fault: the first election of a server that has
+// heard from no leader since it started ("heartbeat timeout reached,
+// starting election" with an empty last-leader-id), which every start of a
+// single node or a whole cluster logs. Such lines are logged at INFO (and so
+// dropped at the default --raft-log-level warn); after a leader was known,
+// the same line names it and stays a WARN.
+func routine(line string) bool {
+	return strings.Contains(line, "heartbeat timeout reached, starting election") &&
+		strings.HasSuffix(strings.TrimSpace(line), "last-leader-id=")
 }
 
 // HCLevel is the hclog level name of an slog level.

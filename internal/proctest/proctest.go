@@ -93,7 +93,7 @@ type Proc struct {
 	Bin               string   // the binary to run (default: this tree's seqd)
 	mu                sync.Mutex
 	cmd               *exec.Cmd
-	log               *syncBuffer
+	log               *SyncBuffer
 	done              chan struct{} // closed when the process has exited
 }
 
@@ -107,7 +107,7 @@ func (p *Proc) Start(t testing.TB) {
 	}
 	cmd := exec.Command(bin, p.Args...)
 	cmd.Env = append(os.Environ(), p.Env...)
-	p.log = &syncBuffer{}
+	p.log = &SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = p.log, p.log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -132,19 +132,20 @@ func (p *Proc) LogText() string {
 	return p.log.String()
 }
 
-// syncBuffer is a bytes.Buffer safe for a writer and readers at once.
-type syncBuffer struct {
+// SyncBuffer is a bytes.Buffer safe for writers and readers at once (a
+// process's log, a logger's output in a test).
+type SyncBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+func (b *SyncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()

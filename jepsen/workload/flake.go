@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -128,6 +129,10 @@ func StartFlake(ctx context.Context, cfg FlakeConfig, targets []Target, rec *rec
 			RetryFor:       cfg.SmartTimeout,
 			AttemptTimeout: min(cfg.AttemptTimeout, cfg.SmartTimeout),
 			MaxBackoff:     200 * time.Millisecond,
+			// The embedded generators' grants ("flake worker acquired")
+			// go to jepsen.log (slog's default logger, see run.go), where
+			// the grants checker reads them; a client is silent without.
+			Logger: slog.Default(),
 		})
 	}
 	for i := range cfg.Smart {

@@ -17,6 +17,8 @@
 // workers would be, and once the token is entered it lists that node's worker;
 // that node runs 3 raft groups (--groups 3), and the page's Raft groups panel
 // shows the 3 groups led by it (the 3-node cluster, of one group, shows none).
+// A page pointed at an address where nothing answers names the address and
+// the causes (down or unreachable; or CORS) instead of "Failed to fetch".
 //
 // Routing by raft group (first, against a second 3-node cluster with
 // --groups 3 whose nodes allow the origin of its first node, whose own /ui/
@@ -352,6 +354,18 @@ async function main() {
     assert(led === `groups led: ${solo.id} 3`, `groups led line: ${led}`);
     await page2.screenshot({ path: path.join(out, "ui-token.png"), fullPage: true });
     await page2.close();
+
+    // A page whose node does not answer names its address and the causes,
+    // not "unknown: Failed to fetch".
+    const dead = `127.0.0.1:${await freePort()}`;
+    const page3 = await ctx.newPage();
+    await page3.goto(`http://${ui2}/ui/?api=http://${dead}&transport=connect`);
+    await page3.waitForFunction(() => document.querySelector("#conn")?.textContent.includes("cannot reach"), null, { timeout: 15000 });
+    const down = await page3.locator("#conn").textContent();
+    log(`page of a node that is down: ${down}`);
+    assert(down.includes(`cannot reach http://${dead}: the node is down or unreachable, or it does not allow this page's origin http://${ui2}`),
+      `the page names the address and the causes: ${down}`);
+    await page3.close();
 
     const unexpected = consoleErrors.filter((e) => !/metrics|CORS|Failed to load resource|ERR_CONNECTION_REFUSED/.test(e));
     if (consoleErrors.length) log(`console errors (${consoleErrors.length}, expected: cross-origin /metrics of nodes without CORS):\n  ${[...new Set(consoleErrors)].slice(0, 5).join("\n  ")}`);

@@ -25,7 +25,7 @@ type NextIdsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// namespace "" is "default".
 	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	// count is 1 to 10000.
+	// count is 1 to 10000; 0 (or absent) asks for one id.
 	Count uint32 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
 	// runs asks for the ids as runs of consecutive ids (NextIdsResponse.runs)
 	// instead of one by one: a call's ids are a few runs however many they
@@ -258,7 +258,12 @@ type DecodeResponse struct {
 	Sequence uint32                 `protobuf:"varint,3,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	// holder_label names the holder granted the time range the id lies in,
 	// when the worker's short history still has it.
-	HolderLabel   string `protobuf:"bytes,4,opt,name=holder_label,json=holderLabel,proto3" json:"holder_label,omitempty"`
+	HolderLabel string `protobuf:"bytes,4,opt,name=holder_label,json=holderLabel,proto3" json:"holder_label,omitempty"`
+	// warning is set when no holder can have issued the id: its time is
+	// after the server's clock, or its worker was never granted that time
+	// (a typo, or an id of another namespace). The fields above are then
+	// only what the bits say.
+	Warning       string `protobuf:"bytes,5,opt,name=warning,proto3" json:"warning,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -317,6 +322,13 @@ func (x *DecodeResponse) GetSequence() uint32 {
 func (x *DecodeResponse) GetHolderLabel() string {
 	if x != nil {
 		return x.HolderLabel
+	}
+	return ""
+}
+
+func (x *DecodeResponse) GetWarning() string {
+	if x != nil {
+		return x.Warning
 	}
 	return ""
 }
@@ -1472,12 +1484,13 @@ const file_seq_v1_id_proto_rawDesc = "" +
 	"\x05count\x18\x02 \x01(\rR\x05count\"=\n" +
 	"\rDecodeRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\x03R\x02id\"\x80\x01\n" +
+	"\x02id\x18\x02 \x01(\x03R\x02id\"\x9a\x01\n" +
 	"\x0eDecodeResponse\x12\x17\n" +
 	"\aunix_ms\x18\x01 \x01(\x03R\x06unixMs\x12\x16\n" +
 	"\x06worker\x18\x02 \x01(\rR\x06worker\x12\x1a\n" +
 	"\bsequence\x18\x03 \x01(\rR\bsequence\x12!\n" +
-	"\fholder_label\x18\x04 \x01(\tR\vholderLabel\"0\n" +
+	"\fholder_label\x18\x04 \x01(\tR\vholderLabel\x12\x18\n" +
+	"\awarning\x18\x05 \x01(\tR\awarning\"0\n" +
 	"\x10GetLayoutRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\"\xd5\x01\n" +
 	"\x11GetLayoutResponse\x12\"\n" +

@@ -9,7 +9,6 @@ import {
   Code,
   ConnectError,
   createSeqdClient,
-  describeError,
   leaderHint,
   type ClusterStatusResponse,
   type GroupRoute,
@@ -22,6 +21,7 @@ import {
 } from "../index.js";
 import { IssuedRate, type RateReading } from "./metrics.js";
 import { raftRefusal } from "./refusal.js";
+import { describeCallError } from "./unreachable.js";
 
 const POLL_MS = 1000;
 // Spaces, namespaces and workers are listed every LIST_EVERY polls.
@@ -321,7 +321,7 @@ function fmtSpan(ms: number): string {
 /** An error of an admin call, with what to do about a missing token. */
 function adminError(err: unknown): string {
   const ce = ConnectError.from(err);
-  const text = describeError(ce);
+  const text = describeCallError(ce, base, location.origin);
   return ce.code === Code.Unauthenticated
     ? `${text} — this node requires its admin token: enter it under “Bearer token” at the bottom of the page`
     : text;
@@ -514,7 +514,7 @@ async function poll(): Promise<void> {
     if (current !== poller) return;
     const hint = leaderHint(err);
     const age = lastOk ? ` · last update ${Math.round((Date.now() - lastOk) / 1000)} s ago` : "";
-    setConn(false, `${describeError(err)}${hint ? ` (leader ${hint.id})` : ""}${age}`);
+    setConn(false, `${describeCallError(err, base, location.origin)}${hint ? ` (leader ${hint.id})` : ""}${age}`);
     // Every admin call fails alike without the token: say so where the lists are.
     if (ConnectError.from(err).code === Code.Unauthenticated) renderWorkersError(err);
   } finally {
@@ -559,7 +559,7 @@ async function tryCall(what: "next" | "current"): Promise<void> {
     out.className = "result bad";
     delete out.dataset.value;
     const hint = leaderHint(err);
-    out.textContent = `${what}(${space}, ${key}) failed: ${describeError(err)}${hint ? ` (leader ${hint.id} at ${hint.addr})` : ""}`;
+    out.textContent = `${what}(${space}, ${key}) failed: ${describeCallError(err, base, location.origin)}${hint ? ` (leader ${hint.id} at ${hint.addr})` : ""}`;
   }
 }
 
@@ -588,7 +588,7 @@ async function tryID(): Promise<void> {
   } catch (err) {
     out.className = "result bad";
     delete out.dataset.value;
-    out.textContent = `nextIds(default) failed: ${describeError(err)}`;
+    out.textContent = `nextIds(default) failed: ${describeCallError(err, base, location.origin)}`;
   }
 }
 
