@@ -120,7 +120,7 @@ func TestRoutineRestartLogsNoWarning(t *testing.T) {
 	first := p.LogText()
 	p.Start(t)
 	proctest.WaitHealthy(t, ps, 30*time.Second)
-	proctest.WaitVouched(t, p, 30*time.Second)
+	proctest.WaitAdmitted(t, p, 30*time.Second)
 	for i, log := range []string{first, p.LogText()} {
 		for _, line := range strings.Split(log, "\n") {
 			if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {

@@ -92,6 +92,14 @@ func TestRestoreRefusesBadInput(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(withState, "raft.db"), []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A directory that belonged to a server fenced by a newer generation of
+	// the backup's lineage (c1), and one fenced in another lineage.
+	fencedNewer, fencedOther := t.TempDir(), t.TempDir()
+	for dir, by := range map[string]string{fencedNewer: "c1/5/c9", fencedOther: "zz/9/zq"} {
+		if err := os.WriteFile(filepath.Join(dir, "fenced"), []byte(`{"generation":"x/0/x","by":"`+by+`"}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// The minimum for 10 values and 2 terms with step 500.
 	min, err := fsm.MinMargin(10, 2, 500)
 	if err != nil {
@@ -104,13 +112,16 @@ func TestRestoreRefusesBadInput(t *testing.T) {
 		dir  string
 		msg  string
 	}{
-		{"no bounds", []string{"--margin", "1000000000"}, "", "--values-since and --terms-since"},
+		{"no bounds for a backup taken before protocol 5", []string{"--margin", "1000000000"}, "", "--values-since and --terms-since"},
+		{"values without terms", []string{"--values-since", "10"}, "", "go together"},
 		{"zero terms", []string{"--values-since", "10", "--terms-since", "0"}, "", "at least 1"},
 		{"margin below the minimum", append(bounds, "--margin", "2000"), "", "below"},
 		{"garbage", bounds, "", "not a usable backup"},
 		{"newer format", bounds, "", "newer seqd"},
 		{"another cluster", append(bounds, "--from-cluster", "c9"), "", "another cluster"},
 		{"directory with state", bounds, withState, "already has state"},
+		{"a directory fenced by a newer generation", bounds, fencedNewer, "older than a generation"},
+		{"a directory fenced in another lineage", bounds, fencedOther, "already has state"},
 		{"step above the largest", append(bounds, "--max-step", "9999999999999"), "", "step"},
 	}
 	for _, tc := range cases {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,13 +22,14 @@ import (
 
 // previousReleases are the builds a rolling upgrade starts from: the last
 // commit of the first release's data format and command set (protocol 1),
-// the last commit before flake ids (protocol 2, data format 2), and the
-// last commit before raft groups, the raft multiplexer and the lease
-// release (protocol 3, one group).
+// the last commit before flake ids (protocol 2, data format 2), the last
+// commit before raft groups, the raft multiplexer and the lease release
+// (protocol 3, one group), and the last commit before generations and the
+// raise budget (protocol 4, groups: 3 by default on 3 servers).
 var previousReleases = []struct {
 	commit   string
 	protocol uint64
-}{{"2be74fd", 1}, {"dc5fb21", 2}, {"3f91119", 3}}
+}{{"2be74fd", 1}, {"dc5fb21", 2}, {"3f91119", 3}, {"8ee10ee", 4}}
 
 // buildPrevious builds seqd at previousRelease from this repository's git
 // history (git archive into a temporary directory, go build there).
@@ -228,13 +230,18 @@ func rollingUpgrade(t *testing.T, commit string, prevProtocol uint64) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	w.WaitOK(t, 100, 30*time.Second)
-	// The upgraded cluster keeps one raft group, whatever this build's
-	// default for new clusters (one per bootstrap server: 3 here).
-	if st, err := cl.ClusterStatus(context.Background()); err != nil || len(st.GetGroups()) != 1 {
-		t.Fatalf("the upgraded cluster runs %d groups, want 1 (%v)", len(st.GetGroups()), err)
+	// The upgraded cluster keeps its raft group count: one from a build
+	// before groups, whatever this build's default for new clusters (one
+	// per bootstrap server: 3 here), and 3 from a build with groups.
+	groups := 1
+	if prevProtocol >= 4 {
+		groups = 3
+	}
+	if st, err := cl.ClusterStatus(context.Background()); err != nil || len(st.GetGroups()) != groups {
+		t.Fatalf("the upgraded cluster runs %d groups, want %d (%v)", len(st.GetGroups()), groups, err)
 	}
 	for _, p := range ps {
-		if b, err := os.ReadFile(filepath.Join(p.Dir, "group-count")); err != nil || strings.TrimSpace(string(b)) != "1" {
+		if b, err := os.ReadFile(filepath.Join(p.Dir, "group-count")); err != nil || strings.TrimSpace(string(b)) != strconv.Itoa(groups) {
 			t.Fatalf("%s's group-count after the upgrade: %q, %v", p.ID, b, err)
 		}
 	}

@@ -60,7 +60,7 @@ type phase uint8
 const (
 	idle      phase = iota // not leading, or stopped (Withhold, Revoke)
 	listening              // the listen rule: before the first grant of a leadership, and after a lapse
-	admitWait              // WaitVouched
+	admitWait              // WaitAdmitted
 	barrier                // Barrier
 	waiting                // the lease wait (lease.Deadline)
 	renewing               // renewing every L/3; serving from the first committed renewal
