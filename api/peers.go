@@ -132,7 +132,7 @@ func (p peerService) Vouch(ctx context.Context, req *connect.Request[peerv1.Vouc
 		InConfiguration: a.InConfiguration, Voter: a.Voter,
 		SeenWithState: a.Seen, RecordedIndex: a.RecordedIndex, RecordedTerm: a.RecordedTerm,
 		LastIndex: a.LastIndex, Protocol: a.Protocol, Voters: a.Voters,
-		Lineage: a.Generation.Lineage, Generation: a.Generation.Number, Admitted: a.Admitted, Current: a.Current,
+		Lineage: a.Generation.Lineage, Generation: a.Generation.Number, Admitted: a.Admitted, ContactMs: a.ContactMs,
 	}
 	if a.Generation.Number > 0 {
 		resp.RestoredFrom = a.Generation.Lineage // for builds before generations
@@ -221,7 +221,7 @@ func (p Peers) Vouch() cluster.PeerVouch {
 		}
 		m := resp.Msg
 		return cluster.VouchAnswer{
-			Generation: peerGeneration(m.GetLineage(), m.GetGeneration(), m.GetClusterId()), Admitted: m.GetAdmitted(), Current: m.GetCurrent(),
+			Generation: peerGeneration(m.GetLineage(), m.GetGeneration(), m.GetClusterId()), Admitted: m.GetAdmitted(), ContactMs: m.GetContactMs(),
 			Group: int(m.GetGroup()), Authoritative: m.GetAuthoritative(), NodeID: m.GetNodeId(),
 			LeaderID: m.GetLeaderId(), LeaderAPIAddr: m.GetLeaderApiAddr(),
 			InConfiguration: m.GetInConfiguration(), Voter: m.GetVoter(),

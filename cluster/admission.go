@@ -52,9 +52,10 @@ type VouchAnswer struct {
 	// Generation is the answering server's (Cluster its cluster ID).
 	Generation seqd.Generation
 	// Admitted is whether the answering server is admitted in the group;
-	// Current whether it is, or was current in the group when it last
-	// stopped (contact.go).
-	Admitted, Current bool
+	// ContactMs when it last heard from a leader of the group (Unix ms, 0:
+	// never or unknown; contact.go).
+	Admitted  bool
+	ContactMs int64
 	// Group echoes the group asked about (a server of a build without
 	// groups answers for group 0 whatever it is asked, and sets none).
 	Group                   int
@@ -256,7 +257,8 @@ func (n *Node) admitMembers() []admit.Member {
 func (n *Node) facts(i int, joined bool, members []admit.Member) (admit.Facts, bool) {
 	has := n.groupHasState(i)
 	r := n.groups[i].Raft()
-	self := admit.Self{ID: n.cfg.ID, Generation: n.Generation(), HasState: has, LastIndex: r.LastIndex(), AssumeGone: n.cfg.AssumeGone}
+	self := admit.Self{ID: n.cfg.ID, Generation: n.Generation(), HasState: has, LastIndex: r.LastIndex(), AssumeGone: n.cfg.AssumeGone,
+		ContactMs: n.recordedContact[i]}
 	if cf := r.GetConfiguration(); cf.Error() == nil {
 		self.ConfigKnown = true
 		for _, s := range cf.Configuration().Servers {
@@ -278,7 +280,7 @@ func (n *Node) facts(i int, joined bool, members []admit.Member) (admit.Facts, b
 	req := VouchRequest{ID: n.cfg.ID, Generation: self.Generation, Group: i, HasState: has, LastIndex: self.LastIndex}
 	for _, a := range n.ask(withState, req) {
 		n.learn(admit.Learned{Generation: a.Generation, Served: a.Admitted, From: a.NodeID})
-		ans := admit.Answer{By: a.NodeID, Generation: a.Generation, Authoritative: a.Authoritative, Admitted: a.Admitted, Current: a.Current,
+		ans := admit.Answer{By: a.NodeID, Generation: a.Generation, Authoritative: a.Authoritative, Admitted: a.Admitted, ContactMs: a.ContactMs,
 			InConfiguration: a.InConfiguration, Voter: a.Voter, Seen: a.Seen, RecordedIndex: a.RecordedIndex, RecordedTerm: a.RecordedTerm,
 			LastIndex: a.LastIndex, Voters: a.Voters}
 		if a.Seen {

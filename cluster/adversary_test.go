@@ -66,9 +66,12 @@ func TestStaleCopyNotVouchedByLaggingPeerAfterFullRestart(t *testing.T) {
 		advNext(t, cl, "s", 5)
 	}
 	a, b, cc := c.Nodes[0], c.Nodes[1], c.Nodes[2]
-	// b falls behind from here on.
+	// b falls behind from here on: cut off from the leaders for longer
+	// than admit.ContactSlack (and a contact record's interval) before a's
+	// image is taken, so b is no witness for it.
 	b.Isolate()
 	c.WaitServingLeader(failoverWait, b)
+	time.Sleep(2 * admit.ContactSlack)
 	// a's data directory is imaged (a stopped for it) and a rejoins.
 	imgApplied := a.Node().Status().AppliedIndex
 	a.Kill()

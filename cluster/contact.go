@@ -11,56 +11,74 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// Contact records: whether a server was current in a group when it last
-// stopped. Admission without a leader counts the answers of current voters
-// (admit.Answer.Current): a voter that is admitted now, or that had heard
-// from a leader of the group until shortly before it last stopped. Such a
-// voter holds the group's progress records up to then, so an older copy of
-// another server's data directory is found by it even after a full-cluster
-// restart; a voter that had been cut off from the leaders for long before
-// it stopped (it lagged) holds no record of what it missed, and counts only
-// under the rule that needs every record's holders (admit, everyRecord).
+// Contact records: when a server last heard from a leader of each group.
+// Admission without a leader counts the answers of voters that heard from a
+// leader of the group no earlier than the asking server did (admit,
+// majority): such a voter holds every record the group's leaders wrote of
+// the asking server's log (they describe what it acknowledged, and it
+// acknowledged nothing after its last contact), so an older copy of the
+// asking server's data directory is found by it, even after a full-cluster
+// restart. A voter that lost touch with the leaders before the asking
+// server did (it lagged) may miss such a record, and counts only under the
+// rule that needs every record's holders (admit, everyRecord).
 //
-// Every contactEvery, each group's directory gets a file contactFile: this
-// server's wall clock then and when it last heard from the group's leader
-// (or led it), in Unix ms. It is replaced atomically and not synced: after
-// a power loss it holds an earlier pair, which tells the same, or nothing.
+// Every contactEvery, while the server is admitted in a group, the group's
+// directory gets a file contactFile: this server's wall clock then and
+// when it last heard from the group's leader (or led it), in Unix ms. It is
+// replaced atomically and not synced: after a power loss it holds an
+// earlier pair, which only makes the server look as if it lost touch
+// earlier. A server that restarts answers with the recorded contact until
+// it is admitted again (a shut gate passes no raft traffic, so its log has
+// not changed since).
 
 // contactFile names the file in each group's directory.
 const contactFile = "contact"
 
-// contactEvery is how often the files are written.
-const contactEvery = time.Second
+// contactEvery is how often the files are written: well within
+// admit.ContactSlack.
+const contactEvery = 500 * time.Millisecond
 
-// freshGap is how long before it stopped a server may last have heard from
-// a leader of a group and still count as current in it when it comes back:
-// a few heartbeats and one election.
-const freshGap = 3 * time.Second
-
-// readContact reads group directory dir's contact record and reports
-// whether the server was current in the group when it stopped.
-func readContact(dir string) bool {
+// readContact reads group directory dir's contact record: when the server
+// last heard from a leader of the group, in Unix ms (0: no record).
+func readContact(dir string) int64 {
 	b, err := os.ReadFile(filepath.Join(dir, contactFile))
 	if err != nil {
-		return false
+		return 0
 	}
 	f := strings.Fields(string(b))
 	if len(f) != 2 {
-		return false
+		return 0
 	}
-	alive, err1 := strconv.ParseInt(f[0], 10, 64)
-	contact, err2 := strconv.ParseInt(f[1], 10, 64)
-	return err1 == nil && err2 == nil && contact > 0 && alive >= contact && alive-contact <= freshGap.Milliseconds()
+	contact, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil || contact < 0 {
+		return 0
+	}
+	return contact
 }
 
-// writeContacts records, for every group, when this server last heard
-// from the group's leader (see above). It runs on the host loop every
-// contactEvery, and once more when the server stops gracefully.
-func (n *Node) writeContacts(force bool) {
-	if !force && time.Since(n.contactWritten) < contactEvery {
-		return
+// contactLoop tracks, every contactEvery, when this server last heard from
+// each group's leader, and records it (see above), until the node closes.
+func (n *Node) contactLoop() {
+	defer n.wg.Done()
+	t := time.NewTicker(contactEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.closing:
+			return
+		case <-t.C:
+			n.writeContacts()
+		}
 	}
-	n.contactWritten = time.Now()
+}
+
+// writeContacts notes when this server last heard from each group's
+// leader and records it in the group's directory (see above). A server
+// that leads counts now; a follower counts raft's last contact while it
+// knows a leader (raft also counts a vote it grants as contact, which says
+// nothing of the records it holds: without a known leader the time stays
+// where it was). Groups it is not admitted in keep their record.
+func (n *Node) writeContacts() {
 	now := time.Now()
 	for i, g := range n.groups {
 		if !n.GroupAdmitted(i) {
@@ -69,27 +87,30 @@ func (n *Node) writeContacts(force bool) {
 			// any number of restarts.
 			continue
 		}
-		var contact time.Time
-		if r := g.Raft(); r.State() == raft.Leader {
-			contact = now
-		} else {
-			contact = r.LastContact()
+		r := g.Raft()
+		switch {
+		case r.State() == raft.Leader:
+			n.contacts[i].Store(now.UnixMilli())
+		case r.Leader() != "":
+			if lc := r.LastContact(); !lc.IsZero() {
+				n.contacts[i].Store(now.UnixMilli() - now.Sub(lc).Milliseconds())
+			}
 		}
-		var ms int64
-		if !contact.IsZero() {
-			ms = now.UnixMilli() - now.Sub(contact).Milliseconds()
-		}
-		data := fmt.Sprintf("%d %d\n", now.UnixMilli(), ms)
+		data := fmt.Sprintf("%d %d\n", now.UnixMilli(), n.contactMs(i))
 		if err := writeAtomic(groupDir(n.cfg.DataDir, i), contactFile, []byte(data)); err != nil {
 			n.log.Debug("writing the contact record", "group", i, "err", err)
 		}
 	}
 }
 
-// currentIn reports whether this server counts as current in group i for
-// another server's admission (see above).
-func (n *Node) currentIn(i int) bool {
-	return n.GroupAdmitted(i) || n.freshAtStart[i]
+// contactMs is when this server last heard from a leader of group i (or
+// led it), in Unix ms (0: never): as tracked while it is admitted in the
+// group, its record from before its last stop until then.
+func (n *Node) contactMs(i int) int64 {
+	if c := n.contacts[i].Load(); c > 0 && n.GroupAdmitted(i) {
+		return c
+	}
+	return n.recordedContact[i]
 }
 
 // writeAtomic replaces dir/name with data (a temporary file renamed over

@@ -141,8 +141,9 @@ func (n *Node) startGossip() error {
 	n.gossipStarted = time.Now()
 	// Read once, before anything else can update the local node.
 	n.gossipAddr = ml.LocalNode().Address()
-	n.wg.Add(1)
+	n.wg.Add(2)
 	go g.loop()
+	go n.contactLoop()
 	return nil
 }
 
@@ -300,7 +301,6 @@ func (g *gossip) loop() {
 		}
 		g.admitPass(joined)
 		g.knock()
-		g.n.writeContacts(false)
 		g.reconcile()
 		g.n.startClockSample()
 		g.rejoin()

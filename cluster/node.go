@@ -58,11 +58,11 @@ type Node struct {
 	// legacySource is the cluster a build before generations restored this
 	// data directory from ("" if none; see Generation).
 	legacySource string
-	// freshAtStart is, per group, whether this server was current in the
-	// group when it last stopped; contactWritten when the contact records
-	// were last written (contact.go).
-	freshAtStart   []bool
-	contactWritten time.Time
+	// recordedContact is, per group, when this server last heard from a
+	// leader of the group before it last stopped (Unix ms, 0: no record);
+	// contacts the same since it started (contact.go).
+	recordedContact []int64
+	contacts        []atomic.Int64
 
 	ml            *memberlist.Memberlist
 	gossipAddr    string // host:port other servers reach this node's gossip on
@@ -158,6 +158,7 @@ func (n *Node) open() error {
 	// Every group's raft gate starts shut until the server is admitted in
 	// that group: see admission.go.
 	n.mux = newMux(base, count, n.log)
+	n.contacts = make([]atomic.Int64, count)
 	for i := 0; i < count; i++ {
 		n.gates = append(n.gates, newGate())
 		t := raft.NewNetworkTransport(n.mux.Group(i), 3, 10*time.Second, logbridge.NewWriter(n.log, "raft", cfg.RaftLogLevel))
@@ -201,7 +202,7 @@ func (n *Node) open() error {
 		if err := checkIdentity(groupDir(cfg.DataDir, i), cfg.ID, i); err != nil {
 			return err
 		}
-		n.freshAtStart = append(n.freshAtStart, readContact(groupDir(cfg.DataDir, i)))
+		n.recordedContact = append(n.recordedContact, readContact(groupDir(cfg.DataDir, i)))
 		gc := group.Config{
 			ID: cfg.ID, Dir: groupDir(cfg.DataDir, i), Transport: noPipeline{n.transports[i]}, Host: n,
 			Index: i, Groups: count, Owns: ownsFunc(i, count),
@@ -358,7 +359,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	// group back here between its handover and the gossip leave; this
 	// server's own balancer stops (the handovers below move its groups).
 	n.stopping.Store(true)
-	n.writeContacts(true)
+	n.writeContacts()
 	if !n.drained.Swap(true) && n.gossip != nil && n.ml != nil {
 		n.gossip.refreshMeta()
 	}

@@ -20,9 +20,13 @@ var (
 	genO = seqd.Generation{Lineage: "O", Number: 0, Cluster: "O"}
 )
 
+// lastContact is when the deciding server (voter) last heard from a
+// leader before it stopped, in Unix ms.
+const lastContact = 1_800_000_000_000
+
 // voter builds a server of cluster S with state in a 3-voter group.
 func voter(id string, last uint64) Self {
-	return Self{ID: id, Generation: genS, HasState: true, LastIndex: last, Voters: []string{"n1", "n2", "n3"}, ConfigKnown: true}
+	return Self{ID: id, Generation: genS, HasState: true, LastIndex: last, Voters: []string{"n1", "n2", "n3"}, ConfigKnown: true, ContactMs: lastContact}
 }
 
 // peer is an answer from server by of generation g about the asking
@@ -35,14 +39,18 @@ func peer(by string, g seqd.Generation, rec, recTerm, last uint64) Answer {
 
 func leader(a Answer) Answer { a.Authoritative, a.Admitted = true, true; return a }
 
-// up marks an answer as coming from a server admitted in the group: part of
-// the running cluster, not just restarted itself (and so current in it).
-func up(a Answer) Answer { a.Admitted, a.Current = true, true; return a }
+// up marks an answer as coming from a server admitted in the group that
+// heard from a leader after the deciding server did (it ran on while that
+// one restarted).
+func up(a Answer) Answer { a.Admitted, a.ContactMs = true, lastContact+10_000; return a }
 
-// current marks an answer as coming from a server that restarted too but
-// was current in the group when it stopped (it had heard from a leader
-// until then).
-func current(a Answer) Answer { a.Current = true; return a }
+// later marks an answer as coming from a server that restarted too, having
+// heard from a leader after the deciding server did (a full restart).
+func later(a Answer) Answer { a.ContactMs = lastContact + 10_000; return a }
+
+// lagged marks an answer as coming from a server that lost touch with the
+// leaders before the deciding server did (cut off, stopped earlier).
+func lagged(a Answer) Answer { a.ContactMs = lastContact - 60_000; return a }
 
 func TestDecide(t *testing.T) {
 	base := func(self Self, answers ...Answer) Facts {
@@ -59,17 +67,25 @@ func TestDecide(t *testing.T) {
 		// Admissions.
 		{"the serving leader vouches", base(voter("n1", 100), leader(peer("n2", genS, 90, 3, 120))), Admit, ByLeader},
 		{"no leader: one admitted voter of 3 answers, a majority with this server (a restart meeting a crash of the leader: review, groups stayed down 30 s)",
-			base(voter("n1", 100), up(peer("n3", genS, 90, 3, 120))), Admit, ByMajority},
+			base(voter("n1", 100), up(peer("n3", genS, 90, 3, 120))), Admit, ByWitness},
 		{"no leader: two admitted voters of 5 answer", with(base(voter("n1", 100), up(peer("n2", genS, 90, 3, 120)), up(peer("n3", genS, 80, 3, 100))),
-			func(f *Facts) { f.Self.Voters = []string{"n1", "n2", "n3", "n4", "n5"} }), Admit, ByMajority},
-		{"no leader: a full-cluster restart with a voter gone, the answering voter current when it stopped",
-			base(voter("n1", 100), current(peer("n2", genS, 90, 3, 120))), Admit, ByMajority},
-		{"no leader: every other voter answered, none current (a full-cluster restart after they lagged)",
+			func(f *Facts) { f.Self.Voters = []string{"n1", "n2", "n3", "n4", "n5"} }), Admit, ByWitness},
+		{"no leader: a full-cluster restart with a voter gone, the answering voter in touch with a leader after this one",
+			base(voter("n1", 100), later(peer("n2", genS, 90, 3, 120))), Admit, ByWitness},
+		{"no leader: an admitted voter that lost touch with the leaders before this one does not count (admitted after a restart with no leader)",
+			base(voter("n1", 100), func() Answer { a := lagged(peer("n2", genS, 90, 3, 120)); a.Admitted = true; return a }()), Wait, QuorumWait},
+		{"no leader: a voter that stopped with this one (its contact recorded a moment earlier) counts",
+			base(voter("n1", 100), func() Answer { a := peer("n2", genS, 90, 3, 120); a.ContactMs = lastContact - 800; return a }()), Admit, ByWitness},
+		{"no leader: a voter that lost touch more than the slack before this one does not count",
+			base(voter("n1", 100), func() Answer { a := peer("n2", genS, 90, 3, 120); a.ContactMs = lastContact - 1_200; return a }()), Wait, QuorumWait},
+		{"no leader: without a contact record of its own (a build before them), only every record's holders admit",
+			base(func() Self { v := voter("n1", 100); v.ContactMs = 0; return v }(), up(peer("n2", genS, 90, 3, 120))), Wait, QuorumWait},
+		{"no leader: every other voter answered, none in touch after this one (a full-cluster restart after they lagged)",
 			base(voter("n1", 100), peer("n2", genS, 90, 3, 120), peer("n3", genS, 80, 3, 100)), Admit, ByAnswers},
 		{"no leader: three of four other voters of 5 answered after a full restart", with(base(voter("n1", 100), peer("n2", genS, 90, 3, 120), peer("n3", genS, 80, 3, 100), peer("n4", genS, 80, 3, 100)),
 			func(f *Facts) { f.Self.Voters = []string{"n1", "n2", "n3", "n4", "n5"} }), Admit, ByAnswers},
-		{"no leader: voters named gone count as answered", with(base(voter("n1", 100)),
-			func(f *Facts) { f.Self.AssumeGone = []string{"n2"} }), Admit, ByMajority},
+		{"no leader: voters named gone count as answered", with(base(voter("n1", 100), lagged(peer("n3", genS, 90, 3, 120))),
+			func(f *Facts) { f.Self.AssumeGone = []string{"n2"} }), Admit, ByAnswers},
 		{"the only voter, alone for SoloWait", base(Self{ID: "n1", Generation: genS, HasState: true, LastIndex: 5, Voters: []string{"n1"}, ConfigKnown: true}), Admit, BySolo},
 		{"no state: the serving leader lets it join", base(Self{ID: "n4"}, leader(peer("n1", genS, 0, 0, 120))), Admit, ByJoin},
 		{"no state: joining a just-bootstrapped cluster whose voters are all seen fresh",
@@ -88,7 +104,7 @@ func TestDecide(t *testing.T) {
 		{"not joined gossip, no state", with(base(Self{ID: "n4"}), func(f *Facts) { f.Joined = false }), Wait, NotJoined},
 		{"no leader and no other voter answers", base(voter("n1", 100)), Wait, QuorumWait},
 		{"no leader: the one voter that answers had lagged before it stopped, and a third is down (review: a lagging peer vouched for an older copy after a power loss)",
-			base(voter("n1", 100), peer("n2", genS, 90, 3, 120)), Wait, QuorumWait},
+			base(voter("n1", 100), lagged(peer("n2", genS, 90, 3, 120))), Wait, QuorumWait},
 		{"no leader: a wiped group answers from an empty log, which does not count (review: an older copy was let in)",
 			base(voter("n1", 100), peer("n2", genS, 0, 0, 0)), Wait, QuorumWait},
 		{"no leader: a non-voter's answer does not count", with(base(voter("n1", 100), peer("n4", genS, 90, 3, 120)),
@@ -144,7 +160,7 @@ func TestDecide(t *testing.T) {
 		}
 		seen[v.Kind] = true
 	}
-	for _, k := range []Kind{ByLeader, ByMajority, ByAnswers, BySolo, ByJoin, ByFresh, Unchecked, NotJoined, NoAnswer, QuorumWait, LeaderWait, BootstrapWait,
+	for _, k := range []Kind{ByLeader, ByWitness, ByAnswers, BySolo, ByJoin, ByFresh, Unchecked, NotJoined, NoAnswer, QuorumWait, LeaderWait, BootstrapWait,
 		SoloWaiting, Foreign, Clusters, Removed, Stale, Wiped, Sibling, SourceRunning, Superseded} {
 		if !seen[k] {
 			t.Errorf("no row reaches %q", k)

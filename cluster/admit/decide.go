@@ -47,6 +47,9 @@ type Self struct {
 	// AssumeGone are voters an operator named gone for good: they count
 	// as having answered.
 	AssumeGone []string
+	// ContactMs is when the server last heard from a leader of the group
+	// before it last stopped (its contact record, Unix ms; 0: none).
+	ContactMs int64
 }
 
 // Member is a server as gossip shows it.
@@ -77,11 +80,10 @@ type Answer struct {
 	Generation    seqd.Generation // Cluster is the answering server's cluster ID
 	Authoritative bool            // from the group's serving leader
 	Admitted      bool            // the answering server is admitted in the group
-	// Current: the answering server is admitted in the group, or was
-	// current in it when it last stopped (it had heard from a leader of
-	// the group until shortly before): it holds the group's progress
-	// records up to then.
-	Current bool
+	// ContactMs is when the answering server last heard from a leader of
+	// the group (Unix ms; 0: never or unknown): it holds the group's
+	// progress records up to about then (see witnessed).
+	ContactMs int64
 	// InConfiguration and Voter describe the asking server in the
 	// answering server's configuration of the group.
 	InConfiguration, Voter bool
@@ -228,8 +230,8 @@ func decideState(f Facts, own []Answer) Verdict {
 				judge = append(judge, a)
 			}
 		}
-		kind = ByMajority
-		if !majority(me, judge) {
+		kind = ByWitness
+		if !witnessed(me, judge) {
 			kind = ByAnswers
 			if missing, ok := everyRecord(me, judge); !ok {
 				return Verdict{Outcome: Wait, Kind: QuorumWait, Missing: missing}
@@ -250,42 +252,46 @@ func decideState(f Facts, own []Answer) Verdict {
 	return Verdict{Outcome: Admit, Kind: kind, LastIndex: me.LastIndex, Answers: len(judge)}
 }
 
-// majority reports whether voters of this server's configuration that are
-// current in the group (admitted now, or current when they last stopped:
-// they hold the group's records up to then, unlike a voter that had been
-// cut off from the leaders for long), together with this server and the
-// voters named gone, make a majority of its voters.
+// ContactSlack is how much earlier than the asking server an answering
+// voter may have heard from a leader and still witness for it: servers
+// that stopped at the same instant (a power loss) record their last
+// contact up to a record's interval and a heartbeat apart, and each must
+// witness for the other.
+const ContactSlack = time.Second
+
+// witnessed reports whether an answering voter heard from a leader of the
+// group no earlier than this server did before it stopped (ContactSlack
+// allowed): a witness for it.
 //
-// Why that suffices: this server's own log is what is in doubt (an older
-// copy of its directory put back). A record of how far its log reached was
-// committed on a majority; a current voter holds the group's records up to
-// when it last heard from a leader, so one that answers finds a copy older
-// than its last record of this server. A crash that meets a restart, or a
-// full-cluster restart with a voter gone, then leaves the group available
-// as raft alone would. What remains (DESIGN.md §6): a copy taken within the
-// record interval (plus the freshness gap) of the answering voters' last
-// contact is not told apart, and neither is one answered for only by
-// voters cut off from the leaders while admitted.
-func majority(me Self, answers []Answer) bool {
-	if !me.ConfigKnown || len(me.Voters) == 0 {
-		return false
+// Why one witness suffices: this server's own log is what is in doubt (an
+// older copy of its directory put back). The group's leaders record how far
+// its log reached; a record that damns a copy describes an acknowledgement
+// the server made after the copy was taken, so it was committed within the
+// record interval of that, and reached every voter in touch with a leader
+// after it. A voter that heard from a leader no earlier than this server
+// did (its copy's contact record says when: a copy carries the copy's)
+// holds every such record but those of a short window, and finds the copy
+// stale if it is. Raft's own election still needs a majority. So a
+// restart that meets a crash of another voter, or a full-cluster restart
+// with voters gone, elects as raft alone would as soon as one voter that
+// stayed in touch answers; a voter that lost touch with the leaders before
+// this server did (it lagged: a partition, an earlier stop) is no witness,
+// and neither is a server's own admission (admitted after a restart with
+// no leader, it has heard from none since). What remains (DESIGN.md §6): a
+// copy taken within ContactSlack before, or the record interval after, the
+// witness lost touch with the leaders; a witness whose log lagged behind
+// its leader while it still received heartbeats; two older copies that
+// witness for each other; wall clocks further apart than ContactSlack.
+func witnessed(me Self, answers []Answer) bool {
+	if me.ContactMs <= 0 {
+		return false // no record of its own (a build before them): every record's holders must answer
 	}
-	counted := map[string]bool{}
 	for _, a := range answers {
-		if a.Current {
-			counted[a.By] = true
+		if a.ContactMs > 0 && a.ContactMs >= me.ContactMs-ContactSlack.Milliseconds() && slices.Contains(me.Voters, a.By) {
+			return true
 		}
 	}
-	for _, id := range me.AssumeGone {
-		counted[id] = true
-	}
-	votes := 0
-	for _, id := range me.Voters {
-		if id == me.ID || counted[id] {
-			votes++
-		}
-	}
-	return slices.Contains(me.Voters, me.ID) && votes >= len(me.Voters)/2+1
+	return false
 }
 
 // everyRecord reports whether enough voters answered to include every
@@ -294,10 +300,9 @@ func majority(me Self, answers []Answer) bool {
 // others of 3, three others of 5). A committed record sits on a majority,
 // which may include this server itself (whose copy is the one in doubt),
 // so that many other voters always include one that holds it. This is the
-// rule when the answering voters are not current (they had been cut off
-// from the leaders before they stopped, or never recorded): a voter that
-// lagged behind holds no record of what it missed. Voters named gone count
-// as answered.
+// rule when too few answering voters heard from a leader after this server
+// did: a voter that lagged behind holds no record of what it missed.
+// Voters named gone count as answered.
 func everyRecord(me Self, answers []Answer) (missing []string, ok bool) {
 	if !me.ConfigKnown {
 		return []string{"(configuration unknown)"}, false

@@ -21,10 +21,11 @@
 //
 //   - A server is let into a group only on the strength of the group's
 //     serving leader (it applied every committed entry), or, while no
-//     leader answers, of voters of its configuration that together with it
-//     form a majority, none of which recorded its log beyond what it holds;
-//     or, as the only voter of its configuration, after seeing no other
-//     server of its cluster for SoloWait. A majority is enough: a crash
+//     leader answers, of a voter that heard from a leader no earlier than
+//     it did (a witness, holding every record of its log), or of enough
+//     voters to include every record's holders, none of which recorded its
+//     log beyond what it holds; or, as the only voter of its configuration,
+//     after seeing no other server of its cluster for SoloWait. So a crash
 //     that meets a restart leaves the group available as raft would be.
 //   - A server without state joins only through a serving leader, or a
 //     cluster that has just bootstrapped.

@@ -39,14 +39,14 @@ type Kind string
 const (
 	// ByLeader: the group's serving leader vouches for this server's log.
 	ByLeader Kind = "leader"
-	// ByMajority: no leader answers; current voters of its configuration
-	// (admitted, or current when they last stopped) that with this server
-	// form a majority answered, and none recorded its log beyond what it
-	// holds.
-	ByMajority Kind = "majority"
+	// ByWitness: no leader answers; a voter of its configuration that heard
+	// from a leader no earlier than this server did (a witness: it holds
+	// every record of this server's log) answered, and no answer recorded
+	// its log beyond what it holds.
+	ByWitness Kind = "witness"
 	// ByAnswers: no leader answers; enough voters answered to include
-	// every committed record of this server (a full-cluster restart), and
-	// none recorded its log beyond what it holds.
+	// every committed record of this server, and none recorded its log
+	// beyond what it holds.
 	ByAnswers Kind = "answers"
 	// BySolo: the only voter of its configuration, and no other server of
 	// its cluster seen for SoloWait.
@@ -155,8 +155,8 @@ func (v Verdict) Message(self string) string {
 	switch v.Kind {
 	case ByLeader:
 		s = "the serving leader " + v.By + " vouches for this server's log"
-	case ByMajority:
-		s = fmt.Sprintf("no leader answers; %d voters answered, current ones of which make a majority with this server, and none recorded this server's log beyond what it holds", v.Answers)
+	case ByWitness:
+		s = fmt.Sprintf("no leader answers; %d voters answered, one of which heard from a leader no earlier than this server did (it holds every record of this server's log), and none recorded this server's log beyond what it holds", v.Answers)
 	case ByAnswers:
 		s = fmt.Sprintf("no leader answers; %d voters answered, enough to include every committed record of this server, and none recorded its log beyond what it holds", v.Answers)
 	case BySolo:
@@ -174,7 +174,7 @@ func (v Verdict) Message(self string) string {
 	case NoAnswer:
 		s = "servers of its cluster are seen but none answered yet"
 	case QuorumWait:
-		s = fmt.Sprintf("no leader answers, and admission without one needs current voters that with this server make a majority, or answers from enough voters to include every committed record: waiting for %v. "+
+		s = fmt.Sprintf("no leader answers, and admission without one needs an answer from a voter that heard from a leader no earlier than this server did, or answers from enough voters to include every committed record: waiting for %v. "+
 			"If they are gone for good (dead, their disks lost) and no server runs on an older copy of its data directory, restart the survivors with --assume-gone naming them",
 			v.Missing)
 	case LeaderWait:

@@ -20,7 +20,7 @@ func (m *Model) ask(s *server) {
 	}
 	c := m.clusters[s.c]
 	f := admit.Facts{Joined: true, CanAsk: true, SinceGossip: time.Duration(s.local(m.now) - s.startLocal)}
-	f.Self = admit.Self{ID: s.id, Generation: c.gen, HasState: true, LastIndex: s.lastIndex(), ConfigKnown: true}
+	f.Self = admit.Self{ID: s.id, Generation: c.gen, HasState: true, LastIndex: s.lastIndex(), ConfigKnown: true, ContactMs: s.recContact / 1e6}
 	for _, i := range c.voters {
 		f.Self.Voters = append(f.Self.Voters, m.servers[i].id)
 	}
@@ -75,7 +75,7 @@ func (m *Model) ask(s *server) {
 // answer is o's vouch answer to s (cluster's Node.Vouch).
 func (m *Model) answer(o, s *server) admit.Answer {
 	c := m.clusters[o.c]
-	a := admit.Answer{By: o.id, Generation: c.gen, Admitted: o.admitted, Current: o.admitted || o.freshAtStop, LastIndex: o.lastIndex()}
+	a := admit.Answer{By: o.id, Generation: c.gen, Admitted: o.admitted, ContactMs: m.contactOf(o) / 1e6, LastIndex: o.lastIndex()}
 	a.Authoritative = o.role == leader && m.holds(o) && !o.paused
 	for _, i := range c.voters {
 		a.Voters = append(a.Voters, m.servers[i].id)

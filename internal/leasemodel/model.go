@@ -22,7 +22,6 @@ const (
 	gossipInterval   = time.Second            // gossip carries each server's published generation
 	leaveTime        = time.Second            // a stopping server leaves gossip (cluster's Shutdown) before raft stops
 	recordInterval   = 5 * time.Second        // a leader records how far each server's log reaches
-	freshGap         = 3 * time.Second        // a server last in touch with a leader this long before it stopped counts as current (cluster's contact records)
 	driftPerMille    = 40                     // clock rates lie in 1 ± 4%: the margin (L/10) covers 1 ± 4.76%
 )
 
@@ -122,10 +121,11 @@ type server struct {
 	rec      lease.Record
 	recorded bool
 	records  map[int]uint64
-	// freshAtStop: the server was current in its group when it last
-	// stopped: admitted, and it had heard from a leader (or led) within
-	// freshGap (cluster's contact records).
-	freshAtStop bool
+	// recContact is the real time the server last heard from a leader (or
+	// led), as its contact record kept it when it last stopped (cluster's
+	// contact.go; 0: none). Wall clocks are taken to agree here; the
+	// decision allows admit.ContactSlack for them.
+	recContact int64
 	// learnedNewer: the server has heard of a generation superseding its
 	// own that has served (ground truth for property (b), whatever Fence
 	// says).
@@ -285,8 +285,7 @@ func (m *Model) down(s *server) {
 	if s.admitted {
 		// cluster's contact record, written while admitted (a shut gate
 		// leaves the last one standing).
-		led := s.role == leader
-		s.freshAtStop = led || (s.contact != 0 && m.now-s.contact <= int64(freshGap))
+		s.recContact = m.contactOf(s)
 	}
 	s.up, s.paused, s.stopping = false, false, false
 	s.grant, s.phase, s.role, s.admitted = 0, idle, follower, false
@@ -299,6 +298,21 @@ func (m *Model) down(s *server) {
 func (m *Model) resetElection(s *server) {
 	d := heartbeatTimeout + time.Duration(m.rng.Int64N(int64(heartbeatTimeout)))
 	s.t[tElection] = m.now + s.dur(d*time.Duration(s.slow))
+}
+
+// contactOf is when s last heard from a leader, as its vouch answer says
+// (cluster's Node.contactMs): now while it leads, its last leader contact
+// while admitted, its record otherwise.
+func (m *Model) contactOf(s *server) int64 {
+	switch {
+	case !s.admitted:
+		return s.recContact
+	case s.role == leader:
+		return m.now
+	case s.contact != 0:
+		return s.contact
+	}
+	return s.recContact
 }
 
 // holds reports whether s holds a lease now: its process runs (paused

@@ -37,7 +37,7 @@ type oldAvailability struct{ Real }
 func (oldAvailability) Decide(f admit.Facts) admit.Verdict {
 	v := admit.Decide(f)
 	n := len(f.Self.Voters)
-	if need := n - (n/2 + 1) + 1; v.Kind == admit.ByMajority && v.Answers < need {
+	if need := n - (n/2 + 1) + 1; v.Kind == admit.ByWitness && v.Answers < need {
 		return admit.Verdict{Outcome: admit.Wait, Kind: admit.QuorumWait, Group: f.Group}
 	}
 	return v

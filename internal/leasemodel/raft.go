@@ -126,6 +126,9 @@ func (m *Model) becomeLeader(s *server) {
 // stepDown makes s a follower, in term if that is higher. A leader
 // revokes its lease at once (group.leadership).
 func (m *Model) stepDown(s *server, term uint64) {
+	if s.role == leader {
+		s.contact = m.now // a leader that steps down heard from a leader (itself) until now
+	}
 	if term > s.term {
 		s.term, s.vote = term, -1
 	}

@@ -364,11 +364,12 @@ type VouchResponse struct {
 	Lineage    string `protobuf:"bytes,16,opt,name=lineage,proto3" json:"lineage,omitempty"`
 	Generation uint64 `protobuf:"varint,17,opt,name=generation,proto3" json:"generation,omitempty"`
 	Admitted   bool   `protobuf:"varint,18,opt,name=admitted,proto3" json:"admitted,omitempty"`
-	// current is true when the answering server is admitted in the group
-	// asked about, or was current in it when it last stopped (it had heard
-	// from a leader of the group until shortly before): it holds the group's
-	// progress records up to then. False from builds before it.
-	Current       bool `protobuf:"varint,19,opt,name=current,proto3" json:"current,omitempty"`
+	// contact_ms is when the answering server last heard from a leader of the
+	// group asked about (Unix ms; now if it leads it; its record from before
+	// its last stop while it is not admitted again): it holds the group's
+	// progress records up to about then. 0 when unknown, and from builds
+	// before it.
+	ContactMs     int64 `protobuf:"varint,19,opt,name=contact_ms,json=contactMs,proto3" json:"contact_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -529,11 +530,11 @@ func (x *VouchResponse) GetAdmitted() bool {
 	return false
 }
 
-func (x *VouchResponse) GetCurrent() bool {
+func (x *VouchResponse) GetContactMs() int64 {
 	if x != nil {
-		return x.Current
+		return x.ContactMs
 	}
-	return false
+	return 0
 }
 
 var File_seqd_peer_v1_peer_proto protoreflect.FileDescriptor
@@ -561,7 +562,7 @@ const file_seqd_peer_v1_peer_proto_rawDesc = "" +
 	"\alineage\x18\x06 \x01(\tR\alineage\x12\x1e\n" +
 	"\n" +
 	"generation\x18\a \x01(\x04R\n" +
-	"generation\"\xe5\x04\n" +
+	"generation\"\xea\x04\n" +
 	"\rVouchResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12$\n" +
@@ -585,8 +586,9 @@ const file_seqd_peer_v1_peer_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x11 \x01(\x04R\n" +
 	"generation\x12\x1a\n" +
-	"\badmitted\x18\x12 \x01(\bR\badmitted\x12\x18\n" +
-	"\acurrent\x18\x13 \x01(\bR\acurrent2\xdf\x01\n" +
+	"\badmitted\x18\x12 \x01(\bR\badmitted\x12\x1d\n" +
+	"\n" +
+	"contact_ms\x18\x13 \x01(\x03R\tcontactMs2\xdf\x01\n" +
 	"\vPeerService\x12B\n" +
 	"\x05Vouch\x12\x1a.seqd.peer.v1.VouchRequest\x1a\x1b.seqd.peer.v1.VouchResponse\"\x00\x12E\n" +
 	"\x05Clock\x12\x1a.seqd.peer.v1.ClockRequest\x1a\x1b.seqd.peer.v1.ClockResponse\"\x03\x90\x02\x01\x12E\n" +
