@@ -83,6 +83,7 @@ var (
 
 func readBackupInfo(b *bolt.Bucket) (BackupInfo, error) {
 	var info BackupInfo
+	digest := false
 	err := b.ForEach(func(k, v []byte) error {
 		if v == nil {
 			if string(k) == string(bucketInfoParts) {
@@ -91,6 +92,7 @@ func readBackupInfo(b *bolt.Bucket) (BackupInfo, error) {
 			return fmt.Errorf("%q is a bucket", k)
 		}
 		if string(k) == string(keyInfoDigest) {
+			digest = true
 			if len(v) != sha256.Size {
 				return fmt.Errorf("digest of %d bytes", len(v))
 			}
@@ -134,6 +136,9 @@ func readBackupInfo(b *bolt.Bucket) (BackupInfo, error) {
 	})
 	if err != nil {
 		return info, err
+	}
+	if digest && info.Groups == 0 {
+		return info, errors.New("a digest in a backup of one group (only backups of several groups are sealed)")
 	}
 	return info, readGroupParts(b, &info)
 }
