@@ -104,12 +104,13 @@ func TestMergeBackupsAndRestoreGroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := BackupInfo{ClusterID: "c1", Term: 7, Index: 4, Taken: taken, Groups: 3, Slots: seqd.SlotCount, Parts: []GroupPart{
-		{Term: 7, Index: 4, Taken: taken}, {Term: 3, Index: 3, Taken: taken.Add(time.Millisecond)}, {Term: 5, Index: 4, Taken: taken.Add(2 * time.Millisecond)},
+		{Term: 7, Index: 4, Taken: taken, Protocol: groupsProtocol}, {Term: 3, Index: 3, Taken: taken.Add(time.Millisecond), Protocol: groupsProtocol},
+		{Term: 5, Index: 4, Taken: taken.Add(2 * time.Millisecond)},
 	}}
 	if !reflect.DeepEqual(info, want) {
 		t.Fatalf("merged info\n%+v, want\n%+v", info, want)
 	}
-	if got := fileFormat(t, merged); got != groupsBackupFormat {
+	if got := fileFormat(t, merged); got != generationFormat {
 		t.Fatalf("merged backup of format %d, want %d", got, groupsBackupFormat)
 	}
 	sum, err := InspectBackup(merged)
@@ -284,7 +285,7 @@ func TestBackupOfGroupsFormat(t *testing.T) {
 	}
 	for name, fn := range map[string]func(tx *bolt.Tx) error{
 		"format 3 with groups": func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(keyFormat, u64(3)) },
-		"format 4 without groups": func(tx *bolt.Tx) error {
+		"the groups' record removed": func(tx *bolt.Tx) error {
 			b := tx.Bucket(bucketBackup)
 			if err := b.DeleteBucket(bucketInfoParts); err != nil {
 				return err
