@@ -271,6 +271,7 @@ func (n *Node) facts(i int, joined bool, members []admit.Member) (admit.Facts, b
 	if (!has && !joined) || !f.CanAsk {
 		return f, true
 	}
+	n.noteSource(members, nil)
 	var withState []Member
 	for _, m := range n.Members() {
 		if m.Alive && m.ID != n.cfg.ID && m.HasState && m.APIAddr != "" {
@@ -288,7 +289,36 @@ func (n *Node) facts(i int, joined bool, members []admit.Member) (admit.Facts, b
 		}
 		f.Answers = append(f.Answers, ans)
 	}
+	n.noteSource(nil, f.Answers)
+	if last := n.sourceSeen.Load(); last != 0 {
+		f.SourceSeen, f.SinceSource = true, time.Since(time.Unix(0, last))
+	}
+	if last := n.newerSeen.Load(); last != 0 {
+		f.NewerSeen, f.SinceNewer = true, time.Since(time.Unix(0, last))
+	}
 	return f, true
+}
+
+// noteSource notes when this server last saw an admitted server of an
+// older generation of its lineage, and a live server of a newer one (see
+// admit.SourceQuiet).
+func (n *Node) noteSource(members []admit.Member, answers []admit.Answer) {
+	mine := n.Generation()
+	source, newer := false, false
+	for _, m := range members {
+		source = source || (m.Alive && m.Admitted && mine.Supersedes(m.Generation))
+		newer = newer || (m.Alive && m.Generation.Supersedes(mine))
+	}
+	for _, a := range answers {
+		source = source || (a.Admitted && mine.Supersedes(a.Generation))
+		newer = newer || a.Generation.Supersedes(mine)
+	}
+	if source {
+		n.sourceSeen.Store(time.Now().UnixNano())
+	}
+	if newer {
+		n.newerSeen.Store(time.Now().UnixNano())
+	}
 }
 
 // groupHasState reports whether this server holds raft state in group i.

@@ -49,8 +49,9 @@ func readContact(dir string) int64 {
 	if len(f) != 2 {
 		return 0
 	}
-	contact, err := strconv.ParseInt(f[1], 10, 64)
-	if err != nil || contact < 0 {
+	alive, err1 := strconv.ParseInt(f[0], 10, 64)
+	contact, err2 := strconv.ParseInt(f[1], 10, 64)
+	if err1 != nil || err2 != nil || contact <= 0 || alive < contact {
 		return 0
 	}
 	return contact

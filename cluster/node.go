@@ -55,6 +55,12 @@ type Node struct {
 	// fenced for good (fence.go).
 	fenced atomic.Bool
 	fence  atomic.Pointer[fenceRecord]
+	// sourceSeen is when this server last saw an admitted server of the
+	// cluster its restore replaces (Unix ns; 0: never; admission.go).
+	sourceSeen atomic.Int64
+	// newerSeen is when it last saw a live server of a newer generation of
+	// its lineage (a restore of its cluster).
+	newerSeen atomic.Int64
 	// legacySource is the cluster a build before generations restored this
 	// data directory from ("" if none; see Generation).
 	legacySource string

@@ -147,6 +147,14 @@ func TestDecide(t *testing.T) {
 			func(f *Facts) {
 				f.Members = []Member{{ID: "n3", Alive: true, HasState: true, Admitted: true, Generation: genS}}
 			}), Refuse, SourceRunning},
+		{"source running: seen a moment ago, out of sight now (paused, cut off)", with(base(Self{ID: "r1", Generation: genX, HasState: true, LastIndex: 2, Voters: []string{"r1"}, ConfigKnown: true}),
+			func(f *Facts) { f.SourceSeen, f.SinceSource = true, 3*time.Second }), Refuse, SourceRunning},
+		{"source out of sight for longer than SourceQuiet: the solo rule applies", with(base(Self{ID: "r1", Generation: genX, HasState: true, LastIndex: 2, Voters: []string{"r1"}, ConfigKnown: true}),
+			func(f *Facts) { f.SourceSeen, f.SinceSource = true, SourceQuiet }), Admit, BySolo},
+		{"newer generation: a restore of its cluster is around and its own cluster does not run (a site coming back while the restore starts)",
+			with(base(voter("n1", 100)), func(f *Facts) { f.NewerSeen, f.SinceNewer = true, time.Second }), Refuse, NewerGeneration},
+		{"newer generation, but its own cluster runs (a restore made by mistake next to it): it rejoins",
+			with(base(voter("n1", 100), up(peer("n2", genS, 90, 3, 120))), func(f *Facts) { f.NewerSeen, f.SinceNewer = true, time.Second }), Admit, ByWitness},
 		{"superseded: fenced for good", with(base(voter("n1", 100), leader(peer("n2", genS, 90, 3, 120))), func(f *Facts) { f.Self.Fenced = true }), Refuse, Superseded},
 	}
 	seen := map[Kind]bool{}
@@ -161,7 +169,7 @@ func TestDecide(t *testing.T) {
 		seen[v.Kind] = true
 	}
 	for _, k := range []Kind{ByLeader, ByWitness, ByAnswers, BySolo, ByJoin, ByFresh, Unchecked, NotJoined, NoAnswer, QuorumWait, LeaderWait, BootstrapWait,
-		SoloWaiting, Foreign, Clusters, Removed, Stale, Wiped, Sibling, SourceRunning, Superseded} {
+		SoloWaiting, Foreign, Clusters, Removed, Stale, Wiped, Sibling, SourceRunning, NewerGeneration, Superseded} {
 		if !seen[k] {
 			t.Errorf("no row reaches %q", k)
 		}

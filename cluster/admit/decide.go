@@ -30,7 +30,24 @@ type Facts struct {
 	CanAsk bool
 	// SinceGossip is how long gossip has run on this server.
 	SinceGossip time.Duration
+	// SourceSeen is whether this server has seen an admitted server of an
+	// older generation of its lineage (the cluster a restore replaces)
+	// since it started, and SinceSource how long ago it last did.
+	SourceSeen  bool
+	SinceSource time.Duration
+	// NewerSeen is whether this server has seen a live server of a newer
+	// generation of its lineage (a restore of its cluster) since it
+	// started, and SinceNewer how long ago it last did.
+	NewerSeen  bool
+	SinceNewer time.Duration
 }
+
+// SourceQuiet is how long a restored server that saw the cluster it
+// replaces running waits, after it last saw it, before it may serve: that
+// cluster may have gone out of reach (a pause, a partition) in the middle
+// of a lease, and the longest lease seqd's defaults and documented ranges
+// give, with its margin and the listen window, ends within it.
+const SourceQuiet = 30 * time.Second
 
 // Self describes the deciding server in the group.
 type Self struct {
@@ -135,6 +152,20 @@ func decide(f Facts) Verdict {
 			return Verdict{Outcome: Refuse, Kind: SourceRunning, By: m.ID, Cluster: m.Generation.String()}
 		}
 	}
+	if f.SourceSeen && f.SinceSource < SourceQuiet {
+		// Out of sight is not stopped: it may be paused or cut off in the
+		// middle of a lease.
+		return Verdict{Outcome: Refuse, Kind: SourceRunning, By: "(not seen for " + f.SinceSource.Round(time.Second).String() + ")"}
+	}
+	// A restore of this server's cluster is around, and none of this
+	// server's own cluster runs (a site coming back while its restore
+	// starts, both unadmitted): the restore goes first (it refuses only
+	// while its source runs), and this server defers to it, for good once
+	// it served (Fence). A cluster that runs keeps running next to a
+	// restore made by mistake, and its restarted servers rejoin it.
+	if f.NewerSeen && f.SinceNewer < SourceQuiet && !ownAdmitted(f) {
+		return Verdict{Outcome: Refuse, Kind: NewerGeneration}
+	}
 	// A server of another cluster that lists this one: refuse. A cluster
 	// this server's own generation supersedes does not count (it is
 	// fenced as soon as it hears of this one).
@@ -178,6 +209,23 @@ func decide(f Facts) Verdict {
 		return decideNoState(f, own)
 	}
 	return decideState(f, own)
+}
+
+// ownAdmitted reports whether a server of this server's own cluster is
+// seen admitted (its cluster runs).
+func ownAdmitted(f Facts) bool {
+	mine := f.Self.Generation.Cluster
+	for _, a := range f.Answers {
+		if a.Admitted && a.Generation.Cluster == mine {
+			return true
+		}
+	}
+	for _, m := range f.Members {
+		if m.Alive && m.Admitted && m.Generation.Cluster == mine {
+			return true
+		}
+	}
+	return false
 }
 
 // supersededBy reports whether another answer's generation supersedes g.
@@ -253,15 +301,15 @@ func decideState(f Facts, own []Answer) Verdict {
 }
 
 // ContactSlack is how much earlier than the asking server an answering
-// voter may have heard from a leader and still witness for it: servers
-// that stopped at the same instant (a power loss) record their last
-// contact up to a record's interval and a heartbeat apart, and each must
-// witness for the other.
+// voter may have heard from a leader and still witness for it: the last
+// leader's own record runs up to its stop, its followers' a heartbeat and a
+// record's interval behind, and servers that stopped together (a power
+// loss) must witness for each other.
 const ContactSlack = time.Second
 
 // witnessed reports whether an answering voter heard from a leader of the
-// group no earlier than this server did before it stopped (ContactSlack
-// allowed): a witness for it.
+// group no earlier than ContactSlack before this server did (before it
+// stopped): a witness for it.
 //
 // Why one witness suffices: this server's own log is what is in doubt (an
 // older copy of its directory put back). The group's leaders record how far
@@ -274,20 +322,28 @@ const ContactSlack = time.Second
 // stale if it is. Raft's own election still needs a majority. So a
 // restart that meets a crash of another voter, or a full-cluster restart
 // with voters gone, elects as raft alone would as soon as one voter that
-// stayed in touch answers; a voter that lost touch with the leaders before
-// this server did (it lagged: a partition, an earlier stop) is no witness,
-// and neither is a server's own admission (admitted after a restart with
-// no leader, it has heard from none since). What remains (DESIGN.md §6): a
-// copy taken within ContactSlack before, or the record interval after, the
-// witness lost touch with the leaders; a witness whose log lagged behind
-// its leader while it still received heartbeats; two older copies that
-// witness for each other; wall clocks further apart than ContactSlack.
+// stayed in touch as long answers; a voter that lost touch with the
+// leaders well before this server did (it lagged: a partition, an earlier
+// stop) is no witness, and neither is a server's own admission (admitted
+// after a restart with no leader, it has heard from none since). What
+// remains (DESIGN.md §6): a copy taken within ContactSlack plus the record
+// interval after the witness lost touch with the leaders; a witness whose
+// log lagged behind its leader while it still received heartbeats; two
+// older copies that witness for each other; wall clocks further apart than
+// the slack.
+// Witnesses reports whether a voter that heard from a leader at contactMs
+// witnesses for a server that heard from one at askerMs (Unix ms; see
+// witnessed).
+func Witnesses(askerMs, contactMs int64) bool {
+	return askerMs > 0 && contactMs > 0 && contactMs >= askerMs-ContactSlack.Milliseconds()
+}
+
 func witnessed(me Self, answers []Answer) bool {
 	if me.ContactMs <= 0 {
 		return false // no record of its own (a build before them): every record's holders must answer
 	}
 	for _, a := range answers {
-		if a.ContactMs > 0 && a.ContactMs >= me.ContactMs-ContactSlack.Milliseconds() && slices.Contains(me.Voters, a.By) {
+		if slices.Contains(me.Voters, a.By) && Witnesses(me.ContactMs, a.ContactMs) {
 			return true
 		}
 	}

@@ -102,6 +102,9 @@ const (
 	// SourceRunning: a restored server sees the cluster it replaces still
 	// running (one of its servers admitted).
 	SourceRunning Kind = "source-running"
+	// NewerGeneration: a restore of this server's cluster is seen and none
+	// of its own cluster runs: it defers to the restore.
+	NewerGeneration Kind = "newer-generation"
 	// Superseded: fenced for good, because a newer generation of this
 	// server's lineage exists, or a sibling restore that served met this
 	// one after it served too.
@@ -206,10 +209,14 @@ func (v Verdict) Message(self string) string {
 		s = fmt.Sprintf("this server's cluster and server %s's (cluster %s) were both restored from one backup: it refuses to take part or serve, since both would hand out the same values. "+
 			"Keep one restore: stop this server, delete its data directory, and start it empty with a --join naming the one you keep", v.By, v.Cluster)
 	case SourceRunning:
-		s = fmt.Sprintf("this server's data was restored from a backup of a cluster that is still running (server %s, generation %s, is admitted): "+
+		s = fmt.Sprintf("this server's data was restored from a backup of a cluster that is still running (server %s, generation %s, is admitted; one seen running waits a while after it goes out of sight): "+
 			"it refuses to take part or serve, since both would hand out the same values. If the restore replaces that cluster: stop every server of it "+
 			"(when one comes back later, it learns of this restore and stops for good). If the restore was a mistake: stop this server, delete its data directory, "+
 			"and start it empty to join the running cluster", v.By, v.Cluster)
+	case NewerGeneration:
+		s = "a restore of this server's cluster (a newer generation of its lineage) is running, and no server of this server's own cluster is: " +
+			"it defers to the restore and refuses to take part or serve (once the restore serves, this server is fenced for good). " +
+			"To use it again: stop it, delete its data directory, and start it with a --join naming the restored cluster's servers"
 	case Superseded:
 		s = "this server's cluster was replaced by a restore (" + v.Cluster + ", learned from " + v.By + "): it stopped serving and refuses raft for good. " +
 			"To use this server again: stop it, delete its data directory, and start it with a --join naming the restored cluster's servers"

@@ -36,6 +36,18 @@ func (m *Model) ask(s *server) {
 		if s.fenced {
 			return
 		}
+		if a.Admitted && c.gen.Supersedes(a.Generation) {
+			s.sourceSeen = m.now // cluster's noteSource
+		}
+		if a.Generation.Supersedes(c.gen) {
+			s.newerSeen = m.now
+		}
+	}
+	if s.sourceSeen != 0 {
+		f.SourceSeen, f.SinceSource = true, time.Duration(m.now-s.sourceSeen)
+	}
+	if s.newerSeen != 0 {
+		f.NewerSeen, f.SinceNewer = true, time.Duration(m.now-s.newerSeen)
 	}
 	v := m.rules.Decide(f)
 	switch v.Outcome {

@@ -125,7 +125,15 @@ func (m *Model) required(c int) bool {
 }
 
 // majorityCanServe reports whether a majority of c's voters run unpaused,
-// not stopping, not fenced, and reach each other.
+// not stopping, not fenced, reach each other, and can all be admitted from
+// each other's answers alone: each is admitted already, or has a witness
+// among them (admit.Witnesses: one that heard from a leader no earlier
+// than it did), or answers from enough of them to include every record's
+// holders. When the voter that heard from a leader last is down, the
+// others may not tell a current log from an older copy without it, and
+// admission waits for it (or an operator's --assume-gone): availability
+// is required of the rule as it stands, so the checker finds a change of
+// it (the old rule's mutant) and a loss of liveness after admission.
 func (m *Model) majorityCanServe(c int) bool {
 	voters := m.clusters[c].voters
 	var ok []*server
@@ -147,11 +155,34 @@ func (m *Model) majorityCanServe(c int) bool {
 				}
 			}
 		}
-		if connected {
+		if connected && m.admissible(ok, set, len(voters)) {
 			return true
 		}
 	}
 	return false
+}
+
+// admissible reports whether every member of set (a subset of ok) can be
+// admitted from the others' answers (see majorityCanServe).
+func (m *Model) admissible(ok []*server, set uint, voters int) bool {
+	everyRecord := voters - (voters/2 + 1) + 1 // other voters that must answer without a witness
+	for i, s := range ok {
+		if set&(1<<i) == 0 || s.admitted {
+			continue
+		}
+		others, witnessed := 0, false
+		for j, o := range ok {
+			if j == i || set&(1<<j) == 0 {
+				continue
+			}
+			others++
+			witnessed = witnessed || admit.Witnesses(s.recContact/1e6, m.contactOf(o)/1e6)
+		}
+		if !witnessed && others < everyRecord {
+			return false
+		}
+	}
+	return true
 }
 
 func (m *Model) violate(property, detail string) {

@@ -141,6 +141,8 @@ type server struct {
 	admitted, refused bool
 	waiting           admit.Kind // the last wait's kind (the trace says each once)
 	contact           int64      // real time it last heard from a leader (0: never since it started)
+	sourceSeen        int64      // real time it last saw an admitted server of an older generation (0: never since it started)
+	newerSeen         int64      // real time it last saw a server of a newer generation (0: never since it started)
 	seen              int64      // local time it last stored a renewal since it started (0: never)
 
 	phase        phase
@@ -265,7 +267,7 @@ func (m *Model) start(s *server) {
 	s.role, s.leader, s.commit, s.applied = follower, -1, 0, 0
 	s.match, s.acked = [maxServers]uint64{}, [maxServers]int64{}
 	s.handoff = m.rules.NewHandoff()
-	s.admitted, s.refused, s.seen, s.waiting, s.contact = false, false, 0, "", 0
+	s.admitted, s.refused, s.seen, s.waiting, s.contact, s.sourceSeen, s.newerSeen = false, false, 0, "", 0, 0, 0
 	s.phase, s.pending, s.grant, s.served = idle, false, 0, false
 	s.move, s.stopAfter = noMove, false
 	for i := range s.t {

@@ -22,11 +22,27 @@ func (h *termless) Release(uint64)        { h.released = true }
 func (h *termless) Released() bool        { return h.released }
 func (h *termless) RenewedIn(uint64) bool { return true }
 
-// noFence never fences: a returning source of a restore takes part again.
+// noFence removes every generation check: Fence never fences, and
+// admission ignores generations (a restore's source that runs, a restore
+// of this server's cluster): a returning source of a restore takes part
+// again.
 type noFence struct{ Real }
 
 func (noFence) Fence(seqd.Generation, bool, admit.Learned) admit.Verdict {
 	return admit.Verdict{Outcome: admit.Admit}
+}
+
+func (noFence) Decide(f admit.Facts) admit.Verdict {
+	f.SourceSeen, f.NewerSeen = false, false
+	blind := func(g seqd.Generation) seqd.Generation { g.Lineage = ""; return g }
+	f.Self.Generation = blind(f.Self.Generation)
+	for i := range f.Answers {
+		f.Answers[i].Generation = blind(f.Answers[i].Generation)
+	}
+	for i := range f.Members {
+		f.Members[i].Generation = blind(f.Members[i].Generation)
+	}
+	return admit.Decide(f)
 }
 
 // oldAvailability is the rule before issue 25: without a leader, N -
