@@ -13,6 +13,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/client"
+	"github.com/seqd/seqd/cluster/admit"
 	"github.com/seqd/seqd/internal/testcluster"
 )
 
@@ -311,9 +312,13 @@ func TestGroupsWipedGroupDoesNotVouchForOlderCopy(t *testing.T) {
 	}
 	take(20, time.Now().Add(30*time.Second))
 
-	// B stops receiving group g's entries; A and W carry the group.
+	// B stops receiving group g's entries; A and W carry the group. The copy
+	// below is taken after B has been out of touch for longer than
+	// admit.ContactSlack (and a contact record's interval), so B is no
+	// witness for it (a copy within that second is the documented window).
 	B.Node().CutGroupTraffic(g, true)
 	take(10, time.Now().Add(30*time.Second))
+	time.Sleep(2 * admit.ContactSlack)
 
 	// An older copy of A's group g directory.
 	A.Kill()
