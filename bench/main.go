@@ -88,6 +88,7 @@ func run(args []string) error {
 		pause    = fs.Duration("pause", 2*time.Second, "pause between runs")
 		perKey   = fs.Bool("pg-per-key", false, "postgres: one counter row per key (INSERT .. ON CONFLICT DO UPDATE .. RETURNING) instead of nextval")
 		jsonOut  = fs.Bool("json", false, "print the JSON report on stdout")
+		cpuPIDs  = fs.String("cpu-pids", "", "comma-separated IDs of server processes whose CPU time over the measured run is reported with this process's own (Linux)")
 	)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -115,6 +116,11 @@ func run(args []string) error {
 	defer closeFn()
 	cfg := loadgen.Config{Concurrency: *conc, Duration: *duration, Warmup: *warmup, Rate: *rate,
 		Keys: *keys, Dist: *dist, Batch: *batch, Progress: os.Stderr}
+	pids, err := loadgen.ParsePIDs(*cpuPIDs)
+	if err != nil {
+		return err
+	}
+	cfg.CPUPIDs = pids
 	rep := &report{Target: *target, Label: *label}
 	rep.Load[0] = loadgen.LoadAvg()
 	if rep.Label == "" {

@@ -122,6 +122,7 @@ func Run(prog string, args []string) error {
 		noRaft      = fs.Bool("no-raft-stats", false, "do not ask the cluster for raft statistics (for servers without AdminService)")
 		http2       = fs.Bool("http2", false, "use h2c for the Connect and gRPC-Web protocols too (the client's default is HTTP/1.1 for them, h2c for gRPC)")
 		cpuProfile  = fs.String("cpuprofile", "", "write a CPU profile of the bench process (the load generator and client) to this file")
+		cpuPIDs     = fs.String("cpu-pids", "", "comma-separated IDs of server processes whose CPU time over the measured run is reported with this process's own (Linux)")
 	)
 	ops, err := cli.ParseFlags(fs, args)
 	if err != nil {
@@ -253,6 +254,9 @@ func Run(prog string, args []string) error {
 		Concurrency: *conc, Duration: *duration, Count: *count, Warmup: *warmup, Rate: *rate,
 		Keys: *keys, KeyOffset: *keyOffset, Dist: *dist, ZipfS: *zipfS, Mix: m, Batch: *batch,
 		Timeline: *timeline, Classify: classifyErr,
+	}
+	if cfg.CPUPIDs, err = loadgen.ParsePIDs(*cpuPIDs); err != nil {
+		return cli.Usagef("--cpu-pids: %v", err)
 	}
 	if *progress > 0 {
 		cfg.Progress, cfg.ProgressEvery = os.Stderr, *progress
