@@ -14,7 +14,9 @@
 // together in the next one. Each call still gets exactly the values for its
 // own keys, and a call that completed before another began gets the smaller
 // value for the same key. See coalesce.go for the rules and BatchStats for
-// counters.
+// counters. Coalesced Next requests travel as messages of one long-lived
+// NextStream call per node (HTTP/2) when the node serves it, and as unary
+// calls otherwise (stream.go).
 //
 // The client caches the cluster's routing table (the members' API addresses
 // and the leader's), refreshes it in the background when an answer carries a
@@ -34,6 +36,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -80,6 +83,14 @@ type Options struct {
 	// MinBackoff and MaxBackoff bound the wait between retries (defaults
 	// 10ms and 500ms, with jitter).
 	MinBackoff, MaxBackoff time.Duration
+
+	// DisableStreaming sends coalesced Next requests as unary calls. By
+	// default they travel as messages of one NextStream call per node
+	// (HTTP/2, h2c without TLS; the given HTTPClient must then speak
+	// HTTP/2), and as unary calls to a node that does not serve NextStream
+	// (an older server) or while a stream to it cannot be opened. The
+	// gRPC-Web protocol never streams.
+	DisableStreaming bool
 
 	// DisableCoalescing sends every Next and Current call as its own
 	// request. By default, concurrent calls for the same space share
@@ -154,6 +165,11 @@ type Client struct {
 
 	batchers                 sync.Map // batcherKey → *batcher
 	bCalls, bRequests, bKeys atomic.Uint64
+
+	// streamHTTP carries the NextStream calls (stream.go); nil when
+	// streaming is off.
+	streamHTTP *http.Client
+	bStreamed  atomic.Uint64
 }
 
 type node struct {
@@ -162,6 +178,7 @@ type node struct {
 	admin  seqv1connect.AdminServiceClient
 	id     seqv1connect.IdServiceClient
 	health healthv1connect.HealthClient
+	stream streamSlot // the node's NextStream (stream.go)
 }
 
 // ErrNoAddrs is returned by New without addresses.
@@ -220,6 +237,7 @@ func New(addrs []string, opts Options) (*Client, error) {
 	if opts.Token != "" {
 		c.connectOpts = append(c.connectOpts, connect.WithInterceptors(bearer("Bearer "+opts.Token)))
 	}
+	c.streamHTTP = c.streamClient()
 	for _, a := range addrs {
 		if a = strings.TrimSpace(a); a != "" {
 			c.addNodeLocked(a)
@@ -307,6 +325,7 @@ func (c *Client) newNode(addr string) *node {
 		admin:  seqv1connect.NewAdminServiceClient(c.http, u, c.connectOpts...),
 		id:     seqv1connect.NewIdServiceClient(c.http, u, c.connectOpts...),
 		health: healthv1connect.NewHealthClient(c.http, u, c.connectOpts...),
+		stream: c.newStreamSlot(u),
 	}
 }
 
@@ -566,22 +585,30 @@ func msgFrom[T any](c *Client, n *node, r *connect.Response[T], err error) (*T, 
 	if err != nil {
 		return nil, err
 	}
-	c.noteRouting(r.Header())
-	h := r.Header().Get(seqd.HeaderLeader)
-	if h != "" {
+	h := r.Header()
+	v, _ := strconv.ParseUint(h.Get(seqd.HeaderRoutingVersion), 10, 64)
+	c.noteAnswer(n, v, h.Get(seqd.HeaderGroup), h.Get(seqd.HeaderLeader))
+	return r.Msg, nil
+}
+
+// noteAnswer learns from what a SequenceService answer of n says (its
+// routing version, 0 if none; its Seqd-Group; its Seqd-Leader), as msgFrom
+// describes.
+func (c *Client) noteAnswer(n *node, version uint64, group, leader string) {
+	c.noteRouting(version)
+	if leader != "" {
 		c.forwarded.Add(1)
 	}
-	if t := c.groups.Load(); t != nil && c.noteGroup(t, n, r.Header().Get(seqd.HeaderGroup), h) > 0 {
-		return r.Msg, nil
+	if t := c.groups.Load(); t != nil && c.noteGroup(t, n, group, leader) > 0 {
+		return
 	}
-	if h != "" && h != n.addr {
+	if leader != "" && leader != n.addr {
 		c.mu.Lock()
-		if i := indexOf(c.nodes, h); i >= 0 && c.nodes[c.leader] == n {
+		if i := indexOf(c.nodes, leader); i >= 0 && c.nodes[c.leader] == n {
 			c.leader = i
 		}
 		c.mu.Unlock()
 	}
-	return r.Msg, nil
 }
 
 func msg[T any](r *connect.Response[T], err error) (*T, error) {
@@ -604,6 +631,39 @@ func call[T any](c *Client, ctx context.Context, f func(context.Context, *node) 
 // table knows it.
 func callUntil[T any](c *Client, ctx context.Context, gone func() bool, group int, f func(context.Context, *node) (*T, error)) (*T, error) {
 	return retry(c, ctx, c.opts.AttemptTimeout, gone, group, f)
+}
+
+// attemptFailed moves the client on after an attempt on n failed with an
+// error worth retrying: it follows the leader hint, or tries the next node.
+// idx is n's index in c.nodes, or -1 when n was group's presumed leader. It
+// reports whether the next attempt should go at once (a hint to follow).
+func (c *Client) attemptFailed(group, idx int, n *node, err error) bool {
+	hinted := false
+	var ce *connect.Error
+	if idx < 0 {
+		// The group's presumed leader failed: the cluster's leader
+		// next, at once (hints name group 0's leader, not this
+		// group's), and a fresh table.
+		c.forgetGroupLeader(group, n)
+		c.refreshRouting()
+		hinted = true
+	} else if errors.As(err, &ce) {
+		if h := ce.Meta().Get(seqd.HeaderLeader); h != "" && h != n.addr {
+			c.mu.Lock()
+			c.leader = c.addNodeLocked(h)
+			c.mu.Unlock()
+			hinted = true
+			c.refreshRouting()
+		}
+	}
+	if !hinted && idx >= 0 {
+		c.mu.Lock()
+		if c.leader == idx {
+			c.leader = (idx + 1) % len(c.nodes)
+		}
+		c.mu.Unlock()
+	}
+	return hinted
 }
 
 // retry is the one retry loop of the client: callUntil with attempts
@@ -644,32 +704,7 @@ func retry[T any](c *Client, ctx context.Context, attemptTimeout time.Duration, 
 			return nil, err
 		}
 		c.retried.Add(1)
-		// Follow the leader hint, or try the next node.
-		hinted := false
-		var ce *connect.Error
-		if idx < 0 {
-			// The group's presumed leader failed: the cluster's leader
-			// next, at once (hints name group 0's leader, not this
-			// group's), and a fresh table.
-			c.forgetGroupLeader(group, n)
-			c.refreshRouting()
-			hinted = true
-		} else if errors.As(err, &ce) {
-			if h := ce.Meta().Get(seqd.HeaderLeader); h != "" && h != n.addr {
-				c.mu.Lock()
-				c.leader = c.addNodeLocked(h)
-				c.mu.Unlock()
-				hinted = true
-				c.refreshRouting()
-			}
-		}
-		if !hinted && idx >= 0 {
-			c.mu.Lock()
-			if c.leader == idx {
-				c.leader = (idx + 1) % len(c.nodes)
-			}
-			c.mu.Unlock()
-		}
+		hinted := c.attemptFailed(group, idx, n, err)
 		if time.Now().After(deadline) {
 			return nil, err
 		}

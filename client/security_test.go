@@ -108,7 +108,9 @@ func startNode(t *testing.T, useTLS bool, seq seqv1connect.SequenceServiceHandle
 
 // TestToken: with Options.Token every call carries Authorization: Bearer
 // TOKEN, unary (Next, coalesced or not; Current; ClusterStatus's service)
-// and streaming (Backup) alike; without it, none does.
+// and streaming (Backup; NextStream, which this fake node refuses as
+// unimplemented, so that the coalesced Next goes unary next) alike; without
+// it, none does.
 func TestToken(t *testing.T) {
 	for _, token := range []string{"s3cret", ""} {
 		addr, s, _ := startNode(t, false, &fake{})
@@ -130,8 +132,8 @@ func TestToken(t *testing.T) {
 			t.Fatal(err)
 		}
 		reqs := s.take()
-		if len(reqs) != 4 {
-			t.Fatalf("token %q: the node saw %d requests, want 4: %+v", token, len(reqs), reqs)
+		if len(reqs) != 5 || reqs[0].path != seqv1connect.SequenceServiceNextStreamProcedure {
+			t.Fatalf("token %q: the node saw %d requests, want 5, NextStream first: %+v", token, len(reqs), reqs)
 		}
 		want := ""
 		if token != "" {
@@ -147,7 +149,8 @@ func TestToken(t *testing.T) {
 
 // TestTLS: with Options.TLS the client calls host:port addresses over
 // HTTPS, verifying the node's certificate against the given roots: HTTP/1.1
-// for Connect by default, HTTP/2 for gRPC or with HTTP2. A leader hint
+// for Connect by default, HTTP/2 for gRPC or with HTTP2, and HTTP/2 for
+// NextStream whatever the protocol (gRPC-Web never streams). A leader hint
 // (host:port) is followed over HTTPS too. Without TLS, or with roots that do
 // not hold the node's CA, no call succeeds.
 func TestTLS(t *testing.T) {
@@ -176,10 +179,18 @@ func TestTLS(t *testing.T) {
 		if st, err := cl.Health(ctx, ""); err != nil || st != healthv1.HealthCheckResponse_SERVING {
 			t.Fatalf("%+v: Health over TLS: %v %v", c.opts, st, err)
 		}
+		streamed := false
 		for _, r := range ls.take() {
-			if !r.tls || r.proto != c.proto || r.auth != "Bearer s3cret" {
-				t.Errorf("%+v: %s came over TLS %v, %s, Authorization %q; want TLS, %s, the token", c.opts, r.path, r.tls, r.proto, r.auth, c.proto)
+			proto := c.proto
+			if r.path == seqv1connect.SequenceServiceNextStreamProcedure {
+				proto, streamed = "HTTP/2.0", true
 			}
+			if !r.tls || r.proto != proto || r.auth != "Bearer s3cret" {
+				t.Errorf("%+v: %s came over TLS %v, %s, Authorization %q; want TLS, %s, the token", c.opts, r.path, r.tls, r.proto, r.auth, proto)
+			}
+		}
+		if want := c.opts.Protocol != client.GRPCWeb; streamed != want {
+			t.Errorf("%+v: NextStream tried %v, want %v", c.opts, streamed, want)
 		}
 	}
 
@@ -192,8 +203,9 @@ func TestTLS(t *testing.T) {
 	if _, err := cl.Next(ctx, "default", 7); err != nil {
 		t.Fatalf("Next through a follower's hint over TLS: %v", err)
 	}
-	if f, l := len(fs.take()), len(ls.take()); f != 1 || l != 1 || cl.Leader() != leader {
-		t.Fatalf("follower saw %d requests, leader %d, client now calls %s; want 1, 1, %s", f, l, cl.Leader(), leader)
+	// The stream to the follower (refused: unimplemented) comes first.
+	if f, l := len(fs.take()), len(ls.take()); f != 2 || l != 1 || cl.Leader() != leader {
+		t.Fatalf("follower saw %d requests, leader %d, client now calls %s; want 2 (NextStream, Next), 1, %s", f, l, cl.Leader(), leader)
 	}
 
 	// No TLS against a TLS node, and TLS without the node's CA: refused.

@@ -179,10 +179,25 @@ func (i interceptor) WrapStreamingClient(next connect.StreamingClientFunc) conne
 func (i interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
 		start := time.Now()
-		err := next(ctx, conn)
+		err := next(ctx, issuedConn{conn, i.m.issued.WithLabelValues("next")})
 		i.observe(conn.Spec().Procedure, start, err)
 		return err
 	}
+}
+
+// issuedConn counts the values of the NextStream answers this node served
+// itself (no error, not forwarded: no leader named), as WrapUnary counts a
+// Next answer that carries Seqd-Served-By.
+type issuedConn struct {
+	connect.StreamingHandlerConn
+	next prometheus.Counter
+}
+
+func (c issuedConn) Send(msg any) error {
+	if r, ok := msg.(*seqv1.NextStreamResponse); ok && r.GetCode() == 0 && r.GetLeader() == "" {
+		c.next.Add(float64(len(r.GetValues())))
+	}
+	return c.StreamingHandlerConn.Send(msg)
 }
 
 func (i interceptor) observe(procedure string, start time.Time, err error) {

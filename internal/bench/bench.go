@@ -108,6 +108,7 @@ func Run(prog string, args []string) error {
 		mix         = fs.String("mix", "next=100", "operation mix, e.g. next=90,current=10, reserve=1, ids=1 (flake NextIds of the default namespace), runs=1 (the same as runs of consecutive ids: NextIdRuns) or embedded=1 (an embedded flake generator per client)")
 		batch       = fs.Int("batch", 1, "keys per Next/Current call, values per Reserve call")
 		coalesce    = fs.Bool("coalesce", true, "let the client coalesce concurrent calls into multi-key requests")
+		stream      = fs.Bool("stream", true, "send coalesced Next requests as messages of one NextStream call per node (false: unary calls)")
 		inFlight    = fs.Int("max-in-flight", client.DefaultMaxInFlight, "coalesced requests in flight per space and call kind")
 		batchKeys   = fs.Int("max-batch-keys", client.DefaultMaxBatchKeys, "keys per coalesced request")
 		batchWait   = fs.Duration("max-batch-wait", client.DefaultMaxBatchWait, "longest wait of a call for a free request slot")
@@ -165,7 +166,7 @@ func Run(prog string, args []string) error {
 	opts := client.Options{
 		Protocol: client.Protocol(*protocol), RetryFor: *callTimeout,
 		DisableCoalescing: !*coalesce, MaxInFlight: *inFlight, MaxBatchKeys: *batchKeys, MaxBatchWait: *batchWait,
-		HTTP2: *http2,
+		HTTP2: *http2, DisableStreaming: !*stream,
 	}
 	if _, err := client.New(addrs, opts); err != nil {
 		return cli.Usagef("%v", err)
@@ -348,11 +349,12 @@ func Run(prog string, args []string) error {
 		st.Calls += s.Calls
 		st.Requests += s.Requests
 		st.Keys += s.Keys
+		st.Streamed += s.Streamed
 	}
 	if st.Requests > 0 {
 		rep.Coalescing = &st
-		fmt.Fprintf(out, "coalescing  %d calls in %d requests (%.1f calls, %.1f keys per request; warmup included)\n",
-			st.Calls, st.Requests, float64(st.Calls)/float64(st.Requests), float64(st.Keys)/float64(st.Requests))
+		fmt.Fprintf(out, "coalescing  %d calls in %d requests (%.1f calls, %.1f keys per request; %d as stream messages; warmup included)\n",
+			st.Calls, st.Requests, float64(st.Calls)/float64(st.Requests), float64(st.Keys)/float64(st.Requests), st.Streamed)
 	}
 	if *runs > 1 {
 		r := rep.Median

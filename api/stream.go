@@ -1,0 +1,81 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strconv"
+
+	"connectrpc.com/connect"
+
+	"github.com/seqd/seqd"
+	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
+)
+
+// NextStream implements SequenceService.NextStream: every request message is
+// served as a unary Next call would be (s.Next: the same validation, the
+// same split by raft group, the same serving here or forwarding once, the
+// same error map), one message after the other, and answered by one
+// response message in the order the requests came. So a stream keeps every
+// rule of the unary call: the values of one message are taken before those
+// of the next, and a message answered with an error is the unary call's
+// error, leader hint included. The stream itself ends only when the client
+// closes it, the connection breaks or the server stops; messages the server
+// read but had not answered then may have taken values (gaps), like a unary
+// call whose answer was lost.
+//
+// Flow control bounds the memory a stream holds: the handler reads the next
+// message only after it sent the answer to the last one, so a client that
+// stops reading answers stops the handler, and HTTP/2's windows then stop
+// the client's writes.
+func (s *Server) NextStream(ctx context.Context, st *connect.BidiStream[seqv1.NextStreamRequest, seqv1.NextStreamResponse]) error {
+	hdr := st.RequestHeader()
+	auth, fwd := hdr.Get("Authorization"), hdr.Get(seqd.HeaderForwarded)
+	conn := st.Conn()
+	in := &seqv1.NextStreamRequest{}
+	out := &seqv1.NextStreamResponse{}
+	for {
+		in.Reset()
+		if err := conn.Receive(in); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		req := connect.NewRequest(&seqv1.NextRequest{Space: in.GetSpace(), Keys: in.GetKeys()})
+		if auth != "" {
+			req.Header().Set("Authorization", auth)
+		}
+		if fwd != "" {
+			req.Header().Set(seqd.HeaderForwarded, fwd)
+		}
+		resp, err := s.Next(ctx, req)
+		streamAnswer(out, resp, err)
+		if err := conn.Send(out); err != nil {
+			return err
+		}
+	}
+}
+
+// streamAnswer fills out with a unary Next's answer: its values and the
+// headers a client learns from, or its error (already mapped by toConnect)
+// and leader hint.
+func streamAnswer(out *seqv1.NextStreamResponse, resp *connect.Response[seqv1.NextResponse], err error) {
+	*out = seqv1.NextStreamResponse{}
+	if err != nil {
+		var ce *connect.Error
+		if !errors.As(err, &ce) {
+			ce = connect.NewError(connect.CodeInternal, errors.New("internal error"))
+		}
+		out.Code = uint32(ce.Code())
+		out.Message = ce.Message()
+		out.Leader = ce.Meta().Get(seqd.HeaderLeader)
+		out.LeaderId = ce.Meta().Get(seqd.HeaderLeaderID)
+		return
+	}
+	h := resp.Header()
+	out.Values = resp.Msg.GetValues()
+	out.Leader = h.Get(seqd.HeaderLeader)
+	out.Group = h.Get(seqd.HeaderGroup)
+	out.RoutingVersion, _ = strconv.ParseUint(h.Get(seqd.HeaderRoutingVersion), 10, 64)
+}
