@@ -202,6 +202,13 @@ func listen(b testing.TB) net.Listener {
 	return ln
 }
 
+// BenchmarkClientNextCoalescedConnectStream is BenchmarkClientNextCoalesced
+// with a given HTTP client (h2c), with which the client streams over
+// Connect (HTTP/2) instead of the framed transport.
+func BenchmarkClientNextCoalescedConnectStream(b *testing.B) {
+	benchClient(b, client.Options{HTTPClient: api.NewH2CClient()})
+}
+
 // BenchmarkClientNextCoalescedUnary is BenchmarkClientNextCoalesced with
 // the coalesced requests sent as unary calls instead of NextStream
 // messages.
@@ -227,17 +234,33 @@ func BenchmarkNextStream64Keys(b *testing.B) {
 }
 
 // BenchmarkNextStreamPipelined keeps 4 messages of 16 keys in flight on
-// one stream (a sender and a reader goroutine), as the client's batchers
-// do; ns/op is per message.
+// one Connect stream (HTTP/2) to the node, as the client's batchers do;
+// ns/op is per message.
 func BenchmarkNextStreamPipelined(b *testing.B) {
-	leader := benchLeader(b)
-	st := openStream(b, context.Background(), leader.APIAddr, nil)
+	st := openStream(b, context.Background(), benchLeader(b).APIAddr, nil)
+	pipelined(b, st.Send, st.Receive)
+}
+
+// BenchmarkFramedStreamPipelined is BenchmarkNextStreamPipelined on
+// NextStream's framed transport (an upgraded HTTP/1.1 connection), the Go
+// client's default.
+func BenchmarkFramedStreamPipelined(b *testing.B) {
+	f, code := dialFramed(b, benchLeader(b).APIAddr, "")
+	if f == nil {
+		b.Fatalf("upgrade: status %d", code)
+	}
+	pipelined(b, f.send, f.receive)
+}
+
+// pipelined sends b.N messages of 16 keys with send, at most 4 unanswered,
+// and reads their answers with receive in another goroutine.
+func pipelined(b *testing.B, send func(*seqv1.NextStreamRequest) error, receive func() (*seqv1.NextStreamResponse, error)) {
 	slots := make(chan struct{}, 4)
 	done := make(chan error, 1)
 	b.ResetTimer()
 	go func() {
 		for range b.N {
-			r, err := st.Receive()
+			r, err := receive()
 			if err == nil && r.GetCode() != 0 {
 				err = errors.New(r.GetMessage())
 			}
@@ -253,8 +276,12 @@ func BenchmarkNextStreamPipelined(b *testing.B) {
 	var k uint64
 	for range b.N {
 		k = spreadKeys(keys, k)
-		slots <- struct{}{}
-		if err := st.Send(&seqv1.NextStreamRequest{Keys: keys}); err != nil {
+		select {
+		case slots <- struct{}{}:
+		case err := <-done:
+			b.Fatal(err)
+		}
+		if err := send(&seqv1.NextStreamRequest{Keys: keys}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -212,9 +212,11 @@ func (s *Server) namespace(ctx context.Context, name string) (cluster.Namespace,
 	return cluster.Namespace{}, fmt.Errorf("%w: %q", seqd.ErrUnknownNamespace, name)
 }
 
-// Close releases the workers this server holds (best effort, within ctx)
-// and stops issuing ids.
+// Close closes NextStream's framed connections (frames.go), releases the
+// workers this server holds (best effort, within ctx) and stops issuing
+// ids.
 func (s *Server) Close(ctx context.Context) error {
+	s.frames.close()
 	s.ids.mu.Lock()
 	s.ids.closed = true
 	hs := s.ids.holders

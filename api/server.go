@@ -41,6 +41,7 @@ type Server struct {
 	guardSequence bool
 
 	answerHdrs answerHeaders // see headers.go
+	frames     frameConns    // NextStream's framed transport (frames.go)
 
 	ids ids // service-mode flake ids (id.go)
 }
@@ -107,7 +108,8 @@ func (s *Server) Handler(extra ...connect.HandlerOption) http.Handler {
 	seqOpts := append(append(slices.Clone(opts), connect.WithCompressMinBytes(math.MaxInt32)), extra...)
 	opts = append(opts, extra...)
 	mux := http.NewServeMux()
-	mux.Handle(seqv1connect.NewSequenceServiceHandler(s, seqOpts...))
+	seqPath, seqHandler := seqv1connect.NewSequenceServiceHandler(s, seqOpts...)
+	mux.Handle(seqPath, s.withFrames(seqHandler))
 	mux.Handle(seqv1connect.NewAdminServiceHandler(s, opts...))
 	mux.Handle(seqv1connect.NewIdServiceHandler(s, seqOpts...))
 	mux.Handle(healthv1connect.NewHealthHandler(health{s}, opts...))

@@ -42,19 +42,27 @@ func (s *Server) NextStream(ctx context.Context, st *connect.BidiStream[seqv1.Ne
 			}
 			return err
 		}
-		req := connect.NewRequest(&seqv1.NextRequest{Space: in.GetSpace(), Keys: in.GetKeys()})
-		if auth != "" {
-			req.Header().Set("Authorization", auth)
-		}
-		if fwd != "" {
-			req.Header().Set(seqd.HeaderForwarded, fwd)
-		}
-		resp, err := s.Next(ctx, req)
-		streamAnswer(out, resp, err)
+		s.streamNext(ctx, auth, fwd, in, out)
 		if err := conn.Send(out); err != nil {
 			return err
 		}
 	}
+}
+
+// streamNext serves one NextStream message as a unary Next with the
+// stream's Authorization and Seqd-Forwarded headers, into out. Both
+// transports of NextStream (this one and frames.go) serve every message
+// with it.
+func (s *Server) streamNext(ctx context.Context, auth, fwd string, in *seqv1.NextStreamRequest, out *seqv1.NextStreamResponse) {
+	req := connect.NewRequest(&seqv1.NextRequest{Space: in.GetSpace(), Keys: in.GetKeys()})
+	if auth != "" {
+		req.Header().Set("Authorization", auth)
+	}
+	if fwd != "" {
+		req.Header().Set(seqd.HeaderForwarded, fwd)
+	}
+	resp, err := s.Next(ctx, req)
+	streamAnswer(out, resp, err)
 }
 
 // streamAnswer fills out with a unary Next's answer: its values and the

@@ -32,17 +32,38 @@ func openStream(t testing.TB, ctx context.Context, addr string, hdr http.Header)
 	return st
 }
 
-// roundTrip sends one message and reads its answer.
+// roundTrip sends one message on st and reads its answer.
 func roundTrip(t testing.TB, st *nextStream, space string, keys ...uint64) *seqv1.NextStreamResponse {
 	t.Helper()
-	if err := st.Send(&seqv1.NextStreamRequest{Space: space, Keys: keys}); err != nil {
+	return exchange(t, st.Send, st.Receive, space, keys...)
+}
+
+// exchange sends one message with send and reads its answer with receive.
+func exchange(t testing.TB, send func(*seqv1.NextStreamRequest) error, receive func() (*seqv1.NextStreamResponse, error),
+	space string, keys ...uint64) *seqv1.NextStreamResponse {
+	t.Helper()
+	if err := send(&seqv1.NextStreamRequest{Space: space, Keys: keys}); err != nil {
 		t.Fatalf("send: %v", err)
 	}
-	resp, err := st.Receive()
+	resp, err := receive()
 	if err != nil {
 		t.Fatalf("receive: %v", err)
 	}
 	return resp
+}
+
+// leaderAndFollower starts 3 nodes and returns the serving leader and a
+// follower.
+func leaderAndFollower(t *testing.T) (leader, follower *testcluster.Member) {
+	t.Helper()
+	c := testcluster.Start(t, 3, testcluster.Options{})
+	leader = c.WaitServingLeader(20 * time.Second)
+	for _, m := range c.Nodes {
+		if m != leader {
+			follower = m
+		}
+	}
+	return leader, follower
 }
 
 // TestNextStreamAnswersLikeUnaryNext: on one stream, to the leader and to a
@@ -53,14 +74,7 @@ func roundTrip(t testing.TB, st *nextStream, space string, keys ...uint64) *seqv
 // follower forwarded to). With Seqd-Forwarded on the stream, a follower
 // forwards nothing: each message fails unavailable with the leader hint.
 func TestNextStreamAnswersLikeUnaryNext(t *testing.T) {
-	c := testcluster.Start(t, 3, testcluster.Options{})
-	leader := c.WaitServingLeader(20 * time.Second)
-	var follower *testcluster.Member
-	for _, m := range c.Nodes {
-		if m != leader {
-			follower = m
-		}
-	}
+	leader, follower := leaderAndFollower(t)
 	ctx := context.Background()
 	for _, m := range []*testcluster.Member{leader, follower} {
 		st := openStream(t, ctx, m.APIAddr, nil)
@@ -152,6 +166,16 @@ func TestNextStreamSlowConsumerBoundedMemory(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	st := openStream(t, ctx, leader.APIAddr, nil)
+	slowConsumer(t, st.Send, st.Receive, cancel)
+}
+
+// slowConsumer sends messages of 1000 keys with send, reading nothing,
+// until sending stalls for a second; checks that it stalled after a
+// bounded number of messages and heap; then reads every answer with
+// receive, in order (each the message's values, or unavailable); stop
+// ends the stream.
+func slowConsumer(t *testing.T, send func(*seqv1.NextStreamRequest) error, receive func() (*seqv1.NextStreamResponse, error), stop func()) {
+	t.Helper()
 	keys := make([]uint64, 1000)
 	for i := range keys {
 		keys[i] = uint64(i) * 997
@@ -165,7 +189,7 @@ func TestNextStreamSlowConsumerBoundedMemory(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		for range most {
-			if err := st.Send(&seqv1.NextStreamRequest{Keys: keys}); err != nil {
+			if err := send(&seqv1.NextStreamRequest{Keys: keys}); err != nil {
 				done <- err
 				return
 			}
@@ -189,8 +213,8 @@ func TestNextStreamSlowConsumerBoundedMemory(t *testing.T) {
 	runtime.ReadMemStats(&m1)
 	held := int64(m1.HeapInuse) - int64(m0.HeapInuse)
 	t.Logf("sending stalled after %d messages of 1000 keys (%d ids asked for); heap in use grew by %d KiB", last, last*1000, held>>10)
-	// About 2,500 on this build: HTTP/2's windows (a few MB of messages
-	// and answers) and the sockets' buffers.
+	// About 2,500 on this build over HTTP/2 (its windows, a few MB of
+	// messages and answers, and the sockets' buffers); fewer framed.
 	if last > 10000 {
 		t.Fatalf("sending stalled only after %d messages: flow control does not bound the stream", last)
 	}
@@ -201,14 +225,17 @@ func TestNextStreamSlowConsumerBoundedMemory(t *testing.T) {
 	// Reading now: every message sent gets its answer, in order. The
 	// sender goes on meanwhile; stop it once this side has read enough.
 	for i := int64(0); i < last; i++ {
-		r, err := st.Receive()
+		r, err := receive()
 		if err != nil {
 			t.Fatalf("answer %d: %v", i, err)
 		}
-		if r.GetCode() != 0 || len(r.GetValues()) != len(keys) {
+		// Unavailable is an answer too: a leader whose lease renewal
+		// was late (a loaded machine, the race detector) refuses a call.
+		ok := r.GetCode() == 0 && len(r.GetValues()) == len(keys)
+		if !ok && (connect.Code(r.GetCode()) != connect.CodeUnavailable || len(r.GetValues()) != 0) {
 			t.Fatalf("answer %d: code %d, %d values", i, r.GetCode(), len(r.GetValues()))
 		}
 	}
-	cancel()
+	stop()
 	<-done
 }

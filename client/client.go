@@ -85,11 +85,13 @@ type Options struct {
 	MinBackoff, MaxBackoff time.Duration
 
 	// DisableStreaming sends coalesced Next requests as unary calls. By
-	// default they travel as messages of one NextStream call per node
-	// (HTTP/2, h2c without TLS; the given HTTPClient must then speak
-	// HTTP/2), and as unary calls to a node that does not serve NextStream
-	// (an older server) or while a stream to it cannot be opened. The
-	// gRPC-Web protocol never streams.
+	// default they travel as messages of one NextStream call per node: on
+	// its framed transport (an HTTP/1.1 connection upgraded to
+	// length-prefixed messages, over TLS with TLS), or over Connect and
+	// HTTP/2 with a given HTTPClient (which must then speak HTTP/2); and as
+	// unary calls to a node that does not serve NextStream (an older
+	// server) or while a stream to it cannot be opened. The gRPC-Web
+	// protocol never streams. See docs/streaming.md.
 	DisableStreaming bool
 
 	// DisableCoalescing sends every Next and Current call as its own
@@ -166,10 +168,10 @@ type Client struct {
 	batchers                 sync.Map // batcherKey → *batcher
 	bCalls, bRequests, bKeys atomic.Uint64
 
-	// streamHTTP carries the NextStream calls (stream.go); nil when
-	// streaming is off.
-	streamHTTP *http.Client
-	bStreamed  atomic.Uint64
+	// streaming tells whether coalesced Next requests go on streams
+	// (stream.go).
+	streaming bool
+	bStreamed atomic.Uint64
 }
 
 type node struct {
@@ -237,7 +239,7 @@ func New(addrs []string, opts Options) (*Client, error) {
 	if opts.Token != "" {
 		c.connectOpts = append(c.connectOpts, connect.WithInterceptors(bearer("Bearer "+opts.Token)))
 	}
-	c.streamHTTP = c.streamClient()
+	c.streaming = !opts.DisableStreaming && opts.Protocol != GRPCWeb
 	for _, a := range addrs {
 		if a = strings.TrimSpace(a); a != "" {
 			c.addNodeLocked(a)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"sync"
 	"time"
 
@@ -27,6 +26,12 @@ import (
 // stream, and one goroutine per stream reads the answers, which come in the
 // order of the messages, and hands each to its batch's calls.
 //
+// A stream is NextStream's framed transport (frames.go: an HTTP/1.1
+// connection upgraded to length-prefixed messages, which costs both sides
+// far less per message than HTTP/2), dialled in the background while the
+// node's first requests go unary; or, with Options.HTTPClient, the Connect
+// stream over that client (HTTP/2).
+//
 // Every rule of the unary path holds, because the server serves each
 // message as a unary Next and answers in order, and because nothing that
 // goes wrong is handled by the stream itself: a message answered with an
@@ -46,8 +51,9 @@ import (
 //
 // Memory: at most maxStreamKeys keys in flight on one stream (a batch that
 // would pass it goes as a unary call), which also keeps the answers and
-// messages in flight far inside HTTP/2's flow-control windows, so that
-// sending a message never waits for the reading goroutine.
+// messages in flight far inside HTTP/2's flow-control windows and the
+// sockets' buffers, so that sending a message never waits for the reading
+// goroutine.
 
 const (
 	// maxStreamKeys bounds the keys in flight on one stream (about 300 KB
@@ -65,48 +71,42 @@ const (
 // no answer within the attempt time-out.
 var errStreamTimeout = errors.New("client: no answer on the stream within the attempt timeout")
 
-// streamClient returns the HTTP client for NextStream calls: the given one,
-// or HTTP/2 over TLS or h2c; nil when streaming is off or the protocol
-// cannot stream (gRPC-Web).
-func (c *Client) streamClient() *http.Client {
-	switch {
-	case c.opts.DisableStreaming || c.opts.Protocol == GRPCWeb:
-		return nil
-	case c.opts.HTTPClient != nil:
-		return c.opts.HTTPClient
-	case c.opts.TLS != nil:
-		return newTLS(c.opts.TLS, true)
-	case c.opts.Protocol == GRPC || c.opts.HTTP2:
-		return c.http // h2c already
-	}
-	return newH2C()
-}
-
 // streamSlot is a node's NextStream: the open stream, if any, and until when
 // the node gets unary calls only.
 type streamSlot struct {
-	seq seqv1connect.SequenceServiceClient // over Client.streamHTTP; nil: no streaming
+	seq  seqv1connect.SequenceServiceClient // the Connect stream's client (with Options.HTTPClient)
+	base string                             // the node's base URL, for the framed transport
 
 	mu      sync.Mutex
 	cur     *nodeStream
+	dialing bool          // a framed stream is being opened
 	offline time.Time     // no stream before then
 	backoff time.Duration // the next offline period after a failed stream
 }
 
 func (c *Client) newStreamSlot(baseURL string) streamSlot {
-	if c.streamHTTP == nil {
+	switch {
+	case !c.streaming:
 		return streamSlot{}
+	case c.opts.HTTPClient != nil:
+		return streamSlot{seq: seqv1connect.NewSequenceServiceClient(c.http, baseURL, c.connectOpts...)}
 	}
-	return streamSlot{seq: seqv1connect.NewSequenceServiceClient(c.streamHTTP, baseURL, c.connectOpts...)}
+	return streamSlot{base: baseURL}
+}
+
+// streamCall is one NextStream call: the Connect stream, or a framed one.
+type streamCall interface {
+	Send(*seqv1.NextStreamRequest) error
+	Receive() (*seqv1.NextStreamResponse, error)
 }
 
 // nodeStream is one NextStream call to one node.
 type nodeStream struct {
 	c      *Client
 	n      *node
-	call   *connect.BidiStreamForClient[seqv1.NextStreamRequest, seqv1.NextStreamResponse]
-	cancel context.CancelFunc
-	timer  *time.Timer
+	call   streamCall
+	cancel func() // ends the call
+	timer  *time.Timer // runs check; set and used under mu
 
 	sendMu sync.Mutex // held to queue and write a message, so that pending is in the order sent
 
@@ -130,7 +130,7 @@ type streamed struct {
 // bt is a Next request and that node takes streams, and reports whether it
 // did (the stream's reader then finishes bt).
 func (b *batcher) sendStream(bt *batch) bool {
-	if b.kind != kindNext || b.c.streamHTTP == nil {
+	if b.kind != kindNext || !b.c.streaming {
 		return false
 	}
 	n := b.c.groupLeader(b.group)
@@ -153,9 +153,10 @@ func (b *batcher) sendStream(bt *batch) bool {
 }
 
 // open returns the node's open stream, opening one if the node takes
-// streams now; nil if not.
+// streams now; nil if not (yet: a framed stream is opened in the
+// background, and the node's requests go unary until it is).
 func (s *streamSlot) open(c *Client, n *node) *nodeStream {
-	if s.seq == nil {
+	if s.seq == nil && s.base == "" {
 		return nil
 	}
 	s.mu.Lock()
@@ -163,15 +164,43 @@ func (s *streamSlot) open(c *Client, n *node) *nodeStream {
 	if st := s.cur; st != nil {
 		return st
 	}
-	if time.Now().Before(s.offline) {
+	if s.dialing || time.Now().Before(s.offline) {
+		return nil
+	}
+	if s.seq == nil {
+		s.dialing = true
+		go s.dial(c, n)
 		return nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	st := &nodeStream{c: c, n: n, call: s.seq.NextStream(ctx), cancel: cancel, lastUsed: time.Now()}
+	return s.startLocked(c, n, s.seq.NextStream(ctx), cancel)
+}
+
+// startLocked makes call the node's stream. Call with s.mu held.
+func (s *streamSlot) startLocked(c *Client, n *node, call streamCall, cancel func()) *nodeStream {
+	st := &nodeStream{c: c, n: n, call: call, cancel: cancel, lastUsed: time.Now()}
 	s.cur = st
+	st.mu.Lock()
 	st.timer = time.AfterFunc(c.streamCheckEvery(), st.check)
+	st.mu.Unlock()
 	go st.read()
 	return st
+}
+
+// dial opens a framed stream to n (frames.go) and makes it the node's
+// stream, or keeps the node on unary calls for a while if it cannot.
+func (s *streamSlot) dial(c *Client, n *node) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.AttemptTimeout)
+	f, err := c.dialFrames(ctx, s.base)
+	cancel()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dialing = false
+	if err != nil {
+		s.failedLocked(connect.CodeOf(err) == connect.CodeUnimplemented)
+		return
+	}
+	s.startLocked(c, n, f, func() { f.conn.Close() })
 }
 
 // streamCheckEvery is how often a stream checks that its oldest message is
@@ -268,8 +297,8 @@ func (st *nodeStream) fail(err error) {
 	st.err = err
 	pending, answered := st.pending, st.answered
 	st.pending, st.keys = nil, 0
-	st.mu.Unlock()
 	st.timer.Stop()
+	st.mu.Unlock()
 	st.cancel()
 	st.n.stream.closed(st, answered, connect.CodeOf(err) == connect.CodeUnimplemented)
 	for _, p := range pending {
@@ -289,14 +318,15 @@ func (st *nodeStream) check() {
 	}
 	late := len(st.pending) > 0 && now.Sub(st.pending[0].sent) > st.c.opts.AttemptTimeout
 	idle := len(st.pending) == 0 && now.Sub(st.lastUsed) > streamIdle
+	if !late && !idle {
+		st.timer.Reset(st.c.streamCheckEvery())
+	}
 	st.mu.Unlock()
 	switch {
 	case late:
 		st.fail(errStreamTimeout)
 	case idle:
 		st.fail(errStreamIdle)
-	default:
-		st.timer.Reset(st.c.streamCheckEvery())
 	}
 }
 
@@ -319,13 +349,21 @@ func (s *streamSlot) closed(st *nodeStream, answered, unimplemented bool) {
 	if s.cur == st {
 		s.cur = nil
 	}
-	switch {
-	case unimplemented:
-		s.offline = time.Now().Add(streamRetryMax)
-	case !answered && st.err != errStreamIdle:
-		s.backoff = min(max(2*s.backoff, streamRetryMin), streamRetryMax)
-		s.offline = time.Now().Add(s.backoff)
+	if !answered && st.err != errStreamIdle {
+		s.failedLocked(unimplemented)
 	}
+}
+
+// failedLocked keeps the node on unary calls after a stream that never
+// worked: for a minute when the node does not serve NextStream, else for a
+// backoff doubling from a second to a minute. Call with s.mu held.
+func (s *streamSlot) failedLocked(unimplemented bool) {
+	if unimplemented {
+		s.offline = time.Now().Add(streamRetryMax)
+		return
+	}
+	s.backoff = min(max(2*s.backoff, streamRetryMin), streamRetryMax)
+	s.offline = time.Now().Add(s.backoff)
 }
 
 // afterStream finishes p, whose message failed with err on n's stream, as

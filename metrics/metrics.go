@@ -149,6 +149,10 @@ func (m *Metrics) ObserveRaise(marks int, took time.Duration, err error) {
 	m.raiseTime.Observe(took.Seconds())
 }
 
+// IssuedNext counts n values a Next served on this node issued outside
+// the interceptor's view (NextStream's framed transport).
+func (m *Metrics) IssuedNext(n int) { m.issued.WithLabelValues("next").Add(float64(n)) }
+
 // Interceptor counts and times every RPC, and counts the values issued by
 // Next and Reserve calls served on this node.
 func (m *Metrics) Interceptor() connect.Interceptor { return interceptor{m} }

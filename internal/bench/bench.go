@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -108,7 +109,7 @@ func Run(prog string, args []string) error {
 		mix         = fs.String("mix", "next=100", "operation mix, e.g. next=90,current=10, reserve=1, ids=1 (flake NextIds of the default namespace), runs=1 (the same as runs of consecutive ids: NextIdRuns) or embedded=1 (an embedded flake generator per client)")
 		batch       = fs.Int("batch", 1, "keys per Next/Current call, values per Reserve call")
 		coalesce    = fs.Bool("coalesce", true, "let the client coalesce concurrent calls into multi-key requests")
-		stream      = fs.Bool("stream", true, "send coalesced Next requests as messages of one NextStream call per node (false: unary calls)")
+		stream      = fs.String("stream", "framed", "how coalesced Next requests travel: framed (NextStream messages on an upgraded HTTP/1.1 connection, the client's default), connect (NextStream over Connect and h2c, the client's way with a given HTTP client) or false (unary calls)")
 		inFlight    = fs.Int("max-in-flight", client.DefaultMaxInFlight, "coalesced requests in flight per space and call kind")
 		batchKeys   = fs.Int("max-batch-keys", client.DefaultMaxBatchKeys, "keys per coalesced request")
 		batchWait   = fs.Duration("max-batch-wait", client.DefaultMaxBatchWait, "longest wait of a call for a free request slot")
@@ -166,7 +167,18 @@ func Run(prog string, args []string) error {
 	opts := client.Options{
 		Protocol: client.Protocol(*protocol), RetryFor: *callTimeout,
 		DisableCoalescing: !*coalesce, MaxInFlight: *inFlight, MaxBatchKeys: *batchKeys, MaxBatchWait: *batchWait,
-		HTTP2: *http2, DisableStreaming: !*stream,
+		HTTP2: *http2,
+	}
+	switch *stream {
+	case "framed", "true":
+	case "connect":
+		var p http.Protocols
+		p.SetUnencryptedHTTP2(true)
+		opts.HTTPClient = &http.Client{Transport: &http.Transport{Protocols: &p, MaxIdleConnsPerHost: 64}}
+	case "false", "off", "unary":
+		opts.DisableStreaming = true
+	default:
+		return cli.Usagef("--stream %q: want framed, connect or false", *stream)
 	}
 	if _, err := client.New(addrs, opts); err != nil {
 		return cli.Usagef("%v", err)
