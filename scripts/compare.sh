@@ -226,18 +226,32 @@ if want etcd; then ready etcd etcdctl --endpoints "$etcd_addrs" endpoint health;
 if [ ${#seqd_pid[@]} -gt 0 ]; then
   ready seqd sh -c "'$seqd' status --addr '$seqd_addrs' --timeout 1s | grep -Eq ' leader +true'"
   # Several groups: wait (up to a minute) until the balancer has given each
-  # server its share of leaders, so that no run sees a group move.
+  # server its share of leaders and every group serves, so that no run sees
+  # a group move.
   for _ in $(seq 1 120); do
-    led=$("$seqd" status --addr "$seqd_addrs" --timeout 1s 2>/dev/null | sed -n 's/^groups led: //p')
-    [ -z "$led" ] && break
-    counts=$(echo "$led" | tr ',' '\n' | awk '{print $2}' | sort -u)
-    [ "$(echo "$counts" | wc -l)" = 1 ] && break
+    st=$("$seqd" status --addr "$seqd_addrs" --timeout 2s 2>/dev/null || true)
+    if [ -n "$st" ] && ! grep -q '^groups: ' <<<"$st"; then break; fi # one group
+    led=$(sed -n 's/^groups led: //p' <<<"$st")
+    if [ -n "$led" ] && [ "$(tr ',' '\n' <<<"$led" | awk '{print $2}' | sort -u | wc -l)" = 1 ] &&
+      ! awk '/^GROUP /{g=1; next} g && NF==0 {g=0} g && $3=="false"' <<<"$st" | grep -q .; then break; fi
     sleep 0.5
   done
   "$seqd" status --addr "$seqd_addrs" >>"$OUT/machine.txt"
 fi
+# serves ADDRS: wait (up to a minute) until a short load through the Go
+# client succeeds: every group's leader serves.
+serves() {
+  for _ in $(seq 1 30); do
+    "$seqbench" --addr "$1" --progress 0 --concurrency 8 --count 2000 --warmup 0 --timeout 2s >/dev/null 2>&1 && return 0
+    sleep 1
+  done
+  echo "seqd at $1 did not serve a short load in a minute; logs in $work" >&2
+  exit 1
+}
+if [ ${#seqd_pid[@]} -gt 0 ]; then serves "$seqd_addrs"; fi
 if want seqd-g1; then
   ready seqd-g1 sh -c "'$seqd' status --addr '$g1_addrs' --timeout 1s | grep -Eq ' leader +true'"
+  serves "$g1_addrs"
   "$seqd" status --addr "$g1_addrs" >>"$OUT/machine.txt"
 fi
 
