@@ -21,15 +21,18 @@
 #   KEYS       distinct keys, uniform (default 1000000)
 #   ONLY       space-separated subset of: redis rueidis redis-bench postgres
 #              etcd baseline seqd seqd-g1 seqd-unary seqd-h2c seqd-batch
-#              seqd-half tail seqd-ids memory (default all); "headline" stands
-#              for "redis rueidis seqd seqd-g1 tail"
+#              seqd-half tail transports seqd-ids memory (default all);
+#              "headline" stands for "redis rueidis seqd seqd-g1 tail"
 #              seqd: the cluster on seqd's defaults (3 raft groups on 3
 #              servers; SEQD_GROUPS changes it); seqd-g1: a second cluster
 #              with --groups 1, in the same rounds; tail: open loop at 25, 50
 #              and 75 % of the round's seqd peak at 64 callers, seqd and
 #              rueidis at the same rates from the same generator (latency
 #              from each call's scheduled start); seqd-half: the same three
-#              rates for seqd alone, and the bare handler at half
+#              rates for seqd alone, and the bare handler at half;
+#              transports: 64 callers of the Go client with its coalesced
+#              requests as unary calls (the default before NextStream) and on
+#              Connect's HTTP/2 stream, next to the headline's framed stream
 #   MAX_LOAD   wait (polling every 30s, at most 20 minutes) until the 1-minute
 #              load average is below this before starting (default 0.5; 0: don't wait)
 #   INSTALL    1 (default): apt-get install the servers if missing
@@ -58,7 +61,7 @@ WARMUP=${WARMUP:-2s}
 RUNS=${RUNS:-3}
 CONCS=${CONCS:-"1 16 64 256"}
 KEYS=${KEYS:-1000000}
-ONLY=${ONLY:-"redis rueidis redis-bench postgres etcd baseline seqd seqd-g1 seqd-unary seqd-h2c seqd-batch seqd-half tail seqd-ids memory"}
+ONLY=${ONLY:-"redis rueidis redis-bench postgres etcd baseline seqd seqd-g1 seqd-unary seqd-h2c seqd-batch seqd-half tail transports seqd-ids memory"}
 ONLY=${ONLY//headline/redis rueidis seqd seqd-g1 tail}
 MAX_LOAD=${MAX_LOAD:-0.5}
 INSTALL=${INSTALL:-1}
@@ -202,7 +205,7 @@ start_seqd() {
   done
   printf -v "${name}_pids" '%s' "$list"
 }
-if want seqd || want seqd-unary || want seqd-h2c || want seqd-batch || want seqd-half || want tail || want seqd-ids || want memory; then
+if want seqd || want seqd-unary || want seqd-h2c || want seqd-batch || want seqd-half || want tail || want transports || want seqd-ids || want memory; then
   log "starting seqd, 3 nodes (${SEQD_GROUPS:+--groups $SEQD_GROUPS, }defaults otherwise)"
   start_seqd seqd "${seqd_api[@]}" ${SEQD_GROUPS:+--groups "$SEQD_GROUPS"}
 fi
@@ -333,14 +336,19 @@ for r in $(seq 1 "$RUNS"); do
     sd "seqd-runs1000-c16" --concurrency 16 --mix runs=1 --batch 1000
     sd "seqd-embedded-c64" --concurrency 64 --mix embedded=1
   fi
+  if want transports; then
+    # The same 64 callers, the coalesced requests as unary calls (HTTP/1.1,
+    # the client's way before NextStream) and on Connect's HTTP/2 stream.
+    sd "seqd-next-coalesced-unary-c64" --concurrency 64 --stream false
+    sd "seqd-next-coalesced-connect-stream-c64" --concurrency 64 --stream connect
+  fi
   if want seqd-h2c; then
     # 64 callers over h2c (the Go client's default for Connect is HTTP/1.1).
     want baseline && sq "baseline-connect-unary-h2c-c64" --addr "127.0.0.1:$base_port" --no-raft-stats --coalesce=false \
       --concurrency 64 --http2 --cpu-pids "$base_pid"
     sd "seqd-next-unary-h2c-c64" --coalesce=false --concurrency 64 --http2
-    # Coalesced unary requests (no stream), over h2c and over HTTP/1.1.
-    sd "seqd-next-coalesced-unary-h2c-c64" --concurrency 64 --http2 --stream=false
-    sd "seqd-next-coalesced-unary-c64" --concurrency 64 --stream=false
+    # Coalesced unary requests (no stream) over h2c.
+    sd "seqd-next-coalesced-unary-h2c-c64" --concurrency 64 --http2 --stream false
   fi
   if { want seqd-half || want tail; } && [ -f "$OUT/runs/seqd-next-coalesced-c64.r$r.json" ]; then
     # Open loop at a quarter, half and three quarters of this round's peak

@@ -109,9 +109,24 @@ def main(out):
         ("seqd-g1-next-coalesced-c64", "seqd --groups 1, 64 callers"),
         ("redis-incr-rueidis-c64", "Redis + rueidis, 64 callers"),
         ("redis-incr-c64", "Redis + go-redis, 64 callers"),
+        ("seqd-next-coalesced-unary-c64", "seqd, defaults, 64 callers, coalesced unary requests (before NextStream)"),
+        ("seqd-next-coalesced-connect-stream-c64", "seqd, defaults, 64 callers, NextStream over Connect (HTTP/2)"),
         ("seqd-next-coalesced-c64-half-peak", "seqd at half of its peak"),
         ("redis-incr-rueidis-c64-seqd-half-peak", "Redis + rueidis at the same rate"),
     ) if n in runs]
+    tr = [(n, l) for n, l in (("seqd-next-coalesced-c64", "framed NextStream (the default)"),
+                               ("seqd-next-coalesced-connect-stream-c64", "NextStream over Connect (HTTP/2)"),
+                               ("seqd-next-coalesced-unary-c64", "coalesced unary requests (before NextStream)")) if n in runs]
+    if len(tr) > 1:
+        print("## The client's transports (seqd on its defaults, 64 callers, same rounds)\n")
+        print("| transport | ids/s (per round) | ÷ unary (per round) |")
+        print("| --- | --- | --- |")
+        for n, label in tr:
+            ids = [runs[n].get(r, {}).get("ids_per_s") for r in rounds]
+            rat = row_ratio(n, "seqd-next-coalesced-unary-c64")
+            print(f"| {label} | {' / '.join(fmt(x) for x in ids)} (**{fmt(med(ids))}**) | "
+                  f"{' / '.join(fmt(x, '{:.2f}') for x in rat)} (**{fmt(med(rat), '{:.2f}')}**) |")
+        print()
     if names:
         print("## CPU per id (µs of CPU time per id, from /proc over the measured run; medians of the rounds)\n")
         print("| row | client (load tool and client) | server(s) | total |")
