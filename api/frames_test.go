@@ -98,7 +98,7 @@ func TestFramedStreamAnswersLikeTheConnectStream(t *testing.T) {
 	}
 	var last uint64
 	for i := range 3 {
-		r := f.roundTrip(t, "", 9, 10)
+		r := served(t, f.send, f.receive, "", 9, 10)
 		if r.GetCode() != 0 || len(r.GetValues()) != 2 || r.GetValues()[0] <= last || r.GetLeader() != leader.APIAddr {
 			t.Fatalf("answer %d: %v, want two values above %d naming %s", i, r, last, leader.APIAddr)
 		}
@@ -125,7 +125,7 @@ func TestFramedStreamAnswersLikeTheConnectStream(t *testing.T) {
 			t.Fatalf("%s: %v, want the connection closed", name, err)
 		}
 	}
-	if r := f.roundTrip(t, "", 9); r.GetCode() != 0 {
+	if r := served(t, f.send, f.receive, "", 9); r.GetCode() != 0 {
 		t.Fatalf("the first connection after another's malformed input: %v", r)
 	}
 
@@ -142,7 +142,7 @@ func TestFramedStreamAnswersLikeTheConnectStream(t *testing.T) {
 	if g == nil {
 		t.Fatalf("an upgrade with the token: status %d", code)
 	}
-	if r := g.roundTrip(t, "", 9); r.GetCode() != 0 {
+	if r := served(t, g.send, g.receive, "", 9); r.GetCode() != 0 {
 		t.Fatalf("with the token: %v", r)
 	}
 	// Close ends the upgraded connections (net/http's Close does not know
