@@ -105,7 +105,7 @@ type nodeStream struct {
 	c      *Client
 	n      *node
 	call   streamCall
-	cancel func() // ends the call
+	cancel func()      // ends the call
 	timer  *time.Timer // runs check; set and used under mu
 
 	sendMu sync.Mutex // held to queue and write a message, so that pending is in the order sent
