@@ -15,8 +15,8 @@
 // own keys, and a call that completed before another began gets the smaller
 // value for the same key. See coalesce.go for the rules and BatchStats for
 // counters. Coalesced Next requests travel as messages of one long-lived
-// NextStream call per node (HTTP/2) when the node serves it, and as unary
-// calls otherwise (stream.go).
+// NextStream call per node (on its framed transport, frames.go) when the
+// node serves it, and as unary calls otherwise (stream.go).
 //
 // The client caches the cluster's routing table (the members' API addresses
 // and the leader's), refreshes it in the background when an answer carries a
