@@ -18,10 +18,13 @@
 //     sources): the Go client. It keeps a routing table (the members,
 //     refreshed when an answer's Seqd-Routing-Version grows, and per raft
 //     group the leader), goes straight to the leader of each key's group,
-//     coalesces concurrent calls into one, and retries unavailable errors.
-//     Its embedded flake Generator is a flake.Holder over IdService.
+//     coalesces concurrent calls into one, sends the coalesced Next requests
+//     as messages of one NextStream per server (stream.go, frames.go; see
+//     docs/streaming.md), and retries unavailable errors. Its embedded flake Generator is a flake.Holder over IdService.
 //   - api/: the Connect handlers (Connect, gRPC and gRPC-Web on one port):
-//     sequence.go, admin.go, forward.go (a follower forwards a call to the
+//     sequence.go, stream.go (NextStream: each message served as a unary
+//     Next) and frames.go (its framed transport on an upgraded HTTP/1.1
+//     connection), admin.go, forward.go (a follower forwards a call to the
 //     leader once), groups.go (a call split by raft group), errors.go (the
 //     one map from errors to Connect codes; internal text is logged, never
 //     sent), front.go and codec.go (what a request meets before a handler:

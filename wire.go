@@ -44,6 +44,14 @@ const (
 	HeaderLocalOnly = "Seqd-Local-Only"
 )
 
+// StreamUpgrade is the HTTP/1.1 Upgrade token of NextStream's framed
+// transport: a request for the NextStream procedure's path with
+// "Connection: Upgrade" and "Upgrade: StreamUpgrade" is answered 101, and the
+// connection then carries NextStreamRequest messages one way and
+// NextStreamResponse messages the other, each as its length (an unsigned
+// varint) and its protobuf encoding (docs/streaming.md).
+const StreamUpgrade = "seqd-next-frames/1"
+
 // ExposedHeaders lists the response headers a browser client may read; a
 // CORS configuration exposes all of them.
 var ExposedHeaders = []string{HeaderLeader, HeaderLeaderID, HeaderRoutingVersion, HeaderServedBy, HeaderGroup, HeaderGeneration}

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"errors"
 	"math"
 	"net"
 	"net/http"
@@ -52,10 +53,7 @@ func BenchmarkHandlerNextDirect64Keys(b *testing.B) {
 	keys := make([]uint64, 64)
 	var k uint64
 	for b.Loop() {
-		for i := range keys {
-			k += 7919
-			keys[i] = k % 1000000
-		}
+		k = spreadKeys(keys, k)
 		if _, err := s.Next(ctx, connect.NewRequest(&seqv1.NextRequest{Keys: keys})); err != nil {
 			b.Fatal(err)
 		}
@@ -171,6 +169,7 @@ func benchClient(b *testing.B, opts client.Options) {
 	alloc := leader.Node().Allocator()
 	raises := alloc.Raises()
 	b.SetParallelism(32)
+	b.ResetTimer() // not the cluster's start
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			if _, err := c.Next(ctx, "default", n.Add(7919)%1000000); err != nil {
@@ -194,11 +193,109 @@ func (c *counter) Next(_ context.Context, req *connect.Request[seqv1.NextRequest
 	return connect.NewResponse(&seqv1.NextResponse{Values: vals}), nil
 }
 
-func listen(b *testing.B) net.Listener {
+func listen(b testing.TB) net.Listener {
 	b.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
 	return ln
+}
+
+// BenchmarkClientNextCoalescedConnectStream is BenchmarkClientNextCoalesced
+// with a given HTTP client (h2c), with which the client streams over
+// Connect (HTTP/2) instead of the framed transport.
+func BenchmarkClientNextCoalescedConnectStream(b *testing.B) {
+	benchClient(b, client.Options{HTTPClient: api.NewH2CClient()})
+}
+
+// BenchmarkClientNextCoalescedUnary is BenchmarkClientNextCoalesced with
+// the coalesced requests sent as unary calls instead of NextStream
+// messages.
+func BenchmarkClientNextCoalescedUnary(b *testing.B) {
+	benchClient(b, client.Options{DisableStreaming: true})
+}
+
+// BenchmarkNextStream64Keys is one NextStream message of 64 keys and its
+// answer at a time, on one stream over h2c to the node; ns/op is per
+// message (compare BenchmarkHTTPNextUnary, one unary call of one key).
+func BenchmarkNextStream64Keys(b *testing.B) {
+	leader := benchLeader(b)
+	st := openStream(b, context.Background(), leader.APIAddr, nil)
+	keys := make([]uint64, 64)
+	var k uint64
+	for b.Loop() {
+		k = spreadKeys(keys, k)
+		if r := roundTrip(b, st, "", keys...); r.GetCode() != 0 {
+			b.Fatal(r.GetMessage())
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(keys)), "ns/id")
+}
+
+// BenchmarkNextStreamPipelined keeps 4 messages of 16 keys in flight on
+// one Connect stream (HTTP/2) to the node, as the client's batchers do;
+// ns/op is per message.
+func BenchmarkNextStreamPipelined(b *testing.B) {
+	st := openStream(b, context.Background(), benchLeader(b).APIAddr, nil)
+	pipelined(b, st.Send, st.Receive)
+}
+
+// BenchmarkFramedStreamPipelined is BenchmarkNextStreamPipelined on
+// NextStream's framed transport (an upgraded HTTP/1.1 connection), the Go
+// client's default.
+func BenchmarkFramedStreamPipelined(b *testing.B) {
+	f, code := dialFramed(b, benchLeader(b).APIAddr, "")
+	if f == nil {
+		b.Fatalf("upgrade: status %d", code)
+	}
+	pipelined(b, f.send, f.receive)
+}
+
+// pipelined sends b.N messages of 16 keys with send, at most 4 unanswered,
+// and reads their answers with receive in another goroutine.
+func pipelined(b *testing.B, send func(*seqv1.NextStreamRequest) error, receive func() (*seqv1.NextStreamResponse, error)) {
+	slots := make(chan struct{}, 4)
+	done := make(chan error, 1)
+	b.ResetTimer()
+	go func() {
+		for range b.N {
+			r, err := receive()
+			if err == nil && r.GetCode() != 0 {
+				err = errors.New(r.GetMessage())
+			}
+			if err != nil {
+				done <- err
+				return
+			}
+			<-slots
+		}
+		done <- nil
+	}()
+	keys := make([]uint64, 16)
+	var k uint64
+	for range b.N {
+		k = spreadKeys(keys, k)
+		select {
+		case slots <- struct{}{}:
+		case err := <-done:
+			b.Fatal(err)
+		}
+		if err := send(&seqv1.NextStreamRequest{Keys: keys}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+}
+
+// spreadKeys fills keys with keys spread over 1,000,000, continuing from k,
+// and returns where it stopped.
+func spreadKeys(keys []uint64, k uint64) uint64 {
+	for i := range keys {
+		k += 7919
+		keys[i] = k % 1000000
+	}
+	return k
 }

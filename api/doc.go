@@ -12,6 +12,9 @@
 //     service (sequence, admin, health, reflection, peer) on one handler.
 //   - sequence.go, admin.go, health.go: the Connect handlers of
 //     SequenceService, AdminService and grpc.health.v1.Health.
+//   - stream.go: SequenceService.NextStream, each message served as a
+//     unary Next (sequence.go) and answered in order (docs/streaming.md);
+//     frames.go: its framed transport (an upgraded HTTP/1.1 connection).
 //   - forward.go: running a call on the leader or forwarding it there.
 //   - peers.go: the internal peer client (forwarding, ClusterStatus fan-out,
 //     the vouching and progress callbacks cluster/ is given) and the

@@ -7,8 +7,10 @@ import (
 	"strings"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/seqd/seqd"
+	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
 )
 
 // The HTTP layer in front of the Connect handlers: what a person with curl
@@ -19,7 +21,7 @@ import (
 //   - A request Connect cannot read for its Content-Type (none, or one of no
 //     protocol seqd speaks) gets 415 with a one-line body naming the types;
 //     connect-go answers those with an empty body.
-//   - A body over maxMessageBytes is refused with invalid_argument (HTTP 400),
+//   - A body over maxMessageBytes (a message, on a stream) is refused with invalid_argument (HTTP 400),
 //     not connect-go's resource_exhausted: that code maps to HTTP 429 Too Many
 //     Requests, which generic HTTP clients and proxies retry, and the same
 //     body can never succeed. (A gRPC message whose length prefix is already
@@ -37,12 +39,30 @@ const contentTypeText = "unsupported Content-Type %q: send application/json or a
 // for a bare 415 or 404 on the way out.
 func front(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Body != nil {
+		if r.Body != nil && !clientStreams[r.URL.Path] {
 			r.Body = &limitedBody{rc: r.Body, left: maxMessageBytes}
 		}
 		next.ServeHTTP(&explainer{ResponseWriter: w, r: r}, r)
 	})
 }
+
+// clientStreams holds the paths of the procedures whose request is a stream
+// of messages (NextStream): their body lasts as long as the stream, so the
+// limit is connect-go's per message (WithReadMaxBytes), not the body's.
+var clientStreams = func() map[string]bool {
+	m := map[string]bool{}
+	for _, f := range []protoreflect.FileDescriptor{seqv1.File_seq_v1_seq_proto, seqv1.File_seq_v1_id_proto} {
+		for i := range f.Services().Len() {
+			svc := f.Services().Get(i)
+			for j := range svc.Methods().Len() {
+				if md := svc.Methods().Get(j); md.IsStreamingClient() {
+					m["/"+string(svc.FullName())+"/"+string(md.Name())] = true
+				}
+			}
+		}
+	}
+	return m
+}()
 
 // limitedBody fails a read past its limit with a Connect error, which
 // connect-go passes on as it is.

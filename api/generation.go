@@ -14,7 +14,8 @@ import (
 	"github.com/seqd/seqd/api/gen/seq/v1/seqv1connect"
 )
 
-// generationGuard is the interceptor that carries generations (see
+// generationGuard is the interceptor through which every Connect call
+// passes Server.admit (guard.go), and that carries generations (see
 // seqd.Generation and cluster's fence.go) on every call: it learns the
 // generation a caller names in Seqd-Generation (the newest it met of this
 // server's lineage: a newer one fences this server), refuses the calls that
@@ -38,17 +39,26 @@ func servesValues(procedure string) bool {
 // check learns the caller's generation and refuses a call that hands out
 // values on a fenced server.
 func (g generationGuard) check(procedure string, h http.Header) error {
-	if v := h.Get(seqd.HeaderGeneration); v != "" {
+	if v := h.Get(seqd.HeaderGeneration); v != "" && !g.s.genLearned(v) {
 		gen, err := seqd.ParseGeneration(v)
 		if err != nil {
 			return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("header %s: %w", seqd.HeaderGeneration, err))
 		}
 		g.s.node.LearnGeneration(gen)
+		g.s.genHdr.seen.Store(&v)
 	}
 	if servesValues(procedure) && g.s.node.Fenced() {
 		return g.s.toConnect(seqd.ErrSuperseded)
 	}
 	return nil
+}
+
+// genLearned reports whether v is the Seqd-Generation value learned last,
+// so that the messages of a stream, which all name the same generation,
+// parse it once.
+func (s *Server) genLearned(v string) bool {
+	last := s.genHdr.seen.Load()
+	return last != nil && *last == v
 }
 
 // header returns the value answers carry (nil while the server has no
@@ -58,10 +68,10 @@ func (g generationGuard) header() []string {
 	if !gen.Known() {
 		return nil
 	}
-	c := g.s.genHdr.Load()
+	c := g.s.genHdr.answer.Load()
 	if c == nil || c.gen != gen {
 		c = &genValue{gen: gen, value: []string{gen.String()}}
-		g.s.genHdr.Store(c)
+		g.s.genHdr.answer.Store(c)
 	}
 	return c.value
 }
@@ -83,7 +93,7 @@ func (g generationGuard) mark(h http.Header, err error) {
 
 func (g generationGuard) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		if err := g.check(req.Spec().Procedure, req.Header()); err != nil {
+		if err := g.s.admit(req.Spec().Procedure, req.Header()); err != nil {
 			g.mark(nil, err)
 			return nil, err
 		}
@@ -103,7 +113,7 @@ func (g generationGuard) WrapStreamingClient(next connect.StreamingClientFunc) c
 
 func (g generationGuard) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
-		if err := g.check(conn.Spec().Procedure, conn.RequestHeader()); err != nil {
+		if err := g.s.admit(conn.Spec().Procedure, conn.RequestHeader()); err != nil {
 			g.mark(nil, err)
 			return err
 		}
@@ -114,5 +124,9 @@ func (g generationGuard) WrapStreamingHandler(next connect.StreamingHandlerFunc)
 	}
 }
 
-// generationCache is the Server's cache of the answer header.
-type generationCache = atomic.Pointer[genValue]
+// generationCache is the Server's cache of the answer header, and of the
+// request header it learned last.
+type generationCache struct {
+	answer atomic.Pointer[genValue]
+	seen   atomic.Pointer[string]
+}

@@ -215,9 +215,11 @@ func (s *Server) namespace(ctx context.Context, name string) (cluster.Namespace,
 	return cluster.Namespace{}, fmt.Errorf("%w: %q", seqd.ErrUnknownNamespace, name)
 }
 
-// Close releases the workers this server holds (best effort, within ctx)
-// and stops issuing ids.
+// Close closes NextStream's framed connections (frames.go), releases the
+// workers this server holds (best effort, within ctx) and stops issuing
+// ids.
 func (s *Server) Close(ctx context.Context) error {
+	s.frames.close()
 	s.ids.mu.Lock()
 	s.ids.closed = true
 	hs := s.ids.holders
@@ -254,7 +256,7 @@ func (s *Server) decode(ctx context.Context, req *connect.Request[seqv1.DecodeRe
 	id := req.Msg.GetId()
 	if ns.Obfuscation != cluster.ObfuscateNone {
 		if s.token != "" {
-			if err := (authInterceptor{s}).checkToken(req.Header().Get("Authorization")); err != nil {
+			if err := s.checkToken(req.Header().Get("Authorization")); err != nil {
 				return nil, err
 			}
 		}

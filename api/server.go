@@ -42,6 +42,7 @@ type Server struct {
 
 	answerHdrs answerHeaders   // see headers.go
 	genHdr     generationCache // see generation.go
+	frames     frameConns      // NextStream's framed transport (frames.go)
 
 	ids ids // service-mode flake ids (id.go)
 }
@@ -100,9 +101,7 @@ func (s *Server) Handler(extra ...connect.HandlerOption) http.Handler {
 		// Responses are a few bytes: compressing them costs more than it saves.
 		connect.WithCompressMinBytes(1024),
 	)
-	if s.token != "" {
-		opts = append(opts, connect.WithInterceptors(authInterceptor{s}))
-	}
+	// Every call passes admit (guard.go): the token, the generation.
 	opts = append(opts, connect.WithInterceptors(generationGuard{s}))
 	// SequenceService never compresses: its responses are varint-packed
 	// numbers that gzip shrinks by about a tenth, at a cost of ~0.2ms to
@@ -111,7 +110,8 @@ func (s *Server) Handler(extra ...connect.HandlerOption) http.Handler {
 	seqOpts := append(append(slices.Clone(opts), connect.WithCompressMinBytes(math.MaxInt32)), extra...)
 	opts = append(opts, extra...)
 	mux := http.NewServeMux()
-	mux.Handle(seqv1connect.NewSequenceServiceHandler(s, seqOpts...))
+	seqPath, seqHandler := seqv1connect.NewSequenceServiceHandler(s, seqOpts...)
+	mux.Handle(seqPath, s.withFrames(seqHandler))
 	mux.Handle(seqv1connect.NewAdminServiceHandler(s, opts...))
 	mux.Handle(seqv1connect.NewIdServiceHandler(s, seqOpts...))
 	mux.Handle(healthv1connect.NewHealthHandler(health{s}, opts...))

@@ -88,6 +88,7 @@ func run(args []string) error {
 		pause    = fs.Duration("pause", 2*time.Second, "pause between runs")
 		perKey   = fs.Bool("pg-per-key", false, "postgres: one counter row per key (INSERT .. ON CONFLICT DO UPDATE .. RETURNING) instead of nextval")
 		jsonOut  = fs.Bool("json", false, "print the JSON report on stdout")
+		cpuPIDs  = fs.String("cpu-pids", "", "comma-separated IDs of server processes whose CPU time over the measured run is reported with this process's own (Linux)")
 	)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -115,6 +116,11 @@ func run(args []string) error {
 	defer closeFn()
 	cfg := loadgen.Config{Concurrency: *conc, Duration: *duration, Warmup: *warmup, Rate: *rate,
 		Keys: *keys, Dist: *dist, Batch: *batch, Progress: os.Stderr}
+	pids, err := loadgen.ParsePIDs(*cpuPIDs)
+	if err != nil {
+		return err
+	}
+	cfg.CPUPIDs = pids
 	rep := &report{Target: *target, Label: *label}
 	rep.Load[0] = loadgen.LoadAvg()
 	if rep.Label == "" {
@@ -292,8 +298,8 @@ func etcdTarget(addrs string) (loadgen.Target, func(), error) {
 // table prints a markdown table of median ids/s and latency from JSON
 // reports (this command's and `seqbench --json`'s).
 func table(files []string) error {
-	fmt.Println("| target | concurrency | batch | calls/s | ids/s | p50 ms | p99 ms | p99.9 ms | max ms | runs | raft entries/s | load (median run) |")
-	fmt.Println("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	fmt.Println("| target | concurrency | batch | calls/s | ids/s | p50 ms | p99 ms | p99.9 ms | max ms | client CPU µs/id | server CPU µs/id | runs | raft entries/s | load (median run) |")
+	fmt.Println("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -335,8 +341,13 @@ func table(files []string) error {
 		if r.Load != [2]float64{} {
 			load = fmt.Sprintf("%.1f→%.1f", r.Load[0], r.Load[1])
 		}
-		fmt.Printf("| %s | %d | %d | %.0f | %.0f | %s | %s | %s | %s | %d | %s | %s |\n", name, m.Concurrency, m.Batch,
-			m.CallsPerSec, m.IDsPerSec, lat(m.Latency.P50), lat(m.Latency.P99), lat(m.Latency.P999), lat(m.Latency.Max), len(r.Runs), raft, load)
+		cpuC, cpuS := "", ""
+		if c := m.CPU; c != nil && m.IDs > 0 {
+			cpuC, cpuS = fmt.Sprintf("%.2f", c.ClientUsPerID), fmt.Sprintf("%.2f", c.ServerUsPerID)
+		}
+		fmt.Printf("| %s | %d | %d | %.0f | %.0f | %s | %s | %s | %s | %s | %s | %d | %s | %s |\n", name, m.Concurrency, m.Batch,
+			m.CallsPerSec, m.IDsPerSec, lat(m.Latency.P50), lat(m.Latency.P99), lat(m.Latency.P999), lat(m.Latency.Max),
+			cpuC, cpuS, len(r.Runs), raft, load)
 	}
 	return nil
 }

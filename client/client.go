@@ -14,7 +14,9 @@
 // together in the next one. Each call still gets exactly the values for its
 // own keys, and a call that completed before another began gets the smaller
 // value for the same key. See coalesce.go for the rules and BatchStats for
-// counters.
+// counters. Coalesced Next requests travel as messages of one long-lived
+// NextStream call per node (on its framed transport, frames.go) when the
+// node serves it, and as unary calls otherwise (stream.go).
 //
 // The client caches the cluster's routing table (the members' API addresses
 // and the leader's), refreshes it in the background when an answer carries a
@@ -30,7 +32,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strings"
@@ -77,6 +78,10 @@ type Client struct {
 	bCalls, bRequests, bKeys atomic.Uint64
 
 	gens generations // see generation.go
+	// streaming tells whether coalesced Next requests go on streams
+	// (stream.go).
+	streaming bool
+	bStreamed atomic.Uint64
 }
 
 type node struct {
@@ -85,6 +90,7 @@ type node struct {
 	admin  seqv1connect.AdminServiceClient
 	id     seqv1connect.IdServiceClient
 	health healthv1connect.HealthClient
+	stream streamSlot // the node's NextStream (stream.go)
 }
 
 // ErrNoAddrs is returned by New without addresses.
@@ -147,6 +153,7 @@ func New(addrs []string, opts Options) (*Client, error) {
 		c.connectOpts = append(c.connectOpts, connect.WithInterceptors(bearer("Bearer "+opts.Token)))
 	}
 	c.connectOpts = append(c.connectOpts, connect.WithInterceptors(&c.gens))
+	c.streaming = !opts.DisableStreaming && opts.Protocol != GRPCWeb
 	for _, a := range addrs {
 		if a = strings.TrimSpace(a); a != "" {
 			c.addNodeLocked(a)
@@ -195,6 +202,7 @@ func (c *Client) newNode(addr string) *node {
 		admin:  seqv1connect.NewAdminServiceClient(c.http, u, c.connectOpts...),
 		id:     seqv1connect.NewIdServiceClient(c.http, u, c.connectOpts...),
 		health: healthv1connect.NewHealthClient(c.http, u, c.connectOpts...),
+		stream: c.newStreamSlot(u),
 	}
 }
 
@@ -338,138 +346,4 @@ func (c *Client) ClusterStatus(ctx context.Context) (*seqv1.ClusterStatusRespons
 		r, err := n.admin.ClusterStatus(ctx, connect.NewRequest(&seqv1.ClusterStatusRequest{}))
 		return msg(r, err)
 	})
-}
-
-// msgFrom is msg for SequenceService answers: a node that forwarded the
-// call to the leader names the leader in the Seqd-Leader header, and if the
-// client knows that address (it was given, or learned from an error hint) it
-// sends its next calls there directly, saving the extra hop. It also notes
-// the answer's routing version, and in a cluster of several groups the
-// answer's group and term (routing.go); an answer of a group other than
-// group 0 says nothing of the cluster's leader.
-func msgFrom[T any](c *Client, n *node, r *connect.Response[T], err error) (*T, error) {
-	if err != nil {
-		return nil, err
-	}
-	c.noteRouting(r.Header())
-	h := r.Header().Get(seqd.HeaderLeader)
-	if h != "" {
-		c.forwarded.Add(1)
-	}
-	if t := c.groups.Load(); t != nil && c.noteGroup(t, n, r.Header().Get(seqd.HeaderGroup), h) > 0 {
-		return r.Msg, nil
-	}
-	if h != "" && h != n.addr {
-		c.mu.Lock()
-		if i := indexOf(c.nodes, h); i >= 0 && c.nodes[c.leader] == n {
-			c.leader = i
-		}
-		c.mu.Unlock()
-	}
-	return r.Msg, nil
-}
-
-func msg[T any](r *connect.Response[T], err error) (*T, error) {
-	if err != nil {
-		return nil, err
-	}
-	return r.Msg, nil
-}
-
-// call runs f against the believed leader, retrying unavailable errors,
-// transport failures and attempts that time out on the hinted leader or the
-// next node, with backoff, for up to RetryFor.
-func call[T any](c *Client, ctx context.Context, f func(context.Context, *node) (*T, error)) (*T, error) {
-	return callUntil(c, ctx, nil, noGroup, f)
-}
-
-// callUntil is call that also stops retrying once gone (if not nil) reports
-// true: a coalesced request whose callers all gave up. A group (not
-// noGroup) sends the attempts to that group's leader while the routing
-// table knows it.
-func callUntil[T any](c *Client, ctx context.Context, gone func() bool, group int, f func(context.Context, *node) (*T, error)) (*T, error) {
-	return retry(c, ctx, c.opts.AttemptTimeout, gone, group, f)
-}
-
-// retry is the one retry loop of the client: callUntil with attempts
-// bounded by attemptTimeout (0: only by ctx, for a call whose length
-// depends on the data, such as a backup's stream). An attempt goes to the
-// leader of group if the routing table knows it, else to the believed
-// leader of the cluster. When a group's leader fails an attempt, the table
-// forgets it and a refresh starts (routing.go); the next attempt goes to
-// the cluster's leader, which forwards the call to the group's leader.
-func retry[T any](c *Client, ctx context.Context, attemptTimeout time.Duration, gone func() bool, group int, f func(context.Context, *node) (*T, error)) (*T, error) {
-	deadline := time.Now().Add(c.opts.RetryFor)
-	backoff := c.opts.MinBackoff
-	for attempt := 0; ; attempt++ {
-		idx := -1 // -1: n is group's leader
-		n := c.groupLeader(group)
-		if n == nil {
-			c.mu.Lock()
-			idx = c.leader
-			n = c.nodes[idx]
-			c.mu.Unlock()
-		}
-
-		actx, cancel := ctx, context.CancelFunc(func() {})
-		if attemptTimeout > 0 {
-			actx, cancel = context.WithTimeout(ctx, attemptTimeout)
-		}
-		resp, err := f(actx, n)
-		timedOut := actx.Err() != nil && ctx.Err() == nil
-		cancel()
-		if err == nil {
-			return resp, nil
-		}
-		// Retry elsewhere: unavailable answers, attempts that hung, and
-		// transport failures (an error that did not come from a server,
-		// such as a connection reset by a node that died mid-call).
-		retry := timedOut || connect.CodeOf(err) == connect.CodeUnavailable || !connect.IsWireError(err)
-		if ctx.Err() != nil || !retry || (gone != nil && gone()) {
-			return nil, err
-		}
-		c.retried.Add(1)
-		// Follow the leader hint, or try the next node.
-		hinted := false
-		var ce *connect.Error
-		if idx < 0 {
-			// The group's presumed leader failed: the cluster's leader
-			// next, at once (hints name group 0's leader, not this
-			// group's), and a fresh table.
-			c.forgetGroupLeader(group, n)
-			c.refreshRouting()
-			hinted = true
-		} else if errors.As(err, &ce) {
-			if h := ce.Meta().Get(seqd.HeaderLeader); h != "" && h != n.addr {
-				c.mu.Lock()
-				c.leader = c.addNodeLocked(h)
-				c.mu.Unlock()
-				hinted = true
-				c.refreshRouting()
-			}
-		}
-		if !hinted && idx >= 0 {
-			c.mu.Lock()
-			if c.leader == idx {
-				c.leader = (idx + 1) % len(c.nodes)
-			}
-			c.mu.Unlock()
-		}
-		if time.Now().After(deadline) {
-			return nil, err
-		}
-		// A hint to a different node is worth trying at once; otherwise back off.
-		if hinted && attempt == 0 {
-			continue
-		}
-		wait := backoff/2 + rand.N(backoff/2+1)
-		backoff = min(backoff*2, c.opts.MaxBackoff)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, err
-		case <-t.C:
-		}
-	}
 }

@@ -92,8 +92,12 @@ type batcher struct {
 // request spends much of its time growing its stack through connect-go.
 const workerIdle = 10 * time.Second
 
-// launch sends bt from an idle sender goroutine, or a new one.
+// launch sends bt on its node's stream (stream.go), or from an idle sender
+// goroutine, or a new one.
 func (b *batcher) launch(bt *batch) {
+	if b.sendStream(bt) {
+		return
+	}
 	select {
 	case b.work <- bt:
 	default:
@@ -143,11 +147,14 @@ type BatchStats struct {
 	// coalescing; Requests the number of requests sent for them; Keys the
 	// keys in those requests.
 	Calls, Requests, Keys uint64
+	// Streamed is the number of those requests sent as NextStream messages
+	// (stream.go); the others went as unary calls.
+	Streamed uint64
 }
 
 // BatchStats returns the client's coalescing counters since New.
 func (c *Client) BatchStats() BatchStats {
-	return BatchStats{Calls: c.bCalls.Load(), Requests: c.bRequests.Load(), Keys: c.bKeys.Load()}
+	return BatchStats{Calls: c.bCalls.Load(), Requests: c.bRequests.Load(), Keys: c.bKeys.Load(), Streamed: c.bStreamed.Load()}
 }
 
 var waiterPool = sync.Pool{New: func() any { return &waiter{done: make(chan struct{}, 1)} }}
@@ -277,9 +284,13 @@ func (b *batcher) popLocked(now time.Time) *batch {
 	return bt
 }
 
-// send runs the request of bt under ctx, lets the next queued batch go, and
-// delivers the results.
+// send runs the request of bt under ctx (or sends it on its node's stream,
+// which finishes it when the answer comes), lets the next queued batch go,
+// and delivers the results.
 func (b *batcher) send(ctx context.Context, bt *batch) {
+	if b.sendStream(bt) {
+		return
+	}
 	var vals []uint64
 	var err error
 	start := time.Now()
@@ -290,7 +301,12 @@ func (b *batcher) send(ctx context.Context, bt *batch) {
 	} else {
 		err = context.Canceled // every caller gave up before it was sent
 	}
+	b.finish(bt, start, vals, err)
+}
 
+// finish ends the request of bt, sent at start: it lets the next queued
+// batch go and delivers vals, or err, to the calls of bt.
+func (b *batcher) finish(bt *batch, start time.Time, vals []uint64, err error) {
 	now := time.Now()
 	b.mu.Lock()
 	b.inFlight--

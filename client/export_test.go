@@ -36,3 +36,7 @@ func (c *Client) SectionSize(space string) uint64 {
 	}
 	return 0
 }
+
+// MeetGeneration has the client meet the generation v (a Seqd-Generation
+// value), as it does in an answer that carries it.
+func (c *Client) MeetGeneration(v string) error { return c.gens.see(v) }

@@ -77,6 +77,16 @@ func (g *generations) name(h http.Header) {
 	}
 }
 
+// named returns the known generation's header value ("" while unknown).
+func (g *generations) named() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.header == nil {
+		return ""
+	}
+	return g.header[0]
+}
+
 // answered checks an answer's generation (on its headers, or on an
 // error's metadata).
 func (g *generations) answered(h http.Header, err error) error {
@@ -120,23 +130,22 @@ func (g *generations) WrapStreamingHandler(next connect.StreamingHandlerFunc) co
 	return next
 }
 
-// checkedStream checks the answer's generation before the first message
-// reaches the caller.
+// checkedStream checks the server's generation (from the stream's response
+// header) on every message before it reaches the caller: a client that met
+// a newer generation since the stream opened refuses the rest of it.
 type checkedStream struct {
 	connect.StreamingClientConn
-	g       *generations
-	checked bool
+	g   *generations
+	gen *string // the server's generation, read at the first message
 }
 
 func (s *checkedStream) Receive(m any) error {
 	if err := s.StreamingClientConn.Receive(m); err != nil {
 		return s.g.answered(nil, err)
 	}
-	if !s.checked {
-		if err := s.g.see(s.ResponseHeader().Get(seqd.HeaderGeneration)); err != nil {
-			return err
-		}
-		s.checked = true
+	if s.gen == nil {
+		v := s.ResponseHeader().Get(seqd.HeaderGeneration)
+		s.gen = &v
 	}
-	return nil
+	return s.g.see(*s.gen)
 }

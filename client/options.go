@@ -41,6 +41,16 @@ type Options struct {
 	// 10ms and 500ms, with jitter).
 	MinBackoff, MaxBackoff time.Duration
 
+	// DisableStreaming sends coalesced Next requests as unary calls. By
+	// default they travel as messages of one NextStream call per node: on
+	// its framed transport (an HTTP/1.1 connection upgraded to
+	// length-prefixed messages, over TLS with TLS), or over Connect and
+	// HTTP/2 with a given HTTPClient (which must then speak HTTP/2); and as
+	// unary calls to a node that does not serve NextStream (an older
+	// server) or while a stream to it cannot be opened. The gRPC-Web
+	// protocol never streams. See docs/streaming.md.
+	DisableStreaming bool
+
 	// DisableCoalescing sends every Next and Current call as its own
 	// request. By default, concurrent calls for the same space share
 	// requests: a call is sent at once when no request of its kind is in

@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"maps"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -210,15 +209,11 @@ func (c *Client) Routing() Routing {
 	return r
 }
 
-// noteRouting looks at an answer's routing version and starts a refresh when
-// it differs from the table's.
-func (c *Client) noteRouting(h http.Header) {
-	if c.opts.DisableRouting {
+// noteRouting looks at an answer's routing version v (0: none, or a
+// malformed one) and starts a refresh when it differs from the table's.
+func (c *Client) noteRouting(v uint64) {
+	if c.opts.DisableRouting || v == 0 || v == c.routeVer.Load() {
 		return
-	}
-	v, err := strconv.ParseUint(h.Get(seqd.HeaderRoutingVersion), 10, 64)
-	if err != nil || v == c.routeVer.Load() {
-		return // no (or a malformed) header, or the table's version
 	}
 	c.refreshRouting()
 }

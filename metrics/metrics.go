@@ -149,6 +149,10 @@ func (m *Metrics) ObserveRaise(marks int, took time.Duration, err error) {
 	m.raiseTime.Observe(took.Seconds())
 }
 
+// IssuedNext counts n values a Next served on this node issued outside
+// the interceptor's view (NextStream's framed transport).
+func (m *Metrics) IssuedNext(n int) { m.issued.WithLabelValues("next").Add(float64(n)) }
+
 // Interceptor counts and times every RPC, and counts the values issued by
 // Next and Reserve calls served on this node.
 func (m *Metrics) Interceptor() connect.Interceptor { return interceptor{m} }
@@ -179,10 +183,25 @@ func (i interceptor) WrapStreamingClient(next connect.StreamingClientFunc) conne
 func (i interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
 		start := time.Now()
-		err := next(ctx, conn)
+		err := next(ctx, issuedConn{conn, i.m.issued.WithLabelValues("next")})
 		i.observe(conn.Spec().Procedure, start, err)
 		return err
 	}
+}
+
+// issuedConn counts the values of the NextStream answers this node served
+// itself (no error, not forwarded: no leader named), as WrapUnary counts a
+// Next answer that carries Seqd-Served-By.
+type issuedConn struct {
+	connect.StreamingHandlerConn
+	next prometheus.Counter
+}
+
+func (c issuedConn) Send(msg any) error {
+	if r, ok := msg.(*seqv1.NextStreamResponse); ok && r.GetCode() == 0 && r.GetLeader() == "" {
+		c.next.Add(float64(len(r.GetValues())))
+	}
+	return c.StreamingHandlerConn.Send(msg)
 }
 
 func (i interceptor) observe(procedure string, start time.Time, err error) {

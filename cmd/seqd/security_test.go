@@ -11,12 +11,14 @@ import (
 	"encoding/base64"
 	"encoding/pem"
 	"fmt"
+	"github.com/seqd/seqd/client"
 	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -94,7 +96,8 @@ func (ca *testCA) issue(t *testing.T, name string) (certPath, keyPath string) {
 	return certPath, keyPath
 }
 
-func tlsClient(t *testing.T, caPath string) *http.Client {
+// caPool returns a pool of the certificates in the PEM file at caPath.
+func caPool(t *testing.T, caPath string) *x509.CertPool {
 	t.Helper()
 	pemBytes, err := os.ReadFile(caPath)
 	if err != nil {
@@ -102,6 +105,12 @@ func tlsClient(t *testing.T, caPath string) *http.Client {
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(pemBytes)
+	return pool
+}
+
+func tlsClient(t *testing.T, caPath string) *http.Client {
+	t.Helper()
+	pool := caPool(t, caPath)
 	var p http.Protocols
 	p.SetHTTP2(true)
 	p.SetHTTP1(true)
@@ -176,6 +185,11 @@ func TestSecurity(t *testing.T) {
 	if _, err := admin.ListSpaces(ctx, connect.NewRequest(&seqv1.ListSpacesRequest{})); err != nil {
 		t.Fatalf("admin with token: %v", err)
 	}
+
+	// The Go client streams its coalesced Next calls over TLS with the
+	// token (NextStream's framed transport: an HTTP/1.1 upgrade); without
+	// the token the upgrade is refused and the calls fail unauthenticated.
+	streamOverTLS(t, ca.pem, token, []string{ps[0].API, ps[1].API, ps[2].API})
 
 	// Without the token, or with a wrong one: unauthenticated.
 	noToken := seqv1connect.NewAdminServiceClient(h, "https://"+ps[0].API)
@@ -276,5 +290,54 @@ func TestSecurity(t *testing.T) {
 	}
 	if st.Msg.GetLeaderId() != "" {
 		t.Fatalf("the intruder knows the leader %q", st.Msg.GetLeaderId())
+	}
+}
+
+// streamOverTLS runs 16 callers of the Go client (TLS, the token) until
+// some of their coalesced requests went as stream messages, checking that
+// each key's values increase; then a client without the token.
+func streamOverTLS(t *testing.T, caPath, token string, addrs []string) {
+	t.Helper()
+	pool := caPool(t, caPath)
+	cl, err := client.New(addrs, client.Options{TLS: &tls.Config{RootCAs: pool}, Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	deadline := time.Now().Add(30 * time.Second)
+	for cl.BatchStats().Streamed < 100 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no stream messages over TLS in 30s: %+v", cl.BatchStats())
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, 16)
+		for w := range 16 {
+			wg.Go(func() {
+				var last uint64
+				for range 50 {
+					v, err := cl.Next(ctx, "", uint64(1000+w))
+					if err == nil && v[0] <= last {
+						err = fmt.Errorf("key %d: %d after %d", 1000+w, v[0], last)
+					}
+					if err != nil {
+						errs <- err
+						return
+					}
+					last = v[0]
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	}
+	anon, err := client.New(addrs, client.Options{TLS: &tls.Config{RootCAs: pool}, RetryFor: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := anon.Next(ctx, "", 1); connect.CodeOf(err) != connect.CodeUnauthenticated {
+		t.Fatalf("the Go client without the token: %v, want unauthenticated", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -108,6 +109,7 @@ func Run(prog string, args []string) error {
 		mix         = fs.String("mix", "next=100", "operation mix, e.g. next=90,current=10, reserve=1, ids=1 (flake NextIds of the default namespace), runs=1 (the same as runs of consecutive ids: NextIdRuns) or embedded=1 (an embedded flake generator per client)")
 		batch       = fs.Int("batch", 1, "keys per Next/Current call, values per Reserve call")
 		coalesce    = fs.Bool("coalesce", true, "let the client coalesce concurrent calls into multi-key requests")
+		stream      = fs.String("stream", "framed", "how coalesced Next requests travel: framed (NextStream messages on an upgraded HTTP/1.1 connection, the client's default), connect (NextStream over Connect and h2c, the client's way with a given HTTP client) or false (unary calls)")
 		inFlight    = fs.Int("max-in-flight", client.DefaultMaxInFlight, "coalesced requests in flight per space and call kind")
 		batchKeys   = fs.Int("max-batch-keys", client.DefaultMaxBatchKeys, "keys per coalesced request")
 		batchWait   = fs.Duration("max-batch-wait", client.DefaultMaxBatchWait, "longest wait of a call for a free request slot")
@@ -122,6 +124,7 @@ func Run(prog string, args []string) error {
 		noRaft      = fs.Bool("no-raft-stats", false, "do not ask the cluster for raft statistics (for servers without AdminService)")
 		http2       = fs.Bool("http2", false, "use h2c for the Connect and gRPC-Web protocols too (the client's default is HTTP/1.1 for them, h2c for gRPC)")
 		cpuProfile  = fs.String("cpuprofile", "", "write a CPU profile of the bench process (the load generator and client) to this file")
+		cpuPIDs     = fs.String("cpu-pids", "", "comma-separated IDs of server processes whose CPU time over the measured run is reported with this process's own (Linux)")
 	)
 	ops, err := cli.ParseFlags(fs, args)
 	if err != nil {
@@ -165,6 +168,17 @@ func Run(prog string, args []string) error {
 		Protocol: client.Protocol(*protocol), RetryFor: *callTimeout,
 		DisableCoalescing: !*coalesce, MaxInFlight: *inFlight, MaxBatchKeys: *batchKeys, MaxBatchWait: *batchWait,
 		HTTP2: *http2,
+	}
+	switch *stream {
+	case "framed", "true":
+	case "connect":
+		var p http.Protocols
+		p.SetUnencryptedHTTP2(true)
+		opts.HTTPClient = &http.Client{Transport: &http.Transport{Protocols: &p, MaxIdleConnsPerHost: 64}}
+	case "false", "off", "unary":
+		opts.DisableStreaming = true
+	default:
+		return cli.Usagef("--stream %q: want framed, connect or false", *stream)
 	}
 	if _, err := client.New(addrs, opts); err != nil {
 		return cli.Usagef("%v", err)
@@ -253,6 +267,9 @@ func Run(prog string, args []string) error {
 		Concurrency: *conc, Duration: *duration, Count: *count, Warmup: *warmup, Rate: *rate,
 		Keys: *keys, KeyOffset: *keyOffset, Dist: *dist, ZipfS: *zipfS, Mix: m, Batch: *batch,
 		Timeline: *timeline, Classify: classifyErr,
+	}
+	if cfg.CPUPIDs, err = loadgen.ParsePIDs(*cpuPIDs); err != nil {
+		return cli.Usagef("--cpu-pids: %v", err)
 	}
 	if *progress > 0 {
 		cfg.Progress, cfg.ProgressEvery = os.Stderr, *progress
@@ -344,11 +361,12 @@ func Run(prog string, args []string) error {
 		st.Calls += s.Calls
 		st.Requests += s.Requests
 		st.Keys += s.Keys
+		st.Streamed += s.Streamed
 	}
 	if st.Requests > 0 {
 		rep.Coalescing = &st
-		fmt.Fprintf(out, "coalescing  %d calls in %d requests (%.1f calls, %.1f keys per request; warmup included)\n",
-			st.Calls, st.Requests, float64(st.Calls)/float64(st.Requests), float64(st.Keys)/float64(st.Requests))
+		fmt.Fprintf(out, "coalescing  %d calls in %d requests (%.1f calls, %.1f keys per request; %d as stream messages; warmup included)\n",
+			st.Calls, st.Requests, float64(st.Calls)/float64(st.Requests), float64(st.Keys)/float64(st.Requests), st.Streamed)
 	}
 	if *runs > 1 {
 		r := rep.Median

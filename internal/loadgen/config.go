@@ -154,6 +154,9 @@ type Config struct {
 	Classify func(error) string
 	// Seed makes key choices repeatable (0: random).
 	Seed uint64
+	// CPUPIDs are the server processes whose CPU time Result.CPU reports
+	// (Linux), next to this process's own.
+	CPUPIDs []int
 }
 
 func (cfg *Config) defaults() error {

@@ -213,6 +213,24 @@ func Run(ctx context.Context, t Target, cfg Config) (*Result, error) {
 		}()
 	}
 
+	// CPU time over the measured window: from measureFrom until the run
+	// stops.
+	var cpuFrom, cpuTo cpuSample
+	cpuDone := make(chan struct{})
+	go func() {
+		defer close(cpuDone)
+		t := time.NewTimer(time.Until(measureFrom))
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-runCtx.Done():
+			return
+		}
+		cpuFrom = sampleCPU(cfg.CPUPIDs)
+		<-runCtx.Done()
+		cpuTo = sampleCPU(cfg.CPUPIDs)
+	}()
+
 	// Progress lines and the timeline.
 	var timeline []Sample
 	monDone := make(chan struct{})
@@ -267,6 +285,7 @@ func Run(ctx context.Context, t Target, cfg Config) (*Result, error) {
 	end := time.Now()
 	cancel()
 	<-monDone
+	<-cpuDone
 
 	res := &Result{Concurrency: cfg.Concurrency, Rate: cfg.Rate, Batch: cfg.Batch, Keys: cfg.Keys, Dist: cfg.Dist,
 		ByKind: map[string]KindResult{}, ErrorKinds: map[string]int64{}, Timeline: timeline}
@@ -311,5 +330,6 @@ func Run(ctx context.Context, t Target, cfg Config) (*Result, error) {
 		l, sv := latency(lag), latency(service)
 		res.StartLag, res.Service = &l, &sv
 	}
+	res.CPU = cpuBetween(cpuFrom, cpuTo, res.IDs)
 	return res, nil
 }

@@ -63,6 +63,9 @@ type Result struct {
 	// Service is, with a target rate, the latency of successful calls from
 	// their actual start (Latency minus StartLag, per call).
 	Service *Latency `json:"service,omitempty"`
+	// CPU is the CPU time of this process and of Config.CPUPIDs over the
+	// measured part of the run, when /proc tells.
+	CPU *CPU `json:"cpu,omitempty"`
 }
 
 func ms(us int64) float64 { return float64(us) / 1000 }
@@ -104,6 +107,9 @@ func (r *Result) Summary() string {
 	}
 	if l := r.Service; l != nil {
 		fmt.Fprintf(&b, "service     p50 %.3fms  p90 %.3fms  p99 %.3fms  p99.9 %.3fms  max %.3fms (from the actual start)\n", l.P50, l.P90, l.P99, l.P999, l.Max)
+	}
+	if c := r.CPU; c != nil {
+		fmt.Fprintf(&b, "cpu         client %.2fs (%.2f µs/id)  servers %.2fs (%.2f µs/id)\n", c.ClientSeconds, c.ClientUsPerID, c.ServerSeconds, c.ServerUsPerID)
 	}
 	if r.Errors > 0 {
 		fmt.Fprintf(&b, "errors      %d\n", r.Errors)

@@ -332,6 +332,163 @@ func (x *CurrentResponse) GetValues() []uint64 {
 	return nil
 }
 
+// NextStreamRequest is one Next call on a NextStream.
+type NextStreamRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Space         string                 `protobuf:"bytes,1,opt,name=space,proto3" json:"space,omitempty"`
+	Keys          []uint64               `protobuf:"varint,2,rep,packed,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NextStreamRequest) Reset() {
+	*x = NextStreamRequest{}
+	mi := &file_seq_v1_seq_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NextStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NextStreamRequest) ProtoMessage() {}
+
+func (x *NextStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_seq_v1_seq_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NextStreamRequest.ProtoReflect.Descriptor instead.
+func (*NextStreamRequest) Descriptor() ([]byte, []int) {
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *NextStreamRequest) GetSpace() string {
+	if x != nil {
+		return x.Space
+	}
+	return ""
+}
+
+func (x *NextStreamRequest) GetKeys() []uint64 {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+// NextStreamResponse answers one NextStreamRequest. With code 0, values[i]
+// is for keys[i]; otherwise values is empty and code, message, leader and
+// leader_id are the Connect error and leader hint a unary Next would have
+// failed with. group, leader and routing_version carry what a unary Next's
+// answer carries in its Seqd-Group, Seqd-Leader and Seqd-Routing-Version
+// headers.
+type NextStreamResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Values []uint64               `protobuf:"varint,1,rep,packed,name=values,proto3" json:"values,omitempty"`
+	// code is the Connect error code (connect.Code: 14 is unavailable); 0 is success.
+	Code    uint32 `protobuf:"varint,2,opt,name=code,proto3" json:"code,omitempty"`
+	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// leader: on success, the leader the answering server forwarded the call
+	// to (Seqd-Leader); on an error, the leader hint.
+	Leader string `protobuf:"bytes,4,opt,name=leader,proto3" json:"leader,omitempty"`
+	// leader_id is the hinted leader's server ID (Seqd-Leader-Id).
+	LeaderId string `protobuf:"bytes,5,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	// group is Seqd-Group ("<group> <term>") of an answer served by one group.
+	Group string `protobuf:"bytes,6,opt,name=group,proto3" json:"group,omitempty"`
+	// routing_version is Seqd-Routing-Version (0: none).
+	RoutingVersion uint64 `protobuf:"varint,7,opt,name=routing_version,json=routingVersion,proto3" json:"routing_version,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *NextStreamResponse) Reset() {
+	*x = NextStreamResponse{}
+	mi := &file_seq_v1_seq_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NextStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NextStreamResponse) ProtoMessage() {}
+
+func (x *NextStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_seq_v1_seq_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NextStreamResponse.ProtoReflect.Descriptor instead.
+func (*NextStreamResponse) Descriptor() ([]byte, []int) {
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *NextStreamResponse) GetValues() []uint64 {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+func (x *NextStreamResponse) GetCode() uint32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *NextStreamResponse) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *NextStreamResponse) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
+func (x *NextStreamResponse) GetLeaderId() string {
+	if x != nil {
+		return x.LeaderId
+	}
+	return ""
+}
+
+func (x *NextStreamResponse) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *NextStreamResponse) GetRoutingVersion() uint64 {
+	if x != nil {
+		return x.RoutingVersion
+	}
+	return 0
+}
+
 type LocateKeysRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// space defaults to "default".
@@ -344,7 +501,7 @@ type LocateKeysRequest struct {
 
 func (x *LocateKeysRequest) Reset() {
 	*x = LocateKeysRequest{}
-	mi := &file_seq_v1_seq_proto_msgTypes[6]
+	mi := &file_seq_v1_seq_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -356,7 +513,7 @@ func (x *LocateKeysRequest) String() string {
 func (*LocateKeysRequest) ProtoMessage() {}
 
 func (x *LocateKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[6]
+	mi := &file_seq_v1_seq_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -369,7 +526,7 @@ func (x *LocateKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocateKeysRequest.ProtoReflect.Descriptor instead.
 func (*LocateKeysRequest) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{6}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *LocateKeysRequest) GetSpace() string {
@@ -398,7 +555,7 @@ type LocateKeysResponse struct {
 
 func (x *LocateKeysResponse) Reset() {
 	*x = LocateKeysResponse{}
-	mi := &file_seq_v1_seq_proto_msgTypes[7]
+	mi := &file_seq_v1_seq_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -410,7 +567,7 @@ func (x *LocateKeysResponse) String() string {
 func (*LocateKeysResponse) ProtoMessage() {}
 
 func (x *LocateKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[7]
+	mi := &file_seq_v1_seq_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -423,7 +580,7 @@ func (x *LocateKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocateKeysResponse.ProtoReflect.Descriptor instead.
 func (*LocateKeysResponse) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{7}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *LocateKeysResponse) GetGroups() []uint32 {
@@ -453,7 +610,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_seq_v1_seq_proto_msgTypes[8]
+	mi := &file_seq_v1_seq_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -465,7 +622,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[8]
+	mi := &file_seq_v1_seq_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -478,7 +635,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{8}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *BackupRequest) GetGroup() uint32 {
@@ -497,7 +654,7 @@ type BackupResponse struct {
 
 func (x *BackupResponse) Reset() {
 	*x = BackupResponse{}
-	mi := &file_seq_v1_seq_proto_msgTypes[9]
+	mi := &file_seq_v1_seq_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -509,7 +666,7 @@ func (x *BackupResponse) String() string {
 func (*BackupResponse) ProtoMessage() {}
 
 func (x *BackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[9]
+	mi := &file_seq_v1_seq_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -522,7 +679,7 @@ func (x *BackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
 func (*BackupResponse) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{9}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *BackupResponse) GetData() []byte {
@@ -545,7 +702,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_seq_v1_seq_proto_msgTypes[10]
+	mi := &file_seq_v1_seq_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -557,7 +714,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[10]
+	mi := &file_seq_v1_seq_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -570,7 +727,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{10}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RemoveNodeRequest) GetId() string {
@@ -595,7 +752,7 @@ type RemoveNodeResponse struct {
 
 func (x *RemoveNodeResponse) Reset() {
 	*x = RemoveNodeResponse{}
-	mi := &file_seq_v1_seq_proto_msgTypes[11]
+	mi := &file_seq_v1_seq_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -607,7 +764,7 @@ func (x *RemoveNodeResponse) String() string {
 func (*RemoveNodeResponse) ProtoMessage() {}
 
 func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[11]
+	mi := &file_seq_v1_seq_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -620,7 +777,7 @@ func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{11}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{13}
 }
 
 type DrainNodeRequest struct {
@@ -633,7 +790,7 @@ type DrainNodeRequest struct {
 
 func (x *DrainNodeRequest) Reset() {
 	*x = DrainNodeRequest{}
-	mi := &file_seq_v1_seq_proto_msgTypes[12]
+	mi := &file_seq_v1_seq_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -645,7 +802,7 @@ func (x *DrainNodeRequest) String() string {
 func (*DrainNodeRequest) ProtoMessage() {}
 
 func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[12]
+	mi := &file_seq_v1_seq_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -658,7 +815,7 @@ func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
 func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{12}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DrainNodeRequest) GetId() string {
@@ -685,7 +842,7 @@ type DrainNodeResponse struct {
 
 func (x *DrainNodeResponse) Reset() {
 	*x = DrainNodeResponse{}
-	mi := &file_seq_v1_seq_proto_msgTypes[13]
+	mi := &file_seq_v1_seq_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -697,7 +854,7 @@ func (x *DrainNodeResponse) String() string {
 func (*DrainNodeResponse) ProtoMessage() {}
 
 func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[13]
+	mi := &file_seq_v1_seq_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -710,7 +867,7 @@ func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeResponse.ProtoReflect.Descriptor instead.
 func (*DrainNodeResponse) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{13}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DrainNodeResponse) GetGroupsLed() uint32 {
@@ -733,7 +890,7 @@ type Space struct {
 
 func (x *Space) Reset() {
 	*x = Space{}
-	mi := &file_seq_v1_seq_proto_msgTypes[14]
+	mi := &file_seq_v1_seq_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -745,7 +902,7 @@ func (x *Space) String() string {
 func (*Space) ProtoMessage() {}
 
 func (x *Space) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[14]
+	mi := &file_seq_v1_seq_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -758,7 +915,7 @@ func (x *Space) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Space.ProtoReflect.Descriptor instead.
 func (*Space) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{14}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Space) GetName() string {
@@ -795,7 +952,7 @@ type CreateSpaceRequest struct {
 
 func (x *CreateSpaceRequest) Reset() {
 	*x = CreateSpaceRequest{}
-	mi := &file_seq_v1_seq_proto_msgTypes[15]
+	mi := &file_seq_v1_seq_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -807,7 +964,7 @@ func (x *CreateSpaceRequest) String() string {
 func (*CreateSpaceRequest) ProtoMessage() {}
 
 func (x *CreateSpaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[15]
+	mi := &file_seq_v1_seq_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -820,7 +977,7 @@ func (x *CreateSpaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSpaceRequest.ProtoReflect.Descriptor instead.
 func (*CreateSpaceRequest) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{15}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CreateSpaceRequest) GetName() string {
@@ -854,7 +1011,7 @@ type CreateSpaceResponse struct {
 
 func (x *CreateSpaceResponse) Reset() {
 	*x = CreateSpaceResponse{}
-	mi := &file_seq_v1_seq_proto_msgTypes[16]
+	mi := &file_seq_v1_seq_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -866,7 +1023,7 @@ func (x *CreateSpaceResponse) String() string {
 func (*CreateSpaceResponse) ProtoMessage() {}
 
 func (x *CreateSpaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[16]
+	mi := &file_seq_v1_seq_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -879,7 +1036,7 @@ func (x *CreateSpaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSpaceResponse.ProtoReflect.Descriptor instead.
 func (*CreateSpaceResponse) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{16}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CreateSpaceResponse) GetSpace() *Space {
@@ -904,7 +1061,7 @@ type ListSpacesRequest struct {
 
 func (x *ListSpacesRequest) Reset() {
 	*x = ListSpacesRequest{}
-	mi := &file_seq_v1_seq_proto_msgTypes[17]
+	mi := &file_seq_v1_seq_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -916,7 +1073,7 @@ func (x *ListSpacesRequest) String() string {
 func (*ListSpacesRequest) ProtoMessage() {}
 
 func (x *ListSpacesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[17]
+	mi := &file_seq_v1_seq_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -929,7 +1086,7 @@ func (x *ListSpacesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSpacesRequest.ProtoReflect.Descriptor instead.
 func (*ListSpacesRequest) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{17}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{19}
 }
 
 type ListSpacesResponse struct {
@@ -941,7 +1098,7 @@ type ListSpacesResponse struct {
 
 func (x *ListSpacesResponse) Reset() {
 	*x = ListSpacesResponse{}
-	mi := &file_seq_v1_seq_proto_msgTypes[18]
+	mi := &file_seq_v1_seq_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -953,7 +1110,7 @@ func (x *ListSpacesResponse) String() string {
 func (*ListSpacesResponse) ProtoMessage() {}
 
 func (x *ListSpacesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[18]
+	mi := &file_seq_v1_seq_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -966,7 +1123,7 @@ func (x *ListSpacesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSpacesResponse.ProtoReflect.Descriptor instead.
 func (*ListSpacesResponse) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{18}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListSpacesResponse) GetSpaces() []*Space {
@@ -984,7 +1141,7 @@ type ClusterStatusRequest struct {
 
 func (x *ClusterStatusRequest) Reset() {
 	*x = ClusterStatusRequest{}
-	mi := &file_seq_v1_seq_proto_msgTypes[19]
+	mi := &file_seq_v1_seq_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -996,7 +1153,7 @@ func (x *ClusterStatusRequest) String() string {
 func (*ClusterStatusRequest) ProtoMessage() {}
 
 func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[19]
+	mi := &file_seq_v1_seq_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1009,7 +1166,7 @@ func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*ClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{19}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{21}
 }
 
 type Node struct {
@@ -1071,7 +1228,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_seq_v1_seq_proto_msgTypes[20]
+	mi := &file_seq_v1_seq_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1083,7 +1240,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[20]
+	mi := &file_seq_v1_seq_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1096,7 +1253,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{20}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Node) GetId() string {
@@ -1281,7 +1438,7 @@ type GroupState struct {
 
 func (x *GroupState) Reset() {
 	*x = GroupState{}
-	mi := &file_seq_v1_seq_proto_msgTypes[21]
+	mi := &file_seq_v1_seq_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1293,7 +1450,7 @@ func (x *GroupState) String() string {
 func (*GroupState) ProtoMessage() {}
 
 func (x *GroupState) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[21]
+	mi := &file_seq_v1_seq_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1306,7 +1463,7 @@ func (x *GroupState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupState.ProtoReflect.Descriptor instead.
 func (*GroupState) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{21}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GroupState) GetGroup() uint32 {
@@ -1390,7 +1547,7 @@ type GroupRoute struct {
 
 func (x *GroupRoute) Reset() {
 	*x = GroupRoute{}
-	mi := &file_seq_v1_seq_proto_msgTypes[22]
+	mi := &file_seq_v1_seq_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1402,7 +1559,7 @@ func (x *GroupRoute) String() string {
 func (*GroupRoute) ProtoMessage() {}
 
 func (x *GroupRoute) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[22]
+	mi := &file_seq_v1_seq_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1415,7 +1572,7 @@ func (x *GroupRoute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRoute.ProtoReflect.Descriptor instead.
 func (*GroupRoute) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{22}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GroupRoute) GetGroup() uint32 {
@@ -1514,7 +1671,7 @@ type ClusterStatusResponse struct {
 
 func (x *ClusterStatusResponse) Reset() {
 	*x = ClusterStatusResponse{}
-	mi := &file_seq_v1_seq_proto_msgTypes[23]
+	mi := &file_seq_v1_seq_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1526,7 +1683,7 @@ func (x *ClusterStatusResponse) String() string {
 func (*ClusterStatusResponse) ProtoMessage() {}
 
 func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_seq_v1_seq_proto_msgTypes[23]
+	mi := &file_seq_v1_seq_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1539,7 +1696,7 @@ func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_seq_v1_seq_proto_rawDescGZIP(), []int{23}
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ClusterStatusResponse) GetLeaderId() string {
@@ -1641,6 +1798,17 @@ const file_seq_v1_seq_proto_rawDesc = "" +
 	"\x04keys\x18\x02 \x03(\x04R\x04keys\")\n" +
 	"\x0fCurrentResponse\x12\x16\n" +
 	"\x06values\x18\x01 \x03(\x04R\x06values\"=\n" +
+	"\x11NextStreamRequest\x12\x14\n" +
+	"\x05space\x18\x01 \x01(\tR\x05space\x12\x12\n" +
+	"\x04keys\x18\x02 \x03(\x04R\x04keys\"\xce\x01\n" +
+	"\x12NextStreamResponse\x12\x16\n" +
+	"\x06values\x18\x01 \x03(\x04R\x06values\x12\x12\n" +
+	"\x04code\x18\x02 \x01(\rR\x04code\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12\x16\n" +
+	"\x06leader\x18\x04 \x01(\tR\x06leader\x12\x1b\n" +
+	"\tleader_id\x18\x05 \x01(\tR\bleaderId\x12\x14\n" +
+	"\x05group\x18\x06 \x01(\tR\x05group\x12'\n" +
+	"\x0frouting_version\x18\a \x01(\x04R\x0eroutingVersion\"=\n" +
 	"\x11LocateKeysRequest\x12\x14\n" +
 	"\x05space\x18\x01 \x01(\tR\x05space\x12\x12\n" +
 	"\x04keys\x18\x02 \x03(\x04R\x04keys\"B\n" +
@@ -1743,11 +1911,13 @@ const file_seq_v1_seq_proto_rawDesc = "" +
 	"slot_count\x18\t \x01(\rR\tslotCount\x12(\n" +
 	"\x10slot_map_version\x18\n" +
 	" \x01(\x04R\x0eslotMapVersion\x12%\n" +
-	"\x06spaces\x18\v \x03(\v2\r.seq.v1.SpaceR\x06spaces2\xc1\x01\n" +
+	"\x06spaces\x18\v \x03(\v2\r.seq.v1.SpaceR\x06spaces2\x8a\x02\n" +
 	"\x0fSequenceService\x121\n" +
 	"\x04Next\x12\x13.seq.v1.NextRequest\x1a\x14.seq.v1.NextResponse\x12:\n" +
 	"\aReserve\x12\x16.seq.v1.ReserveRequest\x1a\x17.seq.v1.ReserveResponse\x12?\n" +
-	"\aCurrent\x12\x16.seq.v1.CurrentRequest\x1a\x17.seq.v1.CurrentResponse\"\x03\x90\x02\x012\xc4\x06\n" +
+	"\aCurrent\x12\x16.seq.v1.CurrentRequest\x1a\x17.seq.v1.CurrentResponse\"\x03\x90\x02\x01\x12G\n" +
+	"\n" +
+	"NextStream\x12\x19.seq.v1.NextStreamRequest\x1a\x1a.seq.v1.NextStreamResponse(\x010\x012\xc4\x06\n" +
 	"\fAdminService\x12F\n" +
 	"\vCreateSpace\x12\x1a.seq.v1.CreateSpaceRequest\x1a\x1b.seq.v1.CreateSpaceResponse\x12H\n" +
 	"\n" +
@@ -1776,7 +1946,7 @@ func file_seq_v1_seq_proto_rawDescGZIP() []byte {
 	return file_seq_v1_seq_proto_rawDescData
 }
 
-var file_seq_v1_seq_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_seq_v1_seq_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_seq_v1_seq_proto_goTypes = []any{
 	(*NextRequest)(nil),             // 0: seq.v1.NextRequest
 	(*NextResponse)(nil),            // 1: seq.v1.NextResponse
@@ -1784,72 +1954,76 @@ var file_seq_v1_seq_proto_goTypes = []any{
 	(*ReserveResponse)(nil),         // 3: seq.v1.ReserveResponse
 	(*CurrentRequest)(nil),          // 4: seq.v1.CurrentRequest
 	(*CurrentResponse)(nil),         // 5: seq.v1.CurrentResponse
-	(*LocateKeysRequest)(nil),       // 6: seq.v1.LocateKeysRequest
-	(*LocateKeysResponse)(nil),      // 7: seq.v1.LocateKeysResponse
-	(*BackupRequest)(nil),           // 8: seq.v1.BackupRequest
-	(*BackupResponse)(nil),          // 9: seq.v1.BackupResponse
-	(*RemoveNodeRequest)(nil),       // 10: seq.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil),      // 11: seq.v1.RemoveNodeResponse
-	(*DrainNodeRequest)(nil),        // 12: seq.v1.DrainNodeRequest
-	(*DrainNodeResponse)(nil),       // 13: seq.v1.DrainNodeResponse
-	(*Space)(nil),                   // 14: seq.v1.Space
-	(*CreateSpaceRequest)(nil),      // 15: seq.v1.CreateSpaceRequest
-	(*CreateSpaceResponse)(nil),     // 16: seq.v1.CreateSpaceResponse
-	(*ListSpacesRequest)(nil),       // 17: seq.v1.ListSpacesRequest
-	(*ListSpacesResponse)(nil),      // 18: seq.v1.ListSpacesResponse
-	(*ClusterStatusRequest)(nil),    // 19: seq.v1.ClusterStatusRequest
-	(*Node)(nil),                    // 20: seq.v1.Node
-	(*GroupState)(nil),              // 21: seq.v1.GroupState
-	(*GroupRoute)(nil),              // 22: seq.v1.GroupRoute
-	(*ClusterStatusResponse)(nil),   // 23: seq.v1.ClusterStatusResponse
-	(*durationpb.Duration)(nil),     // 24: google.protobuf.Duration
-	(*CreateNamespaceRequest)(nil),  // 25: seq.v1.CreateNamespaceRequest
-	(*ListNamespacesRequest)(nil),   // 26: seq.v1.ListNamespacesRequest
-	(*ListWorkersRequest)(nil),      // 27: seq.v1.ListWorkersRequest
-	(*ReclaimWorkerRequest)(nil),    // 28: seq.v1.ReclaimWorkerRequest
-	(*CreateNamespaceResponse)(nil), // 29: seq.v1.CreateNamespaceResponse
-	(*ListNamespacesResponse)(nil),  // 30: seq.v1.ListNamespacesResponse
-	(*ListWorkersResponse)(nil),     // 31: seq.v1.ListWorkersResponse
-	(*ReclaimWorkerResponse)(nil),   // 32: seq.v1.ReclaimWorkerResponse
+	(*NextStreamRequest)(nil),       // 6: seq.v1.NextStreamRequest
+	(*NextStreamResponse)(nil),      // 7: seq.v1.NextStreamResponse
+	(*LocateKeysRequest)(nil),       // 8: seq.v1.LocateKeysRequest
+	(*LocateKeysResponse)(nil),      // 9: seq.v1.LocateKeysResponse
+	(*BackupRequest)(nil),           // 10: seq.v1.BackupRequest
+	(*BackupResponse)(nil),          // 11: seq.v1.BackupResponse
+	(*RemoveNodeRequest)(nil),       // 12: seq.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),      // 13: seq.v1.RemoveNodeResponse
+	(*DrainNodeRequest)(nil),        // 14: seq.v1.DrainNodeRequest
+	(*DrainNodeResponse)(nil),       // 15: seq.v1.DrainNodeResponse
+	(*Space)(nil),                   // 16: seq.v1.Space
+	(*CreateSpaceRequest)(nil),      // 17: seq.v1.CreateSpaceRequest
+	(*CreateSpaceResponse)(nil),     // 18: seq.v1.CreateSpaceResponse
+	(*ListSpacesRequest)(nil),       // 19: seq.v1.ListSpacesRequest
+	(*ListSpacesResponse)(nil),      // 20: seq.v1.ListSpacesResponse
+	(*ClusterStatusRequest)(nil),    // 21: seq.v1.ClusterStatusRequest
+	(*Node)(nil),                    // 22: seq.v1.Node
+	(*GroupState)(nil),              // 23: seq.v1.GroupState
+	(*GroupRoute)(nil),              // 24: seq.v1.GroupRoute
+	(*ClusterStatusResponse)(nil),   // 25: seq.v1.ClusterStatusResponse
+	(*durationpb.Duration)(nil),     // 26: google.protobuf.Duration
+	(*CreateNamespaceRequest)(nil),  // 27: seq.v1.CreateNamespaceRequest
+	(*ListNamespacesRequest)(nil),   // 28: seq.v1.ListNamespacesRequest
+	(*ListWorkersRequest)(nil),      // 29: seq.v1.ListWorkersRequest
+	(*ReclaimWorkerRequest)(nil),    // 30: seq.v1.ReclaimWorkerRequest
+	(*CreateNamespaceResponse)(nil), // 31: seq.v1.CreateNamespaceResponse
+	(*ListNamespacesResponse)(nil),  // 32: seq.v1.ListNamespacesResponse
+	(*ListWorkersResponse)(nil),     // 33: seq.v1.ListWorkersResponse
+	(*ReclaimWorkerResponse)(nil),   // 34: seq.v1.ReclaimWorkerResponse
 }
 var file_seq_v1_seq_proto_depIdxs = []int32{
-	14, // 0: seq.v1.CreateSpaceResponse.space:type_name -> seq.v1.Space
-	14, // 1: seq.v1.ListSpacesResponse.spaces:type_name -> seq.v1.Space
-	24, // 2: seq.v1.Node.last_contact:type_name -> google.protobuf.Duration
-	21, // 3: seq.v1.Node.groups:type_name -> seq.v1.GroupState
-	20, // 4: seq.v1.ClusterStatusResponse.nodes:type_name -> seq.v1.Node
-	22, // 5: seq.v1.ClusterStatusResponse.groups:type_name -> seq.v1.GroupRoute
-	14, // 6: seq.v1.ClusterStatusResponse.spaces:type_name -> seq.v1.Space
+	16, // 0: seq.v1.CreateSpaceResponse.space:type_name -> seq.v1.Space
+	16, // 1: seq.v1.ListSpacesResponse.spaces:type_name -> seq.v1.Space
+	26, // 2: seq.v1.Node.last_contact:type_name -> google.protobuf.Duration
+	23, // 3: seq.v1.Node.groups:type_name -> seq.v1.GroupState
+	22, // 4: seq.v1.ClusterStatusResponse.nodes:type_name -> seq.v1.Node
+	24, // 5: seq.v1.ClusterStatusResponse.groups:type_name -> seq.v1.GroupRoute
+	16, // 6: seq.v1.ClusterStatusResponse.spaces:type_name -> seq.v1.Space
 	0,  // 7: seq.v1.SequenceService.Next:input_type -> seq.v1.NextRequest
 	2,  // 8: seq.v1.SequenceService.Reserve:input_type -> seq.v1.ReserveRequest
 	4,  // 9: seq.v1.SequenceService.Current:input_type -> seq.v1.CurrentRequest
-	15, // 10: seq.v1.AdminService.CreateSpace:input_type -> seq.v1.CreateSpaceRequest
-	17, // 11: seq.v1.AdminService.ListSpaces:input_type -> seq.v1.ListSpacesRequest
-	25, // 12: seq.v1.AdminService.CreateNamespace:input_type -> seq.v1.CreateNamespaceRequest
-	26, // 13: seq.v1.AdminService.ListNamespaces:input_type -> seq.v1.ListNamespacesRequest
-	27, // 14: seq.v1.AdminService.ListWorkers:input_type -> seq.v1.ListWorkersRequest
-	28, // 15: seq.v1.AdminService.ReclaimWorker:input_type -> seq.v1.ReclaimWorkerRequest
-	19, // 16: seq.v1.AdminService.ClusterStatus:input_type -> seq.v1.ClusterStatusRequest
-	10, // 17: seq.v1.AdminService.RemoveNode:input_type -> seq.v1.RemoveNodeRequest
-	12, // 18: seq.v1.AdminService.DrainNode:input_type -> seq.v1.DrainNodeRequest
-	8,  // 19: seq.v1.AdminService.Backup:input_type -> seq.v1.BackupRequest
-	6,  // 20: seq.v1.AdminService.LocateKeys:input_type -> seq.v1.LocateKeysRequest
-	1,  // 21: seq.v1.SequenceService.Next:output_type -> seq.v1.NextResponse
-	3,  // 22: seq.v1.SequenceService.Reserve:output_type -> seq.v1.ReserveResponse
-	5,  // 23: seq.v1.SequenceService.Current:output_type -> seq.v1.CurrentResponse
-	16, // 24: seq.v1.AdminService.CreateSpace:output_type -> seq.v1.CreateSpaceResponse
-	18, // 25: seq.v1.AdminService.ListSpaces:output_type -> seq.v1.ListSpacesResponse
-	29, // 26: seq.v1.AdminService.CreateNamespace:output_type -> seq.v1.CreateNamespaceResponse
-	30, // 27: seq.v1.AdminService.ListNamespaces:output_type -> seq.v1.ListNamespacesResponse
-	31, // 28: seq.v1.AdminService.ListWorkers:output_type -> seq.v1.ListWorkersResponse
-	32, // 29: seq.v1.AdminService.ReclaimWorker:output_type -> seq.v1.ReclaimWorkerResponse
-	23, // 30: seq.v1.AdminService.ClusterStatus:output_type -> seq.v1.ClusterStatusResponse
-	11, // 31: seq.v1.AdminService.RemoveNode:output_type -> seq.v1.RemoveNodeResponse
-	13, // 32: seq.v1.AdminService.DrainNode:output_type -> seq.v1.DrainNodeResponse
-	9,  // 33: seq.v1.AdminService.Backup:output_type -> seq.v1.BackupResponse
-	7,  // 34: seq.v1.AdminService.LocateKeys:output_type -> seq.v1.LocateKeysResponse
-	21, // [21:35] is the sub-list for method output_type
-	7,  // [7:21] is the sub-list for method input_type
+	6,  // 10: seq.v1.SequenceService.NextStream:input_type -> seq.v1.NextStreamRequest
+	17, // 11: seq.v1.AdminService.CreateSpace:input_type -> seq.v1.CreateSpaceRequest
+	19, // 12: seq.v1.AdminService.ListSpaces:input_type -> seq.v1.ListSpacesRequest
+	27, // 13: seq.v1.AdminService.CreateNamespace:input_type -> seq.v1.CreateNamespaceRequest
+	28, // 14: seq.v1.AdminService.ListNamespaces:input_type -> seq.v1.ListNamespacesRequest
+	29, // 15: seq.v1.AdminService.ListWorkers:input_type -> seq.v1.ListWorkersRequest
+	30, // 16: seq.v1.AdminService.ReclaimWorker:input_type -> seq.v1.ReclaimWorkerRequest
+	21, // 17: seq.v1.AdminService.ClusterStatus:input_type -> seq.v1.ClusterStatusRequest
+	12, // 18: seq.v1.AdminService.RemoveNode:input_type -> seq.v1.RemoveNodeRequest
+	14, // 19: seq.v1.AdminService.DrainNode:input_type -> seq.v1.DrainNodeRequest
+	10, // 20: seq.v1.AdminService.Backup:input_type -> seq.v1.BackupRequest
+	8,  // 21: seq.v1.AdminService.LocateKeys:input_type -> seq.v1.LocateKeysRequest
+	1,  // 22: seq.v1.SequenceService.Next:output_type -> seq.v1.NextResponse
+	3,  // 23: seq.v1.SequenceService.Reserve:output_type -> seq.v1.ReserveResponse
+	5,  // 24: seq.v1.SequenceService.Current:output_type -> seq.v1.CurrentResponse
+	7,  // 25: seq.v1.SequenceService.NextStream:output_type -> seq.v1.NextStreamResponse
+	18, // 26: seq.v1.AdminService.CreateSpace:output_type -> seq.v1.CreateSpaceResponse
+	20, // 27: seq.v1.AdminService.ListSpaces:output_type -> seq.v1.ListSpacesResponse
+	31, // 28: seq.v1.AdminService.CreateNamespace:output_type -> seq.v1.CreateNamespaceResponse
+	32, // 29: seq.v1.AdminService.ListNamespaces:output_type -> seq.v1.ListNamespacesResponse
+	33, // 30: seq.v1.AdminService.ListWorkers:output_type -> seq.v1.ListWorkersResponse
+	34, // 31: seq.v1.AdminService.ReclaimWorker:output_type -> seq.v1.ReclaimWorkerResponse
+	25, // 32: seq.v1.AdminService.ClusterStatus:output_type -> seq.v1.ClusterStatusResponse
+	13, // 33: seq.v1.AdminService.RemoveNode:output_type -> seq.v1.RemoveNodeResponse
+	15, // 34: seq.v1.AdminService.DrainNode:output_type -> seq.v1.DrainNodeResponse
+	11, // 35: seq.v1.AdminService.Backup:output_type -> seq.v1.BackupResponse
+	9,  // 36: seq.v1.AdminService.LocateKeys:output_type -> seq.v1.LocateKeysResponse
+	22, // [22:37] is the sub-list for method output_type
+	7,  // [7:22] is the sub-list for method input_type
 	7,  // [7:7] is the sub-list for extension type_name
 	7,  // [7:7] is the sub-list for extension extendee
 	0,  // [0:7] is the sub-list for field type_name
@@ -1861,15 +2035,15 @@ func file_seq_v1_seq_proto_init() {
 		return
 	}
 	file_seq_v1_id_proto_init()
-	file_seq_v1_seq_proto_msgTypes[8].OneofWrappers = []any{}
 	file_seq_v1_seq_proto_msgTypes[10].OneofWrappers = []any{}
+	file_seq_v1_seq_proto_msgTypes[12].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_seq_v1_seq_proto_rawDesc), len(file_seq_v1_seq_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

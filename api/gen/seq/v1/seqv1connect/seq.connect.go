@@ -46,6 +46,9 @@ const (
 	SequenceServiceReserveProcedure = "/seq.v1.SequenceService/Reserve"
 	// SequenceServiceCurrentProcedure is the fully-qualified name of the SequenceService's Current RPC.
 	SequenceServiceCurrentProcedure = "/seq.v1.SequenceService/Current"
+	// SequenceServiceNextStreamProcedure is the fully-qualified name of the SequenceService's
+	// NextStream RPC.
+	SequenceServiceNextStreamProcedure = "/seq.v1.SequenceService/NextStream"
 	// AdminServiceCreateSpaceProcedure is the fully-qualified name of the AdminService's CreateSpace
 	// RPC.
 	AdminServiceCreateSpaceProcedure = "/seq.v1.AdminService/CreateSpace"
@@ -86,6 +89,14 @@ type SequenceServiceClient interface {
 	// Current returns, per key, a value at least every value already returned for
 	// that key and below every value a later Next returns. It has no side effects.
 	Current(context.Context, *connect.Request[v1.CurrentRequest]) (*connect.Response[v1.CurrentResponse], error)
+	// NextStream is Next on one long-lived stream (HTTP/2), for clients that
+	// send many calls: every request message is served as a Next call with
+	// the stream's headers, one after the other, and answered by one response
+	// message, in the order the requests came. A request that fails is
+	// answered with its error (code, message, leader hint) and the stream
+	// goes on. The Go client sends its coalesced Next requests on it; every
+	// other client (browsers, grpcurl) uses the unary Next, which stays.
+	NextStream(context.Context) *connect.BidiStreamForClient[v1.NextStreamRequest, v1.NextStreamResponse]
 }
 
 // NewSequenceServiceClient constructs a client for the seq.v1.SequenceService service. By default,
@@ -118,14 +129,21 @@ func NewSequenceServiceClient(httpClient connect.HTTPClient, baseURL string, opt
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		nextStream: connect.NewClient[v1.NextStreamRequest, v1.NextStreamResponse](
+			httpClient,
+			baseURL+SequenceServiceNextStreamProcedure,
+			connect.WithSchema(sequenceServiceMethods.ByName("NextStream")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // sequenceServiceClient implements SequenceServiceClient.
 type sequenceServiceClient struct {
-	next    *connect.Client[v1.NextRequest, v1.NextResponse]
-	reserve *connect.Client[v1.ReserveRequest, v1.ReserveResponse]
-	current *connect.Client[v1.CurrentRequest, v1.CurrentResponse]
+	next       *connect.Client[v1.NextRequest, v1.NextResponse]
+	reserve    *connect.Client[v1.ReserveRequest, v1.ReserveResponse]
+	current    *connect.Client[v1.CurrentRequest, v1.CurrentResponse]
+	nextStream *connect.Client[v1.NextStreamRequest, v1.NextStreamResponse]
 }
 
 // Next calls seq.v1.SequenceService.Next.
@@ -143,6 +161,11 @@ func (c *sequenceServiceClient) Current(ctx context.Context, req *connect.Reques
 	return c.current.CallUnary(ctx, req)
 }
 
+// NextStream calls seq.v1.SequenceService.NextStream.
+func (c *sequenceServiceClient) NextStream(ctx context.Context) *connect.BidiStreamForClient[v1.NextStreamRequest, v1.NextStreamResponse] {
+	return c.nextStream.CallBidiStream(ctx)
+}
+
 // SequenceServiceHandler is an implementation of the seq.v1.SequenceService service.
 type SequenceServiceHandler interface {
 	// Next returns one new value per key. values[i] is for keys[i]; a key listed
@@ -153,6 +176,14 @@ type SequenceServiceHandler interface {
 	// Current returns, per key, a value at least every value already returned for
 	// that key and below every value a later Next returns. It has no side effects.
 	Current(context.Context, *connect.Request[v1.CurrentRequest]) (*connect.Response[v1.CurrentResponse], error)
+	// NextStream is Next on one long-lived stream (HTTP/2), for clients that
+	// send many calls: every request message is served as a Next call with
+	// the stream's headers, one after the other, and answered by one response
+	// message, in the order the requests came. A request that fails is
+	// answered with its error (code, message, leader hint) and the stream
+	// goes on. The Go client sends its coalesced Next requests on it; every
+	// other client (browsers, grpcurl) uses the unary Next, which stays.
+	NextStream(context.Context, *connect.BidiStream[v1.NextStreamRequest, v1.NextStreamResponse]) error
 }
 
 // NewSequenceServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -181,6 +212,12 @@ func NewSequenceServiceHandler(svc SequenceServiceHandler, opts ...connect.Handl
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	sequenceServiceNextStreamHandler := connect.NewBidiStreamHandler(
+		SequenceServiceNextStreamProcedure,
+		svc.NextStream,
+		connect.WithSchema(sequenceServiceMethods.ByName("NextStream")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/seq.v1.SequenceService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case SequenceServiceNextProcedure:
@@ -189,6 +226,8 @@ func NewSequenceServiceHandler(svc SequenceServiceHandler, opts ...connect.Handl
 			sequenceServiceReserveHandler.ServeHTTP(w, r)
 		case SequenceServiceCurrentProcedure:
 			sequenceServiceCurrentHandler.ServeHTTP(w, r)
+		case SequenceServiceNextStreamProcedure:
+			sequenceServiceNextStreamHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -208,6 +247,10 @@ func (UnimplementedSequenceServiceHandler) Reserve(context.Context, *connect.Req
 
 func (UnimplementedSequenceServiceHandler) Current(context.Context, *connect.Request[v1.CurrentRequest]) (*connect.Response[v1.CurrentResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("seq.v1.SequenceService.Current is not implemented"))
+}
+
+func (UnimplementedSequenceServiceHandler) NextStream(context.Context, *connect.BidiStream[v1.NextStreamRequest, v1.NextStreamResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("seq.v1.SequenceService.NextStream is not implemented"))
 }
 
 // AdminServiceClient is a client for the seq.v1.AdminService service.

@@ -20,7 +20,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file seq/v1/seq.proto.
  */
 export const file_seq_v1_seq: GenFile = /*@__PURE__*/
-  fileDesc("ChBzZXEvdjEvc2VxLnByb3RvEgZzZXEudjEiKgoLTmV4dFJlcXVlc3QSDQoFc3BhY2UYASABKAkSDAoEa2V5cxgCIAMoBCIeCgxOZXh0UmVzcG9uc2USDgoGdmFsdWVzGAEgAygEIjsKDlJlc2VydmVSZXF1ZXN0Eg0KBXNwYWNlGAEgASgJEgsKA2tleRgCIAEoBBINCgVjb3VudBgDIAEoDSIvCg9SZXNlcnZlUmVzcG9uc2USDQoFZmlyc3QYASABKAQSDQoFY291bnQYAiABKA0iLQoOQ3VycmVudFJlcXVlc3QSDQoFc3BhY2UYASABKAkSDAoEa2V5cxgCIAMoBCIhCg9DdXJyZW50UmVzcG9uc2USDgoGdmFsdWVzGAEgAygEIjAKEUxvY2F0ZUtleXNSZXF1ZXN0Eg0KBXNwYWNlGAEgASgJEgwKBGtleXMYAiADKAQiMwoSTG9jYXRlS2V5c1Jlc3BvbnNlEg4KBmdyb3VwcxgBIAMoDRINCgVzbG90cxgCIAMoDSItCg1CYWNrdXBSZXF1ZXN0EhIKBWdyb3VwGAEgASgNSACIAQFCCAoGX2dyb3VwIh4KDkJhY2t1cFJlc3BvbnNlEgwKBGRhdGEYASABKAwiPQoRUmVtb3ZlTm9kZVJlcXVlc3QSCgoCaWQYASABKAkSEgoFZ3JvdXAYAiABKA1IAIgBAUIICgZfZ3JvdXAiFAoSUmVtb3ZlTm9kZVJlc3BvbnNlIiwKEERyYWluTm9kZVJlcXVlc3QSCgoCaWQYASABKAkSDAoEdW5kbxgCIAEoCCInChFEcmFpbk5vZGVSZXNwb25zZRISCgpncm91cHNfbGVkGAEgASgNIjkKBVNwYWNlEgwKBG5hbWUYASABKAkSDAoEc3RlcBgCIAEoBBIUCgxzZWN0aW9uX3NpemUYAyABKAQiRgoSQ3JlYXRlU3BhY2VSZXF1ZXN0EgwKBG5hbWUYASABKAkSDAoEc3RlcBgCIAEoBBIUCgxzZWN0aW9uX3NpemUYAyABKAQiRAoTQ3JlYXRlU3BhY2VSZXNwb25zZRIcCgVzcGFjZRgBIAEoCzINLnNlcS52MS5TcGFjZRIPCgdjcmVhdGVkGAIgASgIIhMKEUxpc3RTcGFjZXNSZXF1ZXN0IjMKEkxpc3RTcGFjZXNSZXNwb25zZRIdCgZzcGFjZXMYASADKAsyDS5zZXEudjEuU3BhY2UiFgoUQ2x1c3RlclN0YXR1c1JlcXVlc3QiyAMKBE5vZGUSCgoCaWQYASABKAkSEAoIYXBpX2FkZHIYAiABKAkSEQoJcmFmdF9hZGRyGAMgASgJEhMKC2dvc3NpcF9hZGRyGAQgASgJEhIKCnJhZnRfc3RhdGUYBSABKAkSDQoFdm90ZXIYBiABKAgSLwoMbGFzdF9jb250YWN0GAcgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEgwKBHRlcm0YCCABKAQSFQoNYXBwbGllZF9pbmRleBgJIAEoBBIPCgdzZXJ2aW5nGAogASgIEhgKEGluX2NvbmZpZ3VyYXRpb24YCyABKAgSFwoPc2Vlbl93aXRoX3N0YXRlGAwgASgIEhYKDnJlY29yZGVkX2luZGV4GA0gASgEEhIKCmNsdXN0ZXJfaWQYDiABKAkSEAoIcHJvdG9jb2wYDyABKAQSEQoJcmFmdF9vcGVuGBAgASgIEhEKCWRpc2tfZnVsbBgRIAEoCBIiCgZncm91cHMYEiADKAsyEi5zZXEudjEuR3JvdXBTdGF0ZRISCgpnZW5lcmF0aW9uGBMgASgJEg4KBmZlbmNlZBgUIAEoCBIRCglmZW5jZWRfYnkYFSABKAkinQEKCkdyb3VwU3RhdGUSDQoFZ3JvdXAYASABKA0SEgoKcmFmdF9zdGF0ZRgCIAEoCRIMCgR0ZXJtGAMgASgEEhUKDWFwcGxpZWRfaW5kZXgYBCABKAQSDwoHc2VydmluZxgFIAEoCBIRCglyYWZ0X29wZW4YBiABKAgSEAoIcHJvdG9jb2wYByABKAQSEQoJYWRtaXNzaW9uGAggASgJIrYBCgpHcm91cFJvdXRlEg0KBWdyb3VwGAEgASgNEhEKCWxlYWRlcl9pZBgCIAEoCRIXCg9sZWFkZXJfYXBpX2FkZHIYAyABKAkSDAoEdGVybRgEIAEoBBIPCgdzZXJ2aW5nGAUgASgIEg4KBnZvdGVycxgGIAMoCRISCgpmaXJzdF9zbG90GAcgASgNEhAKCGVuZF9zbG90GAggASgNEhgKEHByZWZlcnJlZF9sZWFkZXIYCSABKAkilQIKFUNsdXN0ZXJTdGF0dXNSZXNwb25zZRIRCglsZWFkZXJfaWQYASABKAkSDAoEdGVybRgCIAEoBBIbCgVub2RlcxgDIAMoCzIMLnNlcS52MS5Ob2RlEhcKD2xlYWRlcl9hcGlfYWRkchgEIAEoCRIPCgdub2RlX2lkGAUgASgJEg8KB3ZlcnNpb24YBiABKAQSEgoKY2x1c3Rlcl9pZBgHIAEoCRIiCgZncm91cHMYCCADKAsyEi5zZXEudjEuR3JvdXBSb3V0ZRISCgpzbG90X2NvdW50GAkgASgNEhgKEHNsb3RfbWFwX3ZlcnNpb24YCiABKAQSHQoGc3BhY2VzGAsgAygLMg0uc2VxLnYxLlNwYWNlMsEBCg9TZXF1ZW5jZVNlcnZpY2USMQoETmV4dBITLnNlcS52MS5OZXh0UmVxdWVzdBoULnNlcS52MS5OZXh0UmVzcG9uc2USOgoHUmVzZXJ2ZRIWLnNlcS52MS5SZXNlcnZlUmVxdWVzdBoXLnNlcS52MS5SZXNlcnZlUmVzcG9uc2USPwoHQ3VycmVudBIWLnNlcS52MS5DdXJyZW50UmVxdWVzdBoXLnNlcS52MS5DdXJyZW50UmVzcG9uc2UiA5ACATLEBgoMQWRtaW5TZXJ2aWNlEkYKC0NyZWF0ZVNwYWNlEhouc2VxLnYxLkNyZWF0ZVNwYWNlUmVxdWVzdBobLnNlcS52MS5DcmVhdGVTcGFjZVJlc3BvbnNlEkgKCkxpc3RTcGFjZXMSGS5zZXEudjEuTGlzdFNwYWNlc1JlcXVlc3QaGi5zZXEudjEuTGlzdFNwYWNlc1Jlc3BvbnNlIgOQAgESUgoPQ3JlYXRlTmFtZXNwYWNlEh4uc2VxLnYxLkNyZWF0ZU5hbWVzcGFjZVJlcXVlc3QaHy5zZXEudjEuQ3JlYXRlTmFtZXNwYWNlUmVzcG9uc2USVAoOTGlzdE5hbWVzcGFjZXMSHS5zZXEudjEuTGlzdE5hbWVzcGFjZXNSZXF1ZXN0Gh4uc2VxLnYxLkxpc3ROYW1lc3BhY2VzUmVzcG9uc2UiA5ACARJLCgtMaXN0V29ya2VycxIaLnNlcS52MS5MaXN0V29ya2Vyc1JlcXVlc3QaGy5zZXEudjEuTGlzdFdvcmtlcnNSZXNwb25zZSIDkAIBEkwKDVJlY2xhaW1Xb3JrZXISHC5zZXEudjEuUmVjbGFpbVdvcmtlclJlcXVlc3QaHS5zZXEudjEuUmVjbGFpbVdvcmtlclJlc3BvbnNlElEKDUNsdXN0ZXJTdGF0dXMSHC5zZXEudjEuQ2x1c3RlclN0YXR1c1JlcXVlc3QaHS5zZXEudjEuQ2x1c3RlclN0YXR1c1Jlc3BvbnNlIgOQAgESQwoKUmVtb3ZlTm9kZRIZLnNlcS52MS5SZW1vdmVOb2RlUmVxdWVzdBoaLnNlcS52MS5SZW1vdmVOb2RlUmVzcG9uc2USQAoJRHJhaW5Ob2RlEhguc2VxLnYxLkRyYWluTm9kZVJlcXVlc3QaGS5zZXEudjEuRHJhaW5Ob2RlUmVzcG9uc2USOQoGQmFja3VwEhUuc2VxLnYxLkJhY2t1cFJlcXVlc3QaFi5zZXEudjEuQmFja3VwUmVzcG9uc2UwARJICgpMb2NhdGVLZXlzEhkuc2VxLnYxLkxvY2F0ZUtleXNSZXF1ZXN0Ghouc2VxLnYxLkxvY2F0ZUtleXNSZXNwb25zZSIDkAIBQitaKWdpdGh1Yi5jb20vc2VxZC9zZXFkL2FwaS9nZW4vc2VxL3YxO3NlcXYxYgZwcm90bzM", [file_google_protobuf_duration, file_seq_v1_id]);
+  fileDesc("ChBzZXEvdjEvc2VxLnByb3RvEgZzZXEudjEiKgoLTmV4dFJlcXVlc3QSDQoFc3BhY2UYASABKAkSDAoEa2V5cxgCIAMoBCIeCgxOZXh0UmVzcG9uc2USDgoGdmFsdWVzGAEgAygEIjsKDlJlc2VydmVSZXF1ZXN0Eg0KBXNwYWNlGAEgASgJEgsKA2tleRgCIAEoBBINCgVjb3VudBgDIAEoDSIvCg9SZXNlcnZlUmVzcG9uc2USDQoFZmlyc3QYASABKAQSDQoFY291bnQYAiABKA0iLQoOQ3VycmVudFJlcXVlc3QSDQoFc3BhY2UYASABKAkSDAoEa2V5cxgCIAMoBCIhCg9DdXJyZW50UmVzcG9uc2USDgoGdmFsdWVzGAEgAygEIjAKEU5leHRTdHJlYW1SZXF1ZXN0Eg0KBXNwYWNlGAEgASgJEgwKBGtleXMYAiADKAQijgEKEk5leHRTdHJlYW1SZXNwb25zZRIOCgZ2YWx1ZXMYASADKAQSDAoEY29kZRgCIAEoDRIPCgdtZXNzYWdlGAMgASgJEg4KBmxlYWRlchgEIAEoCRIRCglsZWFkZXJfaWQYBSABKAkSDQoFZ3JvdXAYBiABKAkSFwoPcm91dGluZ192ZXJzaW9uGAcgASgEIjAKEUxvY2F0ZUtleXNSZXF1ZXN0Eg0KBXNwYWNlGAEgASgJEgwKBGtleXMYAiADKAQiMwoSTG9jYXRlS2V5c1Jlc3BvbnNlEg4KBmdyb3VwcxgBIAMoDRINCgVzbG90cxgCIAMoDSItCg1CYWNrdXBSZXF1ZXN0EhIKBWdyb3VwGAEgASgNSACIAQFCCAoGX2dyb3VwIh4KDkJhY2t1cFJlc3BvbnNlEgwKBGRhdGEYASABKAwiPQoRUmVtb3ZlTm9kZVJlcXVlc3QSCgoCaWQYASABKAkSEgoFZ3JvdXAYAiABKA1IAIgBAUIICgZfZ3JvdXAiFAoSUmVtb3ZlTm9kZVJlc3BvbnNlIiwKEERyYWluTm9kZVJlcXVlc3QSCgoCaWQYASABKAkSDAoEdW5kbxgCIAEoCCInChFEcmFpbk5vZGVSZXNwb25zZRISCgpncm91cHNfbGVkGAEgASgNIjkKBVNwYWNlEgwKBG5hbWUYASABKAkSDAoEc3RlcBgCIAEoBBIUCgxzZWN0aW9uX3NpemUYAyABKAQiRgoSQ3JlYXRlU3BhY2VSZXF1ZXN0EgwKBG5hbWUYASABKAkSDAoEc3RlcBgCIAEoBBIUCgxzZWN0aW9uX3NpemUYAyABKAQiRAoTQ3JlYXRlU3BhY2VSZXNwb25zZRIcCgVzcGFjZRgBIAEoCzINLnNlcS52MS5TcGFjZRIPCgdjcmVhdGVkGAIgASgIIhMKEUxpc3RTcGFjZXNSZXF1ZXN0IjMKEkxpc3RTcGFjZXNSZXNwb25zZRIdCgZzcGFjZXMYASADKAsyDS5zZXEudjEuU3BhY2UiFgoUQ2x1c3RlclN0YXR1c1JlcXVlc3QiyAMKBE5vZGUSCgoCaWQYASABKAkSEAoIYXBpX2FkZHIYAiABKAkSEQoJcmFmdF9hZGRyGAMgASgJEhMKC2dvc3NpcF9hZGRyGAQgASgJEhIKCnJhZnRfc3RhdGUYBSABKAkSDQoFdm90ZXIYBiABKAgSLwoMbGFzdF9jb250YWN0GAcgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEgwKBHRlcm0YCCABKAQSFQoNYXBwbGllZF9pbmRleBgJIAEoBBIPCgdzZXJ2aW5nGAogASgIEhgKEGluX2NvbmZpZ3VyYXRpb24YCyABKAgSFwoPc2Vlbl93aXRoX3N0YXRlGAwgASgIEhYKDnJlY29yZGVkX2luZGV4GA0gASgEEhIKCmNsdXN0ZXJfaWQYDiABKAkSEAoIcHJvdG9jb2wYDyABKAQSEQoJcmFmdF9vcGVuGBAgASgIEhEKCWRpc2tfZnVsbBgRIAEoCBIiCgZncm91cHMYEiADKAsyEi5zZXEudjEuR3JvdXBTdGF0ZRISCgpnZW5lcmF0aW9uGBMgASgJEg4KBmZlbmNlZBgUIAEoCBIRCglmZW5jZWRfYnkYFSABKAkinQEKCkdyb3VwU3RhdGUSDQoFZ3JvdXAYASABKA0SEgoKcmFmdF9zdGF0ZRgCIAEoCRIMCgR0ZXJtGAMgASgEEhUKDWFwcGxpZWRfaW5kZXgYBCABKAQSDwoHc2VydmluZxgFIAEoCBIRCglyYWZ0X29wZW4YBiABKAgSEAoIcHJvdG9jb2wYByABKAQSEQoJYWRtaXNzaW9uGAggASgJIrYBCgpHcm91cFJvdXRlEg0KBWdyb3VwGAEgASgNEhEKCWxlYWRlcl9pZBgCIAEoCRIXCg9sZWFkZXJfYXBpX2FkZHIYAyABKAkSDAoEdGVybRgEIAEoBBIPCgdzZXJ2aW5nGAUgASgIEg4KBnZvdGVycxgGIAMoCRISCgpmaXJzdF9zbG90GAcgASgNEhAKCGVuZF9zbG90GAggASgNEhgKEHByZWZlcnJlZF9sZWFkZXIYCSABKAkilQIKFUNsdXN0ZXJTdGF0dXNSZXNwb25zZRIRCglsZWFkZXJfaWQYASABKAkSDAoEdGVybRgCIAEoBBIbCgVub2RlcxgDIAMoCzIMLnNlcS52MS5Ob2RlEhcKD2xlYWRlcl9hcGlfYWRkchgEIAEoCRIPCgdub2RlX2lkGAUgASgJEg8KB3ZlcnNpb24YBiABKAQSEgoKY2x1c3Rlcl9pZBgHIAEoCRIiCgZncm91cHMYCCADKAsyEi5zZXEudjEuR3JvdXBSb3V0ZRISCgpzbG90X2NvdW50GAkgASgNEhgKEHNsb3RfbWFwX3ZlcnNpb24YCiABKAQSHQoGc3BhY2VzGAsgAygLMg0uc2VxLnYxLlNwYWNlMooCCg9TZXF1ZW5jZVNlcnZpY2USMQoETmV4dBITLnNlcS52MS5OZXh0UmVxdWVzdBoULnNlcS52MS5OZXh0UmVzcG9uc2USOgoHUmVzZXJ2ZRIWLnNlcS52MS5SZXNlcnZlUmVxdWVzdBoXLnNlcS52MS5SZXNlcnZlUmVzcG9uc2USPwoHQ3VycmVudBIWLnNlcS52MS5DdXJyZW50UmVxdWVzdBoXLnNlcS52MS5DdXJyZW50UmVzcG9uc2UiA5ACARJHCgpOZXh0U3RyZWFtEhkuc2VxLnYxLk5leHRTdHJlYW1SZXF1ZXN0Ghouc2VxLnYxLk5leHRTdHJlYW1SZXNwb25zZSgBMAEyxAYKDEFkbWluU2VydmljZRJGCgtDcmVhdGVTcGFjZRIaLnNlcS52MS5DcmVhdGVTcGFjZVJlcXVlc3QaGy5zZXEudjEuQ3JlYXRlU3BhY2VSZXNwb25zZRJICgpMaXN0U3BhY2VzEhkuc2VxLnYxLkxpc3RTcGFjZXNSZXF1ZXN0Ghouc2VxLnYxLkxpc3RTcGFjZXNSZXNwb25zZSIDkAIBElIKD0NyZWF0ZU5hbWVzcGFjZRIeLnNlcS52MS5DcmVhdGVOYW1lc3BhY2VSZXF1ZXN0Gh8uc2VxLnYxLkNyZWF0ZU5hbWVzcGFjZVJlc3BvbnNlElQKDkxpc3ROYW1lc3BhY2VzEh0uc2VxLnYxLkxpc3ROYW1lc3BhY2VzUmVxdWVzdBoeLnNlcS52MS5MaXN0TmFtZXNwYWNlc1Jlc3BvbnNlIgOQAgESSwoLTGlzdFdvcmtlcnMSGi5zZXEudjEuTGlzdFdvcmtlcnNSZXF1ZXN0Ghsuc2VxLnYxLkxpc3RXb3JrZXJzUmVzcG9uc2UiA5ACARJMCg1SZWNsYWltV29ya2VyEhwuc2VxLnYxLlJlY2xhaW1Xb3JrZXJSZXF1ZXN0Gh0uc2VxLnYxLlJlY2xhaW1Xb3JrZXJSZXNwb25zZRJRCg1DbHVzdGVyU3RhdHVzEhwuc2VxLnYxLkNsdXN0ZXJTdGF0dXNSZXF1ZXN0Gh0uc2VxLnYxLkNsdXN0ZXJTdGF0dXNSZXNwb25zZSIDkAIBEkMKClJlbW92ZU5vZGUSGS5zZXEudjEuUmVtb3ZlTm9kZVJlcXVlc3QaGi5zZXEudjEuUmVtb3ZlTm9kZVJlc3BvbnNlEkAKCURyYWluTm9kZRIYLnNlcS52MS5EcmFpbk5vZGVSZXF1ZXN0Ghkuc2VxLnYxLkRyYWluTm9kZVJlc3BvbnNlEjkKBkJhY2t1cBIVLnNlcS52MS5CYWNrdXBSZXF1ZXN0GhYuc2VxLnYxLkJhY2t1cFJlc3BvbnNlMAESSAoKTG9jYXRlS2V5cxIZLnNlcS52MS5Mb2NhdGVLZXlzUmVxdWVzdBoaLnNlcS52MS5Mb2NhdGVLZXlzUmVzcG9uc2UiA5ACAUIrWilnaXRodWIuY29tL3NlcWQvc2VxZC9hcGkvZ2VuL3NlcS92MTtzZXF2MWIGcHJvdG8z", [file_google_protobuf_duration, file_seq_v1_id]);
 
 /**
  * @generated from message seq.v1.NextRequest
@@ -150,6 +150,95 @@ export const CurrentResponseSchema: GenMessage<CurrentResponse> = /*@__PURE__*/
   messageDesc(file_seq_v1_seq, 5);
 
 /**
+ * NextStreamRequest is one Next call on a NextStream.
+ *
+ * @generated from message seq.v1.NextStreamRequest
+ */
+export type NextStreamRequest = Message<"seq.v1.NextStreamRequest"> & {
+  /**
+   * @generated from field: string space = 1;
+   */
+  space: string;
+
+  /**
+   * @generated from field: repeated uint64 keys = 2;
+   */
+  keys: bigint[];
+};
+
+/**
+ * Describes the message seq.v1.NextStreamRequest.
+ * Use `create(NextStreamRequestSchema)` to create a new message.
+ */
+export const NextStreamRequestSchema: GenMessage<NextStreamRequest> = /*@__PURE__*/
+  messageDesc(file_seq_v1_seq, 6);
+
+/**
+ * NextStreamResponse answers one NextStreamRequest. With code 0, values[i]
+ * is for keys[i]; otherwise values is empty and code, message, leader and
+ * leader_id are the Connect error and leader hint a unary Next would have
+ * failed with. group, leader and routing_version carry what a unary Next's
+ * answer carries in its Seqd-Group, Seqd-Leader and Seqd-Routing-Version
+ * headers.
+ *
+ * @generated from message seq.v1.NextStreamResponse
+ */
+export type NextStreamResponse = Message<"seq.v1.NextStreamResponse"> & {
+  /**
+   * @generated from field: repeated uint64 values = 1;
+   */
+  values: bigint[];
+
+  /**
+   * code is the Connect error code (connect.Code: 14 is unavailable); 0 is success.
+   *
+   * @generated from field: uint32 code = 2;
+   */
+  code: number;
+
+  /**
+   * @generated from field: string message = 3;
+   */
+  message: string;
+
+  /**
+   * leader: on success, the leader the answering server forwarded the call
+   * to (Seqd-Leader); on an error, the leader hint.
+   *
+   * @generated from field: string leader = 4;
+   */
+  leader: string;
+
+  /**
+   * leader_id is the hinted leader's server ID (Seqd-Leader-Id).
+   *
+   * @generated from field: string leader_id = 5;
+   */
+  leaderId: string;
+
+  /**
+   * group is Seqd-Group ("<group> <term>") of an answer served by one group.
+   *
+   * @generated from field: string group = 6;
+   */
+  group: string;
+
+  /**
+   * routing_version is Seqd-Routing-Version (0: none).
+   *
+   * @generated from field: uint64 routing_version = 7;
+   */
+  routingVersion: bigint;
+};
+
+/**
+ * Describes the message seq.v1.NextStreamResponse.
+ * Use `create(NextStreamResponseSchema)` to create a new message.
+ */
+export const NextStreamResponseSchema: GenMessage<NextStreamResponse> = /*@__PURE__*/
+  messageDesc(file_seq_v1_seq, 7);
+
+/**
  * @generated from message seq.v1.LocateKeysRequest
  */
 export type LocateKeysRequest = Message<"seq.v1.LocateKeysRequest"> & {
@@ -173,7 +262,7 @@ export type LocateKeysRequest = Message<"seq.v1.LocateKeysRequest"> & {
  * Use `create(LocateKeysRequestSchema)` to create a new message.
  */
 export const LocateKeysRequestSchema: GenMessage<LocateKeysRequest> = /*@__PURE__*/
-  messageDesc(file_seq_v1_seq, 6);
+  messageDesc(file_seq_v1_seq, 8);
 
 /**
  * @generated from message seq.v1.LocateKeysResponse
@@ -199,7 +288,7 @@ export type LocateKeysResponse = Message<"seq.v1.LocateKeysResponse"> & {
  * Use `create(LocateKeysResponseSchema)` to create a new message.
  */
 export const LocateKeysResponseSchema: GenMessage<LocateKeysResponse> = /*@__PURE__*/
-  messageDesc(file_seq_v1_seq, 7);
+  messageDesc(file_seq_v1_seq, 9);
 
 /**
  * @generated from message seq.v1.BackupRequest
@@ -221,7 +310,7 @@ export type BackupRequest = Message<"seq.v1.BackupRequest"> & {
  * Use `create(BackupRequestSchema)` to create a new message.
  */
 export const BackupRequestSchema: GenMessage<BackupRequest> = /*@__PURE__*/
-  messageDesc(file_seq_v1_seq, 8);
+  messageDesc(file_seq_v1_seq, 10);
 
 /**
  * @generated from message seq.v1.BackupResponse
@@ -238,7 +327,7 @@ export type BackupResponse = Message<"seq.v1.BackupResponse"> & {
  * Use `create(BackupResponseSchema)` to create a new message.
  */
 export const BackupResponseSchema: GenMessage<BackupResponse> = /*@__PURE__*/
-  messageDesc(file_seq_v1_seq, 9);
+  messageDesc(file_seq_v1_seq, 11);
 
 /**
  * @generated from message seq.v1.RemoveNodeRequest
@@ -264,7 +353,7 @@ export type RemoveNodeRequest = Message<"seq.v1.RemoveNodeRequest"> & {
  * Use `create(RemoveNodeRequestSchema)` to create a new message.
  */
 export const RemoveNodeRequestSchema: GenMessage<RemoveNodeRequest> = /*@__PURE__*/
-  messageDesc(file_seq_v1_seq, 10);
+  messageDesc(file_seq_v1_seq, 12);
 
 /**
  * @generated from message seq.v1.RemoveNodeResponse
@@ -277,7 +366,7 @@ export type RemoveNodeResponse = Message<"seq.v1.RemoveNodeResponse"> & {
  * Use `create(RemoveNodeResponseSchema)` to create a new message.
  */
 export const RemoveNodeResponseSchema: GenMessage<RemoveNodeResponse> = /*@__PURE__*/
-  messageDesc(file_seq_v1_seq, 11);
+  messageDesc(file_seq_v1_seq, 13);
 
 /**
  * @generated from message seq.v1.DrainNodeRequest
@@ -299,7 +388,7 @@ export type DrainNodeRequest = Message<"seq.v1.DrainNodeRequest"> & {
  * Use `create(DrainNodeRequestSchema)` to create a new message.
  */
 export const DrainNodeRequestSchema: GenMessage<DrainNodeRequest> = /*@__PURE__*/
-  messageDesc(file_seq_v1_seq, 12);
+  messageDesc(file_seq_v1_seq, 14);
 
 /**
  * @generated from message seq.v1.DrainNodeResponse
@@ -318,7 +407,7 @@ export type DrainNodeResponse = Message<"seq.v1.DrainNodeResponse"> & {
  * Use `create(DrainNodeResponseSchema)` to create a new message.
  */
 export const DrainNodeResponseSchema: GenMessage<DrainNodeResponse> = /*@__PURE__*/
-  messageDesc(file_seq_v1_seq, 13);
+  messageDesc(file_seq_v1_seq, 15);
 
 /**
  * @generated from message seq.v1.Space
@@ -349,7 +438,7 @@ export type Space = Message<"seq.v1.Space"> & {
  * Use `create(SpaceSchema)` to create a new message.
  */
 export const SpaceSchema: GenMessage<Space> = /*@__PURE__*/
-  messageDesc(file_seq_v1_seq, 14);
+  messageDesc(file_seq_v1_seq, 16);
 
 /**
  * @generated from message seq.v1.CreateSpaceRequest
@@ -380,7 +469,7 @@ export type CreateSpaceRequest = Message<"seq.v1.CreateSpaceRequest"> & {
  * Use `create(CreateSpaceRequestSchema)` to create a new message.
  */
 export const CreateSpaceRequestSchema: GenMessage<CreateSpaceRequest> = /*@__PURE__*/
-  messageDesc(file_seq_v1_seq, 15);
+  messageDesc(file_seq_v1_seq, 17);
 
 /**
  * @generated from message seq.v1.CreateSpaceResponse
@@ -402,7 +491,7 @@ export type CreateSpaceResponse = Message<"seq.v1.CreateSpaceResponse"> & {
  * Use `create(CreateSpaceResponseSchema)` to create a new message.
  */
 export const CreateSpaceResponseSchema: GenMessage<CreateSpaceResponse> = /*@__PURE__*/
-  messageDesc(file_seq_v1_seq, 16);
+  messageDesc(file_seq_v1_seq, 18);
 
 /**
  * @generated from message seq.v1.ListSpacesRequest
@@ -415,7 +504,7 @@ export type ListSpacesRequest = Message<"seq.v1.ListSpacesRequest"> & {
  * Use `create(ListSpacesRequestSchema)` to create a new message.
  */
 export const ListSpacesRequestSchema: GenMessage<ListSpacesRequest> = /*@__PURE__*/
-  messageDesc(file_seq_v1_seq, 17);
+  messageDesc(file_seq_v1_seq, 19);
 
 /**
  * @generated from message seq.v1.ListSpacesResponse
@@ -432,7 +521,7 @@ export type ListSpacesResponse = Message<"seq.v1.ListSpacesResponse"> & {
  * Use `create(ListSpacesResponseSchema)` to create a new message.
  */
 export const ListSpacesResponseSchema: GenMessage<ListSpacesResponse> = /*@__PURE__*/
-  messageDesc(file_seq_v1_seq, 18);
+  messageDesc(file_seq_v1_seq, 20);
 
 /**
  * @generated from message seq.v1.ClusterStatusRequest
@@ -445,7 +534,7 @@ export type ClusterStatusRequest = Message<"seq.v1.ClusterStatusRequest"> & {
  * Use `create(ClusterStatusRequestSchema)` to create a new message.
  */
 export const ClusterStatusRequestSchema: GenMessage<ClusterStatusRequest> = /*@__PURE__*/
-  messageDesc(file_seq_v1_seq, 19);
+  messageDesc(file_seq_v1_seq, 21);
 
 /**
  * @generated from message seq.v1.Node
@@ -604,7 +693,7 @@ export type Node = Message<"seq.v1.Node"> & {
  * Use `create(NodeSchema)` to create a new message.
  */
 export const NodeSchema: GenMessage<Node> = /*@__PURE__*/
-  messageDesc(file_seq_v1_seq, 20);
+  messageDesc(file_seq_v1_seq, 22);
 
 /**
  * GroupState is one raft group as one node sees it.
@@ -681,7 +770,7 @@ export type GroupState = Message<"seq.v1.GroupState"> & {
  * Use `create(GroupStateSchema)` to create a new message.
  */
 export const GroupStateSchema: GenMessage<GroupState> = /*@__PURE__*/
-  messageDesc(file_seq_v1_seq, 21);
+  messageDesc(file_seq_v1_seq, 23);
 
 /**
  * GroupRoute is one row of the routing table: which server leads a group,
@@ -751,7 +840,7 @@ export type GroupRoute = Message<"seq.v1.GroupRoute"> & {
  * Use `create(GroupRouteSchema)` to create a new message.
  */
 export const GroupRouteSchema: GenMessage<GroupRoute> = /*@__PURE__*/
-  messageDesc(file_seq_v1_seq, 22);
+  messageDesc(file_seq_v1_seq, 24);
 
 /**
  * @generated from message seq.v1.ClusterStatusResponse
@@ -838,7 +927,7 @@ export type ClusterStatusResponse = Message<"seq.v1.ClusterStatusResponse"> & {
  * Use `create(ClusterStatusResponseSchema)` to create a new message.
  */
 export const ClusterStatusResponseSchema: GenMessage<ClusterStatusResponse> = /*@__PURE__*/
-  messageDesc(file_seq_v1_seq, 23);
+  messageDesc(file_seq_v1_seq, 25);
 
 /**
  * SequenceService hands out values. Any node answers: followers forward to the leader.
@@ -877,6 +966,22 @@ export const SequenceService: GenService<{
     methodKind: "unary";
     input: typeof CurrentRequestSchema;
     output: typeof CurrentResponseSchema;
+  },
+  /**
+   * NextStream is Next on one long-lived stream (HTTP/2), for clients that
+   * send many calls: every request message is served as a Next call with
+   * the stream's headers, one after the other, and answered by one response
+   * message, in the order the requests came. A request that fails is
+   * answered with its error (code, message, leader hint) and the stream
+   * goes on. The Go client sends its coalesced Next requests on it; every
+   * other client (browsers, grpcurl) uses the unary Next, which stays.
+   *
+   * @generated from rpc seq.v1.SequenceService.NextStream
+   */
+  nextStream: {
+    methodKind: "bidi_streaming";
+    input: typeof NextStreamRequestSchema;
+    output: typeof NextStreamResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_seq_v1_seq, 0);

@@ -1,0 +1,103 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"io"
+	"maps"
+	"net/http"
+	"strconv"
+
+	"connectrpc.com/connect"
+
+	"github.com/seqd/seqd"
+	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
+	"github.com/seqd/seqd/api/gen/seq/v1/seqv1connect"
+)
+
+// NextStream implements SequenceService.NextStream: every request message is
+// served as a unary Next call would be (s.Next: the same validation, the
+// same split by raft group, the same serving here or forwarding once, the
+// same error map), one message after the other, and answered by one
+// response message in the order the requests came. So a stream keeps every
+// rule of the unary call: the values of one message are taken before those
+// of the next, and a message answered with an error is the unary call's
+// error, leader hint included. The stream itself ends only when the client
+// closes it, the connection breaks or the server stops; messages the server
+// read but had not answered then may have taken values (gaps), like a unary
+// call whose answer was lost.
+//
+// Flow control bounds the memory a stream holds: the handler reads the next
+// message only after it sent the answer to the last one, so a client that
+// stops reading answers stops the handler, and HTTP/2's windows then stop
+// the client's writes.
+func (s *Server) NextStream(ctx context.Context, st *connect.BidiStream[seqv1.NextStreamRequest, seqv1.NextStreamResponse]) error {
+	hdr := streamHeader(st.RequestHeader())
+	conn := st.Conn()
+	in := &seqv1.NextStreamRequest{}
+	out := &seqv1.NextStreamResponse{}
+	for {
+		in.Reset()
+		if err := conn.Receive(in); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		s.streamNext(ctx, hdr, in, out)
+		if err := conn.Send(out); err != nil {
+			return err
+		}
+	}
+}
+
+// streamHeader keeps the headers of a stream's opening that its messages
+// carry: the token, Seqd-Forwarded and Seqd-Generation.
+func streamHeader(h http.Header) http.Header {
+	out := make(http.Header, 3)
+	for _, k := range []string{"Authorization", seqd.HeaderForwarded, seqd.HeaderGeneration} {
+		if v := h.Get(k); v != "" {
+			out.Set(k, v)
+		}
+	}
+	return out
+}
+
+// streamNext serves one NextStream message as a unary Next with the
+// stream's headers (streamHeader), into out: it passes admit, as a unary
+// call does in the interceptor, so a server fenced while the stream is open
+// refuses its next message. Both transports of NextStream (this one and
+// frames.go) serve every message with it.
+func (s *Server) streamNext(ctx context.Context, hdr http.Header, in *seqv1.NextStreamRequest, out *seqv1.NextStreamResponse) {
+	if err := s.admit(seqv1connect.SequenceServiceNextProcedure, hdr); err != nil {
+		streamAnswer(out, nil, err)
+		return
+	}
+	req := connect.NewRequest(&seqv1.NextRequest{Space: in.GetSpace(), Keys: in.GetKeys()})
+	maps.Copy(req.Header(), hdr)
+	resp, err := s.Next(ctx, req)
+	streamAnswer(out, resp, err)
+}
+
+// streamAnswer fills out with a unary Next's answer: its values and the
+// headers a client learns from, or its error (already mapped by toConnect)
+// and leader hint.
+func streamAnswer(out *seqv1.NextStreamResponse, resp *connect.Response[seqv1.NextResponse], err error) {
+	*out = seqv1.NextStreamResponse{}
+	if err != nil {
+		var ce *connect.Error
+		if !errors.As(err, &ce) {
+			ce = connect.NewError(connect.CodeInternal, errors.New("internal error"))
+		}
+		out.Code = uint32(ce.Code())
+		out.Message = ce.Message()
+		out.Leader = ce.Meta().Get(seqd.HeaderLeader)
+		out.LeaderId = ce.Meta().Get(seqd.HeaderLeaderID)
+		return
+	}
+	h := resp.Header()
+	out.Values = resp.Msg.GetValues()
+	out.Leader = h.Get(seqd.HeaderLeader)
+	out.Group = h.Get(seqd.HeaderGroup)
+	out.RoutingVersion, _ = strconv.ParseUint(h.Get(seqd.HeaderRoutingVersion), 10, 64)
+}
