@@ -43,6 +43,8 @@ type Server struct {
 	answerHdrs answerHeaders // see headers.go
 
 	ids ids // service-mode flake ids (id.go)
+
+	seqs Sequences // in-process calls of the other front ends (frontends.go)
 }
 
 // Option configures a Server.
@@ -71,6 +73,7 @@ func New(node *cluster.Node, logger *slog.Logger, opts ...Option) *Server {
 	for _, o := range opts {
 		o(s)
 	}
+	s.seqs.s = s
 	s.peerHTTP = s.peerCfg.client()
 	s.answerHdrs.servedBy = []string{node.ID()}
 	return s
