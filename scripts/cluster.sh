@@ -5,7 +5,8 @@
 #   scripts/cluster.sh stop     stop them (SIGTERM: the leader hands over first)
 #   scripts/cluster.sh status   seqd status against the cluster
 #
-# Node i (1..3) listens on API 127.0.0.1:77i0, raft 77i1, gossip 77i2, keeps
+# Node i (1..3) listens on API 127.0.0.1:77i0, raft 77i1, gossip 77i2, the
+# Redis protocol 77i3 (redis-cli -p 7713 INCR 42), keeps
 # its data in $SEQD_CLUSTER_DIR/ni (default ./seqd-cluster/ni) and logs to
 # $SEQD_CLUSTER_DIR/ni.log. Every node gets the same --join list and
 # --bootstrap-expect 3, so they can start in any order.
@@ -25,9 +26,10 @@ start() {
     fi
     "$bin" serve --id "n$i" --data-dir "$dir/n$i" \
       --api-addr "127.0.0.1:77${i}0" --raft-addr "127.0.0.1:77${i}1" --gossip-addr "127.0.0.1:77${i}2" \
+      --redis-addr "127.0.0.1:77${i}3" \
       --join "$join" --bootstrap-expect 3 "$@" >>"$dir/n$i.log" 2>&1 &
     echo $! >"$dir/n$i.pid"
-    echo "started n$i (pid $!, API 127.0.0.1:77${i}0, log $dir/n$i.log)"
+    echo "started n$i (pid $!, API 127.0.0.1:77${i}0, Redis protocol 127.0.0.1:77${i}3, log $dir/n$i.log)"
   done
   for _ in $(seq 1 100); do
     if "$bin" status --addr "$addrs" --timeout 1s 2>/dev/null | grep -Eq ' leader +true'; then

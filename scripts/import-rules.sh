@@ -41,5 +41,10 @@ if [ -n "$bad" ]; then echo "import rule broken: $mod/flake or bootclock/ import
 bad=$(deps "$mod/client" | grep "^$mod" | grep -vE "^$mod(/client|/flake(/.*)?|/bootclock|/api/gen/.*)?$" || true)
 if [ -n "$bad" ]; then echo "import rule broken: $mod/client imports more than the root package, flake/, bootclock/ and generated code:"; echo "$bad" | sed 's/^/  /'; fail=1; fi
 
+# resp/ speaks the Redis protocol over a Backend it is given (api's
+# in-process calls): it never routes or serves a call itself.
+bad=$(deps "$mod/resp" | grep "^$mod" | grep -vE "^$mod(/resp)?$" || true)
+if [ -n "$bad" ]; then echo "import rule broken: $mod/resp imports more than the root package:"; echo "$bad" | sed 's/^/  /'; fail=1; fi
+
 [ $fail = 0 ] && echo "import rules: ok"
 exit $fail

@@ -23,6 +23,7 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
+	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/cluster"
 	"github.com/seqd/seqd/sections"
 	"github.com/seqd/seqd/server"
@@ -50,6 +51,9 @@ type Options struct {
 	Groups int
 	// LeaseHandoff is every node's --lease-handoff.
 	LeaseHandoff bool
+	// Redis serves the Redis protocol front end on every node
+	// (Member.RedisAddr).
+	Redis bool
 }
 
 // Cluster is a set of in-process nodes.
@@ -69,6 +73,7 @@ type Member struct {
 	RaftAddr   string
 	GossipAddr string
 	APIAddr    string
+	RedisAddr  string // with Options.Redis
 
 	// Lease, when set, overrides the cluster's lease for this member's
 	// next start (a rolling change of --lease). Join, when not nil, is the
@@ -207,8 +212,18 @@ func (m *Member) start(expect int) error {
 	}
 	m.RaftAddr = layer.Addr().String()
 	m.APIAddr = apiLn.Addr().String()
+	var redisLn net.Listener
+	if m.c.opts.Redis {
+		if redisLn, err = listenRetry(bind(m.RedisAddr)); err != nil {
+			layer.Close()
+			apiLn.Close()
+			return err
+		}
+		m.RedisAddr = redisLn.Addr().String()
+	}
 	srv, err := server.New(server.Config{
-		APIListener: apiLn,
+		APIListener:   apiLn,
+		RedisListener: redisLn,
 		Cluster: cluster.Config{
 			ID: m.ID, DataDir: m.Dir,
 			StreamLayer: layer, RaftAdvertise: m.RaftAddr,
@@ -248,6 +263,13 @@ func listenRetry(addr string) (net.Listener, error) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return nil, err
+}
+
+// Server returns the member's server; nil while it is stopped.
+func (m *Member) Server() *server.Server {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.srv
 }
 
 // Node returns the running node, or nil when it is stopped.
@@ -552,4 +574,19 @@ func (c *Cluster) LeadCountsOf(m *Member) int {
 		}
 	}
 	return n
+}
+
+// KeyPerGroup returns, for each of groups raft groups, a key of the default
+// space that the group owns.
+func KeyPerGroup(groups int) []uint64 {
+	keys := make([]uint64, groups)
+	found := 0
+	for sec := uint64(0); found < groups; sec++ {
+		g := seqd.GroupOfKey(seqd.DefaultSpaceName, seqd.DefaultSectionSize, sec*seqd.DefaultSectionSize, groups)
+		if keys[g] == 0 {
+			keys[g] = sec*seqd.DefaultSectionSize + 1
+			found++
+		}
+	}
+	return keys
 }
