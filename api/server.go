@@ -115,6 +115,9 @@ func (s *Server) Handler(extra ...connect.HandlerOption) http.Handler {
 	mux.Handle(seqv1connect.NewIdServiceHandler(s, seqOpts...))
 	mux.Handle(healthv1connect.NewHealthHandler(health{s}, opts...))
 	mux.Handle(peerv1connect.NewPeerServiceHandler(peerService{s}, opts...))
+	// Leaf's HTTP API (leaf.go).
+	mux.HandleFunc("GET /api/segment/get/{tag}", s.leafSegment)
+	mux.HandleFunc("GET /api/snowflake/get/{key}", s.leafSnowflake)
 	// Reflection (v1 and v1alpha), so grpcurl and buf curl need no proto files.
 	reflector := grpcreflect.NewStaticReflector(seqv1connect.SequenceServiceName, seqv1connect.AdminServiceName, seqv1connect.IdServiceName, healthv1connect.HealthName)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector))

@@ -54,6 +54,10 @@ type Options struct {
 	// Redis serves the Redis protocol front end on every node
 	// (Member.RedisAddr).
 	Redis bool
+	// Token and TokenSequence are every node's --token and
+	// --token-sequence.
+	Token         string
+	TokenSequence bool
 }
 
 // Cluster is a set of in-process nodes.
@@ -238,7 +242,8 @@ func (m *Member) start(expect int) error {
 			Groups: m.groups(), LeaseHandoff: m.c.opts.LeaseHandoff && !m.NoLeaseHandoff,
 		},
 		ClusterSecret: m.c.opts.ClusterSecret,
-		Logger:        m.c.log.With("node", m.ID),
+		Token:         m.c.opts.Token, TokenSequence: m.c.opts.TokenSequence,
+		Logger: m.c.log.With("node", m.ID),
 	})
 	if err != nil {
 		layer.Close()

@@ -1,0 +1,137 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"connectrpc.com/connect"
+
+	"github.com/seqd/seqd"
+)
+
+// Leaf's HTTP API (Meituan Leaf's LeafController), so that a Leaf client
+// points at seqd by changing its address:
+//
+//	GET /api/segment/get/{tag}    the next value of key 0 of the space the
+//	                              tag maps to (seqd.ForeignName)
+//	GET /api/snowflake/get/{key}  a flake id of the namespace key maps to,
+//	                              or of namespace "default" when there is
+//	                              no such namespace (Leaf ignores the key)
+//
+// An answer is the decimal number as text/plain, as Leaf answers. An error
+// is the HTTP status of its Connect code (connect's own table: 400, 404,
+// 429, 503, ...) with the error's text on one line. Segment values take the
+// path of Sequences (coalesced per space and group, any server answers,
+// unavailable retried for a while); ids come from this server's worker, as
+// NextIds does. With --token-sequence both need the bearer token.
+
+func (s *Server) leafSegment(w http.ResponseWriter, r *http.Request) {
+	if !s.leafAuth(w, r) {
+		return
+	}
+	tag := r.PathValue("tag")
+	space, err := seqd.ForeignName(tag)
+	if err != nil {
+		leafError(w, s.toConnect(fmt.Errorf("tag %q: %w", tag, err)))
+		return
+	}
+	vals, errs := s.seqs.Next(r.Context(), space, []uint64{0})
+	if errs != nil {
+		err := errs[0]
+		if connect.CodeOf(err) == connect.CodeNotFound {
+			err = connect.NewError(connect.CodeNotFound, fmt.Errorf("tag %q is space %q, which does not exist: create it with seqd space create %s", tag, space, space))
+		}
+		leafError(w, err)
+		return
+	}
+	leafAnswer(w, strconv.FormatUint(vals[0], 10))
+}
+
+func (s *Server) leafSnowflake(w http.ResponseWriter, r *http.Request) {
+	if !s.leafAuth(w, r) {
+		return
+	}
+	key := r.PathValue("key")
+	ns, err := seqd.ForeignName(key)
+	if err != nil {
+		leafError(w, s.toConnect(fmt.Errorf("key %q: %w", key, err)))
+		return
+	}
+	out, err := s.nextIDs(r.Context(), ns, 1, false)
+	if errors.Is(err, seqd.ErrUnknownNamespace) {
+		out, err = s.nextIDs(r.Context(), DefaultNamespace, 1, false)
+	}
+	if err != nil {
+		leafError(w, s.toConnect(err))
+		return
+	}
+	leafAnswer(w, strconv.FormatInt(out.GetIds()[0], 10))
+}
+
+// leafAuth checks the bearer token when sequence calls need it.
+func (s *Server) leafAuth(w http.ResponseWriter, r *http.Request) bool {
+	if s.token == "" || !s.guardSequence {
+		return true
+	}
+	if err := (authInterceptor{s}).checkToken(r.Header.Get("Authorization")); err != nil {
+		leafError(w, err)
+		return false
+	}
+	return true
+}
+
+func leafAnswer(w http.ResponseWriter, v string) {
+	w.Header()["Content-Type"] = textPlain
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write([]byte(v))
+}
+
+var textPlain = []string{"text/plain; charset=utf-8"}
+
+// leafError answers a Connect error: its code's HTTP status and its
+// message, one line.
+func leafError(w http.ResponseWriter, err error) {
+	code := connect.CodeOf(err)
+	msg := err.Error()
+	if ce := (*connect.Error)(nil); errors.As(err, &ce) {
+		msg = ce.Message()
+	}
+	if code == connect.CodeUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	w.Header()["Content-Type"] = textPlain
+	w.WriteHeader(httpStatus(code))
+	_, _ = w.Write([]byte(code.String() + ": " + strings.NewReplacer("\r", " ", "\n", " ").Replace(msg) + "\n"))
+}
+
+// httpStatus is the Connect protocol's HTTP status for a code.
+func httpStatus(code connect.Code) int {
+	switch code {
+	case connect.CodeCanceled:
+		return 499
+	case connect.CodeInvalidArgument, connect.CodeOutOfRange:
+		return http.StatusBadRequest
+	case connect.CodeDeadlineExceeded:
+		return http.StatusGatewayTimeout
+	case connect.CodeNotFound:
+		return http.StatusNotFound
+	case connect.CodeAlreadyExists, connect.CodeAborted:
+		return http.StatusConflict
+	case connect.CodePermissionDenied:
+		return http.StatusForbidden
+	case connect.CodeResourceExhausted:
+		return http.StatusTooManyRequests
+	case connect.CodeFailedPrecondition:
+		return http.StatusPreconditionFailed
+	case connect.CodeUnimplemented:
+		return http.StatusNotImplemented
+	case connect.CodeUnavailable:
+		return http.StatusServiceUnavailable
+	case connect.CodeUnauthenticated:
+		return http.StatusUnauthorized
+	}
+	return http.StatusInternalServerError
+}
