@@ -48,7 +48,7 @@ type Sequences struct {
 
 // Front-end coalescing and retries.
 const (
-	frontInFlight   = 4
+	frontInFlight   = 2
 	frontRetryFor   = 2 * time.Second
 	frontMinBackoff = 10 * time.Millisecond
 	frontMaxBackoff = 200 * time.Millisecond
@@ -65,6 +65,17 @@ type frontKey struct {
 	kind  frontKind
 	space string
 	group int
+}
+
+// header is the header of a call through Sequences: the server's own token
+// (the front end checked its client's), which a forward to a group's leader
+// carries.
+func (q *Sequences) header() http.Header {
+	h := http.Header{}
+	if q.s.token != "" {
+		h.Set("Authorization", "Bearer "+q.s.token)
+	}
+	return h
 }
 
 // Sequences returns the server's in-process sequence calls (one per Server).
@@ -93,10 +104,10 @@ func (q *Sequences) Reserve(ctx context.Context, space string, key, count uint64
 	if err != nil {
 		return 0, s.toConnect(err)
 	}
-	local, remote := s.reserveShare(name, name, count)
+	local, remote := s.reserveShare(name, name, count, viaFront)
 	var first uint64
 	err = frontRetry(ctx, func(ctx context.Context) error {
-		vals, _, err := keysCall(s, ctx, http.Header{}, name, []uint64{key}, local, remote)
+		vals, _, err := keysCall(s, ctx, q.header(), name, []uint64{key}, local, remote)
 		if err == nil {
 			first = vals[0]
 		}
@@ -122,15 +133,44 @@ func (q *Sequences) keys(ctx context.Context, kind frontKind, space string, keys
 	if err != nil {
 		return nil, fill(len(keys), s.toConnect(err))
 	}
+	// A group this server leads is served here, from this goroutine: the
+	// allocator orders concurrent calls itself, and a call costs it less
+	// than a hand-off to another goroutine. Every other group's share joins
+	// its batcher; the batches this call dispatched are sent from new
+	// goroutines, the last of them from this one.
 	type wait struct {
 		b   *frontBatch
 		off int
 		sh  share
 	}
 	waits := make([]wait, len(shares))
+	var sends []*frontBatch
+	var senders []*frontBatcher
 	for i, sh := range shares {
-		b, off := q.batcher(kind, name, sh.group).add(sh.keys)
-		waits[i] = wait{b, off, sh}
+		waits[i].sh = sh
+		if s.node.Group(sh.group).IsLeader() {
+			continue
+		}
+		b := q.batcher(kind, name, sh.group)
+		var send *frontBatch
+		waits[i].b, waits[i].off, send = b.add(sh.keys)
+		if send != nil {
+			sends, senders = append(sends, send), append(senders, b)
+		}
+	}
+	for j := 0; j+1 < len(sends); j++ {
+		go senders[j].send(sends[j], false)
+	}
+	for i := range waits {
+		if waits[i].b == nil {
+			bt := &frontBatch{keys: waits[i].sh.keys, done: make(chan struct{})}
+			bt.vals, bt.err = q.serve(kind, name, waits[i].sh.group, bt.keys)
+			close(bt.done)
+			waits[i].b = bt
+		}
+	}
+	if n := len(sends); n > 0 {
+		senders[n-1].send(sends[n-1], true)
 	}
 	vals := make([]uint64, len(keys))
 	var errs []error
@@ -197,9 +237,10 @@ type frontBatch struct {
 	err  error
 }
 
-// add queues keys, all in one batch, and returns the batch and the offset of
-// the first of them in it.
-func (b *frontBatcher) add(keys []uint64) (*frontBatch, int) {
+// add queues keys, all in one batch, and returns the batch, the offset of
+// the first of them in it, and a batch the caller is to send (a slot was
+// free), or nil.
+func (b *frontBatcher) add(keys []uint64) (*frontBatch, int, *frontBatch) {
 	b.mu.Lock()
 	var bt *frontBatch
 	if n := len(b.queue); n > 0 && len(b.queue[n-1].keys)+len(keys) <= seqd.MaxKeys {
@@ -212,10 +253,7 @@ func (b *frontBatcher) add(keys []uint64) (*frontBatch, int) {
 	bt.keys = append(bt.keys, keys...)
 	next := b.nextLocked()
 	b.mu.Unlock()
-	if next != nil {
-		go b.send(next)
-	}
-	return bt, off
+	return bt, off, next
 }
 
 // nextLocked takes the oldest queued batch if a slot is free.
@@ -230,36 +268,51 @@ func (b *frontBatcher) nextLocked() *frontBatch {
 	return bt
 }
 
-// send serves bt, retrying unavailable errors, then lets the next batch go.
-func (b *frontBatcher) send(bt *frontBatch) {
+// send serves bt, then the batches queued meanwhile while a slot is free:
+// itself, or (inline: the caller waits for its own answer) from a new
+// goroutine.
+func (b *frontBatcher) send(bt *frontBatch, inline bool) {
 	for bt != nil {
-		s := b.q.s
-		var local shareLocal
-		var remote shareRemote
-		if b.key.kind == frontNext {
-			local, remote = s.nextShare(b.key.space, b.key.space)
-		} else {
-			local, remote = s.currentShare(b.key.space, b.key.space)
-		}
-		sh := share{group: b.key.group, keys: bt.keys}
-		bt.err = frontRetry(context.Background(), func(ctx context.Context) error {
-			vals, err := s.shareCall(ctx, b.key.space, sh, local, remote)
-			bt.vals = vals
-			return err
-		})
+		bt.vals, bt.err = b.q.serve(b.key.kind, b.key.space, b.key.group, bt.keys)
 		close(bt.done)
 		b.mu.Lock()
 		b.inFlight--
 		bt = b.nextLocked()
 		b.mu.Unlock()
+		if bt != nil && inline {
+			go b.send(bt, false)
+			return
+		}
 	}
+}
+
+// serve serves one group's keys through the path of every call (onGroup:
+// here, or forwarded once to the group's leader), retrying unavailable
+// errors, and returns a Connect error.
+func (q *Sequences) serve(kind frontKind, space string, group int, keys []uint64) ([]uint64, error) {
+	s := q.s
+	var local shareLocal
+	var remote shareRemote
+	if kind == frontNext {
+		local, remote = s.nextShare(space, space, viaFront)
+	} else {
+		local, remote = s.currentShare(space, space, viaFront)
+	}
+	sh := share{group: group, keys: keys}
+	var vals []uint64
+	err := frontRetry(context.Background(), func(ctx context.Context) error {
+		var err error
+		vals, err = s.shareCall(ctx, space, sh, local, remote)
+		return err
+	})
+	return vals, err
 }
 
 // shareCall serves one group's keys through the path of every call
 // (keysCall's onGroup: here, or forwarded once to the group's leader), and
 // returns a Connect error.
 func (s *Server) shareCall(ctx context.Context, space string, sh share, local shareLocal, remote shareRemote) ([]uint64, error) {
-	vals, _, _, _, err := s.serveShare(ctx, http.Header{}, space, sh, local, remote)
+	vals, _, _, _, err := s.serveShare(ctx, s.seqs.header(), space, sh, local, remote)
 	return vals, s.toConnect(err)
 }
 

@@ -30,10 +30,11 @@ type Server struct {
 	node *cluster.Node
 	log  *slog.Logger
 
-	peerCfg  Peers
-	peerHTTP *http.Client
-	peersMu  sync.Mutex
-	peers    map[string]*peer
+	peerCfg   Peers
+	peerHTTP  *http.Client
+	frontHTTP *http.Client // forwards of Sequences (peers.go)
+	peersMu   sync.Mutex
+	peers     map[string]*peer
 
 	// token guards AdminService (and SequenceService too when
 	// guardSequence is set); empty means no authentication.
@@ -75,6 +76,7 @@ func New(node *cluster.Node, logger *slog.Logger, opts ...Option) *Server {
 	}
 	s.seqs.s = s
 	s.peerHTTP = s.peerCfg.client()
+	s.frontHTTP = s.peerCfg.frontClient()
 	s.answerHdrs.servedBy = []string{node.ID()}
 	return s
 }

@@ -514,6 +514,38 @@ func TestRESPAuth(t *testing.T) {
 	}
 }
 
+// TestRESPAuthCluster: seqd serve --token --token-sequence with the Redis
+// front end: its clients AUTH with the token, and their calls reach every
+// group's leader (the forwards carry the server's token).
+func TestRESPAuthCluster(t *testing.T) {
+	c := testcluster.Start(t, 3, testcluster.Options{Groups: 3, Redis: true, Token: "s3cret", TokenSequence: true})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if ls := c.GroupLeaders(); len(ls) == 3 && !slices.Contains(ls, nil) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no serving leader for every group")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	rc := dial(t, c.Nodes[0].RedisAddr)
+	if e, ok := rc.do("INCR", "1").(respErr); !ok || !strings.HasPrefix(string(e), "NOAUTH") {
+		t.Fatalf("INCR before AUTH = %#v", e)
+	}
+	if got := rc.do("AUTH", "s3cret"); got != "OK" {
+		t.Fatalf("AUTH = %#v", got)
+	}
+	for _, k := range testcluster.KeyPerGroup(3) {
+		if v := asInt(t, rc.do("INCR", strconv.FormatUint(k, 10))); v != 1 {
+			t.Fatalf("INCR %d = %d", k, v)
+		}
+		if v := asInt(t, rc.do("INCRBY", strconv.FormatUint(k, 10), "2")); v != 3 {
+			t.Fatalf("INCRBY %d 2 = %d", k, v)
+		}
+	}
+}
+
 // TestRedisCLI runs Debian's redis-cli against a server: the stock client
 // of the issue (CI installs redis-tools).
 func TestRedisCLI(t *testing.T) {
