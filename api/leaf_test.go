@@ -168,3 +168,34 @@ func TestLeafToken(t *testing.T) {
 		}
 	}
 }
+
+// TestLeafNoQuorum: without a quorum, a segment GET answers 503 with
+// Retry-After and the reason, after the server's retries.
+func TestLeafNoQuorum(t *testing.T) {
+	c := testcluster.Start(t, 3, testcluster.Options{})
+	c.WaitServingLeader(20 * time.Second)
+	surv := c.Nodes[2]
+	if status, _, body := leafGet(t, surv.APIAddr, "/api/segment/get/default", ""); status != 200 {
+		t.Fatalf("GET = %d %q", status, body)
+	}
+	c.Nodes[0].Kill()
+	c.Nodes[1].Kill()
+	// The survivor may answer while a lease lasts: until the first 503.
+	var resp *http.Response
+	var b []byte
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var err error
+		if resp, err = http.Get("http://" + surv.APIAddr + "/api/segment/get/default"); err != nil {
+			t.Fatal(err)
+		}
+		b, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || time.Now().After(deadline) {
+			break
+		}
+	}
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" || !strings.HasPrefix(string(b), "unavailable: ") {
+		t.Fatalf("GET without a quorum = %d %q %q", resp.StatusCode, resp.Header.Get("Retry-After"), b)
+	}
+}

@@ -158,7 +158,6 @@ func startCluster(t *testing.T, nodes, groups int) *testcluster.Cluster {
 	return c
 }
 
-
 // TestRESPCommands runs every supported command, and refusals, against
 // every server of a 3-group cluster: any server answers every key.
 func TestRESPCommands(t *testing.T) {
@@ -543,6 +542,47 @@ func TestRESPAuthCluster(t *testing.T) {
 		if v := asInt(t, rc.do("INCRBY", strconv.FormatUint(k, 10), "2")); v != 3 {
 			t.Fatalf("INCRBY %d 2 = %d", k, v)
 		}
+	}
+}
+
+// TestRESPNoQuorum: with two of three servers killed, the survivor answers
+// INCR and GET with TRYAGAIN (after retrying for a while), naming why, and
+// PING still answers.
+func TestRESPNoQuorum(t *testing.T) {
+	c := startCluster(t, 3, 1)
+	surv := c.Nodes[2]
+	rc := dial(t, surv.RedisAddr)
+	if v := asInt(t, rc.do("INCR", "9")); v != 1 {
+		t.Fatalf("INCR 9 = %d", v)
+	}
+	c.Nodes[0].Kill()
+	c.Nodes[1].Kill()
+	// A leader among the killed, or the survivor while its lease lasts,
+	// may answer a little longer: until the first TRYAGAIN.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got := rc.do("INCR", "9")
+		if e, ok := got.(respErr); ok && strings.HasPrefix(string(e), "TRYAGAIN ") {
+			break
+		}
+		if _, ok := got.(int64); !ok || time.Now().After(deadline) {
+			t.Fatalf("INCR without a quorum = %#v", got)
+		}
+	}
+	for _, args := range [][]string{{"INCR", "9"}, {"GET", "9"}, {"INCRBY", "9", "5"}} {
+		start := time.Now()
+		got := rc.do(args...)
+		e, ok := got.(respErr)
+		if !ok || !strings.HasPrefix(string(e), "TRYAGAIN ") || len(e) < len("TRYAGAIN x") {
+			t.Fatalf("%q without a quorum = %#v, want TRYAGAIN and why", args, got)
+		}
+		if took := time.Since(start); took < time.Second || took > 15*time.Second {
+			t.Fatalf("%q answered TRYAGAIN after %v, want after the front end's retries (2 s)", args, took)
+		}
+		t.Logf("%q: %s", args, e)
+	}
+	if got := rc.do("PING"); got != "PONG" {
+		t.Fatalf("PING = %#v", got)
 	}
 }
 
