@@ -14,6 +14,8 @@
 #              others; the median of the rounds is reported (default 3)
 #   CONCS      concurrencies (default "1 16 64")
 #   KEYS       distinct keys, uniform (default 1000000)
+#   BENCH_REQUESTS  requests of each redis-benchmark run (default 1000000 below
+#              16 connections, 4000000 from 16)
 #   ONLY       space-separated subset of: redis rueidis redis-bench postgres
 #              etcd baseline seqd seqd-unary seqd-h2c seqd-batch seqd-half
 #              seqd-ids seqd-resp leaf memory (default all); seqd-resp is
@@ -237,7 +239,7 @@ redis_bench() { # concurrency [port name extra...]: redis-benchmark's own pipeli
   log "round $r: $name (load $(cut -d' ' -f1 /proc/loadavg))"
   l0=$(cut -d' ' -f1 /proc/loadavg)
   cpu_mark
-  rate=$("${load[@]}" redis-benchmark -p "$port" -t incr -P 16 -c "$c" -n $((c < 16 ? 1000000 : 4000000)) -q "$@" 2>/dev/null |
+  rate=$("${load[@]}" redis-benchmark -p "$port" -t incr -P 16 -c "$c" -n "${BENCH_REQUESTS:-$((c < 16 ? 1000000 : 4000000))}" -q "$@" 2>/dev/null |
     tr '\r' '\n' | grep -Eo 'INCR: [0-9.]+' | tail -1 | awk '{print $2}')
   printf '{"target":"redis-benchmark","label":"%s","median":{"concurrency":%s,"batch":16,"calls_per_s":%s,"ids_per_s":%s,"latency":{}},"load_1m":[%s,%s]}\n' \
     "$name" "$c" "${rate:-0}" "${rate:-0}" "$l0" "$(cut -d' ' -f1 /proc/loadavg)" >"$OUT/runs/$name.r$r.json"
