@@ -28,6 +28,8 @@ type conn struct {
 	t  testing.TB
 	c  net.Conn
 	rd *bufio.Reader
+	// wait bounds the wait for one reply (default 20 s).
+	wait time.Duration
 }
 
 type respErr string
@@ -62,7 +64,11 @@ func (c *conn) do(args ...string) any {
 
 func (c *conn) read() any {
 	c.t.Helper()
-	_ = c.c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	wait := c.wait
+	if wait == 0 {
+		wait = 20 * time.Second
+	}
+	_ = c.c.SetReadDeadline(time.Now().Add(wait))
 	v, err := readReply(c.rd)
 	if err != nil {
 		c.t.Fatalf("reading a reply: %v", err)
@@ -327,6 +333,12 @@ func TestRESPPipelineOrder(t *testing.T) {
 	for ci := range conns {
 		wg.Go(func() {
 			rc := dial(t, c.Nodes[ci%3].RedisAddr)
+			// A read's commands run as one run after another (about 24
+			// here: the kinds alternate), and a run waits up to the front
+			// end's 2 s of retries while a group has no serving leader
+			// (a loaded machine lapses leases): the first reply of a round
+			// may come after all but one of them.
+			rc.wait = 20*time.Second + depth*3*time.Second
 			last := map[uint64]uint64{}
 			for r := range rounds {
 				var sent [][]string
