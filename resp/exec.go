@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/tidwall/redcon"
 )
@@ -66,7 +67,7 @@ func (s *Server) exec(c redcon.Conn, st *connState, cmds []redcon.Command) {
 			}
 		}
 		if kind == runNone || kind != r.kind || r.nkeys >= maxRunKeys {
-			s.flush(c, st, &r)
+			s.flushSlow(c, st, &r)
 		}
 		if kind == runNone {
 			if s.command(c, st, name, cmd.Args) {
@@ -78,7 +79,7 @@ func (s *Server) exec(c redcon.Conn, st *connState, cmds []redcon.Command) {
 		if errMsg != "" {
 			// Answered in its place: the run so far is flushed, and an
 			// invalid command takes nothing.
-			s.flush(c, st, &r)
+			s.flushSlow(c, st, &r)
 			c.WriteError(errMsg)
 			continue
 		}
@@ -108,6 +109,31 @@ func parseRunCommand(name string, args [][]byte) (*pending, string) {
 		p.keys = append(p.keys, k)
 	}
 	return p, ""
+}
+
+// slowRun is how long a run may take before its replies are sent at once,
+// ahead of the rest of the read's: a client with a read timeout (go-redis:
+// 3 s) then sees the first replies of a pipeline whose runs wait out the
+// Backend's retries one after the other.
+const slowRun = 50 * time.Millisecond
+
+// flushSlow runs the pending run, and sends the replies written so far if
+// it took longer than slowRun.
+func (s *Server) flushSlow(c redcon.Conn, st *connState, r *run) {
+	if len(r.cmds) == 0 {
+		r.kind = runNone
+		return
+	}
+	start := time.Now()
+	s.flush(c, st, r)
+	if time.Since(start) > slowRun {
+		if w := redcon.BaseWriter(c); w != nil {
+			if st.lc != nil {
+				_ = st.lc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+			}
+			_ = w.Flush() // an error shows at the read's last flush
+		}
+	}
 }
 
 // flush runs the pending run and writes its replies, in order.

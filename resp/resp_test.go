@@ -596,6 +596,18 @@ func TestRESPNoQuorum(t *testing.T) {
 	if got := rc.do("PING"); got != "PONG" {
 		t.Fatalf("PING = %#v", got)
 	}
+	// A pipeline of two runs that each wait out the retries: the first
+	// run's reply is sent as soon as it is known, not with the second's
+	// (a client's read timeout, go-redis's 3 s, sees progress).
+	rc.send("INCR", "9")
+	rc.send("GET", "9")
+	start := time.Now()
+	rc.read()
+	first := time.Since(start)
+	rc.read()
+	if second := time.Since(start); second-first < time.Second {
+		t.Fatalf("the replies of two slow runs came %v and %v after the pipeline: the first waited for the second", first, second)
+	}
 }
 
 // TestRedisCLI runs Debian's redis-cli against a server: the stock client
