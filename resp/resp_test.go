@@ -485,6 +485,47 @@ func TestRESPLimits(t *testing.T) {
 	}
 }
 
+// TestRESPMaxConns: past MaxConns a new connection is told so and closed;
+// once one closes, a new one is served.
+func TestRESPMaxConns(t *testing.T) {
+	c := startCluster(t, 1, 1)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := resp.Serve(ln, resp.Config{Backend: c.Nodes[0].Server().Sequences(), MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	a, b := dial(t, srv.Addr().String()), dial(t, srv.Addr().String())
+	for _, rc := range []*conn{a, b} {
+		if got := rc.do("PING"); got != "PONG" {
+			t.Fatalf("PING = %#v", got)
+		}
+	}
+	third := dial(t, srv.Addr().String())
+	if e, ok := third.read().(respErr); !ok || e != "ERR max number of clients reached" {
+		t.Fatalf("third connection: %#v", e)
+	}
+	if _, err := third.rd.ReadByte(); err == nil {
+		t.Fatal("third connection still open")
+	}
+	a.c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rc := dial(t, srv.Addr().String())
+		rc.send("PING")
+		if got := rc.read(); got == "PONG" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no connection served after one closed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // TestRESPAuth: with a token, nothing but AUTH, HELLO and QUIT runs before
 // AUTH with it (or HELLO 3 AUTH).
 func TestRESPAuth(t *testing.T) {
