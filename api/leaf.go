@@ -29,13 +29,8 @@ import (
 // NextIds does. With --token-sequence both need the bearer token.
 
 func (s *Server) leafSegment(w http.ResponseWriter, r *http.Request) {
-	if !s.leafAuth(w, r) {
-		return
-	}
-	tag := r.PathValue("tag")
-	space, err := seqd.ForeignName(tag)
-	if err != nil {
-		leafError(w, s.toConnect(fmt.Errorf("tag %q: %w", tag, err)))
+	tag, space, ok := s.leafName(w, r, "tag")
+	if !ok {
 		return
 	}
 	vals, errs := s.seqs.Next(r.Context(), space, []uint64{0})
@@ -51,13 +46,8 @@ func (s *Server) leafSegment(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) leafSnowflake(w http.ResponseWriter, r *http.Request) {
-	if !s.leafAuth(w, r) {
-		return
-	}
-	key := r.PathValue("key")
-	ns, err := seqd.ForeignName(key)
-	if err != nil {
-		leafError(w, s.toConnect(fmt.Errorf("key %q: %w", key, err)))
+	_, ns, ok := s.leafName(w, r, "key")
+	if !ok {
 		return
 	}
 	out, err := s.nextIDs(r.Context(), ns, 1, false)
@@ -71,16 +61,23 @@ func (s *Server) leafSnowflake(w http.ResponseWriter, r *http.Request) {
 	leafAnswer(w, strconv.FormatInt(out.GetIds()[0], 10))
 }
 
-// leafAuth checks the bearer token when sequence calls need it.
-func (s *Server) leafAuth(w http.ResponseWriter, r *http.Request) bool {
-	if s.token == "" || !s.guardSequence {
-		return true
+// leafName checks the bearer token when sequence calls need it, and maps
+// the path value param (a tag or key) to a name (seqd.ForeignName); it
+// answers the error itself when it reports false.
+func (s *Server) leafName(w http.ResponseWriter, r *http.Request, param string) (given, name string, ok bool) {
+	if s.token != "" && s.guardSequence {
+		if err := (authInterceptor{s}).checkToken(r.Header.Get("Authorization")); err != nil {
+			leafError(w, err)
+			return "", "", false
+		}
 	}
-	if err := (authInterceptor{s}).checkToken(r.Header.Get("Authorization")); err != nil {
-		leafError(w, err)
-		return false
+	given = r.PathValue(param)
+	name, err := seqd.ForeignName(given)
+	if err != nil {
+		leafError(w, s.toConnect(fmt.Errorf("%s %q: %w", param, given, err)))
+		return "", "", false
 	}
-	return true
+	return given, name, true
 }
 
 func leafAnswer(w http.ResponseWriter, v string) {

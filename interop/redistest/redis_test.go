@@ -12,7 +12,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,51 +23,20 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 
-	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/internal/history"
 	"github.com/seqd/seqd/internal/proctest"
+	"github.com/seqd/seqd/internal/testcluster"
 )
-
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// seqdBinary builds ../../cmd/seqd once (from the main module, whose go.sum
-// has its dependencies).
-func seqdBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "seqd-interop-bin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "seqd")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/seqd")
-		cmd.Dir = "../.."
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
 
 // redisCluster starts n seqd processes (n raft groups, the default), each
 // serving the Redis protocol, and waits until a key of every group answers
 // an INCR. It returns the processes and their Redis addresses.
 func redisCluster(t *testing.T, n int) ([]*proctest.Proc, []string) {
 	t.Helper()
-	bin := seqdBinary(t)
 	ps := proctest.New(t, n)
 	addrs := make([]string, n)
 	for i, p := range ps {
 		addrs[i] = fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t))
-		p.Bin = bin
 		p.Args = append(p.Args, "--redis-addr", addrs[i])
 		p.Start(t)
 	}
@@ -93,18 +61,7 @@ func redisCluster(t *testing.T, n int) ([]*proctest.Proc, []string) {
 }
 
 // keysPerGroup returns a key of the default space in each of groups groups.
-func keysPerGroup(groups int) []uint64 {
-	keys := make([]uint64, groups)
-	found := 0
-	for sec := uint64(0); found < groups; sec++ {
-		g := seqd.GroupOfKey(seqd.DefaultSpaceName, seqd.DefaultSectionSize, sec*seqd.DefaultSectionSize, groups)
-		if keys[g] == 0 {
-			keys[g] = sec*seqd.DefaultSectionSize + 3
-			found++
-		}
-	}
-	return keys
-}
+func keysPerGroup(groups int) []uint64 { return testcluster.KeyPerGroup(groups) }
 
 // TestGoRedis drives seqd with go-redis on its default options (RESP3
 // through HELLO 3, CLIENT SETINFO, a connection pool).
