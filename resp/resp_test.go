@@ -694,6 +694,27 @@ func TestRESPNoQuorum(t *testing.T) {
 	if second := time.Since(start); second-first < time.Second {
 		t.Fatalf("the replies of two slow runs came %v and %v after the pipeline: the first waited for the second", first, second)
 	}
+	// Commands that take longer than the write timeout still get their
+	// replies: the timeout bounds the wait for the client to read them,
+	// counted from when they are written.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := resp.Serve(ln, resp.Config{Backend: surv.Server().Sequences(), WriteTimeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	short := dial(t, srv.Addr().String())
+	short.send("INCR", "9")
+	short.send("PING")
+	if e, ok := short.read().(respErr); !ok || !strings.HasPrefix(string(e), "TRYAGAIN ") {
+		t.Fatalf("INCR = %#v", e)
+	}
+	if got := short.read(); got != "PONG" {
+		t.Fatalf("PING after a 2 s INCR, write timeout 500 ms: %#v", got)
+	}
 }
 
 // TestRedisCLI runs Debian's redis-cli against a server: the stock client

@@ -174,7 +174,9 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 	st := c.Context().(*connState)
 	if st.lc != nil {
 		st.lc.commandRead()
-		defer st.lc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+		// The deadline of redcon's flush after this returns: counted from
+		// then, not from now (the commands may take longer than it).
+		defer func() { _ = st.lc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout)) }()
 	}
 	cmds := append([]redcon.Command{cmd}, c.ReadPipeline()...)
 	s.exec(c, st, cmds)
