@@ -31,8 +31,10 @@ VOLUME /data
 ENV SEQD_DATA_DIR=/data \
     SEQD_API_ADDR=0.0.0.0:7700 \
     SEQD_RAFT_ADDR=0.0.0.0:7701 \
-    SEQD_GOSSIP_ADDR=0.0.0.0:7702
-EXPOSE 7700 7701 7702 7702/udp
+    SEQD_GOSSIP_ADDR=0.0.0.0:7702 \
+    SEQD_REDIS_ADDR=0.0.0.0:7703
+# 7703: the Redis protocol front end (docs/redis.md).
+EXPOSE 7700 7701 7702 7702/udp 7703
 # Healthy while the node can answer sequence calls (gRPC health, SERVING),
 # asked at the address SEQD_API_ADDR (or --api-addr's value given as it)
 # serves, on loopback.

@@ -30,8 +30,12 @@
 //     sent), front.go and codec.go (what a request meets before a handler:
 //     the body limit, one-line 404 and 415 bodies, strict JSON), headers.go,
 //     auth.go, cors.go, health.go, peers.go (the internal PeerService), and
-//     id.go, id_admin.go (flake ids). api/proto/ holds the protos and
+//     id.go, id_admin.go (flake ids); frontends.go (Sequences: the
+//     in-process Next, Current and Reserve of the other front ends) and
+//     leaf.go (Leaf's HTTP API). api/proto/ holds the protos and
 //     api/gen/ the generated code (scripts/gen.sh).
+//   - resp/: the Redis protocol front end (on redcon) over a Backend it is
+//     given (api's Sequences); client/python/: the Python client.
 //   - cluster/: the host, one per process: the raft listener behind the gate
 //     that keeps a server out of raft until it is admitted, gossip
 //     (memberlist) for discovery and bootstrap, membership, admission
@@ -86,5 +90,5 @@
 // other; client/ imports only this package, flake/, bootclock/ and
 // generated code; lease/ imports only the standard library, cluster/admit/
 // only this package, internal/leasemodel only this package, lease/ and
-// cluster/admit/.
+// cluster/admit/; resp/ imports only this package of seqd's own.
 package seqd

@@ -27,6 +27,11 @@
 //   - cors.go: the CORS layer for browsers on other origins (Connect and
 //     gRPC-Web), exposing every seqd.ExposedHeaders entry.
 //   - auth.go: the bearer-token check on guarded services.
+//   - frontends.go: Sequences, the in-process Next, Current and Reserve of
+//     the front ends that speak other protocols (resp/, leaf.go), coalesced
+//     per space and group on the serving path of a Connect call.
+//   - leaf.go: Leaf's HTTP API (GET /api/segment/get/{tag},
+//     /api/snowflake/get/{key}), plain text.
 //
 // What api never does: touch raft, the state machine (fsm/) or the
 // allocator (sections/) directly. It reaches replicated state only through

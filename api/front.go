@@ -30,7 +30,7 @@ import (
 //     way and its clients do not retry that code by default.)
 
 // notFoundText is the body of a 404.
-const notFoundText = "no such path %s: seqd serves its API at /seq.v1.SequenceService/, /seq.v1.IdService/, /seq.v1.AdminService/ and /grpc.health.v1.Health/ (POST), the status page at /ui/ and metrics at /metrics\n"
+const notFoundText = "no such path %s: seqd serves its API at /seq.v1.SequenceService/, /seq.v1.IdService/, /seq.v1.AdminService/ and /grpc.health.v1.Health/ (POST), Leaf's GET /api/segment/get/{tag} and /api/snowflake/get/{key}, the status page at /ui/ and metrics at /metrics\n"
 
 // contentTypeText is the body of a 415.
 const contentTypeText = "unsupported Content-Type %q: send application/json or application/proto (Connect), application/grpc or application/grpc-web\n"

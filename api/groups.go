@@ -35,6 +35,13 @@ type groupError struct {
 func (e *groupError) Error() string { return e.err.Error() }
 func (e *groupError) Unwrap() error { return e.err }
 
+// shareLocal serves one group's keys on this server, the group's leader;
+// shareRemote sends them to another server with the given header.
+type (
+	shareLocal  func(ctx context.Context, group int, keys []uint64) ([]uint64, error)
+	shareRemote func(ctx context.Context, p *peer, h http.Header, keys []uint64) ([]uint64, http.Header, error)
+)
+
 // share is one group's part of a per-key call: the positions of its keys
 // in the call.
 type share struct {
@@ -70,8 +77,7 @@ func (s *Server) splitKeys(ctx context.Context, space string, keys []uint64) ([]
 // them to another server with the given header. It returns the values in
 // the keys' order and the headers to answer with.
 func keysCall(s *Server, ctx context.Context, hdr http.Header, space string, keys []uint64,
-	local func(ctx context.Context, group int, keys []uint64) ([]uint64, error),
-	remote func(ctx context.Context, p *peer, h http.Header, keys []uint64) ([]uint64, http.Header, error),
+	local shareLocal, remote shareRemote,
 ) ([]uint64, http.Header, error) {
 	shares, err := s.splitKeys(ctx, space, keys)
 	if err != nil {
@@ -80,28 +86,9 @@ func keysCall(s *Server, ctx context.Context, hdr http.Header, space string, key
 	vals := make([]uint64, len(keys))
 	out := http.Header{}
 	run := func(ctx context.Context, sh share) error {
-		got, leader, fwd, term, err := s.onGroup(ctx, hdr, sh.group,
-			func(ctx context.Context) ([]uint64, error) {
-				vals, err := local(ctx, sh.group, sh.keys)
-				if errors.Is(err, seqd.ErrUnknownSpace) {
-					// This server's copies of the group and of group 0
-					// may lag a space created a heartbeat ago: ask group
-					// 0's leader, copy it into the group, and try again
-					// (an unknown space took no value).
-					if err = s.node.EnsureGroupSpace(ctx, sh.group, space); err == nil {
-						vals, err = local(ctx, sh.group, sh.keys)
-					}
-				}
-				return vals, err
-			},
-			func(ctx context.Context, p *peer, h http.Header) ([]uint64, http.Header, error) {
-				return remote(ctx, p, h, sh.keys)
-			})
+		got, leader, fwd, term, err := s.serveShare(ctx, hdr, space, sh, local, remote)
 		if err != nil {
-			return &groupError{group: sh.group, err: err}
-		}
-		if len(got) != len(sh.keys) {
-			return fmt.Errorf("group %d answered %d values for %d keys", sh.group, len(got), len(sh.keys))
+			return err
 		}
 		for i, p := range sh.pos {
 			vals[p] = got[i]
@@ -146,6 +133,37 @@ func keysCall(s *Server, ctx context.Context, hdr http.Header, space string, key
 		s.setAnswerHeaders(out)
 	}
 	return vals, out, nil
+}
+
+// serveShare serves one group's share of a call here, or forwards it once
+// to the group's leader (onGroup). A group error wraps its error, and an
+// answer of another length than the share's keys is one.
+func (s *Server) serveShare(ctx context.Context, hdr http.Header, space string, sh share, local shareLocal, remote shareRemote,
+) (vals []uint64, leader string, fwd http.Header, term uint64, err error) {
+	vals, leader, fwd, term, err = s.onGroup(ctx, hdr, sh.group,
+		func(ctx context.Context) ([]uint64, error) {
+			vals, err := local(ctx, sh.group, sh.keys)
+			if errors.Is(err, seqd.ErrUnknownSpace) {
+				// This server's copies of the group and of group 0
+				// may lag a space created a heartbeat ago: ask group
+				// 0's leader, copy it into the group, and try again
+				// (an unknown space took no value).
+				if err = s.node.EnsureGroupSpace(ctx, sh.group, space); err == nil {
+					vals, err = local(ctx, sh.group, sh.keys)
+				}
+			}
+			return vals, err
+		},
+		func(ctx context.Context, p *peer, h http.Header) ([]uint64, http.Header, error) {
+			return remote(ctx, p, h, sh.keys)
+		})
+	if err == nil && len(vals) != len(sh.keys) {
+		err = fmt.Errorf("group %d answered %d values for %d keys", sh.group, len(vals), len(sh.keys))
+	}
+	if err != nil {
+		return nil, "", nil, 0, &groupError{group: sh.group, err: err}
+	}
+	return vals, leader, fwd, term, nil
 }
 
 // setGroupHeader sets HeaderGroup for an answer this server served as

@@ -42,19 +42,8 @@ func (s *Server) Next(ctx context.Context, req *connect.Request[seqv1.NextReques
 		return nil, s.toConnect(err)
 	}
 	if s.node.Groups() > 1 {
-		return grouped(s, ctx, req, seqv1connect.SequenceServiceNextProcedure, space, req.Msg.GetKeys(),
-			func(ctx context.Context, g int, keys []uint64) ([]uint64, error) {
-				return s.node.Group(g).Allocator().Next(ctx, space, keys)
-			},
-			func(ctx context.Context, p *peer, h http.Header, keys []uint64) ([]uint64, http.Header, error) {
-				r := connect.NewRequest(&seqv1.NextRequest{Space: req.Msg.GetSpace(), Keys: keys})
-				copyHeader(r.Header(), h)
-				resp, err := p.seq.Next(ctx, r)
-				if err != nil {
-					return nil, nil, err
-				}
-				return resp.Msg.GetValues(), resp.Header(), nil
-			},
+		local, remote := s.nextShare(space, req.Msg.GetSpace(), viaConnect)
+		return grouped(s, ctx, req, seqv1connect.SequenceServiceNextProcedure, space, req.Msg.GetKeys(), local, remote,
 			func(vals []uint64) *seqv1.NextResponse { return &seqv1.NextResponse{Values: vals} })
 	}
 	return route(s, ctx, req, seqv1connect.SequenceServiceNextProcedure,
@@ -81,21 +70,8 @@ func (s *Server) Reserve(ctx context.Context, req *connect.Request[seqv1.Reserve
 		return nil, s.toConnect(err)
 	}
 	if s.node.Groups() > 1 {
-		key := req.Msg.GetKey()
-		return grouped(s, ctx, req, seqv1connect.SequenceServiceReserveProcedure, space, []uint64{key},
-			func(ctx context.Context, g int, _ []uint64) ([]uint64, error) {
-				first, err := s.node.Group(g).Allocator().Reserve(ctx, space, key, uint64(count))
-				return []uint64{first}, err
-			},
-			func(ctx context.Context, p *peer, h http.Header, _ []uint64) ([]uint64, http.Header, error) {
-				r := connect.NewRequest(req.Msg)
-				copyHeader(r.Header(), h)
-				resp, err := p.seq.Reserve(ctx, r)
-				if err != nil {
-					return nil, nil, err
-				}
-				return []uint64{resp.Msg.GetFirst()}, resp.Header(), nil
-			},
+		local, remote := s.reserveShare(space, req.Msg.GetSpace(), uint64(count), viaConnect)
+		return grouped(s, ctx, req, seqv1connect.SequenceServiceReserveProcedure, space, []uint64{req.Msg.GetKey()}, local, remote,
 			func(vals []uint64) *seqv1.ReserveResponse {
 				return &seqv1.ReserveResponse{First: vals[0], Count: count}
 			})
@@ -123,19 +99,8 @@ func (s *Server) Current(ctx context.Context, req *connect.Request[seqv1.Current
 		return nil, s.toConnect(err)
 	}
 	if s.node.Groups() > 1 {
-		return grouped(s, ctx, req, seqv1connect.SequenceServiceCurrentProcedure, space, req.Msg.GetKeys(),
-			func(ctx context.Context, g int, keys []uint64) ([]uint64, error) {
-				return s.node.Group(g).Allocator().Current(ctx, space, keys)
-			},
-			func(ctx context.Context, p *peer, h http.Header, keys []uint64) ([]uint64, http.Header, error) {
-				r := connect.NewRequest(&seqv1.CurrentRequest{Space: req.Msg.GetSpace(), Keys: keys})
-				copyHeader(r.Header(), h)
-				resp, err := p.seq.Current(ctx, r)
-				if err != nil {
-					return nil, nil, err
-				}
-				return resp.Msg.GetValues(), resp.Header(), nil
-			},
+		local, remote := s.currentShare(space, req.Msg.GetSpace(), viaConnect)
+		return grouped(s, ctx, req, seqv1connect.SequenceServiceCurrentProcedure, space, req.Msg.GetKeys(), local, remote,
 			func(vals []uint64) *seqv1.CurrentResponse { return &seqv1.CurrentResponse{Values: vals} })
 	}
 	return route(s, ctx, req, seqv1connect.SequenceServiceCurrentProcedure,
@@ -151,11 +116,60 @@ func (s *Server) Current(ctx context.Context, req *connect.Request[seqv1.Current
 		})
 }
 
+// The shares of the per-key calls in a cluster of several groups: local
+// serves a group's keys on this server, its leader; remote forwards them to
+// the group's leader with the given header, through the client via picks.
+// space is the resolved name; asked is the name the caller gave (forwarded
+// as given).
+
+func (s *Server) nextShare(space, asked string, via via) (shareLocal, shareRemote) {
+	return func(ctx context.Context, g int, keys []uint64) ([]uint64, error) {
+			return s.node.Group(g).Allocator().Next(ctx, space, keys)
+		}, func(ctx context.Context, p *peer, h http.Header, keys []uint64) ([]uint64, http.Header, error) {
+			r := connect.NewRequest(&seqv1.NextRequest{Space: asked, Keys: keys})
+			copyHeader(r.Header(), h)
+			resp, err := via(p).Next(ctx, r)
+			if err != nil {
+				return nil, nil, err
+			}
+			return resp.Msg.GetValues(), resp.Header(), nil
+		}
+}
+
+func (s *Server) currentShare(space, asked string, via via) (shareLocal, shareRemote) {
+	return func(ctx context.Context, g int, keys []uint64) ([]uint64, error) {
+			return s.node.Group(g).Allocator().Current(ctx, space, keys)
+		}, func(ctx context.Context, p *peer, h http.Header, keys []uint64) ([]uint64, http.Header, error) {
+			r := connect.NewRequest(&seqv1.CurrentRequest{Space: asked, Keys: keys})
+			copyHeader(r.Header(), h)
+			resp, err := via(p).Current(ctx, r)
+			if err != nil {
+				return nil, nil, err
+			}
+			return resp.Msg.GetValues(), resp.Header(), nil
+		}
+}
+
+// reserveShare's shares have one key, and answer the range's first value.
+func (s *Server) reserveShare(space, asked string, count uint64, via via) (shareLocal, shareRemote) {
+	return func(ctx context.Context, g int, keys []uint64) ([]uint64, error) {
+			first, err := s.node.Group(g).Allocator().Reserve(ctx, space, keys[0], count)
+			return []uint64{first}, err
+		}, func(ctx context.Context, p *peer, h http.Header, keys []uint64) ([]uint64, http.Header, error) {
+			r := connect.NewRequest(&seqv1.ReserveRequest{Space: asked, Key: keys[0], Count: uint32(count)})
+			copyHeader(r.Header(), h)
+			resp, err := via(p).Reserve(ctx, r)
+			if err != nil {
+				return nil, nil, err
+			}
+			return []uint64{resp.Msg.GetFirst()}, resp.Header(), nil
+		}
+}
+
 // grouped answers a per-key call in a cluster of several groups (see
 // groups.go).
 func grouped[Req, Resp any](s *Server, ctx context.Context, req *connect.Request[Req], procedure, space string, keys []uint64,
-	local func(ctx context.Context, group int, keys []uint64) ([]uint64, error),
-	remote func(ctx context.Context, p *peer, h http.Header, keys []uint64) ([]uint64, http.Header, error),
+	local shareLocal, remote shareRemote,
 	msg func([]uint64) *Resp,
 ) (*connect.Response[Resp], error) {
 	vals, hdr, err := keysCall(s, ctx, req.Header(), space, keys, local, remote)

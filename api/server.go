@@ -30,10 +30,11 @@ type Server struct {
 	node *cluster.Node
 	log  *slog.Logger
 
-	peerCfg  Peers
-	peerHTTP *http.Client
-	peersMu  sync.Mutex
-	peers    map[string]*peer
+	peerCfg   Peers
+	peerHTTP  *http.Client
+	frontHTTP *http.Client // forwards of Sequences (peers.go)
+	peersMu   sync.Mutex
+	peers     map[string]*peer
 
 	// token guards AdminService (and SequenceService too when
 	// guardSequence is set); empty means no authentication.
@@ -45,6 +46,8 @@ type Server struct {
 	frames     frameConns      // NextStream's framed transport (frames.go)
 
 	ids ids // service-mode flake ids (id.go)
+
+	seqs Sequences // in-process calls of the other front ends (frontends.go)
 }
 
 // Option configures a Server.
@@ -73,7 +76,9 @@ func New(node *cluster.Node, logger *slog.Logger, opts ...Option) *Server {
 	for _, o := range opts {
 		o(s)
 	}
+	s.seqs.s = s
 	s.peerHTTP = s.peerCfg.client()
+	s.frontHTTP = s.peerCfg.frontClient()
 	s.answerHdrs.servedBy = []string{node.ID()}
 	return s
 }
@@ -120,7 +125,14 @@ func (s *Server) Handler(extra ...connect.HandlerOption) http.Handler {
 	reflector := grpcreflect.NewStaticReflector(seqv1connect.SequenceServiceName, seqv1connect.AdminServiceName, seqv1connect.IdServiceName, healthv1connect.HealthName)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
-	return front(mux)
+	// Leaf's HTTP API (leaf.go) answers in its own plain-text format, so it
+	// stands beside front, not behind it (front would read its 404s as the
+	// mux's own); everything else goes through front.
+	top := http.NewServeMux()
+	top.Handle("/api/segment/get/{tag}", getOnly(s.leafSegment))
+	top.Handle("/api/snowflake/get/{key}", getOnly(s.leafSnowflake))
+	top.Handle("/", front(mux))
+	return top
 }
 
 // NewHTTPServer returns an http.Server for h that accepts HTTP/1.1 and h2c.

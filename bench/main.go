@@ -11,6 +11,10 @@
 //	           keys, as pgbench measures it; --pg-per-key: an upsert per key)
 //	etcd       compare-and-swap increment of the key (get, then a txn
 //	           conditioned on the mod revision, retried on conflict)
+//	http-get   GET of a URL (--addr: comma-separated URLs, the callers
+//	           spread over them) through net/http with keep-alive, HTTP/1.1,
+//	           one connection per caller; a 200 answer is one id (Leaf's
+//	           GET /api/segment/get/{tag} on seqd's API port)
 //
 // It lives in its own module so that seqd itself never depends on these
 // client libraries. `seqd-compare table FILE...` turns JSON reports (from
@@ -25,11 +29,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -74,7 +81,7 @@ func main() {
 func run(args []string) error {
 	fs := flag.NewFlagSet("seqd-compare", flag.ContinueOnError)
 	var (
-		target   = fs.String("target", "", "redis, redis-pipe, rueidis, postgres or etcd")
+		target   = fs.String("target", "", "redis, redis-pipe, rueidis, postgres, etcd or http-get")
 		addr     = fs.String("addr", "", "server address(es), comma-separated (postgres: a connection string)")
 		label    = fs.String("label", "", "label for the table (default: the target)")
 		conc     = fs.Int("concurrency", 16, "concurrent callers")
@@ -107,6 +114,8 @@ func run(args []string) error {
 		t, closeFn, err = pgTarget(ctx, *addr, *conc, *perKey)
 	case "etcd":
 		t, closeFn, err = etcdTarget(*addr)
+	case "http-get":
+		t, closeFn, err = httpGetTarget(*addr, *conc)
 	default:
 		return fmt.Errorf("unknown --target %q", *target)
 	}
@@ -210,6 +219,45 @@ func rueidisTarget(addr string) (loadgen.Target, func(), error) {
 		return nil
 	})
 	return t, c.Close, nil
+}
+
+// httpGetTarget GETs the URLs in turn (each call one GET per key of the
+// call, on the next URL) over HTTP/1.1 keep-alive connections.
+func httpGetTarget(urls string, conc int) (loadgen.Target, func(), error) {
+	us := strings.Split(urls, ",")
+	if len(us) == 0 || us[0] == "" {
+		return nil, nil, errors.New("http-get: --addr takes URLs")
+	}
+	var protos http.Protocols
+	protos.SetHTTP1(true)
+	tr := &http.Transport{Protocols: &protos, MaxIdleConnsPerHost: conc, MaxIdleConns: conc * len(us)}
+	c := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	var next atomic.Uint64
+	t := loadgen.TargetFunc(func(ctx context.Context, op *loadgen.Op) error {
+		if op.Kind != loadgen.Next {
+			return errors.New("http-get target: only next")
+		}
+		for range op.Keys {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, us[next.Add(1)%uint64(len(us))], nil)
+			if err != nil {
+				return err
+			}
+			resp, err := c.Do(req)
+			if err != nil {
+				return err
+			}
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				return err
+			}
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("GET %s: %s: %s", req.URL, resp.Status, b)
+			}
+		}
+		return nil
+	})
+	return t, tr.CloseIdleConnections, nil
 }
 
 // pgTarget takes nextval of one sequence, or upserts a counter row per key.

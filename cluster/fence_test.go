@@ -1,9 +1,12 @@
 package cluster_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,7 +26,7 @@ import (
 // lineage has served, and stops for good before it answers; the client
 // never returns a value from S.
 func TestAClientCarriesTheGenerationToTheClusterItReplaced(t *testing.T) {
-	s := testcluster.Start(t, 1, testcluster.Options{})
+	s := testcluster.Start(t, 1, testcluster.Options{Redis: true})
 	s.WaitServingLeader(failoverWait)
 	cl := newClient(t, s.APIAddrs(), client.Options{})
 	advNext(t, cl, "default", 7)
@@ -51,6 +54,18 @@ func TestAClientCarriesTheGenerationToTheClusterItReplaced(t *testing.T) {
 	if connect.CodeOf(err) != connect.CodeUnavailable {
 		t.Fatalf("a fenced server's answer: %v, want unavailable", err)
 	}
+	// Nor over the other front ends: Leaf's HTTP API, the Redis protocol.
+	resp, err := http.Get("http://" + s.Nodes[0].APIAddr + "/api/segment/get/default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("a fenced server's Leaf answer: %d, want 503", resp.StatusCode)
+	}
+	if line := respCommand(t, s.Nodes[0].RedisAddr, "INCR 7"); !strings.HasPrefix(line, "-") {
+		t.Fatalf("a fenced server's INCR answer: %q, want an error", line)
+	}
 	// A malformed generation is refused as bad input.
 	req := connect.NewRequest(&seqv1.NextRequest{Space: "default", Keys: []uint64{7}})
 	req.Header().Set(seqd.HeaderGeneration, "not a generation")
@@ -60,4 +75,24 @@ func TestAClientCarriesTheGenerationToTheClusterItReplaced(t *testing.T) {
 	if !errors.Is(seqd.ErrSuperseded, seqd.ErrNotServing) {
 		t.Fatal("ErrSuperseded must read as not serving (unavailable)")
 	}
+}
+
+// respCommand sends one inline Redis command to addr and returns the first
+// line of its reply.
+func respCommand(t *testing.T, addr, cmd string) string {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := conn.Write([]byte(cmd + "\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(line)
 }

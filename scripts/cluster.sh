@@ -12,8 +12,9 @@ Usage: scripts/cluster.sh [--port N] [--dir D] start [extra seqd serve flags] | 
 
 Options (or environment):
   --port N   base port (SEQD_CLUSTER_PORT, default 7710): node i (1..3) listens on
-             API 127.0.0.1:N+10(i-1), raft that +1, gossip that +2
-             (so by default n1 7710/7711/7712, n2 7720..., n3 7730...)
+             API 127.0.0.1:N+10(i-1), raft that +1, gossip that +2, the Redis
+             protocol that +3 (so by default n1 7710/7711/7712/7713, n2 7720...,
+             n3 7730...; redis-cli -p 7713 INCR 42)
   --dir D    where the binary, the data directories D/ni, the logs D/ni.log and
              the pid files go (SEQD_CLUSTER_DIR, default ./seqd-cluster)
 
@@ -49,6 +50,7 @@ bin=$dir/seqd
 api() { echo "127.0.0.1:$((port + 10 * ($1 - 1)))"; }
 raft() { echo "127.0.0.1:$((port + 10 * ($1 - 1) + 1))"; }
 gossip() { echo "127.0.0.1:$((port + 10 * ($1 - 1) + 2))"; }
+redis() { echo "127.0.0.1:$((port + 10 * ($1 - 1) + 3))"; }
 join=$(gossip 1),$(gossip 2),$(gossip 3)
 addrs=$(api 1),$(api 2),$(api 3)
 
@@ -61,9 +63,10 @@ start() {
     fi
     "$bin" serve --id "n$i" --data-dir "$dir/n$i" \
       --api-addr "$(api "$i")" --raft-addr "$(raft "$i")" --gossip-addr "$(gossip "$i")" \
+      --redis-addr "$(redis "$i")" \
       --join "$join" --bootstrap-expect 3 "$@" >>"$dir/n$i.log" 2>&1 &
     echo $! >"$dir/n$i.pid"
-    echo "started n$i (pid $!, API $(api "$i"), log $dir/n$i.log)"
+    echo "started n$i (pid $!, API $(api "$i"), Redis protocol $(redis "$i"), log $dir/n$i.log)"
   done
   for _ in $(seq 1 100); do
     if "$bin" status --addr "$addrs" --timeout 1s 2>/dev/null | grep -Eq ' leader +true'; then

@@ -19,9 +19,12 @@
 #              others; the median of the rounds is reported (default 3)
 #   CONCS      concurrencies (default "1 16 64 256")
 #   KEYS       distinct keys, uniform (default 1000000)
+#   BENCH_REQUESTS  requests of each redis-benchmark run (default 1000000 below
+#              16 connections, 4000000 from 16)
 #   ONLY       space-separated subset of: redis rueidis redis-bench postgres
 #              etcd baseline seqd seqd-g1 seqd-unary seqd-h2c seqd-batch
-#              seqd-half tail transports seqd-ids memory (default all);
+#              seqd-half tail transports seqd-ids seqd-resp leaf memory (default
+#              all);
 #              "headline" stands for "redis rueidis seqd seqd-g1 tail"
 #              seqd: the cluster on seqd's defaults (3 raft groups on 3
 #              servers; SEQD_GROUPS changes it); seqd-g1: a second cluster
@@ -33,10 +36,14 @@
 #              transports: 64 callers of the Go client with its coalesced
 #              requests as unary calls (the default before NextStream) and on
 #              Connect's HTTP/2 stream, next to the headline's framed stream
+#              seqd-resp: seqd's Redis protocol front end through rueidis
+#              and redis-benchmark (with Redis through both, -r as for
+#              seqd); leaf: Leaf's GET /api/segment/get/{tag} over HTTP/1.1
+#              keep-alive
 #   MAX_LOAD   wait (polling every 30s, at most 20 minutes) until the 1-minute
 #              load average is below this before starting (default 0.5; 0: don't wait)
 #   INSTALL    1 (default): apt-get install the servers if missing
-#   PORT_BASE  first port used (default 19000); ports PORT_BASE..PORT_BASE+82
+#   PORT_BASE  first port used (default 19000); ports PORT_BASE..PORT_BASE+83
 #   SEQD_GROUPS raft groups of the seqd cluster (default: seqd's own, one per
 #              bootstrap server: 3)
 #   PIN        1: run every server on CPU 0 and every load tool on CPU 1
@@ -61,7 +68,7 @@ WARMUP=${WARMUP:-2s}
 RUNS=${RUNS:-3}
 CONCS=${CONCS:-"1 16 64 256"}
 KEYS=${KEYS:-1000000}
-ONLY=${ONLY:-"redis rueidis redis-bench postgres etcd baseline seqd seqd-g1 seqd-unary seqd-h2c seqd-batch seqd-half tail transports seqd-ids memory"}
+ONLY=${ONLY:-"redis rueidis redis-bench postgres etcd baseline seqd seqd-g1 seqd-unary seqd-h2c seqd-batch seqd-half tail transports seqd-ids seqd-resp leaf memory"}
 ONLY=${ONLY//headline/redis rueidis seqd seqd-g1 tail}
 MAX_LOAD=${MAX_LOAD:-0.5}
 INSTALL=${INSTALL:-1}
@@ -151,7 +158,7 @@ g1_addrs=127.0.0.1:${g1_api[0]},127.0.0.1:${g1_api[1]},127.0.0.1:${g1_api[2]}
 etcd_addrs=127.0.0.1:${etcd_c[0]},127.0.0.1:${etcd_c[1]},127.0.0.1:${etcd_c[2]}
 
 redis_pid="" base_pid=""
-if want redis || want rueidis || want redis-bench; then
+if want redis || want rueidis || want redis-bench || want seqd-resp; then
   log "starting redis on :$redis_port (in memory: no RDB, no AOF)"
   mkdir -p "$work/redis"
   "${srv[@]}" redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no --dir "$work/redis" \
@@ -197,7 +204,7 @@ start_seqd() {
   for i in 0 1 2; do
     a=${ports[$i]}
     "${srv[@]}" "$seqd" serve --id "n$((i + 1))" --data-dir "$work/$name$i" --api-addr "127.0.0.1:$a" \
-      --raft-addr "127.0.0.1:$((a + 1))" --gossip-addr "127.0.0.1:$((a + 2))" \
+      --raft-addr "127.0.0.1:$((a + 1))" --gossip-addr "127.0.0.1:$((a + 2))" --redis-addr "127.0.0.1:$((a + 3))" \
       --join "$join" --bootstrap-expect 3 "$@" >"$work/$name$i.log" 2>&1 &
     pids+=($!)
     list+=${list:+,}$!
@@ -205,7 +212,7 @@ start_seqd() {
   done
   printf -v "${name}_pids" '%s' "$list"
 }
-if want seqd || want seqd-unary || want seqd-h2c || want seqd-batch || want seqd-half || want tail || want transports || want seqd-ids || want memory; then
+if want seqd || want seqd-unary || want seqd-h2c || want seqd-batch || want seqd-half || want tail || want transports || want seqd-ids || want seqd-resp || want leaf || want memory; then
   log "starting seqd, 3 nodes (${SEQD_GROUPS:+--groups $SEQD_GROUPS, }defaults otherwise)"
   start_seqd seqd "${seqd_api[@]}" ${SEQD_GROUPS:+--groups "$SEQD_GROUPS"}
 fi
@@ -223,7 +230,7 @@ ready() { # what, command...
   echo "$what did not come up; logs in $work" >&2
   exit 1
 }
-if want redis || want rueidis || want redis-bench; then ready redis redis-cli -p "$redis_port" ping; fi
+if want redis || want rueidis || want redis-bench || want seqd-resp; then ready redis redis-cli -p "$redis_port" ping; fi
 if want postgres; then ready postgres "$pgbin/pg_isready" -h 127.0.0.1 -p "$pg_port"; fi
 if want etcd; then ready etcd etcdctl --endpoints "$etcd_addrs" endpoint health; fi
 if [ ${#seqd_pid[@]} -gt 0 ]; then
@@ -240,6 +247,12 @@ if [ ${#seqd_pid[@]} -gt 0 ]; then
     sleep 0.5
   done
   "$seqd" status --addr "$seqd_addrs" >>"$OUT/machine.txt"
+  # The spaces of the Redis front end's keys: seqd:N (seqd-compare's) and
+  # counter:N (redis-benchmark's).
+  if want seqd-resp; then
+    "$seqd" space create seqd --addr "$seqd_addrs" >/dev/null
+    "$seqd" space create counter --addr "$seqd_addrs" >/dev/null
+  fi
 fi
 # serves ADDRS: wait (up to a minute) until a short load through the Go
 # client succeeds: every group's leader serves.
@@ -294,14 +307,17 @@ cp_() { # name, seqd-compare flags...
   "${load[@]}" "$cmp" "${common[@]}" --label "$name" "$@" >"$OUT/runs/$name.r$r.json" 2>>"$OUT/runs/$name.log"
   cpu_note "$name"
 }
-redis_bench() { # concurrency: redis-benchmark's own pipelined INCR, 16 deep
-  local c=$1 name=redis-benchmark-incr-P16-c$1 l0 rate
+redis_bench() { # concurrency [port name extra...]: redis-benchmark's own pipelined INCR, 16 deep
+  local c=$1 port=${2:-$redis_port} name=${3:-redis-benchmark-incr-P16-c$1} l0 rate
+  shift $(($# < 3 ? $# : 3))
   log "round $r: $name (load $(cut -d' ' -f1 /proc/loadavg))"
   l0=$(cut -d' ' -f1 /proc/loadavg)
-  rate=$("${load[@]}" redis-benchmark -p "$redis_port" -t incr -P 16 -c "$c" -n $((c < 16 ? 1000000 : 4000000)) -q 2>/dev/null |
+  cpu_mark
+  rate=$("${load[@]}" redis-benchmark -p "$port" -t incr -P 16 -c "$c" -n "${BENCH_REQUESTS:-$((c < 16 ? 1000000 : 4000000))}" -q "$@" 2>/dev/null |
     tr '\r' '\n' | grep -Eo 'INCR: [0-9.]+' | tail -1 | awk '{print $2}')
   printf '{"target":"redis-benchmark","label":"%s","median":{"concurrency":%s,"batch":16,"calls_per_s":%s,"ids_per_s":%s,"latency":{}},"load_1m":[%s,%s]}\n' \
     "$name" "$c" "${rate:-0}" "${rate:-0}" "$l0" "$(cut -d' ' -f1 /proc/loadavg)" >"$OUT/runs/$name.r$r.json"
+  cpu_note "$name"
 }
 median_ids() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['median']['ids_per_s'])" "$1"; }
 
@@ -312,6 +328,19 @@ for r in $(seq 1 "$RUNS"); do
     want rueidis && cp_ "redis-incr-rueidis-c$c" --target rueidis --addr "127.0.0.1:$redis_port" --concurrency "$c" \
       --cpu-pids "$redis_pid"
     want redis-bench && redis_bench "$c"
+    if want seqd-resp; then
+      # seqd's Redis front end on n1 (which forwards the keys of groups
+      # it does not lead) and Redis, through the same clients; seqd needs
+      # numeric keys, so redis-benchmark runs with -r on both.
+      cp_ "seqd-resp-incr-rueidis-c$c" --target rueidis --addr "127.0.0.1:$((seqd_api[0] + 3))" --concurrency "$c"
+      cp_ "redis-incr-rueidis-c$c-again" --target rueidis --addr "127.0.0.1:$redis_port" --concurrency "$c"
+      redis_bench "$c" "$((seqd_api[0] + 3))" "seqd-resp-redis-benchmark-incr-P16-r-c$c" -r 1000000
+      redis_bench "$c" "$redis_port" "redis-benchmark-incr-P16-r-c$c" -r 1000000
+    fi
+    # Leaf's HTTP API: GET /api/segment/get/default (key 0 of the default
+    # space), spread over the three servers.
+    want leaf && cp_ "seqd-leaf-get-c$c" --target http-get --concurrency "$c" \
+      --addr "http://127.0.0.1:${seqd_api[0]}/api/segment/get/default,http://127.0.0.1:${seqd_api[1]}/api/segment/get/default,http://127.0.0.1:${seqd_api[2]}/api/segment/get/default"
     want postgres && cp_ "postgres-nextval-c$c" --target postgres --concurrency "$c" \
       --addr "host=127.0.0.1 port=$pg_port user=postgres dbname=postgres sslmode=disable"
     want etcd && cp_ "etcd-cas-c$c" --target etcd --addr "$etcd_addrs" --concurrency "$c" --cpu-pids "$etcd_pids"

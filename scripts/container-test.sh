@@ -71,6 +71,7 @@ for i in 1 2 3; do
   # the API address SEQD_API_ADDR names.
   podman run -d --name "seqd-ci-n$i" --network host -v "seqd-ci-n$i:/data" \
     -e "SEQD_API_ADDR=127.0.0.1:$p" -e "SEQD_RAFT_ADDR=127.0.0.1:$((p + 1))" -e "SEQD_GOSSIP_ADDR=127.0.0.1:$((p + 2))" \
+    -e "SEQD_REDIS_ADDR=127.0.0.1:$((p + 3))" \
     "$image" serve --id "n$i" --join "$join" --bootstrap-expect 3 >/dev/null
 done
 seqd="$tmp/ctx/seqd"
@@ -92,6 +93,11 @@ echo "  the image's HEALTHCHECK (podman healthcheck run): healthy on all three"
 page=$(curl -fsS "http://$(api 1)/ui/")
 grep -q 'app.js' <<<"$page" || { echo "status page: $page"; exit 1; }
 echo "  status page: served"
+# The Redis protocol front end, spoken by hand (no redis-cli needed):
+# INCR of key 42 of the default space goes after the two values above.
+incr=$(printf 'INCR 42\r\n' | timeout 10 bash -c "exec 3<>/dev/tcp/127.0.0.1/$((port + 3)); cat >&3; head -c 4 <&3")
+[ "$incr" = ":3"$'\r\n' ] || { echo "INCR 42 on the Redis port: '$incr', want ':3'"; cleanup_logs; exit 1; }
+echo "  the Redis protocol: INCR 42 = 3"
 
 echo "== SIGTERM: a clean leave"
 # (podman also says it has no systemd to remove the health check's timer.)

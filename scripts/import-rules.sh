@@ -57,6 +57,10 @@ if [ -n "$bad" ]; then echo "import rule broken: $mod/cluster/admit imports more
 # cluster/admit) and never raft, cluster/, group/ or fsm/.
 bad=$(go list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' "$mod/internal/leasemodel" | grep -vE "^$mod(/internal/leasemodel|/lease|/cluster/admit)?$" || true)
 if [ -n "$bad" ]; then echo "import rule broken: $mod/internal/leasemodel imports more than the standard library, the root package, lease/ and cluster/admit:"; echo "$bad" | sed 's/^/  /'; fail=1; fi
+# resp/ speaks the Redis protocol over a Backend it is given (api's
+# in-process calls): it never routes or serves a call itself.
+bad=$(deps "$mod/resp" | grep "^$mod" | grep -vE "^$mod(/resp)?$" || true)
+if [ -n "$bad" ]; then echo "import rule broken: $mod/resp imports more than the root package:"; echo "$bad" | sed 's/^/  /'; fail=1; fi
 
 [ $fail = 0 ] && echo "import rules: ok"
 exit $fail

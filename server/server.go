@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/seqd/seqd/api"
 	"github.com/seqd/seqd/cluster"
 	"github.com/seqd/seqd/metrics"
+	"github.com/seqd/seqd/resp"
 	"github.com/seqd/seqd/ui"
 )
 
@@ -59,6 +61,13 @@ type Config struct {
 	// CORSOrigins lists the browser origins allowed to call the API ("*":
 	// any; none: no CORS).
 	CORSOrigins []string
+
+	// RedisAddr, when set (or RedisListener), serves the Redis protocol
+	// front end (resp/) there: INCR, INCRBY, GET, MGET and what stock
+	// clients send to connect. With TokenSequence its clients must AUTH
+	// with the token.
+	RedisAddr     string
+	RedisListener net.Listener
 
 	// Logger receives every log line (default slog.Default()).
 	Logger *slog.Logger
@@ -114,6 +123,7 @@ type Server struct {
 	metrics *metrics.Metrics
 	http    *http.Server
 	ln      net.Listener
+	redis   *resp.Server // nil without RedisAddr
 	log     *slog.Logger
 	errc    chan error
 }
@@ -161,7 +171,18 @@ func New(cfg Config) (*Server, error) {
 	if ln == nil {
 		var err error
 		if ln, err = net.Listen("tcp", cfg.APIAddr); err != nil {
+			if cfg.RedisListener != nil {
+				cfg.RedisListener.Close()
+			}
 			return nil, fmt.Errorf("API listener: %w", err)
+		}
+	}
+	rln := cfg.RedisListener
+	if rln == nil && cfg.RedisAddr != "" {
+		var err error
+		if rln, err = net.Listen("tcp", cfg.RedisAddr); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("redis listener: %w", err)
 		}
 	}
 	if cc.APIAddr == "" {
@@ -170,6 +191,9 @@ func New(cfg Config) (*Server, error) {
 	node, err := cluster.Start(cc)
 	if err != nil {
 		ln.Close()
+		if rln != nil {
+			rln.Close()
+		}
 		return nil, err
 	}
 	if cc.UnsafeDisableLease {
@@ -198,6 +222,15 @@ func New(cfg Config) (*Server, error) {
 	if cfg.UnsafeTestHooks {
 		log.Warn("--unsafe-test-hooks is set: anyone who reaches the API can cut raft groups off; never use it outside tests")
 		mux.HandleFunc("POST /debug/seqd/cut-group", s.cutGroup)
+	}
+	if rln != nil {
+		token := ""
+		if cfg.TokenSequence {
+			token = cfg.Token
+		}
+		// Serve fails only without a backend, which it has.
+		s.redis, _ = resp.Serve(rln, resp.Config{Backend: s.api.Sequences(), Token: token, Info: s.respInfo, Logger: log})
+		log.Info("Redis protocol front end serving", "addr", rln.Addr().String())
 	}
 	s.http = api.NewHTTPServer(api.CORS(cfg.CORSOrigins, mux))
 	if cfg.TLS != nil {
@@ -235,6 +268,41 @@ func (s *Server) cutGroup(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, "group %d cut %v\n", g, cut)
 }
 
+// respInfo is what the Redis front end's INFO and HELLO report.
+func (s *Server) respInfo() resp.Info {
+	inf := resp.Info{NodeID: s.node.ID(), ClusterID: s.node.ClusterID(), Version: buildVersion(), Groups: s.node.Groups()}
+	for g := range inf.Groups {
+		if s.node.Group(g).IsLeader() {
+			inf.Leads = append(inf.Leads, g)
+		}
+	}
+	return inf
+}
+
+// buildVersion is the VCS revision seqd was built from, or "dev".
+func buildVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, st := range bi.Settings {
+			if st.Key == "vcs.revision" && len(st.Value) >= 12 {
+				return st.Value[:12]
+			}
+		}
+	}
+	return "dev"
+}
+
+// Sequences returns the node's in-process sequence calls (the Redis front
+// end's backend).
+func (s *Server) Sequences() *api.Sequences { return s.api.Sequences() }
+
+// RedisAddr returns the Redis front end's address, or nil without one.
+func (s *Server) RedisAddr() net.Addr {
+	if s.redis == nil {
+		return nil
+	}
+	return s.redis.Addr()
+}
+
 // Node returns the cluster host.
 func (s *Server) Node() *cluster.Node { return s.node }
 
@@ -260,6 +328,9 @@ func (s *Server) Close(ctx context.Context) error {
 	// or finish a forward. An HTTP/2 peer that holds an idle connection
 	// open after the server's GOAWAY would keep Shutdown waiting for a
 	// second (net/http's goAwayTimeout), so the wait is bounded.
+	if s.redis != nil {
+		s.redis.Close()
+	}
 	hctx, hcancel := context.WithTimeout(ctx, apiDrain)
 	herr := s.http.Shutdown(hctx)
 	hcancel()
@@ -281,6 +352,9 @@ const apiDrain = 250 * time.Millisecond
 // leadership handover, no gossip leave.
 func (s *Server) Kill() error {
 	s.http.Close()
+	if s.redis != nil {
+		s.redis.Close()
+	}
 	// The holders stop at once; their workers are not released (as in a
 	// crash: the leader reclaims them once their leases lapse).
 	dead, cancel := context.WithCancel(context.Background())

@@ -47,18 +47,7 @@ func waitBalanced(t *testing.T, c *testcluster.Cluster, timeout time.Duration) t
 }
 
 // keysPerGroup returns one key of the default space owned by each group.
-func keysPerGroup(groups int) []uint64 {
-	keys := make([]uint64, groups)
-	found := 0
-	for sec := uint64(0); found < groups; sec++ {
-		g := seqd.GroupOfKey(seqd.DefaultSpaceName, seqd.DefaultSectionSize, sec*seqd.DefaultSectionSize, groups)
-		if keys[g] == 0 {
-			keys[g] = sec*seqd.DefaultSectionSize + 1
-			found++
-		}
-	}
-	return keys
-}
+func keysPerGroup(groups int) []uint64 { return testcluster.KeyPerGroup(groups) }
 
 // TestGroupsSpreadLeadersAndServeEveryKey: 3 nodes with 6 groups lead 2
 // groups each soon after bootstrap; a call naming keys of every group is

@@ -36,6 +36,7 @@ func serve(args []string) error {
 		id            = fs.String("id", dc.ID, "unique, stable node ID")
 		dataDir       = fs.String("data-dir", dc.DataDir, "directory for the raft log, FSM and snapshots")
 		apiAddr       = fs.String("api-addr", def.APIAddr, "API listen address (Connect, gRPC, gRPC-Web; HTTP/1.1 and h2c)")
+		redisAddr     = fs.String("redis-addr", "", "serve the Redis protocol (INCR, INCRBY, GET, MGET; see docs/redis.md) on this address too, e.g. 127.0.0.1:6379 (off by default; with --token-sequence clients AUTH with the token)")
 		raftAddr      = fs.String("raft-addr", dc.RaftAddr, "raft TCP listen address")
 		gossipAddr    = fs.String("gossip-addr", dc.GossipAddr, "gossip (memberlist) listen address, TCP and UDP")
 		advAPI        = fs.String("advertise-api", "", "API address other nodes and clients use (default --api-addr)")
@@ -168,7 +169,8 @@ func serve(args []string) error {
 		}
 	}
 	cfg := server.Config{
-		APIAddr: *apiAddr,
+		APIAddr:   *apiAddr,
+		RedisAddr: *redisAddr,
 		Cluster: cluster.Config{
 			ID: *id, DataDir: *dataDir,
 			RaftAddr: *raftAddr, RaftAdvertise: *advRaft,
@@ -227,7 +229,7 @@ func runNode(cfg server.Config, logger *slog.Logger, sig <-chan os.Signal, shutd
 		return 0, err
 	}
 	cc := cfg.Cluster
-	logger.Info("seqd serving", "id", cc.ID, "api", srv.Addr().String(), "raft", srv.Node().RaftAddr(),
+	logger.Info("seqd serving", "id", cc.ID, "api", srv.Addr().String(), "redis", cfg.RedisAddr, "raft", srv.Node().RaftAddr(),
 		"gossip", cc.GossipAddr, "data_dir", cc.DataDir, "bootstrap_expect", cc.BootstrapExpect, "join", cc.Join,
 		"groups", srv.Node().Groups())
 	var runErr error

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,7 +39,12 @@ func Binary(t testing.TB) string {
 			return
 		}
 		binPath = filepath.Join(dir, "seqd")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/seqd/seqd/cmd/seqd").CombinedOutput()
+		// Built in this module's root, so that a test of another module
+		// (interop/) builds it with this module's dependencies.
+		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/seqd")
+		_, file, _, _ := runtime.Caller(0)
+		cmd.Dir = filepath.Join(filepath.Dir(file), "..", "..")
+		out, err := cmd.CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}

@@ -60,8 +60,18 @@ func (m *Member) start(expect int) error {
 	}
 	m.RaftAddr = layer.Addr().String()
 	m.APIAddr = apiLn.Addr().String()
+	var redisLn net.Listener
+	if m.c.opts.Redis {
+		if redisLn, err = listenRetry(bind(m.RedisAddr)); err != nil {
+			layer.Close()
+			apiLn.Close()
+			return err
+		}
+		m.RedisAddr = redisLn.Addr().String()
+	}
 	srv, err := server.New(server.Config{
-		APIListener: apiLn,
+		APIListener:   apiLn,
+		RedisListener: redisLn,
 		Cluster: cluster.Config{
 			ID: m.ID, DataDir: m.Dir,
 			StreamLayer: layer, RaftAdvertise: m.RaftAddr,
@@ -76,7 +86,8 @@ func (m *Member) start(expect int) error {
 			Groups: m.groups(), LeaseHandoff: m.c.opts.LeaseHandoff && !m.NoLeaseHandoff,
 		},
 		ClusterSecret: m.c.opts.ClusterSecret,
-		Logger:        m.c.log.With("node", m.ID),
+		Token:         m.c.opts.Token, TokenSequence: m.c.opts.TokenSequence,
+		Logger: m.c.log.With("node", m.ID),
 	})
 	if err != nil {
 		layer.Close()
@@ -101,6 +112,13 @@ func listenRetry(addr string) (net.Listener, error) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return nil, err
+}
+
+// Server returns the member's server; nil while it is stopped.
+func (m *Member) Server() *server.Server {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.srv
 }
 
 // Node returns the running node, or nil when it is stopped.

@@ -22,6 +22,7 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
+	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/cluster"
 	"github.com/seqd/seqd/fsm"
 	"github.com/seqd/seqd/sections"
@@ -50,6 +51,13 @@ type Options struct {
 	Groups int
 	// LeaseHandoff is every node's --lease-handoff.
 	LeaseHandoff bool
+	// Redis serves the Redis protocol front end on every node
+	// (Member.RedisAddr).
+	Redis bool
+	// Token and TokenSequence are every node's --token and
+	// --token-sequence.
+	Token         string
+	TokenSequence bool
 }
 
 // Cluster is a set of in-process nodes.
@@ -69,6 +77,7 @@ type Member struct {
 	RaftAddr   string
 	GossipAddr string
 	APIAddr    string
+	RedisAddr  string // with Options.Redis
 
 	// Lease, when set, overrides the cluster's lease for this member's
 	// next start (a rolling change of --lease). Join, when not nil, is the
@@ -372,4 +381,19 @@ func (c *Cluster) LeadCountsOf(m *Member) int {
 		}
 	}
 	return n
+}
+
+// KeyPerGroup returns, for each of groups raft groups, a key of the default
+// space that the group owns.
+func KeyPerGroup(groups int) []uint64 {
+	keys := make([]uint64, groups)
+	found := 0
+	for sec := uint64(0); found < groups; sec++ {
+		g := seqd.GroupOfKey(seqd.DefaultSpaceName, seqd.DefaultSectionSize, sec*seqd.DefaultSectionSize, groups)
+		if keys[g] == 0 {
+			keys[g] = sec*seqd.DefaultSectionSize + 1
+			found++
+		}
+	}
+	return keys
 }

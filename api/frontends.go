@@ -1,0 +1,353 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/seqd/seqd"
+	"github.com/seqd/seqd/api/gen/seq/v1/seqv1connect"
+)
+
+// Sequences serves Next, Current and Reserve in this process for the front
+// ends that speak other protocols than Connect: the Redis protocol (resp/)
+// and Leaf's HTTP API (leaf.go). Their callers are plain clients (redis-cli,
+// a Leaf client, curl) that know nothing of groups, leaders or retries, so
+// Sequences does for them what the Go client does for its callers:
+//
+//   - Every call takes the one serving path of a Connect call (keysCall in
+//     groups.go): split by raft group, each group's share served here if
+//     this server leads the group, or forwarded once to its leader.
+//   - Concurrent calls of one kind, space and group are coalesced into one
+//     share (group commit): a call finding fewer than frontInFlight shares
+//     of its kind in flight goes at once, the others wait and go together
+//     in the next share as soon as one finishes. The keys of one call for
+//     one group always travel in one share, in the call's order, and the
+//     allocator hands out values key by key in that order, so a call that
+//     names a key twice gets increasing values, and a call that began after
+//     another completed gets larger values for the same key (C2).
+//   - A share that fails unavailable (no leader, a leader still waiting out
+//     its predecessor's lease, a forward that did not reach the leader) is
+//     retried with backoff for up to frontRetryFor: a value is returned at
+//     most once, so a retry can leave a gap, never a repeat (C4).
+//
+// Errors are Connect errors (*connect.Error, from toConnect: the one place
+// that decides codes and hides internal text), one per group, so a front end
+// maps a code to its own protocol's error and the keys of a group that
+// answered keep their values.
+type Sequences struct {
+	s *Server
+
+	mu       sync.Mutex
+	batchers map[frontKey]*frontBatcher
+}
+
+// Front-end coalescing and retries.
+const (
+	frontInFlight   = 2
+	frontRetryFor   = 2 * time.Second
+	frontMinBackoff = 10 * time.Millisecond
+	frontMaxBackoff = 200 * time.Millisecond
+)
+
+type frontKind uint8
+
+const (
+	frontNext frontKind = iota
+	frontCurrent
+)
+
+type frontKey struct {
+	kind  frontKind
+	space string
+	group int
+}
+
+// header is the header of a call through Sequences: the server's own token
+// (the front end checked its client's), which a forward to a group's leader
+// carries.
+func (q *Sequences) header() http.Header {
+	h := http.Header{}
+	if q.s.token != "" {
+		h.Set("Authorization", "Bearer "+q.s.token)
+	}
+	return h
+}
+
+// Sequences returns the server's in-process sequence calls (one per Server).
+func (s *Server) Sequences() *Sequences { return &s.seqs }
+
+// Next takes the next value of each key of space ("" is the default space),
+// in the keys' order. errs is nil when every key has its value; otherwise
+// errs[i] is key i's error, nil for the keys that have a value (the keys of a
+// group whose share failed all carry its error).
+func (q *Sequences) Next(ctx context.Context, space string, keys []uint64) (vals []uint64, errs []error) {
+	return q.keys(ctx, frontNext, space, keys)
+}
+
+// Current returns the current value of each key, as Next returns values.
+func (q *Sequences) Current(ctx context.Context, space string, keys []uint64) (vals []uint64, errs []error) {
+	return q.keys(ctx, frontCurrent, space, keys)
+}
+
+// Reserve takes count consecutive values of key and returns the first.
+func (q *Sequences) Reserve(ctx context.Context, space string, key, count uint64) (uint64, error) {
+	s := q.s
+	err := s.admit(seqv1connect.SequenceServiceReserveProcedure, q.header())
+	var name string
+	if err == nil {
+		name, err = spaceName(space)
+	}
+	if err == nil && (count == 0 || count > seqd.MaxReserveCount) {
+		err = fmt.Errorf("%w: count %d, want 1 to %d", errBadCount, count, seqd.MaxReserveCount)
+	}
+	if err != nil {
+		return 0, s.toConnect(err)
+	}
+	local, remote := s.reserveShare(name, name, count, viaFront)
+	var first uint64
+	err = frontRetry(ctx, func(ctx context.Context) error {
+		vals, _, err := keysCall(s, ctx, q.header(), name, []uint64{key}, local, remote)
+		if err == nil {
+			first = vals[0]
+		}
+		return s.toConnect(err)
+	})
+	return first, err
+}
+
+func (q *Sequences) keys(ctx context.Context, kind frontKind, space string, keys []uint64) ([]uint64, []error) {
+	s := q.s
+	procedure := seqv1connect.SequenceServiceNextProcedure
+	if kind == frontCurrent {
+		procedure = seqv1connect.SequenceServiceCurrentProcedure
+	}
+	err := s.admit(procedure, q.header())
+	var name string
+	if err == nil {
+		name, err = spaceName(space)
+	}
+	if err == nil {
+		err = checkKeys(keys)
+	}
+	var shares []share
+	if err == nil {
+		err = frontRetry(ctx, func(ctx context.Context) error {
+			var err error
+			shares, err = s.splitKeys(ctx, name, keys)
+			return s.toConnect(err)
+		})
+	}
+	if err != nil {
+		return nil, fill(len(keys), s.toConnect(err))
+	}
+	// A group this server leads is served here, from this goroutine: the
+	// allocator orders concurrent calls itself, and a call costs it less
+	// than a hand-off to another goroutine. Every other group's share joins
+	// its batcher; the batches this call dispatched are sent from new
+	// goroutines, the last of them from this one.
+	type wait struct {
+		b   *frontBatch
+		off int
+		sh  share
+	}
+	waits := make([]wait, len(shares))
+	var sends []*frontBatch
+	var senders []*frontBatcher
+	for i, sh := range shares {
+		waits[i].sh = sh
+		if s.node.Group(sh.group).IsLeader() {
+			continue
+		}
+		b := q.batcher(kind, name, sh.group)
+		var send *frontBatch
+		waits[i].b, waits[i].off, send = b.add(sh.keys)
+		if send != nil {
+			sends, senders = append(sends, send), append(senders, b)
+		}
+	}
+	for j := 0; j+1 < len(sends); j++ {
+		go senders[j].send(sends[j], false)
+	}
+	for i := range waits {
+		if waits[i].b == nil {
+			bt := &frontBatch{keys: waits[i].sh.keys, done: make(chan struct{})}
+			bt.vals, bt.err = q.serve(kind, name, waits[i].sh.group, bt.keys)
+			close(bt.done)
+			waits[i].b = bt
+		}
+	}
+	if n := len(sends); n > 0 {
+		senders[n-1].send(sends[n-1], true)
+	}
+	vals := make([]uint64, len(keys))
+	var errs []error
+	for _, w := range waits {
+		select {
+		case <-w.b.done:
+		case <-ctx.Done():
+			return nil, fill(len(keys), s.toConnect(ctx.Err()))
+		}
+		if w.b.err != nil {
+			if errs == nil {
+				errs = make([]error, len(keys))
+			}
+			for _, p := range w.sh.pos {
+				errs[p] = w.b.err
+			}
+			continue
+		}
+		for i, p := range w.sh.pos {
+			vals[p] = w.b.vals[w.off+i]
+		}
+	}
+	return vals, errs
+}
+
+func fill(n int, err error) []error {
+	errs := make([]error, n)
+	for i := range errs {
+		errs[i] = err
+	}
+	return errs
+}
+
+func (q *Sequences) batcher(kind frontKind, space string, group int) *frontBatcher {
+	k := frontKey{kind, space, group}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	b := q.batchers[k]
+	if b == nil {
+		if q.batchers == nil {
+			q.batchers = make(map[frontKey]*frontBatcher)
+		}
+		b = &frontBatcher{q: q, key: k}
+		q.batchers[k] = b
+	}
+	return b
+}
+
+// frontBatcher coalesces the calls of one kind, space and group.
+type frontBatcher struct {
+	q   *Sequences
+	key frontKey
+
+	mu       sync.Mutex
+	inFlight int
+	queue    []*frontBatch // waiting, oldest first; only the last takes more keys
+}
+
+// frontBatch is one share: the keys of its calls, in the order they came.
+type frontBatch struct {
+	keys []uint64
+	done chan struct{} // closed once vals or err is set
+	vals []uint64
+	err  error
+}
+
+// add queues keys, all in one batch, and returns the batch, the offset of
+// the first of them in it, and a batch the caller is to send (a slot was
+// free), or nil.
+func (b *frontBatcher) add(keys []uint64) (*frontBatch, int, *frontBatch) {
+	b.mu.Lock()
+	var bt *frontBatch
+	if n := len(b.queue); n > 0 && len(b.queue[n-1].keys)+len(keys) <= seqd.MaxKeys {
+		bt = b.queue[n-1]
+	} else {
+		bt = &frontBatch{done: make(chan struct{})}
+		b.queue = append(b.queue, bt)
+	}
+	off := len(bt.keys)
+	bt.keys = append(bt.keys, keys...)
+	next := b.nextLocked()
+	b.mu.Unlock()
+	return bt, off, next
+}
+
+// nextLocked takes the oldest queued batch if a slot is free.
+func (b *frontBatcher) nextLocked() *frontBatch {
+	if len(b.queue) == 0 || b.inFlight >= frontInFlight {
+		return nil
+	}
+	bt := b.queue[0]
+	b.queue[0] = nil
+	b.queue = b.queue[1:]
+	b.inFlight++
+	return bt
+}
+
+// send serves bt, then the batches queued meanwhile while a slot is free:
+// itself, or (inline: the caller waits for its own answer) from a new
+// goroutine.
+func (b *frontBatcher) send(bt *frontBatch, inline bool) {
+	for bt != nil {
+		bt.vals, bt.err = b.q.serve(b.key.kind, b.key.space, b.key.group, bt.keys)
+		close(bt.done)
+		b.mu.Lock()
+		b.inFlight--
+		bt = b.nextLocked()
+		b.mu.Unlock()
+		if bt != nil && inline {
+			go b.send(bt, false)
+			return
+		}
+	}
+}
+
+// serve serves one group's keys through the path of every call (onGroup:
+// here, or forwarded once to the group's leader), retrying unavailable
+// errors, and returns a Connect error.
+func (q *Sequences) serve(kind frontKind, space string, group int, keys []uint64) ([]uint64, error) {
+	s := q.s
+	var local shareLocal
+	var remote shareRemote
+	if kind == frontNext {
+		local, remote = s.nextShare(space, space, viaFront)
+	} else {
+		local, remote = s.currentShare(space, space, viaFront)
+	}
+	sh := share{group: group, keys: keys}
+	var vals []uint64
+	err := frontRetry(context.Background(), func(ctx context.Context) error {
+		var err error
+		vals, err = s.shareCall(ctx, space, sh, local, remote)
+		return err
+	})
+	return vals, err
+}
+
+// shareCall serves one group's keys through the path of every call
+// (keysCall's onGroup: here, or forwarded once to the group's leader), and
+// returns a Connect error.
+func (s *Server) shareCall(ctx context.Context, space string, sh share, local shareLocal, remote shareRemote) ([]uint64, error) {
+	vals, _, _, _, err := s.serveShare(ctx, s.seqs.header(), space, sh, local, remote)
+	return vals, s.toConnect(err)
+}
+
+// frontRetry runs call until it returns nil or an error other than
+// unavailable, for up to frontRetryFor (and ctx), with jittered exponential
+// backoff between attempts.
+func frontRetry(ctx context.Context, call func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, frontRetryFor)
+	defer cancel()
+	backoff := frontMinBackoff
+	for {
+		err := call(ctx)
+		if err == nil || connect.CodeOf(err) != connect.CodeUnavailable {
+			return err
+		}
+		t := time.NewTimer(backoff/2 + rand.N(backoff/2))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		backoff = min(2*backoff, frontMaxBackoff)
+	}
+}
