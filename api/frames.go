@@ -91,9 +91,6 @@ func (s *Server) serveFrames(w http.ResponseWriter, r *http.Request) {
 		if connect.CodeOf(err) == connect.CodeUnauthenticated {
 			status = http.StatusUnauthorized
 		}
-		if gen != nil {
-			w.Header()[seqd.HeaderGeneration] = gen
-		}
 		var ce *connect.Error
 		msg := "refused"
 		if errors.As(err, &ce) {

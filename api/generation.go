@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -20,8 +19,13 @@ import (
 // generation a caller names in Seqd-Generation (the newest it met of this
 // server's lineage: a newer one fences this server), refuses the calls that
 // hand out values once this server is fenced (seqd.ErrSuperseded), and puts
-// this server's generation on every answer, so that a client never takes a
-// value from a cluster that a restore replaced.
+// this server's generation on every answer that handed out values (and on
+// the opening of a stream that will), so that a client never takes a value
+// from a cluster that a restore replaced. Only those answers carry it: a
+// client names to servers the newest generation it met, and a server
+// fences itself on it, so the header must mean "this generation served"; a
+// restore made by mistake that never served (refused by admission) answers
+// errors and status calls without it, and fences nothing.
 type generationGuard struct{ s *Server }
 
 // genValue caches the Seqd-Generation value of answers.
@@ -76,32 +80,21 @@ func (g generationGuard) header() []string {
 	return c.value
 }
 
-// mark puts the generation on an answer or an error.
-func (g generationGuard) mark(h http.Header, err error) {
-	v := g.header()
-	if v == nil {
-		return
-	}
-	if h != nil {
+// mark puts the generation on an answer that handed out values.
+func (g generationGuard) mark(h http.Header) {
+	if v := g.header(); v != nil {
 		h[seqd.HeaderGeneration] = v
-	}
-	var ce *connect.Error
-	if errors.As(err, &ce) {
-		ce.Meta()[seqd.HeaderGeneration] = v
 	}
 }
 
 func (g generationGuard) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 		if err := g.s.admit(req.Spec().Procedure, req.Header()); err != nil {
-			g.mark(nil, err)
 			return nil, err
 		}
 		resp, err := next(ctx, req)
-		if resp != nil {
-			g.mark(resp.Header(), err)
-		} else {
-			g.mark(nil, err)
+		if err == nil && resp != nil && servesValues(req.Spec().Procedure) {
+			g.mark(resp.Header())
 		}
 		return resp, err
 	}
@@ -114,13 +107,12 @@ func (g generationGuard) WrapStreamingClient(next connect.StreamingClientFunc) c
 func (g generationGuard) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
 		if err := g.s.admit(conn.Spec().Procedure, conn.RequestHeader()); err != nil {
-			g.mark(nil, err)
 			return err
 		}
-		g.mark(conn.ResponseHeader(), nil)
-		err := next(ctx, conn)
-		g.mark(nil, err)
-		return err
+		if servesValues(conn.Spec().Procedure) {
+			g.mark(conn.ResponseHeader()) // checked by the client on every message
+		}
+		return next(ctx, conn)
 	}
 }
 

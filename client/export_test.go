@@ -38,5 +38,5 @@ func (c *Client) SectionSize(space string) uint64 {
 }
 
 // MeetGeneration has the client meet the generation v (a Seqd-Generation
-// value), as it does in an answer that carries it.
-func (c *Client) MeetGeneration(v string) error { return c.gens.see(v) }
+// value), as it does in an answer that handed out values.
+func (c *Client) MeetGeneration(v string) error { return c.gens.see(v, true) }

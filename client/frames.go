@@ -103,7 +103,7 @@ func (c *Client) upgrade(conn net.Conn, u *url.URL) (*framedCall, error) {
 		return nil, err
 	}
 	gen := resp.Header.Get(seqd.HeaderGeneration)
-	if err := c.gens.see(gen); err != nil {
+	if err := c.gens.see(gen, false); err != nil { // checked; learned once it serves
 		resp.Body.Close()
 		return nil, err
 	}
@@ -151,7 +151,7 @@ func (f *framedCall) Receive() (*seqv1.NextStreamResponse, error) {
 	if err := proto.Unmarshal(buf, resp); err != nil {
 		return nil, err
 	}
-	if err := f.gens.see(f.gen); err != nil {
+	if err := f.gens.see(f.gen, resp.GetCode() == 0); err != nil {
 		return nil, err // the client met a generation that replaced this server's
 	}
 	return resp, nil

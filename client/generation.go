@@ -5,16 +5,23 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 
 	"connectrpc.com/connect"
 
 	"github.com/seqd/seqd"
+	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
+	"github.com/seqd/seqd/api/gen/seq/v1/seqv1connect"
 )
 
 // generations is the interceptor through which a client takes part in
 // fencing (see seqd.Generation): it remembers the newest generation it met
-// in answers, names it on every call (Seqd-Generation: a server of an older
+// in answers that handed out values (a generation that has served: a
+// server fences itself on the generation a client names, so a client never
+// names one it met only in an error, a status answer or a stream's
+// opening, such as a restore made by mistake that never served), names it
+// on every call (Seqd-Generation: a server of an older
 // generation of the lineage learns that a restore replaced its cluster, and
 // stops), and refuses an answer from an older generation, from a sibling
 // restore of the one it met first, or from another lineage, as if the
@@ -39,8 +46,8 @@ func (c *Client) Generation() seqd.Generation {
 }
 
 // see checks the generation an answer carries, and remembers it if it is
-// newer.
-func (g *generations) see(v string) error {
+// newer and served (the answer handed out values).
+func (g *generations) see(v string, served bool) error {
 	if v == "" {
 		return nil // a server of a build before generations
 	}
@@ -52,10 +59,12 @@ func (g *generations) see(v string) error {
 	defer g.mu.Unlock()
 	k := g.known
 	switch {
-	case !k.Known() || gen.Supersedes(k):
-		g.known, g.header = gen, []string{gen.String()}
-		return nil
 	case gen == k:
+		return nil
+	case !k.Known() || gen.Supersedes(k):
+		if served {
+			g.known, g.header = gen, []string{gen.String()}
+		}
 		return nil
 	case gen.Lineage != k.Lineage:
 		err = fmt.Errorf("%w: the server belongs to another cluster (lineage %s; this client's cluster is %s)", errOldGeneration, gen.Lineage, k.Lineage)
@@ -88,8 +97,8 @@ func (g *generations) named() string {
 }
 
 // answered checks an answer's generation (on its headers, or on an
-// error's metadata).
-func (g *generations) answered(h http.Header, err error) error {
+// error's metadata); served tells whether it handed out values.
+func (g *generations) answered(h http.Header, err error, served bool) error {
 	var ce *connect.Error
 	if h == nil && errors.As(err, &ce) {
 		h = ce.Meta()
@@ -97,7 +106,7 @@ func (g *generations) answered(h http.Header, err error) error {
 	if h == nil {
 		return err
 	}
-	if gerr := g.see(h.Get(seqd.HeaderGeneration)); gerr != nil {
+	if gerr := g.see(h.Get(seqd.HeaderGeneration), served && err == nil); gerr != nil {
 		return gerr
 	}
 	return err
@@ -111,7 +120,7 @@ func (g *generations) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 		if resp != nil {
 			h = resp.Header()
 		}
-		if err = g.answered(h, err); err != nil {
+		if err = g.answered(h, err, handsOutValues(req.Spec().Procedure)); err != nil {
 			return nil, err
 		}
 		return resp, nil
@@ -122,7 +131,7 @@ func (g *generations) WrapStreamingClient(next connect.StreamingClientFunc) conn
 	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
 		conn := next(ctx, spec)
 		g.name(conn.RequestHeader())
-		return &checkedStream{StreamingClientConn: conn, g: g}
+		return &checkedStream{StreamingClientConn: conn, g: g, values: handsOutValues(spec.Procedure)}
 	}
 }
 
@@ -135,17 +144,32 @@ func (g *generations) WrapStreamingHandler(next connect.StreamingHandlerFunc) co
 // a newer generation since the stream opened refuses the rest of it.
 type checkedStream struct {
 	connect.StreamingClientConn
-	g   *generations
-	gen *string // the server's generation, read at the first message
+	g      *generations
+	values bool    // the procedure hands out values
+	gen    *string // the server's generation, read at the first message
 }
 
 func (s *checkedStream) Receive(m any) error {
 	if err := s.StreamingClientConn.Receive(m); err != nil {
-		return s.g.answered(nil, err)
+		return s.g.answered(nil, err, false)
 	}
 	if s.gen == nil {
 		v := s.ResponseHeader().Get(seqd.HeaderGeneration)
 		s.gen = &v
 	}
-	return s.g.see(*s.gen)
+	return s.g.see(*s.gen, s.values && servedMessage(m))
+}
+
+// handsOutValues reports whether procedure hands out values
+// (SequenceService, IdService).
+func handsOutValues(procedure string) bool {
+	return strings.HasPrefix(procedure, "/"+seqv1connect.SequenceServiceName+"/") ||
+		strings.HasPrefix(procedure, "/"+seqv1connect.IdServiceName+"/")
+}
+
+// servedMessage reports whether a stream's message handed out values: a
+// NextStream answer without an error code.
+func servedMessage(m any) bool {
+	r, ok := m.(*seqv1.NextStreamResponse)
+	return !ok || r.GetCode() == 0
 }

@@ -322,6 +322,16 @@ func TestRestoreIntoMemberOfGroupsNeverServes(t *testing.T) {
 	if _, err := cl.Next(ctx, seqd.DefaultSpaceName, keys...); err != nil {
 		t.Fatalf("the running cluster: %v", err)
 	}
+	// The restore never served, so its generation fences nothing: not
+	// through gossip, nor through a client that met its errors.
+	for _, m := range c.Nodes {
+		if n := m.Node(); n != nil && m != victim && n.Fenced() {
+			t.Fatalf("%s of the running cluster was fenced by %s", m.ID, n.FencedBy())
+		}
+	}
+	if g := cl.Generation(); g.Number != 0 {
+		t.Fatalf("the client met generation %v, which never served", g)
+	}
 }
 
 // backupOf takes values for keys from c and writes a backup of it to a new

@@ -42,14 +42,18 @@ export class Generations {
   /**
    * Checks an answer's Seqd-Generation value (null or "": a server of a
    * build before generations); returns why it is refused, or undefined.
+   * served tells whether the answer handed out values: only then is a newer
+   * generation remembered (and named to servers, which fence themselves on
+   * it), so a generation met only in an error or a status answer, such as a
+   * restore made by mistake that never served, fences nothing.
    */
-  see(v: string | null): string | undefined {
+  see(v: string | null, served: boolean): string | undefined {
     if (!v) return undefined;
     const g = parseGeneration(v);
     if (!g) return `malformed Seqd-Generation ${JSON.stringify(v)}`;
     const k = this.known;
     if (!k || (g.lineage === k.lineage && g.number > k.number)) {
-      this.known = g;
+      if (served) this.known = g;
       return undefined;
     }
     if (g.lineage !== k.lineage) return `the server belongs to another cluster (lineage ${g.lineage}; this client's cluster is ${k.lineage})`;

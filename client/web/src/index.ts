@@ -269,7 +269,7 @@ export function createSeqdClient(baseUrl: string | string[], options: SeqdClient
     try {
       res = await next(req);
     } catch (err) {
-      const why = generations.see(ConnectError.from(err).metadata.get("Seqd-Generation"));
+      const why = generations.see(ConnectError.from(err).metadata.get("Seqd-Generation"), false);
       if (why) throw new ConnectError(`answer refused: ${why}`, Code.Unavailable);
       const hint = leaderHint(err);
       if (hint) {
@@ -279,7 +279,8 @@ export function createSeqdClient(baseUrl: string | string[], options: SeqdClient
       }
       throw err;
     }
-    const why = generations.see(res.header.get("Seqd-Generation"));
+    const served = req.service.typeName === SequenceService.typeName || req.service.typeName === IdService.typeName;
+    const why = generations.see(res.header.get("Seqd-Generation"), served);
     if (why) throw new ConnectError(`answer refused: ${why}`, Code.Unavailable);
     const v = res.header.get("Seqd-Routing-Version");
     if (v && /^\d+$/.test(v)) {
