@@ -24,8 +24,10 @@
 //   - api/: the Connect handlers (Connect, gRPC and gRPC-Web on one port):
 //     sequence.go, stream.go (NextStream: each message served as a unary
 //     Next) and frames.go (its framed transport on an upgraded HTTP/1.1
-//     connection), admin.go, forward.go (a follower forwards a call to the
-//     leader once), groups.go (a call split by raft group), errors.go (the
+//     connection), keys.go (every per-key call: split by raft group, each
+//     share served by its leader), forward.go (a server forwards a call to
+//     a group's leader once), guard.go (what every call passes first),
+//     admin.go, errors.go (the
 //     one map from errors to Connect codes; internal text is logged, never
 //     sent), front.go and codec.go (what a request meets before a handler:
 //     the body limit, one-line 404 and 415 bodies, strict JSON), headers.go,

@@ -331,7 +331,7 @@ func (s *Server) removeFromGroup(ctx context.Context, hdr http.Header, g int, id
 	if s.node.Group(g).IsLeader() {
 		err = s.node.RemoveServerFrom(ctx, g, id)
 	} else {
-		_, err = s.toGroupLeader(ctx, hdr, g, forwardTimeout, send)
+		_, err = s.forwardOnce(ctx, hdr, g, forwardTimeout, send)
 	}
 	if lid, _ := s.node.GroupLeader(g); errors.Is(err, seqd.ErrNoLeader) || (lid == s.node.ID() && errors.Is(err, seqd.ErrNotLeader)) {
 		for _, m := range s.node.Members() {
@@ -341,13 +341,8 @@ func (s *Server) removeFromGroup(ctx context.Context, hdr http.Header, g int, id
 			if !m.Alive || m.ID == s.node.ID() || m.APIAddr == "" || m.Cluster != s.node.ClusterID() || !s.node.InGroup(0, m.ID) {
 				continue
 			}
-			h := http.Header{}
-			h.Set(seqd.HeaderForwarded, s.node.ID())
-			if a := hdr.Get("Authorization"); a != "" {
-				h.Set("Authorization", a)
-			}
 			actx, cancel := context.WithTimeout(ctx, forwardTimeout)
-			e := send(actx, s.peer(m.APIAddr), h)
+			e := send(actx, s.peer(m.APIAddr), forwardHeader(s.node.ID(), hdr))
 			cancel()
 			if e == nil || connect.CodeOf(e) == connect.CodeNotFound {
 				return nil
@@ -446,7 +441,7 @@ func (s *Server) backupPart(ctx context.Context, hdr http.Header, g int, w io.Wr
 		}
 	default:
 		var werr error // a local write's failure, not the leader's
-		_, err = s.toGroupLeader(ctx, hdr, g, backupForwardTimeout, func(ctx context.Context, p *peer, h http.Header) error {
+		_, err = s.forwardOnce(ctx, hdr, g, backupForwardTimeout, func(ctx context.Context, p *peer, h http.Header) error {
 			req := connect.NewRequest(&seqv1.BackupRequest{Group: proto.Uint32(uint32(g))})
 			maps.Copy(req.Header(), h)
 			stream, err := p.admin.Backup(ctx, req)
@@ -566,10 +561,7 @@ func (s *Server) DrainNode(ctx context.Context, req *connect.Request[seqv1.Drain
 			err = fmt.Errorf("%w: no live server %q in gossip", cluster.ErrUnknownServer, id)
 		default:
 			freq := connect.NewRequest(req.Msg)
-			freq.Header().Set(seqd.HeaderForwarded, s.node.ID())
-			if a := req.Header().Get("Authorization"); a != "" {
-				freq.Header().Set("Authorization", a)
-			}
+			copyHeader(freq.Header(), forwardHeader(s.node.ID(), req.Header()))
 			resp, err = s.peer(addr).admin.DrainNode(ctx, freq)
 			if err != nil && !connect.IsWireError(err) && ctx.Err() == nil {
 				s.log.Warn("forwarding a drain failed", "id", id, "addr", addr, "err", err)

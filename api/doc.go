@@ -12,10 +12,17 @@
 //     service (sequence, admin, health, reflection, peer) on one handler.
 //   - sequence.go, admin.go, health.go: the Connect handlers of
 //     SequenceService, AdminService and grpc.health.v1.Health.
+//   - keys.go: the one path of every per-key call (Next, Current, Reserve,
+//     from any front end): split by raft group, each group's share served
+//     here by its leader or forwarded once (forwardOnce).
 //   - stream.go: SequenceService.NextStream, each message served as a
-//     unary Next (sequence.go) and answered in order (docs/streaming.md);
-//     frames.go: its framed transport (an upgraded HTTP/1.1 connection).
-//   - forward.go: running a call on the leader or forwarding it there.
+//     unary Next would be (keys.go) and answered in order
+//     (docs/streaming.md); frames.go: its framed transport (an upgraded
+//     HTTP/1.1 connection).
+//   - forward.go: forwardOnce, the one way a call reaches a group's leader
+//     from another server, and route, the calls of group 0's leader.
+//   - guard.go, generation.go: admit, what every call passes first (the
+//     token, the generation); the generation on answers.
 //   - peers.go: the internal peer client (forwarding, ClusterStatus fan-out,
 //     the vouching and progress callbacks cluster/ is given) and the
 //     internal PeerService.

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"sync"
@@ -55,15 +54,8 @@ const (
 	frontMaxBackoff = 200 * time.Millisecond
 )
 
-type frontKind uint8
-
-const (
-	frontNext frontKind = iota
-	frontCurrent
-)
-
 type frontKey struct {
-	kind  frontKind
+	kind  keysKind
 	space string
 	group int
 }
@@ -87,12 +79,12 @@ func (s *Server) Sequences() *Sequences { return &s.seqs }
 // errs[i] is key i's error, nil for the keys that have a value (the keys of a
 // group whose share failed all carry its error).
 func (q *Sequences) Next(ctx context.Context, space string, keys []uint64) (vals []uint64, errs []error) {
-	return q.keys(ctx, frontNext, space, keys)
+	return q.keys(ctx, kindNext, space, keys)
 }
 
 // Current returns the current value of each key, as Next returns values.
 func (q *Sequences) Current(ctx context.Context, space string, keys []uint64) (vals []uint64, errs []error) {
-	return q.keys(ctx, frontCurrent, space, keys)
+	return q.keys(ctx, kindCurrent, space, keys)
 }
 
 // Reserve takes count consecutive values of key and returns the first.
@@ -103,28 +95,28 @@ func (q *Sequences) Reserve(ctx context.Context, space string, key, count uint64
 	if err == nil {
 		name, err = spaceName(space)
 	}
-	if err == nil && (count == 0 || count > seqd.MaxReserveCount) {
-		err = fmt.Errorf("%w: count %d, want 1 to %d", errBadCount, count, seqd.MaxReserveCount)
+	if err == nil {
+		err = checkCount(count)
 	}
 	if err != nil {
 		return 0, s.toConnect(err)
 	}
-	local, remote := s.reserveShare(name, name, count, viaFront)
+	c := &keysCall{kind: kindReserve, space: name, asked: name, keys: []uint64{key}, count: uint32(count), hdr: q.header(), via: viaFront}
 	var first uint64
 	err = frontRetry(ctx, func(ctx context.Context) error {
-		vals, _, err := keysCall(s, ctx, q.header(), name, []uint64{key}, local, remote)
+		a, err := s.serveKeys(ctx, c)
 		if err == nil {
-			first = vals[0]
+			first = a.vals[0]
 		}
 		return s.toConnect(err)
 	})
 	return first, err
 }
 
-func (q *Sequences) keys(ctx context.Context, kind frontKind, space string, keys []uint64) ([]uint64, []error) {
+func (q *Sequences) keys(ctx context.Context, kind keysKind, space string, keys []uint64) ([]uint64, []error) {
 	s := q.s
 	procedure := seqv1connect.SequenceServiceNextProcedure
-	if kind == frontCurrent {
+	if kind == kindCurrent {
 		procedure = seqv1connect.SequenceServiceCurrentProcedure
 	}
 	err := s.admit(procedure, q.header())
@@ -217,7 +209,7 @@ func fill(n int, err error) []error {
 	return errs
 }
 
-func (q *Sequences) batcher(kind frontKind, space string, group int) *frontBatcher {
+func (q *Sequences) batcher(kind keysKind, space string, group int) *frontBatcher {
 	k := frontKey{kind, space, group}
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -299,34 +291,19 @@ func (b *frontBatcher) send(bt *frontBatch, inline bool) {
 	}
 }
 
-// serve serves one group's keys through the path of every call (onGroup:
-// here, or forwarded once to the group's leader), retrying unavailable
-// errors, and returns a Connect error.
-func (q *Sequences) serve(kind frontKind, space string, group int, keys []uint64) ([]uint64, error) {
+// serve serves one group's keys through the path of every call
+// (serveShare: here, or forwarded once to the group's leader), retrying
+// unavailable errors, and returns a Connect error.
+func (q *Sequences) serve(kind keysKind, space string, group int, keys []uint64) ([]uint64, error) {
 	s := q.s
-	var local shareLocal
-	var remote shareRemote
-	if kind == frontNext {
-		local, remote = s.nextShare(space, space, viaFront)
-	} else {
-		local, remote = s.currentShare(space, space, viaFront)
-	}
-	sh := share{group: group, keys: keys}
+	c := &keysCall{kind: kind, space: space, asked: space, keys: keys, hdr: q.header(), via: viaFront}
 	var vals []uint64
 	err := frontRetry(context.Background(), func(ctx context.Context) error {
 		var err error
-		vals, err = s.shareCall(ctx, space, sh, local, remote)
-		return err
+		vals, _, _, _, err = s.serveShare(ctx, c, group, keys)
+		return s.toConnect(err)
 	})
 	return vals, err
-}
-
-// shareCall serves one group's keys through the path of every call
-// (keysCall's onGroup: here, or forwarded once to the group's leader), and
-// returns a Connect error.
-func (s *Server) shareCall(ctx context.Context, space string, sh share, local shareLocal, remote shareRemote) ([]uint64, error) {
-	vals, _, _, _, err := s.serveShare(ctx, s.seqs.header(), space, sh, local, remote)
-	return vals, s.toConnect(err)
 }
 
 // frontRetry runs call until it returns nil or an error other than

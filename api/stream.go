@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"maps"
 	"net/http"
 	"strconv"
 
@@ -66,38 +65,44 @@ func streamHeader(h http.Header) http.Header {
 // streamNext serves one NextStream message as a unary Next with the
 // stream's headers (streamHeader), into out: it passes admit, as a unary
 // call does in the interceptor, so a server fenced while the stream is open
-// refuses its next message. Both transports of NextStream (this one and
-// frames.go) serve every message with it.
+// refuses its next message, and then the path of every per-key call
+// (keys.go). Both transports of NextStream (this one and frames.go) serve
+// every message with it.
 func (s *Server) streamNext(ctx context.Context, hdr http.Header, in *seqv1.NextStreamRequest, out *seqv1.NextStreamResponse) {
-	if err := s.admit(seqv1connect.SequenceServiceNextProcedure, hdr); err != nil {
-		streamAnswer(out, nil, err)
+	*out = seqv1.NextStreamResponse{}
+	err := s.admit(seqv1connect.SequenceServiceNextProcedure, hdr)
+	var a keysAnswer
+	if err == nil {
+		a, err = s.keysRequest(ctx, kindNext, hdr, in.GetSpace(), in.GetKeys(), 0)
+	}
+	if err != nil {
+		streamError(out, s.callFailed(seqv1connect.SequenceServiceNextProcedure, err))
 		return
 	}
-	req := connect.NewRequest(&seqv1.NextRequest{Space: in.GetSpace(), Keys: in.GetKeys()})
-	maps.Copy(req.Header(), hdr)
-	resp, err := s.Next(ctx, req)
-	streamAnswer(out, resp, err)
+	out.Values = a.vals
+	// What the headers of a unary answer say (setKeysHeaders), as fields.
+	switch {
+	case a.shares == 1 && !a.served:
+		out.Leader = a.leader
+		out.Group = a.fwd.Get(seqd.HeaderGroup)
+		out.RoutingVersion, _ = strconv.ParseUint(a.fwd.Get(seqd.HeaderRoutingVersion), 10, 64)
+	case a.shares == 1:
+		out.Group = groupValue(a.group, a.term)
+		out.RoutingVersion = s.node.RoutingVersion()
+	default:
+		out.RoutingVersion = s.node.RoutingVersion()
+	}
 }
 
-// streamAnswer fills out with a unary Next's answer: its values and the
-// headers a client learns from, or its error (already mapped by toConnect)
-// and leader hint.
-func streamAnswer(out *seqv1.NextStreamResponse, resp *connect.Response[seqv1.NextResponse], err error) {
-	*out = seqv1.NextStreamResponse{}
-	if err != nil {
-		var ce *connect.Error
-		if !errors.As(err, &ce) {
-			ce = connect.NewError(connect.CodeInternal, errors.New("internal error"))
-		}
-		out.Code = uint32(ce.Code())
-		out.Message = ce.Message()
-		out.Leader = ce.Meta().Get(seqd.HeaderLeader)
-		out.LeaderId = ce.Meta().Get(seqd.HeaderLeaderID)
-		return
+// streamError fills out with an error (mapped by toConnect) and its leader
+// hint.
+func streamError(out *seqv1.NextStreamResponse, err error) {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		ce = connect.NewError(connect.CodeInternal, errors.New("internal error"))
 	}
-	h := resp.Header()
-	out.Values = resp.Msg.GetValues()
-	out.Leader = h.Get(seqd.HeaderLeader)
-	out.Group = h.Get(seqd.HeaderGroup)
-	out.RoutingVersion, _ = strconv.ParseUint(h.Get(seqd.HeaderRoutingVersion), 10, 64)
+	out.Code = uint32(ce.Code())
+	out.Message = ce.Message()
+	out.Leader = ce.Meta().Get(seqd.HeaderLeader)
+	out.LeaderId = ce.Meta().Get(seqd.HeaderLeaderID)
 }

@@ -264,6 +264,24 @@ func (n *Node) Groups() int { return len(n.groups) }
 // Group returns group i (0 <= i < Groups()).
 func (n *Node) Group(i int) *group.Group { return n.groups[i] }
 
+// KeyGroups returns a function that gives the group owning a key of space.
+// With one group, every key is group 0's whatever the space, and nothing is
+// looked up: whether the space exists is for group 0's leader to answer.
+// With several, the space's section size comes as for Locator.
+func (n *Node) KeyGroups(ctx context.Context, space string) (func(key uint64) int, error) {
+	if len(n.groups) == 1 {
+		return func(uint64) int { return 0 }, nil
+	}
+	locate, err := n.Locator(ctx, space)
+	if err != nil {
+		return nil, err
+	}
+	return func(key uint64) int {
+		g, _ := locate(key)
+		return g
+	}, nil
+}
+
 // Locator returns where the keys of space live: a function that gives a
 // key's group and the slot of its section. The space's settings come from
 // this server's copy of group 0, or from group 0's leader when the copy

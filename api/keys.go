@@ -1,0 +1,281 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+
+	"connectrpc.com/connect"
+
+	"github.com/seqd/seqd"
+	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
+)
+
+// The per-key calls (Next, Current, Reserve) take one path, whatever
+// carried them (a unary Connect call, a NextStream message, the Redis
+// protocol or Leaf's API through Sequences): the keys are split by the
+// raft group owning each key's section (cluster.Node.KeyGroups; with one
+// group, one share of every key), and each group's share is served here if
+// this server leads the group, or forwarded once to its leader
+// (forwardOnce). The shares run in parallel, and the call succeeds or fails
+// as a whole: values already taken in groups that answered become gaps,
+// which the contract allows. The group's leader checks ownership against
+// its own state (the allocator's Owns), never against this server's view.
+
+// keysKind is which per-key call.
+type keysKind uint8
+
+const (
+	kindNext keysKind = iota
+	kindCurrent
+	kindReserve
+)
+
+// keysCall is one per-key call as the routing path sees it.
+type keysCall struct {
+	kind  keysKind
+	space string // resolved
+	asked string // as the caller gave it (forwarded as given)
+	keys  []uint64
+	count uint32      // Reserve's
+	hdr   http.Header // the caller's: its token, Seqd-Forwarded
+	via   via         // the client a forwarded share goes with
+}
+
+// keysAnswer is a per-key call's answer: the values in the keys' order, and
+// what its headers say. When the call had one share, either this server
+// served it as group's leader in term (served), or leader (the leader's
+// address) answered it and fwd holds that answer's headers.
+type keysAnswer struct {
+	vals   []uint64
+	shares int
+	served bool
+	group  int
+	term   uint64
+	leader string
+	fwd    http.Header
+}
+
+// groupError is an error of one group's share; toConnect hints that
+// group's leader.
+type groupError struct {
+	group int
+	err   error
+}
+
+func (e *groupError) Error() string { return e.err.Error() }
+func (e *groupError) Unwrap() error { return e.err }
+
+// share is one group's part of a per-key call: the positions of its keys
+// in the call.
+type share struct {
+	group int
+	pos   []int
+	keys  []uint64
+}
+
+// splitKeys groups keys by the group owning them, in first-seen order.
+func (s *Server) splitKeys(ctx context.Context, space string, keys []uint64) ([]share, error) {
+	groupOf, err := s.node.KeyGroups(ctx, space)
+	if err != nil {
+		return nil, err
+	}
+	if g := groupOf(keys[0]); allIn(groupOf, g, keys) {
+		pos := make([]int, len(keys))
+		for i := range pos {
+			pos[i] = i
+		}
+		return []share{{group: g, pos: pos, keys: keys}}, nil
+	}
+	var out []share
+	idx := map[int]int{}
+	for p, k := range keys {
+		g := groupOf(k)
+		i, ok := idx[g]
+		if !ok {
+			i = len(out)
+			idx[g] = i
+			out = append(out, share{group: g})
+		}
+		out[i].pos = append(out[i].pos, p)
+		out[i].keys = append(out[i].keys, k)
+	}
+	return out, nil
+}
+
+// allIn reports whether every key is group g's.
+func allIn(groupOf func(uint64) int, g int, keys []uint64) bool {
+	for _, k := range keys[1:] {
+		if groupOf(k) != g {
+			return false
+		}
+	}
+	return true
+}
+
+// serveKeys serves a per-key call over every group it spans (see above).
+func (s *Server) serveKeys(ctx context.Context, c *keysCall) (keysAnswer, error) {
+	shares, err := s.splitKeys(ctx, c.space, c.keys)
+	if err != nil {
+		return keysAnswer{}, err
+	}
+	a := keysAnswer{shares: len(shares)}
+	if len(shares) == 1 {
+		sh := shares[0]
+		a.vals, a.leader, a.fwd, a.term, err = s.serveShare(ctx, c, sh.group, sh.keys)
+		a.served, a.group = a.leader == "", sh.group
+		return a, err
+	}
+	a.vals = make([]uint64, len(c.keys))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make([]error, len(shares))
+	var wg sync.WaitGroup
+	for i, sh := range shares {
+		wg.Go(func() {
+			got, _, _, _, err := s.serveShare(ctx, c, sh.group, sh.keys)
+			if errs[i] = err; err != nil {
+				cancel() // the call fails as a whole: stop the others
+				return
+			}
+			for j, p := range sh.pos {
+				a.vals[p] = got[j]
+			}
+		})
+	}
+	wg.Wait()
+	if err := firstError(errs); err != nil {
+		return keysAnswer{}, err
+	}
+	return a, nil
+}
+
+// serveShare serves one group's keys of c here if this server leads the
+// group (and returns the term it served in), or forwards them once to the
+// group's leader (and returns its address and answer headers). A group
+// error wraps its error, and an answer of another length than the keys is
+// one.
+func (s *Server) serveShare(ctx context.Context, c *keysCall, group int, keys []uint64,
+) (vals []uint64, leader string, fwd http.Header, term uint64, err error) {
+	if g := s.node.Group(group); g.IsLeader() {
+		// The term read before serving: if leadership changed since, the
+		// answer claims an older term, which a client never prefers.
+		term = g.Raft().CurrentTerm()
+		vals, err = s.localShare(ctx, c, group, keys)
+	} else {
+		leader, err = s.forwardOnce(ctx, c.hdr, group, forwardTimeout, func(ctx context.Context, p *peer, h http.Header) error {
+			var err error
+			vals, fwd, err = s.remoteShare(ctx, c, p, h, keys)
+			return err
+		})
+	}
+	if err == nil && len(vals) != len(keys) {
+		err = fmt.Errorf("group %d answered %d values for %d keys", group, len(vals), len(keys))
+	}
+	if err != nil {
+		return nil, "", nil, 0, &groupError{group: group, err: err}
+	}
+	return vals, leader, fwd, term, nil
+}
+
+// localShare serves keys of c on this server, group's leader.
+func (s *Server) localShare(ctx context.Context, c *keysCall, group int, keys []uint64) ([]uint64, error) {
+	serve := func() ([]uint64, error) {
+		alloc := s.node.Group(group).Allocator()
+		switch c.kind {
+		case kindCurrent:
+			return alloc.Current(ctx, c.space, keys)
+		case kindReserve:
+			first, err := alloc.Reserve(ctx, c.space, keys[0], uint64(c.count))
+			return []uint64{first}, err
+		}
+		return alloc.Next(ctx, c.space, keys)
+	}
+	vals, err := serve()
+	if errors.Is(err, seqd.ErrUnknownSpace) {
+		// This server's copies of the group and of group 0 may lag a
+		// space created a heartbeat ago: ask group 0's leader, copy it
+		// into the group, and try again (an unknown space took no value).
+		if err = s.node.EnsureGroupSpace(ctx, group, c.space); err == nil {
+			vals, err = serve()
+		}
+	}
+	return vals, err
+}
+
+// remoteShare sends keys of c to the leader p with the header h.
+func (s *Server) remoteShare(ctx context.Context, c *keysCall, p *peer, h http.Header, keys []uint64) ([]uint64, http.Header, error) {
+	cl := c.via(p)
+	switch c.kind {
+	case kindCurrent:
+		r := connect.NewRequest(&seqv1.CurrentRequest{Space: c.asked, Keys: keys})
+		copyHeader(r.Header(), h)
+		resp, err := cl.Current(ctx, r)
+		if err != nil {
+			return nil, nil, err
+		}
+		return resp.Msg.GetValues(), resp.Header(), nil
+	case kindReserve:
+		r := connect.NewRequest(&seqv1.ReserveRequest{Space: c.asked, Key: keys[0], Count: c.count})
+		copyHeader(r.Header(), h)
+		resp, err := cl.Reserve(ctx, r)
+		if err != nil {
+			return nil, nil, err
+		}
+		return []uint64{resp.Msg.GetFirst()}, resp.Header(), nil
+	}
+	r := connect.NewRequest(&seqv1.NextRequest{Space: c.asked, Keys: keys})
+	copyHeader(r.Header(), h)
+	resp, err := cl.Next(ctx, r)
+	if err != nil {
+		return nil, nil, err
+	}
+	return resp.Msg.GetValues(), resp.Header(), nil
+}
+
+// setKeysHeaders puts on h what a per-key answer's headers say: the
+// routing headers; with one share served here, the group and term; with
+// one share forwarded, where the leader is, and its group and routing
+// version.
+func (s *Server) setKeysHeaders(h http.Header, a *keysAnswer) {
+	switch {
+	case a.shares == 1 && !a.served:
+		h.Set(seqd.HeaderLeader, a.leader)
+		for _, k := range []string{seqd.HeaderGroup, seqd.HeaderRoutingVersion} {
+			if v := a.fwd.Get(k); v != "" {
+				h.Set(k, v)
+			}
+		}
+	case a.shares == 1:
+		s.setAnswerHeaders(h)
+		h.Set(seqd.HeaderGroup, groupValue(a.group, a.term))
+	default:
+		s.setAnswerHeaders(h)
+	}
+}
+
+// groupValue is HeaderGroup's value: "<group> <term>".
+func groupValue(g int, term uint64) string {
+	return strconv.Itoa(g) + " " + strconv.FormatUint(term, 10)
+}
+
+// firstError returns the first error that is not a cancellation caused by
+// another share's failure, else the first error.
+func firstError(errs []error) error {
+	var first error
+	for _, e := range errs {
+		if e == nil {
+			continue
+		}
+		if first == nil {
+			first = e
+		}
+		if !errors.Is(e, context.Canceled) {
+			return e
+		}
+	}
+	return first
+}
