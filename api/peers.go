@@ -88,6 +88,7 @@ type peer struct {
 	seq   seqv1connect.SequenceServiceClient
 	admin seqv1connect.AdminServiceClient
 	id    seqv1connect.IdServiceClient
+	peer  peerv1connect.PeerServiceClient
 }
 
 func (s *Server) peer(addr string) *peer {
@@ -100,6 +101,7 @@ func (s *Server) peer(addr string) *peer {
 			seq:   seqv1connect.NewSequenceServiceClient(s.peerHTTP, base),
 			admin: seqv1connect.NewAdminServiceClient(s.peerHTTP, base, s.peerCfg.options()...),
 			id:    seqv1connect.NewIdServiceClient(s.peerHTTP, base, s.peerCfg.options()...),
+			peer:  peerv1connect.NewPeerServiceClient(s.peerHTTP, base, s.peerCfg.options()...),
 		}
 		s.peers[addr] = p
 	}

@@ -43,6 +43,14 @@ type Meta struct {
 	// Drained is true while the server is drained (see Node.Drain): it is
 	// nobody's preferred leader.
 	Drained bool `json:"d,omitempty"`
+	// Kinds is the set of ignorable command kinds the server applies (see
+	// fsm.KindsApplied; absent, so 0, for builds before it, which apply
+	// fsm.KindsAppliedBefore).
+	Kinds uint64 `json:"k,omitempty"`
+	// FlakeClusters lists the cluster values of the flake namespaces of the
+	// server's cluster that have a cluster field, as its state has them
+	// (see Node.ClusterValueInUse).
+	FlakeClusters []uint64 `json:"fc,omitempty"`
 }
 
 // groups is how many raft groups a member runs.
@@ -147,6 +155,7 @@ func (g *gossip) NodeMeta(limit int) []byte {
 		m.Groups = len(g.n.groups)
 	}
 	m.Drained = g.n.drained.Load()
+	m.Kinds, m.FlakeClusters = fsm.KindsApplied(), g.n.flakeClusterValues()
 	if g.n.transport != nil {
 		m.RaftAddr = string(g.n.transport.LocalAddr())
 	}

@@ -147,6 +147,18 @@ func (n *Node) EnsureGroupSpace(ctx context.Context, i int, name string) error {
 	if _, ok := g.FSM().Space(name); ok {
 		return nil
 	}
+	if _, deleted := g.FSM().Deleted(name); deleted && i > 0 {
+		// The group's record says deleted; group 0 may have created it
+		// again since, which this server's copy of group 0 may or may not
+		// show yet: follow group 0's serving leader.
+		if err := n.FollowSpace(ctx, i, name); err != nil {
+			return err
+		}
+		if _, ok := g.FSM().Space(name); !ok {
+			return fmt.Errorf("%w %q", seqd.ErrUnknownSpace, name)
+		}
+		return nil
+	}
 	if _, ok := n.fsm.Space(name); ok {
 		return nil // the group copies it at its first raise
 	}

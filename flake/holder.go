@@ -57,9 +57,19 @@ type HolderConfig struct {
 	Workers int
 	// Lead bounds how far ids may run ahead of the reference time by
 	// borrowing (default 1 s, at least one unit).
-	Lead   time.Duration
+	Lead time.Duration
+	// Layout, when set (UnitMs > 0), is the namespace's layout as the
+	// holder's owner read it: a grant that carries another layout (from a
+	// leader of a build that predates some of its fields) is refused
+	// with ErrLayoutMismatch, rather than issuing ids of another shape.
+	Layout Layout
 	Logger *slog.Logger
 }
+
+// ErrLayoutMismatch means a grant carried another layout than the
+// namespace's (HolderConfig.Layout): the leader runs a build that does not
+// know some of the layout's fields. The acquisition may be retried.
+var ErrLayoutMismatch = fmt.Errorf("%w: the leader's layout of the namespace differs from this holder's (a leader of an older build?)", seqd.ErrNotServing)
 
 // Holder issues flake ids of one namespace locally from workers granted to
 // it through a Granter: a seqd node in service mode, or an embedded
@@ -161,6 +171,10 @@ func NewHolder(cfg HolderConfig) *Holder {
 
 // ID is the holder's incarnation id.
 func (h *Holder) ID() string { return h.id }
+
+// Layout is the layout the holder was configured with (HolderConfig.Layout;
+// zero if none).
+func (h *Holder) Layout() Layout { return h.cfg.Layout }
 
 // Next returns n ids, strictly increasing, from one of the holder's
 // workers. It waits, up to ctx's deadline, for a grant, for a range
@@ -386,6 +400,13 @@ func (h *Holder) acquireAsync(ch chan struct{}) {
 	defer func() { h.acquire = nil; close(ch) }()
 	h.acqErr = err
 	if err != nil {
+		return
+	}
+	if h.cfg.Layout.UnitMs > 0 && g.Layout != h.cfg.Layout {
+		h.acqErr = ErrLayoutMismatch
+		rctx, rcancel := context.WithTimeout(context.Background(), time.Second)
+		defer rcancel()
+		_ = h.cfg.Granter.Release(rctx, g, h.id)
 		return
 	}
 	gen, err := NewGenerator(g.Layout, g.Worker, g.Lo, g.Hi, leadUnits(g.Layout, h.cfg.Lead))

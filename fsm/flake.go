@@ -361,7 +361,14 @@ func (t *flakeTxn) apply(op FlakeOp) FlakeResult {
 	if !ok {
 		n, ok = t.base[op.Namespace]
 	}
-	if !ok || n.deleted {
+	switch {
+	case !ok:
+		return FlakeResult{Err: fmt.Errorf("%w: %q", seqd.ErrUnknownNamespace, op.Namespace)}
+	case n.deleted && (op.Type == OpRenew || op.Type == OpRelease):
+		// Its holders were fenced by the delete: they stop and acquire
+		// anew, which finds no namespace.
+		return FlakeResult{Err: fmt.Errorf("%w: namespace %q was deleted", seqd.ErrFenced, op.Namespace)}
+	case n.deleted:
 		return FlakeResult{Err: fmt.Errorf("%w: %q", seqd.ErrUnknownNamespace, op.Namespace)}
 	}
 	switch op.Type {

@@ -82,3 +82,12 @@ func describeLayout(l flake.Layout) string {
 	}
 	return s
 }
+
+// NamespaceDeleted reports whether the namespace was deleted (and not
+// created again since).
+func (f *FSM) NamespaceDeleted(name string) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	n, ok := f.flake.spaces[name]
+	return ok && n.deleted
+}

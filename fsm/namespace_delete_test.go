@@ -53,9 +53,18 @@ func TestDeleteNamespace(t *testing.T) {
 	if ns := f.Namespaces(); len(ns) != 1 || ns[0].Name != "other" {
 		t.Fatalf("Namespaces() = %+v", ns)
 	}
-	for _, op := range []FlakeOp{acquire("orders", "h2"), renew(g, "h1"), {Type: OpRelease, Namespace: "orders", Worker: g.Worker, Token: g.Token, Holder: "h1"}, {Type: OpReclaim, Namespace: "orders"}} {
-		if r := a.flake(t0+20, op); !errors.Is(r[0].Err, seqd.ErrUnknownNamespace) {
-			t.Fatalf("op %d on a deleted namespace: %v, want ErrUnknownNamespace", op.Type, r[0].Err)
+	for _, c := range []struct {
+		op   FlakeOp
+		want error
+	}{
+		{acquire("orders", "h2"), seqd.ErrUnknownNamespace},
+		{FlakeOp{Type: OpReclaim, Namespace: "orders"}, seqd.ErrUnknownNamespace},
+		// Its holders are fenced: they stop, and acquire anew.
+		{renew(g, "h1"), seqd.ErrFenced},
+		{FlakeOp{Type: OpRelease, Namespace: "orders", Worker: g.Worker, Token: g.Token, Holder: "h1"}, seqd.ErrFenced},
+	} {
+		if r := a.flake(t0+20, c.op); !errors.Is(r[0].Err, c.want) {
+			t.Fatalf("op %d on a deleted namespace: %v, want %v", c.op.Type, r[0].Err, c.want)
 		}
 	}
 	son, _ := flake.Preset("sonyflake")

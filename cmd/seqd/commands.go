@@ -170,9 +170,13 @@ func cmdReserve(args []string) error {
 
 func cmdSpace(args []string) error {
 	if len(args) == 0 {
-		return cli.Usagef("space needs a subcommand: create or list")
+		return cli.Usagef("space needs a subcommand: create, update, delete or list")
 	}
 	switch args[0] {
+	case "update":
+		return cmdSpaceUpdate(args[1:])
+	case "delete":
+		return cmdSpaceDelete(args[1:])
 	case "create":
 		fs := cli.NewFlagSet("space create", "seqd space create NAME [--step N] [--section-size N]",
 			"Creates a space. Creating an existing space with the same settings succeeds.")
@@ -230,7 +234,7 @@ func cmdSpace(args []string) error {
 		}
 		return tw.Flush()
 	default:
-		return cli.Usagef("unknown space subcommand %q (want create or list)", args[0])
+		return cli.Usagef("unknown space subcommand %q (want create, update, delete or list)", args[0])
 	}
 }
 

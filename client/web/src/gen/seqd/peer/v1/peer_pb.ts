@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file seqd/peer/v1/peer.proto.
  */
 export const file_seqd_peer_v1_peer: GenFile = /*@__PURE__*/
-  fileDesc("ChdzZXFkL3BlZXIvdjEvcGVlci5wcm90bxIMc2VxZC5wZWVyLnYxIhwKDFNwYWNlUmVxdWVzdBIMCgRuYW1lGAEgASgJIkIKDVNwYWNlUmVzcG9uc2USDQoFZm91bmQYASABKAgSDAoEc3RlcBgCIAEoBBIUCgxzZWN0aW9uX3NpemUYAyABKAQiDgoMQ2xvY2tSZXF1ZXN0IiAKDUNsb2NrUmVzcG9uc2USDwoHdW5peF9tcxgBIAEoAyJkCgxWb3VjaFJlcXVlc3QSCgoCaWQYASABKAkSEgoKY2x1c3Rlcl9pZBgCIAEoCRIRCgloYXNfc3RhdGUYAyABKAgSEgoKbGFzdF9pbmRleBgEIAEoBBINCgVncm91cBgFIAEoDSLEAgoNVm91Y2hSZXNwb25zZRISCgpjbHVzdGVyX2lkGAEgASgJEhUKDWF1dGhvcml0YXRpdmUYAiABKAgSDwoHbm9kZV9pZBgDIAEoCRIRCglsZWFkZXJfaWQYBCABKAkSFwoPbGVhZGVyX2FwaV9hZGRyGAUgASgJEhgKEGluX2NvbmZpZ3VyYXRpb24YBiABKAgSDQoFdm90ZXIYByABKAgSFwoPc2Vlbl93aXRoX3N0YXRlGAggASgIEhYKDnJlY29yZGVkX2luZGV4GAkgASgEEhUKDXJlY29yZGVkX3Rlcm0YCiABKAQSEgoKbGFzdF9pbmRleBgLIAEoBBIQCghwcm90b2NvbBgMIAEoBBIOCgZ2b3RlcnMYDSADKAkSDQoFZ3JvdXAYDiABKA0SFQoNcmVzdG9yZWRfZnJvbRgPIAEoCTLfAQoLUGVlclNlcnZpY2USQgoFVm91Y2gSGi5zZXFkLnBlZXIudjEuVm91Y2hSZXF1ZXN0Ghsuc2VxZC5wZWVyLnYxLlZvdWNoUmVzcG9uc2UiABJFCgVDbG9jaxIaLnNlcWQucGVlci52MS5DbG9ja1JlcXVlc3QaGy5zZXFkLnBlZXIudjEuQ2xvY2tSZXNwb25zZSIDkAIBEkUKBVNwYWNlEhouc2VxZC5wZWVyLnYxLlNwYWNlUmVxdWVzdBobLnNlcWQucGVlci52MS5TcGFjZVJlc3BvbnNlIgOQAgFCMlowZ2l0aHViLmNvbS9zZXFkL3NlcWQvYXBpL2dlbi9zZXFkL3BlZXIvdjE7cGVlcnYxYgZwcm90bzM");
+  fileDesc("ChdzZXFkL3BlZXIvdjEvcGVlci5wcm90bxIMc2VxZC5wZWVyLnYxIhwKDFNwYWNlUmVxdWVzdBIMCgRuYW1lGAEgASgJIkIKDVNwYWNlUmVzcG9uc2USDQoFZm91bmQYASABKAgSDAoEc3RlcBgCIAEoBBIUCgxzZWN0aW9uX3NpemUYAyABKAQiDgoMQ2xvY2tSZXF1ZXN0IiAKDUNsb2NrUmVzcG9uc2USDwoHdW5peF9tcxgBIAEoAyJkCgxWb3VjaFJlcXVlc3QSCgoCaWQYASABKAkSEgoKY2x1c3Rlcl9pZBgCIAEoCRIRCgloYXNfc3RhdGUYAyABKAgSEgoKbGFzdF9pbmRleBgEIAEoBBINCgVncm91cBgFIAEoDSLEAgoNVm91Y2hSZXNwb25zZRISCgpjbHVzdGVyX2lkGAEgASgJEhUKDWF1dGhvcml0YXRpdmUYAiABKAgSDwoHbm9kZV9pZBgDIAEoCRIRCglsZWFkZXJfaWQYBCABKAkSFwoPbGVhZGVyX2FwaV9hZGRyGAUgASgJEhgKEGluX2NvbmZpZ3VyYXRpb24YBiABKAgSDQoFdm90ZXIYByABKAgSFwoPc2Vlbl93aXRoX3N0YXRlGAggASgIEhYKDnJlY29yZGVkX2luZGV4GAkgASgEEhUKDXJlY29yZGVkX3Rlcm0YCiABKAQSEgoKbGFzdF9pbmRleBgLIAEoBBIQCghwcm90b2NvbBgMIAEoBBIOCgZ2b3RlcnMYDSADKAkSDQoFZ3JvdXAYDiABKA0SFQoNcmVzdG9yZWRfZnJvbRgPIAEoCSIxChJGb2xsb3dTcGFjZVJlcXVlc3QSDAoEbmFtZRgBIAEoCRINCgVncm91cBgCIAEoDSIVChNGb2xsb3dTcGFjZVJlc3BvbnNlMrUCCgtQZWVyU2VydmljZRJCCgVWb3VjaBIaLnNlcWQucGVlci52MS5Wb3VjaFJlcXVlc3QaGy5zZXFkLnBlZXIudjEuVm91Y2hSZXNwb25zZSIAEkUKBUNsb2NrEhouc2VxZC5wZWVyLnYxLkNsb2NrUmVxdWVzdBobLnNlcWQucGVlci52MS5DbG9ja1Jlc3BvbnNlIgOQAgESRQoFU3BhY2USGi5zZXFkLnBlZXIudjEuU3BhY2VSZXF1ZXN0Ghsuc2VxZC5wZWVyLnYxLlNwYWNlUmVzcG9uc2UiA5ACARJUCgtGb2xsb3dTcGFjZRIgLnNlcWQucGVlci52MS5Gb2xsb3dTcGFjZVJlcXVlc3QaIS5zZXFkLnBlZXIudjEuRm9sbG93U3BhY2VSZXNwb25zZSIAQjJaMGdpdGh1Yi5jb20vc2VxZC9zZXFkL2FwaS9nZW4vc2VxZC9wZWVyL3YxO3BlZXJ2MWIGcHJvdG8z");
 
 /**
  * @generated from message seqd.peer.v1.SpaceRequest
@@ -265,6 +265,41 @@ export const VouchResponseSchema: GenMessage<VouchResponse> = /*@__PURE__*/
   messageDesc(file_seqd_peer_v1_peer, 5);
 
 /**
+ * @generated from message seqd.peer.v1.FollowSpaceRequest
+ */
+export type FollowSpaceRequest = Message<"seqd.peer.v1.FollowSpaceRequest"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * @generated from field: uint32 group = 2;
+   */
+  group: number;
+};
+
+/**
+ * Describes the message seqd.peer.v1.FollowSpaceRequest.
+ * Use `create(FollowSpaceRequestSchema)` to create a new message.
+ */
+export const FollowSpaceRequestSchema: GenMessage<FollowSpaceRequest> = /*@__PURE__*/
+  messageDesc(file_seqd_peer_v1_peer, 6);
+
+/**
+ * @generated from message seqd.peer.v1.FollowSpaceResponse
+ */
+export type FollowSpaceResponse = Message<"seqd.peer.v1.FollowSpaceResponse"> & {
+};
+
+/**
+ * Describes the message seqd.peer.v1.FollowSpaceResponse.
+ * Use `create(FollowSpaceResponseSchema)` to create a new message.
+ */
+export const FollowSpaceResponseSchema: GenMessage<FollowSpaceResponse> = /*@__PURE__*/
+  messageDesc(file_seqd_peer_v1_peer, 7);
+
+/**
  * PeerService is served by every seqd server, on its API port, for the
  * other servers of its cluster.
  *
@@ -311,6 +346,21 @@ export const PeerService: GenService<{
     methodKind: "unary";
     input: typeof SpaceRequestSchema;
     output: typeof SpaceResponseSchema;
+  },
+  /**
+   * FollowSpace makes the leader of raft group `group` (not group 0)
+   * follow group 0's record of a space: created again, a new step,
+   * deleted. It asks group 0's serving leader, never its own copy of group
+   * 0. Any other server answers unavailable, naming the leader it knows.
+   * The server that changed the space in group 0 asks every group's
+   * leader; servers of builds before it answer unimplemented.
+   *
+   * @generated from rpc seqd.peer.v1.PeerService.FollowSpace
+   */
+  followSpace: {
+    methodKind: "unary";
+    input: typeof FollowSpaceRequestSchema;
+    output: typeof FollowSpaceResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_seqd_peer_v1_peer, 0);
