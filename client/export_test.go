@@ -1,5 +1,7 @@
 package client
 
+import "time"
+
 // Test hooks (compiled into the package's tests only).
 
 // ForwardedAnswers returns how many SequenceService answers came forwarded
@@ -35,4 +37,13 @@ func (c *Client) SectionSize(space string) uint64 {
 		return size
 	}
 	return 0
+}
+
+// SetSegmentClock makes a segment read time from clock (its sizing rule
+// and its rate), for tests of the sizing rule.
+func SetSegmentClock(s *Segment, clock func() time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.clock = clock
+	s.rate.reset(clock(), s.issued.Load())
 }
