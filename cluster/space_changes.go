@@ -40,15 +40,20 @@ func (m Member) kindsApplied() uint64 {
 // KindsApplied implements group.Host: every server of conf other than this
 // one is alive in gossip and applies every kind of the bit set kinds.
 func (n *Node) KindsApplied(conf raft.Configuration, kinds uint64) error {
+	member := func(string) (Member, bool) { return Member{}, false }
+	if n.gossip != nil {
+		member = n.gossip.member
+	}
+	return kindsApplied(conf, n.cfg.ID, member, kinds)
+}
+
+// kindsApplied decides KindsApplied from the configuration and gossip.
+func kindsApplied(conf raft.Configuration, self string, member func(id string) (Member, bool), kinds uint64) error {
 	for _, s := range conf.Servers {
-		if string(s.ID) == n.cfg.ID {
+		if string(s.ID) == self {
 			continue
 		}
-		var m Member
-		ok := false
-		if n.gossip != nil {
-			m, ok = n.gossip.member(string(s.ID))
-		}
+		m, ok := member(string(s.ID))
 		switch {
 		case !ok || !m.Alive:
 			return fmt.Errorf("server %s is not alive in gossip (it might run a build that skips the change)", s.ID)
@@ -168,8 +173,12 @@ func (n *Node) ClusterValueInUse(v uint64) error {
 	if n.gossip == nil {
 		return nil
 	}
-	own := n.fsm.ClusterID()
-	for _, m := range n.Members() {
+	return clusterValueInUse(n.Members(), n.fsm.ClusterID(), v)
+}
+
+// clusterValueInUse decides ClusterValueInUse from the members seen.
+func clusterValueInUse(members []Member, own string, v uint64) error {
+	for _, m := range members {
 		if m.Alive && m.Cluster != "" && m.Cluster != own && slices.Contains(m.FlakeClusters, v) {
 			return fmt.Errorf("%w: server %s of cluster %s issues flake ids with cluster value %d", ErrClusterValueInUse, m.ID, m.Cluster, v)
 		}
