@@ -13,17 +13,19 @@ import (
 //
 // Group 0 decides spaces. A server splits a call by group, and a group's
 // leader serves its share, from the settings of the space in its own copy
-// of group 0 (or the group's own copy, made by the group's first raise of
-// the space): whatever a copy holds is final, since a space's settings
-// never change once committed. But a copy may lag: a space created a
-// heartbeat ago through group 0's leader may be missing here. So a server
-// that does not find a space asks group 0's serving leader (PeerSpace)
-// before it answers not_found: CreateSpace returns only once group 0's
-// leader has applied the space, and a later leader has applied it before
-// it serves, so a call that starts after CreateSpace returned finds the
-// space, whichever server it reaches. A group's leader that learns a space
-// this way copies it into its group (a raft entry of the group) before it
-// serves it, so that it never depends on the lookup again.
+// of group 0 (or the group's own record, made by the group's first raise of
+// the space). A space's section size never changes, so routing never goes
+// wrong; its step may change and it may be deleted (space_changes.go), and
+// each group keeps its own record of those, which its leader makes follow
+// group 0's (group's spaces.go). A copy may also lag a create: a space
+// created a heartbeat ago through group 0's leader may be missing here. So
+// a server that does not find a space asks group 0's serving leader
+// (PeerSpace) before it answers not_found: CreateSpace returns only once
+// group 0's leader has applied the space, and a later leader has applied it
+// before it serves, so a call that starts after CreateSpace returned finds
+// the space, whichever server it reaches. A group's leader that learns a
+// space this way copies it into its group (a raft entry of the group)
+// before it serves it, so that it never depends on the lookup again.
 //
 // Concurrent lookups of one space share one question. A server that leads
 // group 0 and serves answers from its own state; so does a cluster of one
