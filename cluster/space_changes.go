@@ -85,26 +85,14 @@ func (n *Node) SpaceDeleted(name string) bool {
 
 // askSpace answers a space's settings as group 0's serving leader has
 // them: this server's own state when it is that leader, else the leader's
-// answer (PeerSpace). found is false for no such space or a deleted one.
+// answer (askLeader, shared among concurrent callers). found is false for
+// no such space or a deleted one.
 func (n *Node) askSpace(ctx context.Context, name string) (seqd.Space, bool, error) {
 	if n.servesAuthority() {
 		sp, ok := n.fsm.Space(name)
 		return sp, ok, nil
 	}
-	id, addr := n.GroupLeader(0)
-	if id == "" || addr == "" || id == n.cfg.ID || n.cfg.PeerSpace == nil {
-		return seqd.Space{}, false, fmt.Errorf("%w: group 0's serving leader is not known", seqd.ErrNoLeader)
-	}
-	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
-	defer cancel()
-	sp, found, err := n.cfg.PeerSpace(ctx, addr, name)
-	if err != nil {
-		return seqd.Space{}, false, fmt.Errorf("%w: group 0's leader %s did not answer about space %q: %v", seqd.ErrNotLeader, id, name, err)
-	}
-	if found && (sp.Name != name || seqd.ValidateSpace(sp) != nil) {
-		return seqd.Space{}, false, fmt.Errorf("%w: space %q: malformed answer from group 0's leader", seqd.ErrNotLeader, name)
-	}
-	return sp, found, nil
+	return n.askLeader(ctx, name)
 }
 
 // FollowSpace makes group g, which this server leads, hold what group 0's

@@ -64,6 +64,20 @@ func (n *Node) LookupSpace(ctx context.Context, name string) (seqd.Space, error)
 	if len(n.groups) == 1 || n.cfg.PeerSpace == nil || n.servesAuthority() {
 		return seqd.Space{}, unknown
 	}
+	sp, found, err := n.askLeader(ctx, name)
+	switch {
+	case err != nil:
+		return seqd.Space{}, err
+	case !found:
+		return seqd.Space{}, unknown
+	}
+	return sp, nil
+}
+
+// askLeader asks group 0's leader about a space (PeerSpace), sharing one
+// question among concurrent callers: found false for no such space, or a
+// deleted one.
+func (n *Node) askLeader(ctx context.Context, name string) (seqd.Space, bool, error) {
 	n.spaceLookups.mu.Lock()
 	if n.spaceLookups.pending == nil {
 		n.spaceLookups.pending = map[string]*lookup{}
@@ -78,15 +92,9 @@ func (n *Node) LookupSpace(ctx context.Context, name string) (seqd.Space, error)
 	select {
 	case <-l.done:
 	case <-ctx.Done():
-		return seqd.Space{}, ctx.Err()
+		return seqd.Space{}, false, ctx.Err()
 	}
-	switch {
-	case l.err != nil:
-		return seqd.Space{}, l.err
-	case !l.found:
-		return seqd.Space{}, unknown
-	}
-	return l.sp, nil
+	return l.sp, l.found, l.err
 }
 
 // lookupTimeout bounds one question to group 0's leader.
@@ -102,7 +110,7 @@ func (n *Node) lookupRemote(name string, l *lookup) {
 		close(l.done)
 	}()
 	id, addr := n.GroupLeader(0)
-	if id == "" || addr == "" {
+	if id == "" || addr == "" || n.cfg.PeerSpace == nil {
 		l.err = fmt.Errorf("%w: space %q is not in this server's copy of group 0, and group 0's leader is unknown", seqd.ErrNoLeader, name)
 		return
 	}
@@ -111,7 +119,7 @@ func (n *Node) lookupRemote(name string, l *lookup) {
 	sp, found, err := n.cfg.PeerSpace(ctx, addr, name)
 	if err != nil {
 		n.log.Debug("asking group 0's leader for a space failed", "space", name, "leader", id, "err", err)
-		l.err = fmt.Errorf("%w: space %q is not in this server's copy of group 0, and group 0's leader %s did not answer", seqd.ErrNotLeader, name, id)
+		l.err = fmt.Errorf("%w: space %q: group 0's leader %s did not answer", seqd.ErrNotLeader, name, id)
 		return
 	}
 	if found && (sp.Name != name || seqd.ValidateSpace(sp) != nil) {
