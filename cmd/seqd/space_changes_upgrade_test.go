@@ -30,7 +30,9 @@ func TestSpaceChangesInAMixedCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the previous build and runs processes for about a minute")
 	}
+	began := time.Now()
 	prev := buildPrevious(t, lastBuildWithoutSpaceChanges)
+	t.Logf("%v: built %s", time.Since(began).Round(time.Second), lastBuildWithoutSpaceChanges)
 	ps := proctest.New(t, 3, "--groups", "1", "--lease", "500ms", "--raft-heartbeat-timeout", "300ms",
 		"--raft-election-timeout", "300ms", "--raft-leader-lease-timeout", "150ms")
 	var addrs []string
@@ -60,7 +62,14 @@ func TestSpaceChangesInAMixedCluster(t *testing.T) {
 		waitVoters(t, addrs, "p1", "p2", "p3")
 		proctest.WaitVouched(t, p, 30*time.Second)
 	}
-	// This build leads: restart the older leaders until it does.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// This build leads: drain the older servers (the previous build has
+	// drains) until it does.
+	admin, err := client.New(addrs, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for attempt := 0; ; attempt++ {
 		l := proctest.WaitLeader(t, ps, nil, 30*time.Second)
 		if l == ps[0] {
@@ -69,14 +78,15 @@ func TestSpaceChangesInAMixedCluster(t *testing.T) {
 		if attempt == 8 {
 			t.Fatal("leadership never reached this build's server")
 		}
-		restart(l)
+		if _, err := admin.DrainNode(ctx, l.ID, false); err != nil {
+			t.Logf("draining %s: %v", l.ID, err)
+		}
 	}
+	t.Logf("%v: this build leads", time.Since(began).Round(time.Second))
 	cl, err := client.New([]string{ps[0].API}, client.Options{DisableRouting: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	if _, err := cl.CreateSpace(ctx, "s", 10, 10); err != nil {
 		t.Fatal(err)
 	}
@@ -110,6 +120,7 @@ func TestSpaceChangesInAMixedCluster(t *testing.T) {
 		t.Fatalf("an older server issued %v of a namespace with a shard field", ids)
 	}
 	alive("the changes in a mixed cluster")
+	t.Logf("%v: the changes in a mixed cluster", time.Since(began).Round(time.Second))
 
 	// Leadership moves to an older server: the floor holds there.
 	ps[0].Signal(15)
@@ -122,6 +133,7 @@ func TestSpaceChangesInAMixedCluster(t *testing.T) {
 	waitVoters(t, addrs, "p1", "p2", "p3")
 	proctest.WaitVouched(t, ps[0], 30*time.Second)
 	alive("an older leader")
+	t.Logf("%v: an older leader", time.Since(began).Round(time.Second))
 
 	// Every server on this build.
 	for _, p := range ps[1:] {
