@@ -44,16 +44,7 @@ func TestSpaceChangesInAMixedCluster(t *testing.T) {
 		addrs = append(addrs, p.API)
 	}
 	proctest.WaitLeader(t, ps, nil, 30*time.Second)
-	alive := func(stage string) {
-		t.Helper()
-		for _, p := range ps {
-			select {
-			case <-p.Done():
-				t.Fatalf("%s: %s (%s) exited; log:\n%s", stage, p.ID, binName(p), p.LogText())
-			default:
-			}
-		}
-	}
+	alive := func(stage string) { t.Helper(); allAlive(t, ps, stage) }
 	restart := func(p *proctest.Proc) {
 		t.Helper()
 		p.Signal(15)
