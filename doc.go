@@ -20,7 +20,9 @@
 //     group the leader), goes straight to the leader of each key's group,
 //     coalesces concurrent calls into one, sends the coalesced Next requests
 //     as messages of one NextStream per server (stream.go, frames.go; see
-//     docs/streaming.md), and retries unavailable errors. Its embedded flake Generator is a flake.Holder over IdService.
+//     docs/streaming.md), and retries unavailable errors. Its embedded
+//     flake Generator is a flake.Holder over IdService; its Segment hands
+//     out one key's values from reserved ranges (Leaf's segment mode).
 //   - api/: the Connect handlers (Connect, gRPC and gRPC-Web on one port):
 //     sequence.go, stream.go (NextStream: each message served as a unary
 //     Next) and frames.go (its framed transport on an upgraded HTTP/1.1
@@ -32,7 +34,8 @@
 //     sent), front.go and codec.go (what a request meets before a handler:
 //     the body limit, one-line 404 and 415 bodies, strict JSON), headers.go,
 //     auth.go, cors.go, health.go, peers.go (the internal PeerService), and
-//     id.go, id_admin.go (flake ids); frontends.go (Sequences: the
+//     id.go, id_admin.go (flake ids), space_changes.go (floors, changing
+//     and deleting spaces and namespaces); frontends.go (Sequences: the
 //     in-process Next, Current and Reserve of the other front ends) and
 //     leaf.go (Leaf's HTTP API). api/proto/ holds the protos and
 //     api/gen/ the generated code (scripts/gen.sh).
@@ -67,6 +70,7 @@
 //   - cmd/seqd/: the binary (serve, the client commands, backup, restore);
 //     cmd/seqbench/ and internal/bench: the load tool and the baseline server.
 //   - internal/: cli (a FlagSet per subcommand, SEQD_<NAME>, exit statuses),
+//     floorfile (the floor file of seqd floor import),
 //     logbridge (raft's and memberlist's logs into slog), testcluster and
 //     proctest (in-process clusters; real seqd processes), history (records
 //     calls and checks them), loadgen (the load generator), leasemodel (the

@@ -14,6 +14,7 @@ require (
 	github.com/hashicorp/raft v1.8.0
 	github.com/hashicorp/raft-boltdb/v2 v2.3.0
 	github.com/prometheus/client_golang v1.25.0
+	github.com/sony/sonyflake v1.2.0
 	github.com/tidwall/redcon v1.6.4
 	go.etcd.io/bbolt v1.5.0
 	golang.org/x/image v0.30.0

@@ -8,8 +8,10 @@ import (
 // Space is a named family of sequences: one monotonic sequence per key.
 // Step is how far the leader raises a section's high-water mark at a time,
 // and SectionSize is how many consecutive keys share one section
-// (section = key / SectionSize). A space's settings never change once it is
-// created.
+// (section = key / SectionSize). A space's step may change after it is
+// created (UpdateSpace); its section size never does, not even across a
+// delete and a create under the same name, since a key's section, and the
+// mark that covers its values, is key / SectionSize.
 type Space struct {
 	Name        string
 	Step        uint64

@@ -7,6 +7,12 @@ const (
 	MaxKeys = 10000
 	// MaxReserveCount is the most values one Reserve call may take.
 	MaxReserveCount = 1000000
+	// MaxFloorRise is the most one SetFloor call may raise a section's
+	// high-water mark by: the raise budget's RaiseWindow (10 s) at its rate
+	// (fsm.RaiseRatePerUs), so that a floor never leaves its section
+	// without budget for the raises its calls need next (DESIGN.md §5 and
+	// §13). A larger jump is made in steps, 10 s apart.
+	MaxFloorRise = 40_960_000_000
 )
 
 // Header names of the wire protocol (HTTP headers, or Connect error

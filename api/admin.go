@@ -7,7 +7,6 @@ import (
 	"io"
 	"maps"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -43,9 +42,17 @@ func (s *Server) CreateSpace(ctx context.Context, req *connect.Request[seqv1.Cre
 	}
 	return route(s, ctx, req, seqv1connect.AdminServiceCreateSpaceProcedure,
 		func(ctx context.Context) (*seqv1.CreateSpaceResponse, error) {
+			again := s.node.SpaceDeleted(sp.Name)
 			created, err := s.node.CreateSpace(ctx, sp)
 			if err != nil {
 				return nil, err
+			}
+			if again {
+				// Created again after a delete: the other groups' records
+				// say deleted until they follow (see space_changes.go).
+				if err := s.followGroups(ctx, req.Header(), sp.Name); err != nil {
+					return nil, err
+				}
 			}
 			return &seqv1.CreateSpaceResponse{Space: spaceMsg(sp), Created: created}, nil
 		},
@@ -261,48 +268,9 @@ func (s *Server) inAnyGroup(id string) bool {
 // may have rejoined under it as a new one meanwhile); the group removes
 // it later by itself, following group 0 (see cluster.mirrorMembership).
 func (s *Server) removeFromGroups(ctx context.Context, hdr http.Header, id string) error {
-	// Answer a little before the caller's deadline, so that it reads the
-	// answer rather than its own timeout.
-	wait := removeWait
-	if d, ok := ctx.Deadline(); ok {
-		left := time.Until(d)
-		wait = left - min(time.Second, left/10)
-	}
-	ctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	errs := make([]error, s.node.Groups())
-	var wg sync.WaitGroup
-	for g := 1; g < s.node.Groups(); g++ {
-		wg.Go(func() {
-			for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
-				err := s.removeFromGroup(ctx, hdr, g, id)
-				if err == nil {
-					errs[g] = nil
-					return
-				}
-				errs[g] = err
-				if !retryRemove(err) {
-					return
-				}
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(backoff):
-				}
-			}
-		})
-	}
-	wg.Wait()
-	var left []string
-	var first error
-	for g, err := range errs {
-		if err != nil {
-			left = append(left, strconv.Itoa(g))
-			if first == nil {
-				first = err
-			}
-		}
-	}
+	left, first := s.onEveryGroup(ctx, removeWait, func(ctx context.Context, g int) error {
+		return s.removeFromGroup(ctx, hdr, g, id)
+	})
 	if first == nil {
 		return nil
 	}

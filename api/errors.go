@@ -54,7 +54,7 @@ func (s *Server) toConnect(err error) error {
 
 func classify(err error) (connect.Code, string) {
 	switch {
-	case errors.Is(err, errRemovePartial):
+	case errors.Is(err, errRemovePartial), errors.Is(err, errFollowPartial):
 		return connect.CodeDeadlineExceeded, err.Error()
 	case errors.Is(err, context.DeadlineExceeded):
 		return connect.CodeDeadlineExceeded, "deadline exceeded"
@@ -65,7 +65,8 @@ func classify(err error) (connect.Code, string) {
 	case errors.Is(err, seqd.ErrInvalidArgument), errors.Is(err, seqd.ErrInvalidSpace),
 		errors.Is(err, errNoKeys), errors.Is(err, errTooManyKeys), errors.Is(err, errBadCount),
 		errors.Is(err, errBadSpaceName), errors.Is(err, seqd.ErrInvalidNamespace),
-		errors.Is(err, flake.ErrInvalidID), errors.Is(err, flake.ErrInvalidLayout), errors.Is(err, seqd.ErrBadGeneration):
+		errors.Is(err, flake.ErrInvalidID), errors.Is(err, flake.ErrInvalidLayout), errors.Is(err, flake.ErrInvalidShard),
+		errors.Is(err, seqd.ErrBadGeneration):
 		return connect.CodeInvalidArgument, err.Error()
 	case errors.Is(err, seqd.ErrExhausted), errors.Is(err, seqd.ErrRateLimited), errors.Is(err, seqd.ErrNoWorker), errors.Is(err, seqd.ErrLifetimeOver),
 		errors.Is(err, seqd.ErrIDsAhead):
@@ -78,7 +79,7 @@ func classify(err error) (connect.Code, string) {
 		return connect.CodeUnavailable, err.Error()
 	case errors.Is(err, cluster.ErrUnknownServer):
 		return connect.CodeNotFound, err.Error()
-	case errors.Is(err, cluster.ErrLastVoter), errors.Is(err, cluster.ErrNoSuchGroup):
+	case errors.Is(err, cluster.ErrLastVoter), errors.Is(err, cluster.ErrNoSuchGroup), errors.Is(err, cluster.ErrNotUpgraded):
 		return connect.CodeFailedPrecondition, err.Error()
 	case errors.Is(err, seqd.ErrNotServing), errors.Is(err, seqd.ErrNotLeader),
 		errors.Is(err, seqd.ErrNoLeader):

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -121,4 +123,45 @@ func copyHeader(dst, src http.Header) {
 	for k, v := range src {
 		dst[k] = v
 	}
+}
+
+// onEveryGroup runs fn for every group other than group 0, in parallel,
+// trying a group again, with backoff, while it fails for want of a leader
+// (or of a reachable one, which an election mends), until the call's
+// deadline (wait without one; a little before it, so that the caller reads
+// the answer rather than its own timeout). It returns the groups that still
+// fail, and the first of their errors.
+func (s *Server) onEveryGroup(ctx context.Context, wait time.Duration, fn func(ctx context.Context, g int) error) (left []string, first error) {
+	if d, ok := ctx.Deadline(); ok {
+		l := time.Until(d)
+		wait = l - min(time.Second, l/10)
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	errs := make([]error, s.node.Groups())
+	var wg sync.WaitGroup
+	for g := 1; g < s.node.Groups(); g++ {
+		wg.Go(func() {
+			for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+				if errs[g] = fn(ctx, g); errs[g] == nil || !retryRemove(errs[g]) {
+					return
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(backoff):
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for g, err := range errs {
+		if err != nil {
+			left = append(left, strconv.Itoa(g))
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	return left, first
 }

@@ -300,7 +300,7 @@ func (q *Sequences) serve(kind keysKind, space string, group int, keys []uint64)
 	var vals []uint64
 	err := frontRetry(context.Background(), func(ctx context.Context) error {
 		var err error
-		vals, _, _, _, err = s.serveShare(ctx, c, group, keys)
+		vals, _, _, _, err = s.serveShare(ctx, c, share{group: group, keys: keys})
 		return s.toConnect(err)
 	})
 	return vals, err

@@ -41,9 +41,14 @@ func servesValues(procedure string) bool {
 }
 
 // check learns the caller's generation and refuses a call that hands out
-// values on a fenced server.
+// values on a fenced server. Only a call that asks for values teaches this
+// server a generation: the header means "I took values from this
+// generation", and only such a call has passed the token that guards
+// values (--token-sequence); a health check, a status read or any other
+// call never fences a server, whatever it names.
 func (g generationGuard) check(procedure string, h http.Header) error {
-	if v := h.Get(seqd.HeaderGeneration); v != "" && !g.s.genLearned(v) {
+	serves := servesValues(procedure)
+	if v := h.Get(seqd.HeaderGeneration); v != "" && serves && !g.s.genLearned(v) {
 		gen, err := seqd.ParseGeneration(v)
 		if err != nil {
 			return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("header %s: %w", seqd.HeaderGeneration, err))
@@ -51,7 +56,7 @@ func (g generationGuard) check(procedure string, h http.Header) error {
 		g.s.node.LearnGeneration(gen)
 		g.s.genHdr.seen.Store(&v)
 	}
-	if servesValues(procedure) && g.s.node.Fenced() {
+	if serves && g.s.node.Fenced() {
 		return g.s.toConnect(seqd.ErrSuperseded)
 	}
 	return nil

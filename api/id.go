@@ -61,7 +61,7 @@ func nsName(name string) (string, error) {
 // worker, without a hop to the leader; as runs of consecutive ids when the
 // request asks for them and the namespace is not obfuscated.
 func (s *Server) NextIds(ctx context.Context, req *connect.Request[seqv1.NextIdsRequest]) (*connect.Response[seqv1.NextIdsResponse], error) {
-	out, err := s.nextIDs(ctx, req.Msg.GetNamespace(), req.Msg.GetCount(), req.Msg.GetRuns())
+	out, err := s.nextIDs(ctx, req.Msg.GetNamespace(), req.Msg.GetCount(), req.Msg.GetShard(), req.Msg.GetRuns())
 	err = s.toConnect(err)
 	s.logCall(seqv1connect.IdServiceNextIdsProcedure, err)
 	if err != nil {
@@ -72,7 +72,7 @@ func (s *Server) NextIds(ctx context.Context, req *connect.Request[seqv1.NextIds
 	return resp, nil
 }
 
-func (s *Server) nextIDs(ctx context.Context, namespace string, count uint32, asRuns bool) (*seqv1.NextIdsResponse, error) {
+func (s *Server) nextIDs(ctx context.Context, namespace string, count uint32, shard uint64, asRuns bool) (*seqv1.NextIdsResponse, error) {
 	if count == 0 {
 		count = 1 // proto3 cannot tell an absent count from 0: both ask for one id
 	}
@@ -87,8 +87,8 @@ func (s *Server) nextIDs(ctx context.Context, namespace string, count uint32, as
 	if err != nil {
 		return nil, err
 	}
-	if asRuns && obf == nil {
-		runs, err := h.NextRuns(ctx, int(count))
+	if asRuns && obf == nil && h.Layout().Consecutive() {
+		runs, err := h.NextShardRuns(ctx, int(count), shard)
 		if err != nil {
 			return nil, err
 		}
@@ -98,7 +98,7 @@ func (s *Server) nextIDs(ctx context.Context, namespace string, count uint32, as
 		}
 		return &seqv1.NextIdsResponse{Runs: out}, nil
 	}
-	ids, err := h.Next(ctx, int(count))
+	ids, err := h.NextShard(ctx, int(count), shard)
 	if err != nil {
 		return nil, err
 	}
@@ -121,6 +121,10 @@ func (s *Server) holder(ctx context.Context, name string) (*flake.Holder, *flake
 	switch {
 	case closed:
 		return nil, nil, flake.ErrClosed
+	case ok && s.node.NamespaceDeleted(name):
+		// Deleted since this holder was made (its grants are fenced).
+		s.dropHolder(ctx, name)
+		return nil, nil, fmt.Errorf("%w: %q", seqd.ErrUnknownNamespace, name)
 	case ok:
 		return h, obf, nil
 	}
@@ -145,7 +149,7 @@ func (s *Server) holder(ctx context.Context, name string) (*flake.Holder, *flake
 		s.ids.holders, s.ids.obf = map[string]*flake.Holder{}, map[string]*flake.Obfuscator{}
 	}
 	h = flake.NewHolder(flake.HolderConfig{Granter: granter{s}, Namespace: name, Label: s.node.ID(), Logger: s.log,
-		Workers: serviceWorkers(ns.Layout)})
+		Workers: serviceWorkers(ns.Layout), Layout: ns.Layout})
 	s.ids.holders[name], s.ids.obf[name] = h, obf
 	return h, obf, nil
 }
@@ -215,6 +219,19 @@ func (s *Server) namespace(ctx context.Context, name string) (cluster.Namespace,
 	return cluster.Namespace{}, fmt.Errorf("%w: %q", seqd.ErrUnknownNamespace, name)
 }
 
+// dropHolder stops this server's holder of a deleted namespace (its
+// grants are fenced already); a namespace created again gets a new one.
+func (s *Server) dropHolder(ctx context.Context, name string) {
+	s.ids.mu.Lock()
+	h := s.ids.holders[name]
+	delete(s.ids.holders, name)
+	delete(s.ids.obf, name)
+	s.ids.mu.Unlock()
+	if h != nil {
+		_ = h.Close(ctx)
+	}
+}
+
 // Close closes NextStream's framed connections (frames.go), releases the
 // workers this server holds (best effort, within ctx) and stops issuing
 // ids.
@@ -272,7 +289,7 @@ func (s *Server) decode(ctx context.Context, req *connect.Request[seqv1.DecodeRe
 	if err != nil {
 		return nil, err
 	}
-	out := &seqv1.DecodeResponse{UnixMs: d.UnixMs, Worker: uint32(d.Worker), Sequence: uint32(d.Sequence)}
+	out := &seqv1.DecodeResponse{UnixMs: d.UnixMs, Worker: uint32(d.Worker), Sequence: uint32(d.Sequence), Shard: d.Shard, Cluster: d.Cluster}
 	granted, hwm := false, uint64(0)
 	if ws, ok := s.node.Workers(name); ok {
 		for _, w := range ws {
@@ -326,15 +343,33 @@ func (s *Server) GetLayout(ctx context.Context, req *connect.Request[seqv1.GetLa
 	return connect.NewResponse(layoutMsg(ns)), nil
 }
 
+// layoutFields is GetLayoutResponse.obfuscation for a layout with fields
+// beyond time, worker and sequence (see id.proto): not obfuscated, and
+// refused by clients that predate the fields, which check only this.
+const layoutFields = "fields"
+
 func layoutMsg(ns cluster.Namespace) *seqv1.GetLayoutResponse {
 	l := ns.Layout
-	return &seqv1.GetLayoutResponse{EpochUnixMs: l.EpochMs, UnitMs: l.UnitMs, TimeBits: uint32(l.TimeBits),
-		WorkerBits: uint32(l.WorkerBits), SequenceBits: uint32(l.SequenceBits), Obfuscation: ns.Obfuscation}
+	m := &seqv1.GetLayoutResponse{EpochUnixMs: l.EpochMs, UnitMs: l.UnitMs, TimeBits: uint32(l.TimeBits),
+		WorkerBits: uint32(l.WorkerBits), SequenceBits: uint32(l.SequenceBits), Obfuscation: ns.Obfuscation,
+		ShardBits: uint32(l.ShardBits), ClusterBits: uint32(l.ClusterBits), Cluster: l.Cluster, SequenceFirst: l.SequenceFirst}
+	if !l.Plain() {
+		m.Obfuscation = layoutFields
+	}
+	return m
 }
 
-func layoutFromMsg(m *seqv1.GetLayoutResponse) flake.Layout {
-	return flake.Layout{EpochMs: m.GetEpochUnixMs(), UnitMs: m.GetUnitMs(), TimeBits: uint8(min(m.GetTimeBits(), 255)),
+// layoutFromMsg reads a layout; the layout fields count only where the
+// obfuscation says "fields", and the obfuscation is then none.
+func layoutFromMsg(m *seqv1.GetLayoutResponse) (flake.Layout, string) {
+	l := flake.Layout{EpochMs: m.GetEpochUnixMs(), UnitMs: m.GetUnitMs(), TimeBits: uint8(min(m.GetTimeBits(), 255)),
 		WorkerBits: uint8(min(m.GetWorkerBits(), 255)), SequenceBits: uint8(min(m.GetSequenceBits(), 255))}
+	if m.GetObfuscation() != layoutFields {
+		return l, m.GetObfuscation()
+	}
+	l.ShardBits, l.ClusterBits = uint8(min(m.GetShardBits(), 255)), uint8(min(m.GetClusterBits(), 255))
+	l.Cluster, l.SequenceFirst = m.GetCluster(), m.GetSequenceFirst()
+	return l, ""
 }
 
 func namespaceMsg(ns cluster.Namespace) *seqv1.Namespace {
@@ -342,8 +377,8 @@ func namespaceMsg(ns cluster.Namespace) *seqv1.Namespace {
 }
 
 func namespaceFromMsg(m *seqv1.Namespace) cluster.Namespace {
-	l := layoutFromMsg(m.GetLayout())
-	return cluster.Namespace{Name: m.GetName(), Layout: l, Obfuscation: m.GetLayout().GetObfuscation(), KeyCheck: m.GetKeyCheck()}
+	l, obf := layoutFromMsg(m.GetLayout())
+	return cluster.Namespace{Name: m.GetName(), Layout: l, Obfuscation: obf, KeyCheck: m.GetKeyCheck()}
 }
 
 // FlakeStat describes this server's holder of one namespace, for metrics.

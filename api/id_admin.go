@@ -30,6 +30,12 @@ func (s *Server) CreateNamespace(ctx context.Context, req *connect.Request[seqv1
 				return nil, seqd.ErrLeaseNotHeld
 			}
 			_, existed := s.node.Namespace(op.Namespace)
+			if op.Layout.ClusterBits > 0 {
+				if err := s.node.ClusterValueInUse(op.Layout.Cluster); err != nil {
+					return nil, err
+				}
+				defer s.node.PublishFlakeClusters()
+			}
 			if op.Obfuscation != cluster.ObfuscateNone {
 				// The leader derives the key check from its own secret.
 				_, check, err := flake.DeriveKey(s.ids.secret, op.Namespace)
@@ -64,11 +70,12 @@ func (s *Server) createOp(m *seqv1.CreateNamespaceRequest) (cluster.FlakeOp, err
 	case custom && m.GetLayout() != "":
 		return op, fmt.Errorf("%w: give a preset layout or custom widths, not both", seqd.ErrInvalidNamespace)
 	case custom:
-		if m.GetTimeBits() > 64 || m.GetWorkerBits() > 64 || m.GetSequenceBits() > 64 {
+		if max(m.GetTimeBits(), m.GetWorkerBits(), m.GetSequenceBits(), m.GetShardBits(), m.GetClusterBits()) > 64 {
 			return op, fmt.Errorf("%w: bit widths above 64", seqd.ErrInvalidNamespace)
 		}
 		op.Layout = flake.Layout{EpochMs: m.GetEpochUnixMs(), UnitMs: m.GetUnitMs(), TimeBits: uint8(m.GetTimeBits()),
-			WorkerBits: uint8(m.GetWorkerBits()), SequenceBits: uint8(m.GetSequenceBits())}
+			WorkerBits: uint8(m.GetWorkerBits()), SequenceBits: uint8(m.GetSequenceBits()),
+			ShardBits: uint8(m.GetShardBits()), ClusterBits: uint8(m.GetClusterBits()), Cluster: m.GetCluster(), SequenceFirst: m.GetSequenceFirst()}
 		if op.Layout.EpochMs == 0 {
 			op.Layout.EpochMs = flake.DefaultEpoch.UnixMilli()
 		}
@@ -84,7 +91,8 @@ func (s *Server) createOp(m *seqv1.CreateNamespaceRequest) (cluster.FlakeOp, err
 		if !ok {
 			return op, fmt.Errorf("%w: unknown layout %q (presets: %v)", seqd.ErrInvalidNamespace, name, flake.PresetNames())
 		}
-		if m.GetEpochUnixMs() != 0 || m.GetUnitMs() != 0 || m.GetWorkerBits() != 0 || m.GetSequenceBits() != 0 {
+		if m.GetEpochUnixMs() != 0 || m.GetUnitMs() != 0 || m.GetWorkerBits() != 0 || m.GetSequenceBits() != 0 ||
+			m.GetShardBits() != 0 || m.GetClusterBits() != 0 || m.GetCluster() != 0 || m.GetSequenceFirst() {
 			return op, fmt.Errorf("%w: custom fields need time_bits (or drop them for a preset)", seqd.ErrInvalidNamespace)
 		}
 		op.Layout = l
@@ -282,9 +290,11 @@ func (g granter) Release(ctx context.Context, gr flake.Grant, holder string) err
 	return FromConnect(err)
 }
 
-// GrantFromMsg converts a WorkerGrant.
+// GrantFromMsg converts a WorkerGrant. The layout is the one its ids are
+// composed in (an obfuscated namespace's before the permutation).
 func GrantFromMsg(m *seqv1.WorkerGrant) flake.Grant {
-	return flake.Grant{Namespace: m.GetNamespace(), Layout: layoutFromMsg(m.GetLayout()), Worker: uint64(m.GetWorker()),
+	l, _ := layoutFromMsg(m.GetLayout())
+	return flake.Grant{Namespace: m.GetNamespace(), Layout: l, Worker: uint64(m.GetWorker()),
 		Token: m.GetToken(), Lo: m.GetLo(), Hi: m.GetHi(), LeaderMs: m.GetLeaderUnixMs(), LeaseMs: m.GetLeaseMs()}
 }
 

@@ -32,17 +32,19 @@ const (
 	kindNext keysKind = iota
 	kindCurrent
 	kindReserve
+	kindFloor // SetFloor: no values, floors[i] for keys[i]
 )
 
 // keysCall is one per-key call as the routing path sees it.
 type keysCall struct {
-	kind  keysKind
-	space string // resolved
-	asked string // as the caller gave it (forwarded as given)
-	keys  []uint64
-	count uint32      // Reserve's
-	hdr   http.Header // the caller's: its token, Seqd-Forwarded
-	via   via         // the client a forwarded share goes with
+	kind   keysKind
+	space  string // resolved
+	asked  string // as the caller gave it (forwarded as given)
+	keys   []uint64
+	floors []uint64    // SetFloor's, one per key
+	count  uint32      // Reserve's
+	hdr    http.Header // the caller's: its token, Seqd-Forwarded
+	via    via         // the client a forwarded share goes with
 }
 
 // keysAnswer is a per-key call's answer: the values in the keys' order, and
@@ -125,7 +127,7 @@ func (s *Server) serveKeys(ctx context.Context, c *keysCall) (keysAnswer, error)
 	a := keysAnswer{shares: len(shares)}
 	if len(shares) == 1 {
 		sh := shares[0]
-		a.vals, a.leader, a.fwd, a.term, err = s.serveShare(ctx, c, sh.group, sh.keys)
+		a.vals, a.leader, a.fwd, a.term, err = s.serveShare(ctx, c, sh)
 		a.served, a.group = a.leader == "", sh.group
 		return a, err
 	}
@@ -136,7 +138,7 @@ func (s *Server) serveKeys(ctx context.Context, c *keysCall) (keysAnswer, error)
 	var wg sync.WaitGroup
 	for i, sh := range shares {
 		wg.Go(func() {
-			got, _, _, _, err := s.serveShare(ctx, c, sh.group, sh.keys)
+			got, _, _, _, err := s.serveShare(ctx, c, sh)
 			if errs[i] = err; err != nil {
 				cancel() // the call fails as a whole: stop the others
 				return
@@ -153,22 +155,23 @@ func (s *Server) serveKeys(ctx context.Context, c *keysCall) (keysAnswer, error)
 	return a, nil
 }
 
-// serveShare serves one group's keys of c here if this server leads the
-// group (and returns the term it served in), or forwards them once to the
+// serveShare serves one group's share of c here if this server leads the
+// group (and returns the term it served in), or forwards it once to the
 // group's leader (and returns its address and answer headers). A group
 // error wraps its error, and an answer of another length than the keys is
 // one.
-func (s *Server) serveShare(ctx context.Context, c *keysCall, group int, keys []uint64,
+func (s *Server) serveShare(ctx context.Context, c *keysCall, sh share,
 ) (vals []uint64, leader string, fwd http.Header, term uint64, err error) {
+	group, keys := sh.group, sh.keys
 	if g := s.node.Group(group); g.IsLeader() {
 		// The term read before serving: if leadership changed since, the
 		// answer claims an older term, which a client never prefers.
 		term = g.Raft().CurrentTerm()
-		vals, err = s.localShare(ctx, c, group, keys)
+		vals, err = s.localShare(ctx, c, sh)
 	} else {
 		leader, err = s.forwardOnce(ctx, c.hdr, group, forwardTimeout, func(ctx context.Context, p *peer, h http.Header) error {
 			var err error
-			vals, fwd, err = s.remoteShare(ctx, c, p, h, keys)
+			vals, fwd, err = s.remoteShare(ctx, c, p, h, sh)
 			return err
 		})
 	}
@@ -181,11 +184,14 @@ func (s *Server) serveShare(ctx context.Context, c *keysCall, group int, keys []
 	return vals, leader, fwd, term, nil
 }
 
-// localShare serves keys of c on this server, group's leader.
-func (s *Server) localShare(ctx context.Context, c *keysCall, group int, keys []uint64) ([]uint64, error) {
+// localShare serves a share of c on this server, its group's leader.
+func (s *Server) localShare(ctx context.Context, c *keysCall, sh share) ([]uint64, error) {
+	group, keys := sh.group, sh.keys
 	serve := func() ([]uint64, error) {
 		alloc := s.node.Group(group).Allocator()
 		switch c.kind {
+		case kindFloor:
+			return make([]uint64, len(keys)), alloc.SetFloors(ctx, c.space, keys, c.shareFloors(sh))
 		case kindCurrent:
 			return alloc.Current(ctx, c.space, keys)
 		case kindReserve:
@@ -206,10 +212,18 @@ func (s *Server) localShare(ctx context.Context, c *keysCall, group int, keys []
 	return vals, err
 }
 
-// remoteShare sends keys of c to the leader p with the header h.
-func (s *Server) remoteShare(ctx context.Context, c *keysCall, p *peer, h http.Header, keys []uint64) ([]uint64, http.Header, error) {
-	cl := c.via(p)
+// remoteShare sends a share of c to the leader p with the header h.
+func (s *Server) remoteShare(ctx context.Context, c *keysCall, p *peer, h http.Header, sh share) ([]uint64, http.Header, error) {
+	cl, keys := c.via(p), sh.keys
 	switch c.kind {
+	case kindFloor:
+		r := connect.NewRequest(&seqv1.SetFloorRequest{Space: c.asked, Keys: keys, Floors: c.shareFloors(sh)})
+		copyHeader(r.Header(), h)
+		resp, err := p.admin.SetFloor(ctx, r)
+		if err != nil {
+			return nil, nil, err
+		}
+		return make([]uint64, len(keys)), resp.Header(), nil
 	case kindCurrent:
 		r := connect.NewRequest(&seqv1.CurrentRequest{Space: c.asked, Keys: keys})
 		copyHeader(r.Header(), h)
@@ -234,6 +248,15 @@ func (s *Server) remoteShare(ctx context.Context, c *keysCall, p *peer, h http.H
 		return nil, nil, err
 	}
 	return resp.Msg.GetValues(), resp.Header(), nil
+}
+
+// shareFloors is the floors of a share's keys.
+func (c *keysCall) shareFloors(sh share) []uint64 {
+	out := make([]uint64, len(sh.pos))
+	for i, p := range sh.pos {
+		out[i] = c.floors[p]
+	}
+	return out
 }
 
 // setKeysHeaders puts on h what a per-key answer's headers say: the

@@ -64,9 +64,9 @@ func (s *Server) leafSnowflake(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	out, err := s.nextIDs(r.Context(), ns, 1, false)
+	out, err := s.nextIDs(r.Context(), ns, 1, 0, false)
 	if errors.Is(err, seqd.ErrUnknownNamespace) {
-		out, err = s.nextIDs(r.Context(), DefaultNamespace, 1, false)
+		out, err = s.nextIDs(r.Context(), DefaultNamespace, 1, 0, false)
 	}
 	if err != nil {
 		leafError(w, s.toConnect(err))

@@ -104,6 +104,7 @@ type peer struct {
 	front seqv1connect.SequenceServiceClient // over frontHTTP
 	admin seqv1connect.AdminServiceClient
 	id    seqv1connect.IdServiceClient
+	peer  peerv1connect.PeerServiceClient
 }
 
 // via picks the client a share is forwarded with.
@@ -123,6 +124,7 @@ func (s *Server) peer(addr string) *peer {
 			front: seqv1connect.NewSequenceServiceClient(s.frontHTTP, base),
 			admin: seqv1connect.NewAdminServiceClient(s.peerHTTP, base, s.peerCfg.options()...),
 			id:    seqv1connect.NewIdServiceClient(s.peerHTTP, base, s.peerCfg.options()...),
+			peer:  peerv1connect.NewPeerServiceClient(s.peerHTTP, base, s.peerCfg.options()...),
 		}
 		s.peers[addr] = p
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"time"
 
@@ -13,8 +14,9 @@ import (
 	"github.com/seqd/seqd/internal/testcluster"
 )
 
-// BenchmarkGenerators compares seqd's embedded flake generator with the
-// in-process generators users would otherwise embed, on one goroutine (one
+// BenchmarkGenerators compares seqd's embedded flake generator, and a
+// Segment of one key, with the in-process generators users would otherwise
+// embed, on one goroutine (one
 // core) unless the name says parallel. Every sub-benchmark reports ids/s.
 //
 // seqd's generator runs against a real one-node cluster in this process (it
@@ -40,6 +42,43 @@ func BenchmarkGenerators(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				if _, err := g.Next(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+		idsPerSec(b)
+	})
+	// A Segment (Leaf-segment mode) of one key with Leaf's defaults:
+	// values from reserved ranges in memory, the next range reserved in
+	// the background; its ranges double (up to 1,000,000) while they
+	// last less than 15 minutes, so a run of seconds soon reserves the
+	// largest.
+	b.Run("seqd-segment", func(b *testing.B) {
+		s := segment(b)
+		ctx := context.Background()
+		b.ResetTimer()
+		var last uint64
+		for range b.N {
+			v, err := s.Next(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if v <= last {
+				b.Fatalf("value %d after %d", v, last)
+			}
+			last = v
+		}
+		idsPerSec(b)
+	})
+	b.Run("seqd-segment-64-goroutines", func(b *testing.B) {
+		s := segment(b)
+		ctx := context.Background()
+		b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := s.Next(ctx); err != nil {
 					b.Error(err)
 					return
 				}
@@ -109,4 +148,24 @@ func embedded(b *testing.B, workers int) *client.Generator {
 		b.Fatal(err)
 	}
 	return g
+}
+
+// segment returns a segment of one key on a fresh one-node cluster, with
+// its first range already reserved.
+func segment(b *testing.B) *client.Segment {
+	b.Helper()
+	c := testcluster.Start(b, 1, testcluster.Options{Lease: 2 * time.Second, Heartbeat: time.Second})
+	c.WaitServingLeader(30 * time.Second)
+	cl, err := client.New(c.APIAddrs(), client.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := cl.Segment("default", 1, client.SegmentOptions{})
+	b.Cleanup(s.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := s.Next(ctx); err != nil {
+		b.Fatal(err)
+	}
+	return s
 }

@@ -1,5 +1,7 @@
 package client
 
+import "time"
+
 // Test hooks (compiled into the package's tests only).
 
 // ForwardedAnswers returns how many SequenceService answers came forwarded
@@ -40,3 +42,12 @@ func (c *Client) SectionSize(space string) uint64 {
 // MeetGeneration has the client meet the generation v (a Seqd-Generation
 // value), as it does in an answer that handed out values.
 func (c *Client) MeetGeneration(v string) error { return c.gens.see(v, true) }
+
+// SetSegmentClock makes a segment read time from clock (its sizing rule
+// and its rate), for tests of the sizing rule.
+func SetSegmentClock(s *Segment, clock func() time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.clock = clock
+	s.rate.reset(clock(), s.issued.Load())
+}

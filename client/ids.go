@@ -59,6 +59,26 @@ func (c *Client) NextIdRuns(ctx context.Context, namespace string, count uint32)
 	return runsOf(resp, count)
 }
 
+// NextShardIds returns count flake ids of the namespace with shard in the
+// layout's shard field (see flake.Layout.ShardBits): the shard a row lives
+// on, readable from its id. Ids of different shards never collide (the
+// shard only adds bits); a shard that does not fit the layout is
+// invalid_argument. Calls are not coalesced.
+func (c *Client) NextShardIds(ctx context.Context, namespace string, count uint32, shard uint64) ([]int64, error) {
+	resp, err := call(c, ctx, func(ctx context.Context, n *node) (*seqv1.NextIdsResponse, error) {
+		r, err := n.id.NextIds(ctx, connect.NewRequest(&seqv1.NextIdsRequest{Namespace: namespace, Count: count, Runs: true, Shard: shard}))
+		return msg(r, err)
+	})
+	if err != nil {
+		return nil, err
+	}
+	runs, err := runsOf(resp, count)
+	if err != nil {
+		return nil, err
+	}
+	return flake.AppendIDs(make([]int64, 0, count), runs...), nil
+}
+
 // runsOf returns a NextIds answer's ids as runs, in whichever form the
 // server sent them: as runs, or one by one (an obfuscated namespace, or a
 // server older than runs), merged where consecutive. It checks that they
@@ -209,19 +229,37 @@ var ErrObfuscated = errors.New("client: obfuscated namespaces are served by the 
 
 func (g *Generator) init(ctx context.Context) error {
 	g.once.Do(func() {
-		l, err := g.c.GetLayout(ctx, g.ns)
+		m, err := g.c.GetLayout(ctx, g.ns)
 		if err != nil {
 			g.err = err
 			return
 		}
-		if l.GetObfuscation() != "" {
+		l, obf := layoutOf(m)
+		if obf != "" {
 			g.err = ErrObfuscated
 			return
 		}
 		g.holder = flake.NewHolder(flake.HolderConfig{Granter: granter{g.c}, Namespace: g.ns, Label: g.opts.Label,
-			Workers: g.opts.Workers, Lead: g.opts.Lead, Logger: g.c.opts.Logger})
+			Workers: g.opts.Workers, Lead: g.opts.Lead, Logger: g.c.opts.Logger, Layout: l})
 	})
 	return g.err
+}
+
+// layoutFields is GetLayoutResponse.obfuscation for a layout with fields
+// beyond time, worker and sequence (not obfuscated; see id.proto).
+const layoutFields = "fields"
+
+// layoutOf reads a layout and its obfuscation ("" for none): the layout
+// fields count only where the obfuscation says "fields".
+func layoutOf(m *seqv1.GetLayoutResponse) (flake.Layout, string) {
+	l := flake.Layout{EpochMs: m.GetEpochUnixMs(), UnitMs: m.GetUnitMs(), TimeBits: uint8(min(m.GetTimeBits(), 255)),
+		WorkerBits: uint8(min(m.GetWorkerBits(), 255)), SequenceBits: uint8(min(m.GetSequenceBits(), 255))}
+	if m.GetObfuscation() != layoutFields {
+		return l, m.GetObfuscation()
+	}
+	l.ShardBits, l.ClusterBits = uint8(min(m.GetShardBits(), 255)), uint8(min(m.GetClusterBits(), 255))
+	l.Cluster, l.SequenceFirst = m.GetCluster(), m.GetSequenceFirst()
+	return l, ""
 }
 
 // Next returns one id.
@@ -235,13 +273,30 @@ func (g *Generator) Next(ctx context.Context) (int64, error) {
 
 // NextN returns n ids, strictly increasing.
 func (g *Generator) NextN(ctx context.Context, n int) ([]int64, error) {
+	return g.NextShardN(ctx, n, 0)
+}
+
+// NextShard returns one id with shard in the layout's shard field (see
+// Client.NextShardIds).
+func (g *Generator) NextShard(ctx context.Context, shard uint64) (int64, error) {
+	ids, err := g.NextShardN(ctx, 1, shard)
+	if err != nil {
+		return 0, err
+	}
+	return ids[0], nil
+}
+
+// NextShardN returns n ids, strictly increasing, with shard in the
+// layout's shard field; a shard that does not fit is an error wrapping
+// flake.ErrInvalidShard.
+func (g *Generator) NextShardN(ctx context.Context, n int, shard uint64) ([]int64, error) {
 	if n < 1 || n > 10000 {
 		return nil, fmt.Errorf("%w: count %d (1 to 10000)", seqd.ErrInvalidArgument, n)
 	}
 	if err := g.init(ctx); err != nil {
 		return nil, err
 	}
-	return g.holder.Next(ctx, n)
+	return g.holder.NextShard(ctx, n, shard)
 }
 
 // Close releases the generator's workers (within ctx); Next fails after it.
@@ -284,11 +339,9 @@ func grantFrom(m *seqv1.WorkerGrant, err error) (flake.Grant, error) {
 	if err != nil {
 		return flake.Grant{}, holderErr(err)
 	}
-	l := m.GetLayout()
+	l, _ := layoutOf(m.GetLayout()) // the holder refuses another layout than the namespace's
 	return flake.Grant{Namespace: m.GetNamespace(), Worker: uint64(m.GetWorker()), Token: m.GetToken(), Lo: m.GetLo(), Hi: m.GetHi(),
-		LeaderMs: m.GetLeaderUnixMs(), LeaseMs: m.GetLeaseMs(),
-		Layout: flake.Layout{EpochMs: l.GetEpochUnixMs(), UnitMs: l.GetUnitMs(), TimeBits: uint8(min(l.GetTimeBits(), 255)),
-			WorkerBits: uint8(min(l.GetWorkerBits(), 255)), SequenceBits: uint8(min(l.GetSequenceBits(), 255))}}, nil
+		LeaderMs: m.GetLeaderUnixMs(), LeaseMs: m.GetLeaseMs(), Layout: l}, nil
 }
 
 // holderErr turns the codes a holder acts on into the root package's

@@ -44,6 +44,10 @@ func (n *Node) ApplyFlake(ctx context.Context, ops []fsm.FlakeOp) ([]fsm.FlakeRe
 // Namespace returns a flake namespace as this server's state has it.
 func (n *Node) Namespace(name string) (fsm.Namespace, bool) { return n.fsm.Namespace(name) }
 
+// NamespaceDeleted reports whether this server's state has the namespace
+// as deleted.
+func (n *Node) NamespaceDeleted(name string) bool { return n.fsm.NamespaceDeleted(name) }
+
 // Namespaces returns every flake namespace as this server's state has it.
 func (n *Node) Namespaces() []fsm.Namespace { return n.fsm.Namespaces() }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"reflect"
 	"slices"
 	"strconv"
 	"sync"
@@ -53,6 +54,14 @@ type Meta struct {
 	Number   uint64 `json:"n,omitempty"`
 	Admitted bool   `json:"a,omitempty"`
 	FencedBy string `json:"f,omitempty"`
+	// Kinds is the set of ignorable command kinds the server applies (see
+	// fsm.KindsApplied; absent, so 0, for builds before it, which apply
+	// fsm.KindsAppliedBefore).
+	Kinds uint64 `json:"k,omitempty"`
+	// FlakeClusters lists the cluster values of the flake namespaces of the
+	// server's cluster that have a cluster field, as its state has them
+	// (see Node.ClusterValueInUse).
+	FlakeClusters []uint64 `json:"fc,omitempty"`
 }
 
 // Generation is the member's generation (unknown for builds before
@@ -62,6 +71,15 @@ func (m Meta) Generation() seqd.Generation {
 		return seqd.Generation{}
 	}
 	return seqd.Generation{Lineage: m.Lineage, Number: m.Number, Cluster: m.Cluster}
+}
+
+// same reports whether m and o say the same (an empty list and none alike).
+func (m Meta) same(o Meta) bool {
+	if !slices.Equal(m.FlakeClusters, o.FlakeClusters) {
+		return false
+	}
+	m.FlakeClusters, o.FlakeClusters = nil, nil
+	return reflect.DeepEqual(m, o)
 }
 
 // groups is how many raft groups a member runs.
@@ -168,6 +186,7 @@ func (g *gossip) meta() Meta {
 		m.Groups = len(n.groups)
 	}
 	m.Drained = n.drained.Load()
+	m.Kinds, m.FlakeClusters = fsm.KindsApplied(), n.flakeClusterValues()
 	if n.transport != nil {
 		m.RaftAddr = string(n.transport.LocalAddr())
 	}
@@ -182,6 +201,13 @@ func (g *gossip) NodeMeta(limit int) []byte {
 	m := g.meta()
 	g.published.Store(&m)
 	b, _ := json.Marshal(m)
+	if len(b) > limit && len(m.FlakeClusters) > 0 {
+		// The flake cluster values are a courtesy check (ClusterValueInUse);
+		// what identifies the server must fit.
+		g.n.log.Warn("gossip metadata too large: publishing it without the flake cluster values", "bytes", len(b), "limit", limit)
+		m.FlakeClusters = nil
+		b, _ = json.Marshal(m)
+	}
 	if len(b) > limit {
 		g.n.log.Error("gossip metadata too large", "bytes", len(b), "limit", limit)
 		return nil

@@ -66,7 +66,7 @@ func (g *gossip) reconcile() {
 	if len(conf.Servers) > 0 && !n.hasState.Load() {
 		g.setHasState()
 	}
-	if pub := g.published.Load(); pub == nil || *pub != g.meta() {
+	if pub := g.published.Load(); pub == nil || !pub.same(g.meta()) {
 		g.refreshMeta()
 	}
 	if !n.GroupAdmitted(0) {

@@ -222,6 +222,7 @@ func (n *Node) open() error {
 		}
 		if i > 0 {
 			gc.Authority = n.groups[0].FSM()
+			gc.AskSpace = n.askSpace
 			gc.Logger = n.log.With("group", i)
 		}
 		g, err := group.Open(gc)
@@ -232,6 +233,9 @@ func (n *Node) open() error {
 	}
 	g := n.groups[0]
 	n.grp, n.raft, n.fsm, n.alloc, n.logStore = g, g.Raft(), g.FSM(), g.Allocator(), g.LogStore()
+	// A change of a space in group 0 reaches every group's allocator: the
+	// others read group 0's settings until they have their own record.
+	g.FSM().SetSpaceHook(n.spaceChanged)
 	n.hasState.Store(g.HadState())
 	return nil
 }

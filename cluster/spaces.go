@@ -13,17 +13,19 @@ import (
 //
 // Group 0 decides spaces. A server splits a call by group, and a group's
 // leader serves its share, from the settings of the space in its own copy
-// of group 0 (or the group's own copy, made by the group's first raise of
-// the space): whatever a copy holds is final, since a space's settings
-// never change once committed. But a copy may lag: a space created a
-// heartbeat ago through group 0's leader may be missing here. So a server
-// that does not find a space asks group 0's serving leader (PeerSpace)
-// before it answers not_found: CreateSpace returns only once group 0's
-// leader has applied the space, and a later leader has applied it before
-// it serves, so a call that starts after CreateSpace returned finds the
-// space, whichever server it reaches. A group's leader that learns a space
-// this way copies it into its group (a raft entry of the group) before it
-// serves it, so that it never depends on the lookup again.
+// of group 0 (or the group's own record, made by the group's first raise of
+// the space). A space's section size never changes, so routing never goes
+// wrong; its step may change and it may be deleted (space_changes.go), and
+// each group keeps its own record of those, which its leader makes follow
+// group 0's (group's spaces.go). A copy may also lag a create: a space
+// created a heartbeat ago through group 0's leader may be missing here. So
+// a server that does not find a space asks group 0's serving leader
+// (PeerSpace) before it answers not_found: CreateSpace returns only once
+// group 0's leader has applied the space, and a later leader has applied it
+// before it serves, so a call that starts after CreateSpace returned finds
+// the space, whichever server it reaches. A group's leader that learns a
+// space this way copies it into its group (a raft entry of the group)
+// before it serves it, so that it never depends on the lookup again.
 //
 // Concurrent lookups of one space share one question. A server that leads
 // group 0 and serves answers from its own state; so does a cluster of one
@@ -62,6 +64,20 @@ func (n *Node) LookupSpace(ctx context.Context, name string) (seqd.Space, error)
 	if len(n.groups) == 1 || n.cfg.PeerSpace == nil || n.servesAuthority() {
 		return seqd.Space{}, unknown
 	}
+	sp, found, err := n.askLeader(ctx, name)
+	switch {
+	case err != nil:
+		return seqd.Space{}, err
+	case !found:
+		return seqd.Space{}, unknown
+	}
+	return sp, nil
+}
+
+// askLeader asks group 0's leader about a space (PeerSpace), sharing one
+// question among concurrent callers: found false for no such space, or a
+// deleted one.
+func (n *Node) askLeader(ctx context.Context, name string) (seqd.Space, bool, error) {
 	n.spaceLookups.mu.Lock()
 	if n.spaceLookups.pending == nil {
 		n.spaceLookups.pending = map[string]*lookup{}
@@ -76,15 +92,9 @@ func (n *Node) LookupSpace(ctx context.Context, name string) (seqd.Space, error)
 	select {
 	case <-l.done:
 	case <-ctx.Done():
-		return seqd.Space{}, ctx.Err()
+		return seqd.Space{}, false, ctx.Err()
 	}
-	switch {
-	case l.err != nil:
-		return seqd.Space{}, l.err
-	case !l.found:
-		return seqd.Space{}, unknown
-	}
-	return l.sp, nil
+	return l.sp, l.found, l.err
 }
 
 // lookupTimeout bounds one question to group 0's leader.
@@ -100,7 +110,7 @@ func (n *Node) lookupRemote(name string, l *lookup) {
 		close(l.done)
 	}()
 	id, addr := n.GroupLeader(0)
-	if id == "" || addr == "" {
+	if id == "" || addr == "" || n.cfg.PeerSpace == nil {
 		l.err = fmt.Errorf("%w: space %q is not in this server's copy of group 0, and group 0's leader is unknown", seqd.ErrNoLeader, name)
 		return
 	}
@@ -109,7 +119,7 @@ func (n *Node) lookupRemote(name string, l *lookup) {
 	sp, found, err := n.cfg.PeerSpace(ctx, addr, name)
 	if err != nil {
 		n.log.Debug("asking group 0's leader for a space failed", "space", name, "leader", id, "err", err)
-		l.err = fmt.Errorf("%w: space %q is not in this server's copy of group 0, and group 0's leader %s did not answer", seqd.ErrNotLeader, name, id)
+		l.err = fmt.Errorf("%w: space %q: group 0's leader %s did not answer", seqd.ErrNotLeader, name, id)
 		return
 	}
 	if found && (sp.Name != name || seqd.ValidateSpace(sp) != nil) {
@@ -145,6 +155,18 @@ func (n *Node) AnswerSpace(name string) (seqd.Space, bool, error) {
 func (n *Node) EnsureGroupSpace(ctx context.Context, i int, name string) error {
 	g := n.groups[i]
 	if _, ok := g.FSM().Space(name); ok {
+		return nil
+	}
+	if _, deleted := g.FSM().Deleted(name); deleted && i > 0 {
+		// The group's record says deleted; group 0 may have created it
+		// again since, which this server's copy of group 0 may or may not
+		// show yet: follow group 0's serving leader.
+		if err := n.FollowSpace(ctx, i, name); err != nil {
+			return err
+		}
+		if _, ok := g.FSM().Space(name); !ok {
+			return fmt.Errorf("%w %q", seqd.ErrUnknownSpace, name)
+		}
 		return nil
 	}
 	if _, ok := n.fsm.Space(name); ok {

@@ -91,13 +91,22 @@ func AppendIDs(dst []int64, runs ...Run) []int64 {
 }
 
 // NextRun issues up to n ids as one run of consecutive ids, with the
-// reference time now (in units since the layout's epoch): the next ids of
-// the current time unit, or of the next one when the sequence overflowed,
-// as many as are left in that unit. It issues fewer than n when the unit
-// has fewer left (call it again for the rest), and none when the next id
-// would break a bound: then it also returns why (ErrRangeEnd, ErrAhead or
-// ErrLifetime). Issued ids are never taken back.
-func (g *Generator) NextRun(n int, now uint64) (Run, error) {
+// reference time now (in units since the layout's epoch) and shard 0 (see
+// NextShardRun).
+func (g *Generator) NextRun(n int, now uint64) (Run, error) { return g.NextShardRun(n, now, 0) }
+
+// NextShardRun issues up to n ids as one run of consecutive ids, with the
+// reference time now (in units since the layout's epoch) and the shard
+// value sh in the layout's shard field (which the caller checked with
+// Layout.CheckShard): the next ids of the current time unit, or of the
+// next one when the sequence overflowed, as many as are left in that unit
+// (one at a time when the layout's ids are not consecutive, see
+// Layout.Consecutive). It issues fewer than n when the unit has fewer left
+// (call it again for the rest), and none when the next id would break a
+// bound: then it also returns why (ErrRangeEnd, ErrAhead or ErrLifetime).
+// Issued ids are never taken back. The shard only adds bits: the unit and
+// sequence advance alike whatever it is, so ids stay unique across shards.
+func (g *Generator) NextShardRun(n int, now, sh uint64) (Run, error) {
 	if n < 1 {
 		return Run{}, nil
 	}
@@ -118,9 +127,11 @@ func (g *Generator) NextRun(n int, now uint64) (Run, error) {
 		return Run{}, ErrAhead
 	}
 	c := min(uint64(n), maxSeq-seq+1)
+	if !g.l.Consecutive() {
+		c = 1
+	}
 	g.t, g.seq = t, seq+c-1
-	first := t<<(g.l.WorkerBits+g.l.SequenceBits) | g.worker<<g.l.SequenceBits | seq
-	return Run{First: int64(first), Count: int(c)}, nil
+	return Run{First: g.l.ComposeShard(t, sh, g.worker, seq), Count: int(c)}, nil
 }
 
 // Next appends up to n ids to dst, with the reference time now, and

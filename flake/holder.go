@@ -58,9 +58,19 @@ type HolderConfig struct {
 	// Lead bounds how far ids may run ahead of the reference time by
 	// borrowing (default 1 s, at least one unit).
 	Lead time.Duration
+	// Layout, when set (UnitMs > 0), is the namespace's layout as the
+	// holder's owner read it: a grant that carries another layout (from a
+	// leader of a build that predates some of its fields) is refused
+	// with ErrLayoutMismatch, rather than issuing ids of another shape.
+	Layout Layout
 	// Logger receives the holder's logs (default: none).
 	Logger *slog.Logger
 }
+
+// ErrLayoutMismatch means a grant carried another layout than the
+// namespace's (HolderConfig.Layout): the leader runs a build that does not
+// know some of the layout's fields. The acquisition may be retried.
+var ErrLayoutMismatch = fmt.Errorf("%w: the leader's layout of the namespace differs from this holder's (a leader of an older build?)", seqd.ErrNotServing)
 
 // Holder issues flake ids of one namespace locally from workers granted to
 // it through a Granter: a seqd node in service mode, or an embedded
@@ -163,14 +173,24 @@ func NewHolder(cfg HolderConfig) *Holder {
 // ID is the holder's incarnation id.
 func (h *Holder) ID() string { return h.id }
 
+// Layout is the layout the holder was configured with (HolderConfig.Layout;
+// zero if none).
+func (h *Holder) Layout() Layout { return h.cfg.Layout }
+
 // Next returns n ids, strictly increasing, from one of the holder's
 // workers. It waits, up to ctx's deadline, for a grant, for a range
 // extension, and for the reference time when ids would run more than the
 // lead ahead of it; it answers an error wrapping seqd.ErrIDsAhead if the
 // deadline is too close for that wait.
-func (h *Holder) Next(ctx context.Context, n int) ([]int64, error) {
+func (h *Holder) Next(ctx context.Context, n int) ([]int64, error) { return h.NextShard(ctx, n, 0) }
+
+// NextShard is Next with the shard value sh in the layout's shard field
+// (an error wrapping ErrInvalidShard if it does not fit). The ids of one
+// call strictly increase; the ids of calls with one shard value do too,
+// call after call, and ids of different shard values never collide.
+func (h *Holder) NextShard(ctx context.Context, n int, sh uint64) ([]int64, error) {
 	var buf [4]Run
-	runs, err := h.nextRuns(ctx, n, buf[:0])
+	runs, err := h.nextRuns(ctx, n, sh, buf[:0])
 	if err != nil {
 		return nil, err
 	}
@@ -180,12 +200,18 @@ func (h *Holder) Next(ctx context.Context, n int) ([]int64, error) {
 // NextRuns is Next with the ids as runs of consecutive ids, in order (the
 // ids of one time unit are consecutive: a call's ids are a few runs). Its
 // cost grows with the runs, about one per 4,096 ids in the default layout,
-// where Next's grows with every id.
+// where Next's grows with every id. A layout whose ids are not consecutive
+// (Layout.Consecutive) answers runs of one id.
 func (h *Holder) NextRuns(ctx context.Context, n int) ([]Run, error) {
-	return h.nextRuns(ctx, n, nil)
+	return h.nextRuns(ctx, n, 0, nil)
 }
 
-func (h *Holder) nextRuns(ctx context.Context, n int, runs []Run) ([]Run, error) {
+// NextShardRuns is NextRuns with the shard value sh (see NextShard).
+func (h *Holder) NextShardRuns(ctx context.Context, n int, sh uint64) ([]Run, error) {
+	return h.nextRuns(ctx, n, sh, nil)
+}
+
+func (h *Holder) nextRuns(ctx context.Context, n int, sh uint64, runs []Run) ([]Run, error) {
 	if n < 0 {
 		return nil, fmt.Errorf("%w: %d ids", seqd.ErrInvalidArgument, n)
 	}
@@ -194,7 +220,7 @@ func (h *Holder) nextRuns(ctx context.Context, n int, runs []Run) ([]Run, error)
 	for {
 		var wait time.Duration
 		var err error
-		runs, got, wait, err = h.try(ctx, runs, got, n, &bound)
+		runs, got, wait, err = h.try(ctx, runs, got, n, sh, &bound)
 		if err != nil {
 			return nil, err
 		}
@@ -234,7 +260,7 @@ var ErrGrantLost = fmt.Errorf("%w: flake worker's lease ended during the call", 
 // from *bound if set and otherwise from the first usable worker (round
 // robin), which it then binds. It answers runs and got, and how long to
 // wait before trying again (0: at once).
-func (h *Holder) try(ctx context.Context, runs []Run, got, n int, bound **held) ([]Run, int, time.Duration, error) {
+func (h *Holder) try(ctx context.Context, runs []Run, got, n int, sh uint64, bound **held) ([]Run, int, time.Duration, error) {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
@@ -269,12 +295,16 @@ func (h *Holder) try(ctx context.Context, runs []Run, got, n int, bound **held) 
 		h.mu.Unlock()
 		return runs, got, 0, h.acquireOne(ctx)
 	}
+	if err := w.g.Layout.CheckShard(sh); err != nil {
+		h.mu.Unlock()
+		return runs, got, 0, err
+	}
 	refMs, _ := h.ref.NowMs()
 	before, ref := got, w.g.Layout.Unit(refMs)
 	var err error
 	for got < n && err == nil {
 		var r Run
-		if r, err = w.gen.NextRun(n-got, ref); r.Count > 0 {
+		if r, err = w.gen.NextShardRun(n-got, ref, sh); r.Count > 0 {
 			runs = append(runs, r)
 			got += r.Count
 		}
@@ -371,6 +401,13 @@ func (h *Holder) acquireAsync(ch chan struct{}) {
 	defer func() { h.acquire = nil; close(ch) }()
 	h.acqErr = err
 	if err != nil {
+		return
+	}
+	if h.cfg.Layout.UnitMs > 0 && g.Layout != h.cfg.Layout {
+		h.acqErr = ErrLayoutMismatch
+		rctx, rcancel := context.WithTimeout(context.Background(), time.Second)
+		defer rcancel()
+		_ = h.cfg.Granter.Release(rctx, g, h.id)
 		return
 	}
 	gen, err := NewGenerator(g.Layout, g.Worker, g.Lo, g.Hi, leadUnits(g.Layout, h.cfg.Lead))

@@ -15,6 +15,7 @@ func TestPresetsAreValidAndDocumented(t *testing.T) {
 	}{
 		"snowflake":  {63, 69, false},
 		"sonyflake":  {63, 174, false},
+		"instagram":  {63, 34.8, false},
 		"wide":       {63, 68, false},
 		"js":         {53, 174, true},
 		"js-seconds": {53, 136, true},
@@ -38,7 +39,11 @@ func TestPresetsAreValidAndDocumented(t *testing.T) {
 		if years := life.Hours() / 24 / 365.25; years < w.years {
 			t.Errorf("%s: lifetime %.1f years, want at least %.0f", name, years, w.years)
 		}
-		if l.EpochMs != time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli() {
+		epoch := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		if name == "sonyflake" {
+			epoch = time.Date(2014, 9, 1, 0, 0, 0, 0, time.UTC) // sonyflake's own
+		}
+		if l.EpochMs != epoch.UnixMilli() {
 			t.Errorf("%s: epoch %d", name, l.EpochMs)
 		}
 	}
@@ -79,14 +84,14 @@ func TestComposeDecodeRoundTrip(t *testing.T) {
 		l, _ := Preset(name)
 		for range 10000 {
 			tu := 1 + r.Uint64N(l.MaxUnit())
-			w, s := r.Uint64N(l.Workers()), r.Uint64N(l.MaxSequence()+1)
-			id := l.Compose(tu, w, s)
+			w, s, sh := r.Uint64N(l.Workers()), r.Uint64N(l.MaxSequence()+1), r.Uint64N(l.Shards())
+			id := l.ComposeShard(tu, sh, w, s)
 			if id <= 0 {
-				t.Fatalf("%s: Compose(%d,%d,%d) = %d", name, tu, w, s, id)
+				t.Fatalf("%s: ComposeShard(%d,%d,%d,%d) = %d", name, tu, sh, w, s, id)
 			}
 			d, err := l.Decode(id)
-			if err != nil || d.Unit != tu || d.Worker != w || d.Sequence != s || d.UnixMs != l.UnitStart(tu) {
-				t.Fatalf("%s: Decode(%d) = %+v, %v; want %d/%d/%d", name, id, d, err, tu, w, s)
+			if err != nil || d.Unit != tu || d.Worker != w || d.Sequence != s || d.Shard != sh || d.UnixMs != l.UnitStart(tu) {
+				t.Fatalf("%s: Decode(%d) = %+v, %v; want %d/%d/%d/%d", name, id, d, err, tu, sh, w, s)
 			}
 		}
 		for _, bad := range []int64{0, -1, l.Compose(0, 3, 4)} {

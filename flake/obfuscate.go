@@ -59,6 +59,9 @@ type Obfuscator struct {
 
 // NewObfuscator returns the obfuscator of mode for layout under key.
 func NewObfuscator(l Layout, mode string, key []byte) (*Obfuscator, error) {
+	if !l.Plain() {
+		return nil, fmt.Errorf("%w: only a time | worker | sequence layout is obfuscated (a shard or cluster field is meant to be read)", ErrInvalidLayout)
+	}
 	o := &Obfuscator{layout: l, n: l.Bits()}
 	switch mode {
 	case ModeFF1:

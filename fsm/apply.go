@@ -76,23 +76,22 @@ func (f *FSM) applyCreate(l *raft.Log, s seqd.Space) error {
 	f.mu.RLock()
 	old, ok := f.spaces[s.Name]
 	f.mu.RUnlock()
-	if ok {
-		if old == s {
-			return nil
-		}
+	switch {
+	case ok && old.Step == 0 && old.SectionSize != s.SectionSize:
+		return fmt.Errorf("%w: %q was deleted with section size %d, and its marks are per section: create it again with that section size, or use another name", seqd.ErrSpaceExists, old.Name, old.SectionSize)
+	case ok && old.Step == 0:
+		// Created again after a delete: back with its marks (see
+		// space_change.go).
+	case ok && old == s:
+		return nil
+	case ok:
 		return seqd.SpaceConflict(old, s)
 	}
-	if err := f.write(l, func(tx *bolt.Tx) error { return putSpace(tx, s) }); err != nil {
-		return err
-	}
-	f.mu.Lock()
-	f.spaces[s.Name] = s
-	f.marks[s.Name] = make(map[uint64]uint64)
-	f.mu.Unlock()
-	return nil
+	return f.storeSpace(l, s)
 }
 
-// putSpace writes a space's settings and its (empty) marks bucket.
+// putSpace writes a space's settings (step 0 for a deleted space) and makes
+// sure it has a marks bucket.
 func putSpace(tx *bolt.Tx, s seqd.Space) error {
 	v := make([]byte, spaceValueLen)
 	binary.BigEndian.PutUint64(v[:8], s.Step)
@@ -210,9 +209,12 @@ type sectionKey struct {
 	section uint64
 }
 
-// applyRaise applies a raise: unstamped (KindRaise, stampMs < 0), refused
-// once the group is on protocol 5, or stamped with its leader's wall time
-// (KindRaiseAt), held to the raise budget (budget.go).
+// applyRaise applies a raise to marks of spaces this state holds, deleted
+// ones too (a raise is always safe, and a deleted space keeps its marks):
+// unstamped (KindRaise, stampMs < 0), refused once the group is on
+// protocol 5, or stamped with its leader's wall time (KindRaiseAt), held to
+// the raise budget (budget.go). A floor (SetFloor) is a raise like any
+// other, so the budget bounds it too.
 func (f *FSM) applyRaise(l *raft.Log, marks []seqd.Mark, stampMs int64) error {
 	// Only this goroutine writes the mirror, so what is read here stays
 	// current until the write below.

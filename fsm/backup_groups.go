@@ -267,10 +267,16 @@ func checkParts(sts []*state) (map[string]seqd.Space, error) {
 			}
 		}
 		for name, sp := range st.spaces {
-			if o, ok := spaces[name]; ok && o != sp {
-				return nil, fmt.Errorf("fsm: space %q has other settings in group %d's part", name, g)
+			// Group 0 decides a space's step and whether it is deleted;
+			// another group may lag it (see group's copySpaces). The
+			// section size never changes.
+			o, ok := spaces[name]
+			if ok && o.SectionSize != sp.SectionSize {
+				return nil, fmt.Errorf("fsm: space %q has section size %d in group %d's part, %d in another", name, sp.SectionSize, g, o.SectionSize)
 			}
-			spaces[name] = sp
+			if !ok {
+				spaces[name] = sp
+			}
 		}
 		for name, marks := range st.marks {
 			for sec := range marks {

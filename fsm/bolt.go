@@ -241,7 +241,7 @@ func loadState(tx *bolt.Tx) (*state, error) {
 			Step:        binary.BigEndian.Uint64(v[:8]),
 			SectionSize: binary.BigEndian.Uint64(v[8:]),
 		}
-		if err := seqd.ValidateSpace(s); err != nil {
+		if err := validStoredSpace(s); err != nil {
 			return fmt.Errorf("spaces: %w", err)
 		}
 		st.spaces[s.Name] = s

@@ -192,6 +192,15 @@ func Decode(b []byte) (Command, error) {
 		d.flake(&c)
 	case KindRelease:
 		c.Kind = k
+	case KindUpdateSpace:
+		c.Kind = k
+		d.updateSpace(&c)
+	case KindDeleteSpace:
+		c.Kind = k
+		d.deleteSpace(&c)
+	case KindDeleteNamespace:
+		c.Kind = k
+		c.Namespace = d.string("namespace")
 	case KindLease:
 		c.Kind = k
 		l, m := d.uvarint("lease"), d.uvarint("lease margin")

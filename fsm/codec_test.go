@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seqd/seqd"
+	"github.com/seqd/seqd/flake"
 )
 
 // ---- helpers ----
@@ -100,6 +101,10 @@ func FuzzDecode(f *testing.F) {
 	f.Add(EncodeCreateSpace(seqd.Space{Name: "users", Step: 10000, SectionSize: 100000}))
 	f.Add(EncodeRaise([]seqd.Mark{{Space: "a", Section: 1, Max: 2}, {Space: "b", Section: 1 << 40, Max: 1<<64 - 1}}))
 	f.Add([]byte{byte(KindRaise), 0xff, 0xff, 0x03})
+	f.Add(EncodeUpdateSpace("users", 500))
+	f.Add(EncodeDeleteSpace("users"))
+	f.Add(EncodeDeleteNamespace("orders"))
+	f.Add(EncodeFlake(1767225600000, []FlakeOp{{Type: OpCreateNamespace, Namespace: "n", Layout: flake.Layout{EpochMs: 1, UnitMs: 1, TimeBits: 41, ShardBits: 13, WorkerBits: 5, SequenceBits: 4}}}))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Decode(data)

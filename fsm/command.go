@@ -43,6 +43,19 @@ const (
 	// time, held to the raise budget (see budget.go). From protocol 5 it is
 	// the only raise a replica applies.
 	KindRaiseAt Kind = 7
+	// KindUpdateSpace, KindDeleteSpace and KindDeleteNamespace change a
+	// space's step, delete a space, and delete a flake namespace (see
+	// space_change.go and namespace_delete.go). They carry KindIgnorable:
+	// a build that skips them keeps every mark and worker as it was, so
+	// values and ids stay unique whichever build leads, and a leader
+	// writes them only once every server of the configuration applies
+	// them (see KindsApplied), so that no replica keeps what the others
+	// changed. KindIgnorable|3 stays unused: a floor (SetFloor) is a
+	// raise (KindRaise, KindRaiseAt), which every build applies. Kinds KindIgnorable|8 and up
+	// belong to other work.
+	KindUpdateSpace     Kind = KindIgnorable | 4
+	KindDeleteSpace     Kind = KindIgnorable | 5
+	KindDeleteNamespace Kind = KindIgnorable | 6
 )
 
 // KindIgnorable is the bit that marks a command kind as safe to skip. A
@@ -75,7 +88,8 @@ const budgetProtocol = 5
 const groupsProtocol = 4
 
 // Command is the decoded form of a raft log entry. Space is set for
-// KindCreateSpace, Marks for KindRaise and Server for KindServerSeen; the
+// KindCreateSpace and KindUpdateSpace (name and step), Space.Name for
+// KindDeleteSpace, Marks for KindRaise and Server for KindServerSeen; the
 // other fields are zero.
 type Command struct {
 	Kind   Kind
@@ -95,6 +109,8 @@ type Command struct {
 	// operations.
 	NowMs int64
 	Flake []FlakeOp
+	// KindDeleteNamespace: the namespace.
+	Namespace string
 }
 
 // command is the registry entry of one command kind.
@@ -154,6 +170,48 @@ var commands = map[Kind]command{
 		f.mu.Unlock()
 		return nil
 	}},
+	// The space changes and the namespace deletion are written on any
+	// protocol: what guards them is that every server applies them (see
+	// KindsApplied).
+	KindUpdateSpace: {"update space", 1, func(f *FSM, l *raft.Log, c Command) any {
+		return f.applyUpdateSpace(l, c.Space.Name, c.Space.Step)
+	}},
+	KindDeleteSpace: {"delete space", 1, func(f *FSM, l *raft.Log, c Command) any {
+		return f.applyDeleteSpace(l, c.Space.Name)
+	}},
+	KindDeleteNamespace: {"delete namespace", 1, func(f *FSM, l *raft.Log, c Command) any {
+		return f.applyDeleteNamespace(l, c.Namespace)
+	}},
+}
+
+// KindsApplied returns the ignorable kinds this build applies, as a bit
+// set: bit i for the kind KindIgnorable|i. Servers publish it (through
+// gossip), and a leader writes a kind that changes state only some
+// replicas would keep (KindUpdateSpace, KindDeleteSpace,
+// KindDeleteNamespace) only once every server of the configuration
+// publishes its bit. Builds before it publish nothing: they apply
+// KindFlake and KindRelease (KindsAppliedBefore).
+func KindsApplied() uint64 {
+	var bits uint64
+	for k := range commands {
+		if k&KindIgnorable != 0 && k&^KindIgnorable < 64 {
+			bits |= 1 << (k &^ KindIgnorable)
+		}
+	}
+	return bits
+}
+
+// KindsAppliedBefore is what a server that publishes no KindsApplied
+// applies.
+const KindsAppliedBefore = 1<<(KindFlake&^KindIgnorable) | 1<<(KindRelease&^KindIgnorable)
+
+// KindBit is kind k's bit in KindsApplied (0 for a kind without
+// KindIgnorable).
+func KindBit(k Kind) uint64 {
+	if k&KindIgnorable == 0 {
+		return 0
+	}
+	return 1 << (k &^ KindIgnorable)
 }
 
 // KindProtocol is the replicated-command protocol that introduced kind k (0

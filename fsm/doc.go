@@ -20,7 +20,10 @@
 //   - The state of the group (fsm.go): spaces and their marks, the
 //     cluster-wide floor and per-space bases a restore sets, the servers seen
 //     holding raft state, the cluster's ID and protocol, the last lease
-//     record, and the applied index.
+//     record, and the applied index. A space's step may change and a space
+//     may be deleted, keeping its marks (space_change.go); a flake namespace
+//     may be deleted, keeping its floor and workers (namespace_delete.go).
+//     A floor is a raise: a mark, never state of its own.
 //   - The replicated commands: a Kind byte and then strictly encoded fields
 //     (codec.go: a decoded command of a known kind re-encodes to exactly its
 //     bytes), and the registry of kinds (command.go) that gives each kind's
@@ -36,7 +39,10 @@
 //   - The data format (bolt.go): the buckets and keys of the bbolt file and
 //     its version. A file stays format 1 (readable by the first release) until
 //     it holds format 2 state; a file of a newer format, or one whose contents
-//     do not validate, is refused, never misread.
+//     do not validate, is refused, never misread. A flake layout with fields
+//     that earlier builds cannot express, and a deleted namespace, ride in
+//     the key check of an ff1 namespace of the same widths, which earlier
+//     builds apply alike and refuse to serve (flake_wire.go).
 //   - Snapshots, restore (snapshot.go) and backups (backup.go): each is the
 //     bbolt file itself, validated in full before it replaces any state. A
 //     backup of several raft groups is merged from each group's into one

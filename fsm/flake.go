@@ -179,9 +179,11 @@ type FlakeResponse struct {
 	Results []FlakeResult
 }
 
-// flakeNS is one namespace in the mirror.
+// flakeNS is one namespace in the mirror. A deleted namespace keeps its
+// layout, floor and workers (see namespace_delete.go).
 type flakeNS struct {
 	ns      Namespace
+	deleted bool
 	workers map[uint64]Worker
 }
 
@@ -197,7 +199,7 @@ func (f *FSM) Namespace(name string) (Namespace, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	n, ok := f.flake.spaces[name]
-	if !ok {
+	if !ok || n.deleted {
 		return Namespace{}, false
 	}
 	return f.flake.effective(n.ns), true
@@ -208,7 +210,9 @@ func (f *FSM) Namespaces() []Namespace {
 	f.mu.RLock()
 	out := make([]Namespace, 0, len(f.flake.spaces))
 	for _, n := range f.flake.spaces {
-		out = append(out, f.flake.effective(n.ns))
+		if !n.deleted {
+			out = append(out, f.flake.effective(n.ns))
+		}
 	}
 	f.mu.RUnlock()
 	slices.SortFunc(out, func(a, b Namespace) int { return strings.Compare(a.Name, b.Name) })
@@ -221,7 +225,7 @@ func (f *FSM) Workers(name string) ([]Worker, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	n, ok := f.flake.spaces[name]
-	if !ok {
+	if !ok || n.deleted {
 		return nil, false
 	}
 	out := slices.Collect(maps.Values(n.workers))
@@ -338,7 +342,7 @@ func (t *flakeTxn) get(name string) (*flakeNS, bool) {
 	if !ok {
 		return nil, false
 	}
-	n := &flakeNS{ns: b.ns, workers: maps.Clone(b.workers)}
+	n := &flakeNS{ns: b.ns, deleted: b.deleted, workers: maps.Clone(b.workers)}
 	t.touched[name] = n
 	return n, true
 }
@@ -361,10 +365,19 @@ func (t *flakeTxn) apply(op FlakeOp) FlakeResult {
 		t.floorMs = max(t.floorMs, op.FloorMs)
 		return FlakeResult{}
 	}
-	if _, ok := t.base[op.Namespace]; !ok {
-		if _, ok := t.touched[op.Namespace]; !ok {
-			return FlakeResult{Err: fmt.Errorf("%w: %q", seqd.ErrUnknownNamespace, op.Namespace)}
-		}
+	n, ok := t.touched[op.Namespace]
+	if !ok {
+		n, ok = t.base[op.Namespace]
+	}
+	switch {
+	case !ok:
+		return FlakeResult{Err: fmt.Errorf("%w: %q", seqd.ErrUnknownNamespace, op.Namespace)}
+	case n.deleted && (op.Type == OpRenew || op.Type == OpRelease):
+		// Its holders were fenced by the delete: they stop and acquire
+		// anew, which finds no namespace.
+		return FlakeResult{Err: fmt.Errorf("%w: namespace %q was deleted", seqd.ErrFenced, op.Namespace)}
+	case n.deleted:
+		return FlakeResult{Err: fmt.Errorf("%w: %q", seqd.ErrUnknownNamespace, op.Namespace)}
 	}
 	switch op.Type {
 	case OpAcquire:
@@ -393,6 +406,9 @@ func ValidateNamespace(name string, l flake.Layout, obfuscation string) error {
 		if l.Bits() < 20 {
 			return fmt.Errorf("%w: obfuscation needs a layout of at least 20 bits", seqd.ErrInvalidNamespace)
 		}
+		if !l.Plain() {
+			return fmt.Errorf("%w: a layout with a shard or cluster field, or the sequence above the worker, cannot be obfuscated (its fields are meant to be read)", seqd.ErrInvalidNamespace)
+		}
 	default:
 		return fmt.Errorf("%w: obfuscation %q (want %q, %q or none)", seqd.ErrInvalidNamespace, obfuscation, ObfuscateFF1, ObfuscateFF1Hour)
 	}
@@ -411,11 +427,22 @@ func (t *flakeTxn) create(op FlakeOp) error {
 		n, ok = t.base[op.Namespace]
 	}
 	if ok {
-		if n.ns.Layout != op.Layout || n.ns.Obfuscation != op.Obfuscation || n.ns.KeyCheck != op.KeyCheck {
+		same := n.ns.Layout == op.Layout && n.ns.Obfuscation == op.Obfuscation && n.ns.KeyCheck == op.KeyCheck
+		switch {
+		case !same && n.deleted:
+			return fmt.Errorf("%w: %q was deleted, and keeps its workers' time marks: create it again with its layout (%s), or use another name", seqd.ErrNamespaceExists, op.Namespace, describeLayout(n.ns.Layout))
+		case !same:
 			return fmt.Errorf("%w: %q has layout %s, obfuscation %s; this call asked for layout %s, obfuscation %s",
 				seqd.ErrNamespaceExists, op.Namespace, n.ns.Layout, obfuscationName(n.ns.Obfuscation), op.Layout, obfuscationName(op.Obfuscation))
+		case !n.deleted:
+			return nil // created before with the same settings
 		}
-		return nil // created before with the same settings
+		// Created again after a delete: back with its workers and floor
+		// (see namespace_delete.go).
+		n, _ = t.get(op.Namespace)
+		n.deleted = false
+		n.ns.Floor = max(n.ns.Floor, unitCeil(n.ns.Layout, max(t.now, t.floorMs)))
+		return nil
 	}
 	if op.Layout.EpochMs > t.now {
 		return fmt.Errorf("%w: epoch %s is after the leader's time %s", seqd.ErrInvalidNamespace, seqd.Date(op.Layout.EpochMs), seqd.Date(t.now))

@@ -49,7 +49,7 @@ func (t *flakeTxn) persist(tx *bolt.Tx) error {
 		if err != nil {
 			return err
 		}
-		if err := b.Put(keyFlakeNS, encodeNamespace(n.ns)); err != nil {
+		if err := b.Put(keyFlakeNS, encodeNamespace(n.ns, n.deleted)); err != nil {
 			return err
 		}
 		for id := range t.dirtyWks[name] {
@@ -67,16 +67,32 @@ func (t *flakeTxn) persist(tx *bolt.Tx) error {
 // ms, renewed ms, renewed index, history count, then per use: label,
 // token, lo, hi.
 
-func encodeNamespace(ns Namespace) []byte {
-	b := binary.AppendUvarint(nil, uint64(ns.Layout.EpochMs))
-	b = binary.AppendUvarint(b, uint64(ns.Layout.UnitMs))
-	b = append(b, ns.Layout.TimeBits, ns.Layout.WorkerBits, ns.Layout.SequenceBits)
-	b = appendString(b, ns.Obfuscation)
-	b = appendString(b, ns.KeyCheck)
+// encodeNamespace writes a namespace's record; a layout with fields beyond
+// time, worker and sequence, and a deletion, ride in the key check (see
+// flake_wire.go).
+func encodeNamespace(ns Namespace, deleted bool) []byte {
+	l, obf, check := toWire(ns.Layout, ns.Obfuscation, ns.KeyCheck, deleted)
+	b := binary.AppendUvarint(nil, uint64(l.EpochMs))
+	b = binary.AppendUvarint(b, uint64(l.UnitMs))
+	b = append(b, l.TimeBits, l.WorkerBits, l.SequenceBits)
+	b = appendString(b, obf)
+	b = appendString(b, check)
 	return binary.AppendUvarint(b, ns.Floor)
 }
 
-func decodeNamespace(name string, v []byte) (Namespace, error) {
+func decodeNamespace(name string, v []byte) (Namespace, bool, error) {
+	ns, err := decodeWireNamespace(name, v)
+	if err != nil {
+		return ns, false, err
+	}
+	var deleted bool
+	ns.Layout, ns.Obfuscation, ns.KeyCheck, deleted = fromWire(ns.Layout, ns.Obfuscation, ns.KeyCheck)
+	return ns, deleted, ValidateNamespace(name, ns.Layout, ns.Obfuscation)
+}
+
+// decodeWireNamespace decodes a record as builds before layout fields
+// wrote it, and validates it as they do.
+func decodeWireNamespace(name string, v []byte) (Namespace, error) {
 	d := decoder{b: v}
 	ns := Namespace{Name: name}
 	ns.Layout.EpochMs = int64(d.uvarint("epoch"))
@@ -158,11 +174,11 @@ func loadFlake(tx *bolt.Tx) (flakeState, error) {
 		}
 		name := string(k)
 		b := root.Bucket(k)
-		ns, err := decodeNamespace(name, b.Get(keyFlakeNS))
+		ns, deleted, err := decodeNamespace(name, b.Get(keyFlakeNS))
 		if err != nil {
 			return fmt.Errorf("flake: namespace %q: %w", name, err)
 		}
-		n := &flakeNS{ns: ns, workers: map[uint64]Worker{}}
+		n := &flakeNS{ns: ns, deleted: deleted, workers: map[uint64]Worker{}}
 		if err := b.ForEach(func(wk, wv []byte) error {
 			if string(wk) == string(keyFlakeNS) {
 				return nil

@@ -16,7 +16,8 @@ const maxFlakeOps = 4096
 // Layout: 0x81, uvarint nowMs, uvarint count, then count times a type byte
 // and the op's fields (see FlakeOp): create: string namespace, uvarint
 // epoch ms, uvarint unit ms, three bit-width bytes, string obfuscation,
-// string key check;
+// string key check (a layout with fields beyond time, worker and sequence
+// carries them in the key check: see flake_wire.go);
 // acquire: string namespace, string holder, string label, uvarint span,
 // uvarint lease ms, uvarint permit count, then per permit uvarint worker,
 // token and renewed index; renew: string namespace, uvarint worker, uvarint token,
@@ -30,12 +31,15 @@ func EncodeFlake(nowMs int64, ops []FlakeOp) []byte {
 		b = append(b, byte(op.Type))
 		switch op.Type {
 		case OpCreateNamespace:
+			// A layout with fields that builds before them cannot
+			// express travels in the key check (see flake_wire.go).
+			l, obf, check := toWire(op.Layout, op.Obfuscation, op.KeyCheck, false)
 			b = appendString(b, op.Namespace)
-			b = binary.AppendUvarint(b, uint64(max(op.Layout.EpochMs, 0)))
-			b = binary.AppendUvarint(b, uint64(op.Layout.UnitMs))
-			b = append(b, op.Layout.TimeBits, op.Layout.WorkerBits, op.Layout.SequenceBits)
-			b = appendString(b, op.Obfuscation)
-			b = appendString(b, op.KeyCheck)
+			b = binary.AppendUvarint(b, uint64(max(l.EpochMs, 0)))
+			b = binary.AppendUvarint(b, uint64(l.UnitMs))
+			b = append(b, l.TimeBits, l.WorkerBits, l.SequenceBits)
+			b = appendString(b, obf)
+			b = appendString(b, check)
 		case OpAcquire:
 			b = appendString(b, op.Namespace)
 			b = appendString(b, op.Holder)
@@ -91,6 +95,9 @@ func (d *decoder) flake(c *Command) {
 			op.Layout.TimeBits, op.Layout.WorkerBits, op.Layout.SequenceBits = d.byte("time bits"), d.byte("worker bits"), d.byte("sequence bits")
 			op.Obfuscation = d.string("obfuscation")
 			op.KeyCheck = d.string("key check")
+			if l, obf, check, deleted := fromWire(op.Layout, op.Obfuscation, op.KeyCheck); !deleted {
+				op.Layout, op.Obfuscation, op.KeyCheck = l, obf, check
+			}
 		case OpAcquire:
 			op.Namespace, op.Holder, op.Label = d.string("namespace"), d.string("holder"), d.string("label")
 			op.Span, op.LeaseMs = d.uvarint("span"), d.uvarint("lease")

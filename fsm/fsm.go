@@ -36,7 +36,9 @@ type FSM struct {
 	loaded  atomic.Uint64
 	skipped [256]bool // ignorable kinds Apply skipped and logged (Apply's goroutine only)
 
-	mu     sync.RWMutex // guards the in-memory mirror below
+	mu sync.RWMutex // guards the in-memory mirror below
+	// spaces holds every space, deleted ones too: a deleted space keeps
+	// its section size and marks, with Step 0 (see applyDeleteSpace).
 	spaces map[string]seqd.Space
 	marks  map[string]map[uint64]uint64
 	bases  map[string]uint64
@@ -53,6 +55,7 @@ type FSM struct {
 	diskMu    sync.Mutex
 	onDisk    func(full bool, err error)
 	onRestore atomic.Pointer[func()]
+	onSpace   atomic.Pointer[func(name string)]
 	diskFull  bool
 	stopping  chan struct{}
 	stopOnce  sync.Once
@@ -126,20 +129,36 @@ func (f *FSM) install(st *state) {
 	f.mu.Unlock()
 }
 
-// Space returns the settings of the named space.
+// Space returns the settings of the named space; a deleted space is not
+// found (see Deleted).
 func (f *FSM) Space(name string) (seqd.Space, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	s, ok := f.spaces[name]
+	if s.Step == 0 {
+		return seqd.Space{}, false
+	}
 	return s, ok
 }
 
-// Spaces returns all spaces sorted by name.
+// Deleted reports whether the named space was deleted (and not created
+// again since), with the section size it keeps: its marks stay, so a space
+// created again under its name continues above every value handed out.
+func (f *FSM) Deleted(name string) (sectionSize uint64, deleted bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	s, ok := f.spaces[name]
+	return s.SectionSize, ok && s.Step == 0
+}
+
+// Spaces returns all spaces sorted by name, deleted ones left out.
 func (f *FSM) Spaces() []seqd.Space {
 	f.mu.RLock()
 	out := make([]seqd.Space, 0, len(f.spaces))
 	for _, s := range f.spaces {
-		out = append(out, s)
+		if s.Step != 0 {
+			out = append(out, s)
+		}
 	}
 	f.mu.RUnlock()
 	slices.SortFunc(out, func(a, b seqd.Space) int { return strings.Compare(a.Name, b.Name) })

@@ -116,6 +116,12 @@ func encode(c Command) []byte {
 		return EncodeFlake(c.NowMs, c.Flake)
 	case KindRelease:
 		return EncodeRelease()
+	case KindUpdateSpace:
+		return EncodeUpdateSpace(c.Space.Name, c.Space.Step)
+	case KindDeleteSpace:
+		return EncodeDeleteSpace(c.Space.Name)
+	case KindDeleteNamespace:
+		return EncodeDeleteNamespace(c.Namespace)
 	}
 	panic(fmt.Sprintf("unknown kind %d", c.Kind))
 }

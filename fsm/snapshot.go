@@ -116,6 +116,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if fn := f.onRestore.Load(); fn != nil && *fn != nil {
 		(*fn)()
 	}
+	f.spaceChanged("") // any space may have changed
 	f.logger.Info("fsm: restored snapshot", slog.Int("spaces", len(st.spaces)), slog.Uint64("applied", st.applied))
 	return nil
 }

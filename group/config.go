@@ -1,6 +1,7 @@
 package group
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/internal/logbridge"
 	"github.com/seqd/seqd/sections"
 )
@@ -46,6 +48,12 @@ type Config struct {
 	// Authority reads group 0's committed state on this server; it is
 	// required when Index > 0, and nil for group 0.
 	Authority Authority
+	// AskSpace asks group 0's serving leader for a space's committed
+	// settings (found false: no such space, or a deleted one), for a group
+	// other than group 0 whose record of a space differs from this
+	// server's copy of group 0, which may lag (see copySpaces). nil: the
+	// differences wait.
+	AskSpace func(ctx context.Context, name string) (sp seqd.Space, found bool, err error)
 	// Groups is how many groups the cluster runs (0: one). The group serves
 	// only while group 0's record of the count agrees (see lead).
 	Groups int

@@ -146,3 +146,17 @@ func (g *Group) watch(ns string) []fsm.Permit {
 	}
 	return permits
 }
+
+// DeleteNamespace deletes a flake namespace through raft, on the serving
+// leader of group 0, once every server of the configuration applies the
+// deletion (see fsm's namespace deletion). Deleting a deleted namespace
+// succeeds; an unknown one is seqd.ErrUnknownNamespace.
+func (g *Group) DeleteNamespace(ctx context.Context, name string) error {
+	if err := g.serving(); err != nil {
+		return err
+	}
+	if err := g.kindsReady(fsm.KindBit(fsm.KindDeleteNamespace)); err != nil {
+		return err
+	}
+	return g.apply(ctx, fsm.EncodeDeleteNamespace(name))
+}

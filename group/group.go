@@ -41,6 +41,12 @@ type Host interface {
 	// ProtocolMoved is called after the group moved to a new protocol or
 	// took a cluster ID.
 	ProtocolMoved()
+	// KindsApplied reports whether every server in conf applies the
+	// ignorable kinds of the bit set kinds (see fsm.KindsApplied): a
+	// leader writes a space change only then, since a server that skips
+	// it would keep what the others changed. It returns an error saying
+	// which server does not.
+	KindsApplied(conf raft.Configuration, kinds uint64) error
 	// LeadershipChanged is called on every leadership gain or loss.
 	LeadershipChanged(isLeader bool)
 	// WallClockOK reports whether this server's wall clock agrees with
@@ -56,14 +62,17 @@ type Host interface {
 }
 
 // Authority is what a group other than group 0 reads of group 0's
-// committed state on the same server. Group 0's committed spaces never
-// change (a space's settings are fixed once it is created), so whatever a
-// server's copy of group 0 holds is final, however far it lags.
+// committed state on the same server. A server's copy of group 0 may lag:
+// a space created a heartbeat ago may be missing, and a step changed or a
+// space deleted may not show yet (see spaces.go).
 type Authority interface {
-	// Space returns a space committed in group 0.
+	// Space returns a space committed in group 0 (not a deleted one).
 	Space(name string) (seqd.Space, bool)
-	// Spaces returns every space committed in group 0.
+	// Spaces returns every space committed in group 0, deleted ones left
+	// out.
 	Spaces() []seqd.Space
+	// Deleted reports whether group 0 deleted the space.
+	Deleted(name string) (sectionSize uint64, deleted bool)
 	// ClusterID returns group 0's cluster ID ("" until it has one).
 	ClusterID() string
 	// Groups returns the cluster's group count as group 0 records it, and
@@ -139,6 +148,9 @@ func Open(cfg Config) (*Group, error) {
 	}
 	g := &Group{cfg: cfg, log: cfg.Logger, host: cfg.Host, notify: make(chan bool, 16), stop: make(chan struct{}), origin: time.Now()}
 	if err := g.open(); err != nil {
+		if g.alloc != nil {
+			g.alloc.Close()
+		}
 		g.closeStores()
 		return nil, err
 	}
@@ -179,6 +191,17 @@ func (g *Group) open() error {
 	}
 	g.hadState = has
 
+	// The allocator exists before raft applies anything: a space change
+	// tells it (see sections.Allocator.SpaceChanged).
+	g.alloc = sections.New(store{g}, sections.Options{
+		Clock:             cfg.LeaseClock,
+		MaxKeysPerSection: cfg.MaxKeysPerSection,
+		Logger:            g.log,
+		OnRaise:           cfg.OnRaise,
+		Owns:              cfg.Owns,
+	})
+	f.SetSpaceHook(g.alloc.SpaceChanged)
+
 	rc, err := cfg.raftConfig(g.notify, raftOut)
 	if err != nil {
 		return err
@@ -194,13 +217,6 @@ func (g *Group) open() error {
 		return fmt.Errorf("starting raft: %w", err)
 	}
 	g.raft = r
-	g.alloc = sections.New(store{g}, sections.Options{
-		Clock:             cfg.LeaseClock,
-		MaxKeysPerSection: cfg.MaxKeysPerSection,
-		Logger:            g.log,
-		OnRaise:           cfg.OnRaise,
-		Owns:              cfg.Owns,
-	})
 	return nil
 }
 

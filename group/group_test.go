@@ -34,12 +34,13 @@ func (h *host) WaitAdmitted(ctx context.Context, _ int) bool {
 	}
 	return true
 }
-func (h *host) ProtocolReady(raft.Configuration) bool { return true }
-func (h *host) ProtocolMoved()                        { h.moved.Add(1) }
-func (h *host) LeadershipChanged(bool)                { h.changes.Add(1) }
-func (h *host) WallClockOK() error                    { return nil }
-func (h *host) LogWrite(error)                        { h.logWrite.Add(1) }
-func (h *host) FSMDisk(bool, error)                   {}
+func (h *host) ProtocolReady(raft.Configuration) bool         { return true }
+func (h *host) KindsApplied(raft.Configuration, uint64) error { return nil }
+func (h *host) ProtocolMoved()                                { h.moved.Add(1) }
+func (h *host) LeadershipChanged(bool)                        { h.changes.Add(1) }
+func (h *host) WallClockOK() error                            { return nil }
+func (h *host) LogWrite(error)                                { h.logWrite.Add(1) }
+func (h *host) FSMDisk(bool, error)                           {}
 
 func open(t *testing.T, dir string, h *host) (*group.Group, raft.ServerAddress) {
 	t.Helper()

@@ -237,31 +237,6 @@ func (g *Group) lead(ctx context.Context, epoch uint64) {
 // group 0 copies group 0's new spaces (and cluster ID) into its group.
 const copyEvery = 6
 
-// copySpaces makes this group's own record of every space group 0 has
-// committed, with group 0's settings, so that the group's state (its
-// snapshots, its backups) stands on its own. Until a space is copied the
-// group's allocator reads group 0's settings (see store.Space), which are
-// the same. Group 0 runs nothing here.
-func (g *Group) copySpaces(ctx context.Context) {
-	if g.cfg.Authority == nil {
-		return
-	}
-	for _, sp := range g.cfg.Authority.Spaces() {
-		if own, ok := g.fsm.Space(sp.Name); ok {
-			if own != sp {
-				g.log.Error("a space's settings differ from group 0's; this group keeps its own", "space", sp.Name, "group0", sp, "here", own)
-			}
-			continue
-		}
-		if err := g.apply(ctx, fsm.EncodeCreateSpace(sp)); err != nil {
-			if !errors.Is(err, context.Canceled) {
-				g.log.Warn("copying a space from group 0 failed", "space", sp.Name, "err", err)
-			}
-			return
-		}
-	}
-}
-
 // noteLease notes that a lease renewal was stored in the log or a snapshot
 // was installed, now (see lead). The noted time never goes back.
 func (g *Group) noteLease() {

@@ -11,10 +11,16 @@ import (
 type store struct{ g *Group }
 
 // Space reads the group's own copy of a space, or group 0's committed
-// settings until the copy is made (see copySpaces): they are the same.
+// settings until the copy is made (see copySpaces). A space the group's own
+// record says is deleted is not found, whatever this server's copy of group
+// 0 says (it may lag the deletion; a space created again reaches the group
+// through FollowSpace).
 func (s store) Space(name string) (seqd.Space, bool) {
 	if sp, ok := s.g.fsm.Space(name); ok || s.g.cfg.Authority == nil {
 		return sp, ok
+	}
+	if _, deleted := s.g.fsm.Deleted(name); deleted {
+		return seqd.Space{}, false
 	}
 	return s.g.cfg.Authority.Space(name)
 }
@@ -32,6 +38,9 @@ func (s store) Raise(ctx context.Context, marks []seqd.Mark) error {
 			}
 			if _, ok := s.g.fsm.Space(m.Space); ok {
 				continue
+			}
+			if _, deleted := s.g.fsm.Deleted(m.Space); deleted {
+				continue // a raise of a deleted space is applied as it is
 			}
 			sp, ok := s.g.cfg.Authority.Space(m.Space)
 			if !ok {

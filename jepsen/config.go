@@ -53,6 +53,9 @@ type config struct {
 	Step           uint64
 	SectionSize    uint64
 
+	// The segment workload (--workload segment; segment.go).
+	seg segmentFlags
+
 	// The flake workload (--workload flake).
 	Namespace        string
 	Second           string
@@ -125,6 +128,13 @@ waits --recovery, reads every key, and checks the history:
   availability  ok rate, longest gap without a successful call, outage per
                 fault and time from healing to the first ok call (reported,
                 never a failure)
+
+With --workload segment, --segments client.Segments (Leaf-segment mode, each
+in its own client) hand out values of --keys keys (2 by default) from ranges
+they reserve, next to the sequence clients calling the same keys; the checks
+add segments: S1, no value twice per key across every segment and call, and
+S2, each segment's values increase (across segments values are only
+trend-increasing, so C2 and C3 cover the sequence clients only).
 
 With --workload flake the clients ask for flake ids instead (README "Flake
 ids"): pinned clients call IdService/NextIds on one node each, smart clients
@@ -235,7 +245,8 @@ func newFlags(cfg *config, out io.Writer) *flag.FlagSet {
 	fs.Float64Var(&cfg.Loss, "loss", 0.3, "packet drop probability for the loss faults")
 	fs.Uint64Var(&cfg.Seed, "seed", 0, "random seed for the nemesis and the clients (0: random; printed and stored)")
 
-	fs.StringVar(&cfg.Workload, "workload", "sequence", "sequence (Next, Reserve, Current of a space; checks C1-C3) or flake (flake ids from nodes, the Go client and embedded generators; checks G1-G3, see below)")
+	fs.StringVar(&cfg.Workload, "workload", "sequence", "sequence (Next, Reserve, Current of a space; checks C1-C3), segment (client.Segments on a few keys next to the sequence clients; checks C1-C3 and segments, see below) or flake (flake ids from nodes, the Go client and embedded generators; checks G1-G3, see below)")
+	addSegmentFlags(fs, &cfg.seg)
 	fs.Float64Var(&cfg.Rate, "rate", 500, "target rate of client calls per second, all clients together (0: as fast as possible)")
 	fs.IntVar(&cfg.PinnedPerNode, "pinned-per-node", 2, "clients pinned to each node (one node each, no retries; 16 by default with --groups above 1)")
 	fs.IntVar(&cfg.Smart, "smart-clients", 4, "clients using the Go client (all nodes, leader tracking, retries; 128 by default with --groups above 1, so that callers waiting on a faulted group do not starve the others: clients are closed loops)")
@@ -347,9 +358,12 @@ func parse(args []string, out io.Writer) (*config, error) {
 		}
 	}
 	switch cfg.Workload {
-	case "sequence", "flake":
+	case "sequence", "segment", "flake":
 	default:
-		return nil, fmt.Errorf("--workload must be sequence or flake, got %q", cfg.Workload)
+		return nil, fmt.Errorf("--workload must be sequence, segment or flake, got %q", cfg.Workload)
+	}
+	if err := checkSegment(cfg, set); err != nil {
+		return nil, err
 	}
 	switch {
 	case cfg.Nodes < 1 || cfg.Nodes > 9:

@@ -204,6 +204,9 @@ func printSummary(w io.Writer, r *results) {
 			mark(c["shape"].Valid), c["shape"].Counts["shape"]+c["shape"].Counts["repeat-order"],
 			mark(c["restart"].Valid), strings.Join(append([]string{fmt.Sprintf("R1 %d", c["restart"].Counts["R1"])}, c["restart"].Notes...), ", "),
 			mark(c["final-reads"].Valid), mark(c["crashes"].Valid))
+		if sg := c["segments"]; sg != nil {
+			fmt.Fprintf(w, "              segments %s (S1 %d, S2 %d): %s\n", mark(sg.Valid), sg.Counts["S1"], sg.Counts["S2"], strings.Join(sg.Notes, "; "))
+		}
 	}
 	a := r.Availability
 	fmt.Fprintf(w, "availability: ok rate %.1f%%; longest gap without an ok call %v (from %.1fs)\n", 100*a.OKRate, a.LongestGap, time.Duration(a.LongestGapStart).Seconds())
@@ -261,7 +264,7 @@ func printSummary(w io.Writer, r *results) {
 		fmt.Fprintf(w, "small disks:  %s\n", strings.Join(m.SmallDisks, ", "))
 	}
 	shown := 0
-	for _, name := range []string{"order", "restart", "shape", "G1", "G2", "G3", "grants"} {
+	for _, name := range []string{"order", "restart", "shape", "segments", "G1", "G2", "G3", "grants"} {
 		if c[name] == nil {
 			continue
 		}

@@ -148,8 +148,11 @@ func run(cfg *config, p plan) int {
 	m.Schedule = fmt.Sprintf("interval %v, duration %s, max faults %d, overlap %v", cfg.Interval, cfg.Duration, cfg.MaxFaults, cfg.Overlap)
 	m.Workload = fmt.Sprintf("rate %g/s, %d smart + %d pinned per node, %d keys, mix %s, op timeout %v (smart %v, attempt %v), space %s step %d section %d",
 		cfg.Rate, cfg.Smart, cfg.PinnedPerNode, cfg.Keys, cfg.mix, cfg.OpTimeout, cfg.SmartTimeout, cfg.AttemptTimeout, cfg.Space, cfg.Step, cfg.SectionSize)
-	if cfg.Workload == "flake" {
+	switch cfg.Workload {
+	case "flake":
 		m.Workload = flakeDescription(cfg)
+	case "segment":
+		m.Workload = segmentDescription(cfg, m.Workload)
 	}
 
 	// Interrupts stop the test early, but it is still healed, checked and
@@ -290,10 +293,15 @@ func run(cfg *config, p plan) int {
 			fmt.Fprintf(os.Stderr, "jepsen: creating space %q: %v\n", cfg.Space, err)
 			return exitHarness
 		}
-		wl, err = workload.Start(ctx, workload.Config{
+		seq := workload.Config{
 			Space: cfg.Space, Keys: cfg.Keys, Rate: cfg.Rate, PinnedPerNode: cfg.PinnedPerNode, Smart: cfg.Smart,
 			OpTimeout: cfg.OpTimeout, SmartTimeout: cfg.SmartTimeout, AttemptTimeout: cfg.AttemptTimeout, Mix: cfg.mix, MaxReserve: uint32(cfg.MaxReserve), Seed: p.Seed,
-		}, targets, rec)
+		}
+		if cfg.Workload == "segment" {
+			wl, err = workload.StartSegments(ctx, cfg.seg.config(cfg, p.Seed), seq, targets, rec)
+		} else {
+			wl, err = workload.Start(ctx, seq, targets, rec)
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "jepsen: %v\n", err)

@@ -73,8 +73,16 @@ type Allocator struct {
 }
 
 type spaceState struct {
-	seqd.Space
-	sections map[uint64]*section
+	name        string
+	sectionSize uint64        // never changes (see seqd.Space)
+	step        atomic.Uint64 // may change (see SpaceChanged)
+	sections    map[uint64]*section
+}
+
+func newSpaceState(sp seqd.Space) *spaceState {
+	s := &spaceState{name: sp.Name, sectionSize: sp.SectionSize, sections: make(map[uint64]*section)}
+	s.step.Store(sp.Step)
+	return s
 }
 
 type section struct {
@@ -176,7 +184,7 @@ func (a *Allocator) section(name string, key uint64, now time.Duration) (*sectio
 	a.mu.RLock()
 	sp := a.spaces[name]
 	if sp != nil {
-		if sec := sp.sections[key/sp.SectionSize]; sec != nil {
+		if sec := sp.sections[key/sp.sectionSize]; sec != nil {
 			a.mu.RUnlock()
 			return sec, nil
 		}
@@ -203,10 +211,10 @@ func (a *Allocator) section(name string, key uint64, now time.Duration) (*sectio
 		if cfg.SectionSize == 0 || cfg.Step == 0 {
 			return nil, fmt.Errorf("space %q has invalid settings (step %d, section_size %d)", name, cfg.Step, cfg.SectionSize)
 		}
-		sp = &spaceState{Space: cfg, sections: make(map[uint64]*section)}
+		sp = newSpaceState(cfg)
 		a.spaces[name] = sp
 	}
-	id := key / sp.SectionSize
+	id := key / sp.sectionSize
 	if sec := sp.sections[id]; sec != nil {
 		return sec, nil
 	}

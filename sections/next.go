@@ -103,7 +103,7 @@ func (a *Allocator) take(ctx context.Context, sec *section, key, count uint64, n
 			return first, err
 		}
 		if !sec.raising {
-			a.startRaiseLocked(sec, addCap(last, sec.space.Step))
+			a.startRaiseLocked(sec, addCap(last, sec.space.step.Load()))
 		}
 		wait := sec.raiseDone
 		sec.mu.Unlock()
@@ -134,7 +134,7 @@ func (a *Allocator) takeLocked(sec *section, key, count uint64, now time.Duratio
 	}
 	cur := sec.get(key)
 	if count > seqd.MaxValue-cur {
-		return 0, 0, false, fmt.Errorf("%w (space %q, key %d)", seqd.ErrExhausted, sec.space.Name, key)
+		return 0, 0, false, fmt.Errorf("%w (space %q, key %d)", seqd.ErrExhausted, sec.space.name, key)
 	}
 	last = cur + count
 	if last > sec.max {
@@ -146,7 +146,7 @@ func (a *Allocator) takeLocked(sec *section, key, count uint64, now time.Duratio
 		sec.hi = last
 	}
 	// Raise ahead of need once less than half a step is left.
-	if step := sec.space.Step; !sec.raising && sec.max < seqd.MaxValue && sec.max-sec.hi < step/2+1 {
+	if step := sec.space.step.Load(); !sec.raising && sec.max < seqd.MaxValue && sec.max-sec.hi < step/2+1 {
 		a.startRaiseLocked(sec, addCap(sec.max, step))
 	}
 	return cur + 1, last, true, nil

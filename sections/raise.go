@@ -32,7 +32,7 @@ func (a *Allocator) raiseForCall(space string, keys []uint64, now time.Duration)
 		if err != nil {
 			return err
 		}
-		size := sec.space.SectionSize
+		size := sec.space.sectionSize
 		j := i + 1
 		for j < len(sorted) && sorted[j]/size == sec.id {
 			j++
@@ -57,7 +57,7 @@ func (a *Allocator) raiseForCall(space string, keys []uint64, now time.Duration)
 		if need > sec.max && !sec.raising {
 			sec.raising = true
 			sec.raiseDone = make(chan struct{})
-			reqs = append(reqs, raiseReq{sec: sec, target: addCap(need, sec.space.Step)})
+			reqs = append(reqs, raiseReq{sec: sec, target: addCap(need, sec.space.step.Load())})
 		}
 		sec.mu.Unlock()
 		i = j
@@ -144,7 +144,7 @@ func (a *Allocator) raiser() {
 		}
 		marks := make([]seqd.Mark, len(batch))
 		for i, r := range batch {
-			marks[i] = seqd.Mark{Space: r.sec.space.Name, Section: r.sec.id, Max: r.target}
+			marks[i] = seqd.Mark{Space: r.sec.space.name, Section: r.sec.id, Max: r.target}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), a.opts.RaiseTimeout)
 		go func() {

@@ -455,25 +455,12 @@ func TestGroupsJoinedServerRestartsBeforeEveryGroupAddedIt(t *testing.T) {
 // a group's leader copies it into its group before its first raise.
 func TestGroupsNewSpaceServesEveryGroup(t *testing.T) {
 	const groups = 3
-	c := testcluster.Start(t, 3, testcluster.Options{Groups: groups})
-	waitBalanced(t, c, 60*time.Second)
-	cl, err := client.New(c.APIAddrs(), client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	c, cl, ctx := balancedCluster(t, groups, time.Minute)
 	if _, err := cl.CreateSpace(ctx, "fresh", 1000, 1000); err != nil {
 		t.Fatal(err)
 	}
 	created := time.Now()
-	keys := make([]uint64, groups)
-	for sec, found := uint64(0), 0; found < groups; sec++ {
-		if g := seqd.GroupOfKey("fresh", 1000, sec*1000, groups); keys[g] == 0 {
-			keys[g] = sec*1000 + 1
-			found++
-		}
-	}
+	keys := keysOfGroups("fresh", 1000, groups)
 	// A group leader's copy of group 0 may lag the create by a heartbeat;
 	// it then asks group 0's leader: the first call succeeds.
 	if _, err := cl.Next(ctx, "fresh", keys...); err != nil {

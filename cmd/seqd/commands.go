@@ -170,11 +170,15 @@ func cmdReserve(args []string) error {
 }
 
 func cmdSpace(args []string) error {
-	if err := cli.Subcommand(args, "seqd space create|list", "Creates and lists spaces (families of per-key sequences).",
-		"create NAME [--step N] [--section-size N]", "list"); err != nil {
+	if err := cli.Subcommand(args, "seqd space create|update|delete|list", "Creates, changes, deletes and lists spaces (families of per-key sequences).",
+		"create NAME [--step N] [--section-size N]", "update NAME --step N", "delete NAME", "list"); err != nil {
 		return err
 	}
 	switch args[0] {
+	case "update":
+		return cmdSpaceUpdate(args[1:])
+	case "delete":
+		return cmdSpaceDelete(args[1:])
 	case "create":
 		fs := cli.NewFlagSet("space create", "seqd space create NAME [--step N] [--section-size N]",
 			"Creates a space. Creating an existing space with the same settings succeeds.")

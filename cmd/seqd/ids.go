@@ -36,9 +36,10 @@ func cmdID(args []string) error {
 }
 
 func cmdIDNext(args []string) error {
-	fs := cli.NewFlagSet("id next", "seqd id next [--namespace N] [COUNT]",
+	fs := cli.NewFlagSet("id next", "seqd id next [--namespace N] [--shard N] [COUNT]",
 		"Prints COUNT (default 1, at most 10000) new flake ids, one per line, strictly increasing.")
 	ns := fs.String("namespace", "", `flake namespace (default "default")`)
+	shard := fs.Uint64("shard", 0, "value of the layout's shard field in every id (a layout without one takes 0 only)")
 	cf := addClientFlags(fs)
 	ops, err := cli.ParseFlags(fs, args)
 	if err != nil {
@@ -58,7 +59,12 @@ func cmdIDNext(args []string) error {
 		return err
 	}
 	defer cancel()
-	ids, err := c.NextIds(ctx, *ns, uint32(count))
+	var ids []int64
+	if *shard != 0 {
+		ids, err = c.NextShardIds(ctx, *ns, uint32(count), *shard)
+	} else {
+		ids, err = c.NextIds(ctx, *ns, uint32(count))
+	}
 	if err != nil {
 		return cli.CallError(err)
 	}
@@ -92,7 +98,7 @@ func cmdIDDecode(args []string) error {
 	}
 	defer cancel()
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tTIME\tWORKER\tSEQUENCE\tHOLDER")
+	fmt.Fprintln(tw, "ID\tTIME\tCLUSTER\tSHARD\tWORKER\tSEQUENCE\tHOLDER")
 	var warnings []string
 	for _, id := range ids {
 		d, err := c.Decode(ctx, *ns, id)
@@ -104,7 +110,7 @@ func cmdIDDecode(args []string) error {
 			holder = "(impossible: see below)"
 			warnings = append(warnings, fmt.Sprintf("seqd: warning: id %d cannot have been issued: %s", id, w))
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%s\n", id, seqd.Date(d.GetUnixMs()), d.GetWorker(), d.GetSequence(), holder)
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t%d\t%s\n", id, seqd.Date(d.GetUnixMs()), d.GetCluster(), d.GetShard(), d.GetWorker(), d.GetSequence(), holder)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -116,19 +122,26 @@ func cmdIDDecode(args []string) error {
 }
 
 func cmdIDNamespace(args []string) error {
-	if err := cli.Subcommand(args, "seqd id namespace create|list", "Creates and lists flake namespaces.",
+	if err := cli.Subcommand(args, "seqd id namespace create|delete|list", "Creates, deletes and lists flake namespaces.",
 		"create NAME [--layout L | --time-bits T --worker-bits W --sequence-bits S [--unit-ms U] [--epoch-ms E]] [--obfuscation ff1|ff1-hour]",
-		"list"); err != nil {
+		"delete NAME", "list"); err != nil {
 		return err
 	}
 	switch args[0] {
+	case "delete":
+		return cmdIDNamespaceDelete(args[1:])
 	case "create":
-		fs := cli.NewFlagSet("id namespace create", "seqd id namespace create NAME [--layout L | --time-bits T --worker-bits W --sequence-bits S [--unit-ms U] [--epoch-ms E]] [--obfuscation ff1|ff1-hour]",
-			fmt.Sprintf("Creates a flake namespace. Its layout is fixed for life: a new layout is a new namespace. Presets: %v (default %s).", flake.PresetNames(), flake.DefaultLayoutName))
+		fs := cli.NewFlagSet("id namespace create", "seqd id namespace create NAME [--layout L | --time-bits T [--cluster-bits C --cluster V] [--shard-bits H] --worker-bits W --sequence-bits S [--sequence-first] [--unit-ms U] [--epoch-ms E]] [--obfuscation ff1|ff1-hour]",
+			fmt.Sprintf("Creates a flake namespace. Its layout is fixed for life: a new layout is a new namespace. Presets: %v (default %s). "+
+				"An id is, from the top bit down: time, cluster, shard, worker, sequence (sequence above worker with --sequence-first).", flake.PresetNames(), flake.DefaultLayoutName))
 		layout := fs.String("layout", "", "preset layout")
 		tb := fs.Uint("time-bits", 0, "custom layout: bits of time units")
 		wb := fs.Uint("worker-bits", 0, "custom layout: bits of worker")
 		sb := fs.Uint("sequence-bits", 0, "custom layout: bits of sequence")
+		hb := fs.Uint("shard-bits", 0, "custom layout: bits of the shard each call gives (seqd id next --shard)")
+		cb := fs.Uint("cluster-bits", 0, "custom layout: bits of the cluster field")
+		cv := fs.Uint64("cluster", 0, "custom layout: the cluster field's value, fixed for the namespace (one per cluster or datacenter)")
+		seqFirst := fs.Bool("sequence-first", false, "custom layout: the sequence above the worker (sonyflake's order)")
 		unit := fs.Uint("unit-ms", 0, "custom layout: the time unit in ms (default 1)")
 		epoch := fs.Int64("epoch-ms", 0, "custom layout: the epoch in Unix ms (default 2026-01-01T00:00:00Z)")
 		obf := fs.String("obfuscation", "", "ff1 (ids reveal neither time, worker nor volume) or ff1-hour (the hour stays in the clear); needs the servers' --cluster-secret-file")
@@ -140,7 +153,7 @@ func cmdIDNamespace(args []string) error {
 		if len(ops) != 1 {
 			return cli.Usagef("id namespace create takes one NAME")
 		}
-		if *tb > 64 || *wb > 64 || *sb > 64 || *unit > 1<<32-1 {
+		if max(*tb, *wb, *sb, *hb, *cb) > 64 || *unit > 1<<32-1 {
 			return cli.Usagef("bit widths must be at most 64 and --unit-ms at most 2^32-1")
 		}
 		c, ctx, cancel, err := cf.dial()
@@ -149,7 +162,8 @@ func cmdIDNamespace(args []string) error {
 		}
 		defer cancel()
 		resp, err := c.CreateNamespace(ctx, &seqv1.CreateNamespaceRequest{Name: ops[0], Layout: *layout, TimeBits: uint32(*tb),
-			WorkerBits: uint32(*wb), SequenceBits: uint32(*sb), UnitMs: uint32(*unit), EpochUnixMs: *epoch, Obfuscation: *obf})
+			WorkerBits: uint32(*wb), SequenceBits: uint32(*sb), UnitMs: uint32(*unit), EpochUnixMs: *epoch, Obfuscation: *obf,
+			ShardBits: uint32(*hb), ClusterBits: uint32(*cb), Cluster: *cv, SequenceFirst: *seqFirst})
 		if err != nil {
 			return cli.CallError(err)
 		}
@@ -188,13 +202,49 @@ func cmdIDNamespace(args []string) error {
 
 func describeNamespace(n *seqv1.Namespace) string {
 	l := n.GetLayout()
-	obf := l.GetObfuscation()
+	obf, fields := l.GetObfuscation(), ""
+	if obf == "fields" {
+		obf = ""
+		if l.GetClusterBits() > 0 {
+			fields += fmt.Sprintf(" cluster_bits=%d cluster=%d", l.GetClusterBits(), l.GetCluster())
+		}
+		if l.GetShardBits() > 0 {
+			fields += fmt.Sprintf(" shard_bits=%d", l.GetShardBits())
+		}
+		if l.GetSequenceFirst() {
+			fields += " sequence_first=true"
+		}
+	}
 	if obf == "" {
 		obf = "none"
 	}
-	return fmt.Sprintf("%s time_bits=%d worker_bits=%d sequence_bits=%d unit_ms=%d epoch=%s end=%s obfuscation=%s",
-		n.GetName(), l.GetTimeBits(), l.GetWorkerBits(), l.GetSequenceBits(), l.GetUnitMs(),
+	return fmt.Sprintf("%s time_bits=%d%s worker_bits=%d sequence_bits=%d unit_ms=%d epoch=%s end=%s obfuscation=%s",
+		n.GetName(), l.GetTimeBits(), fields, l.GetWorkerBits(), l.GetSequenceBits(), l.GetUnitMs(),
 		time.UnixMilli(l.GetEpochUnixMs()).UTC().Format(time.RFC3339), time.UnixMilli(n.GetEndUnixMs()).UTC().Format(time.RFC3339), obf)
+}
+
+func cmdIDNamespaceDelete(args []string) error {
+	fs := cli.NewFlagSet("id namespace delete", "seqd id namespace delete NAME",
+		"Deletes a flake namespace: calls for it fail (not_found), its holders are fenced. Its time floor and workers' marks stay: "+
+			"a namespace created again under its name (with its layout) issues ids above every id it ever issued.")
+	cf := addClientFlags(fs)
+	ops, err := cli.ParseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(ops) != 1 {
+		return cli.Usagef("id namespace delete takes one NAME")
+	}
+	c, ctx, cancel, err := cf.dial()
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	if err := c.DeleteNamespace(ctx, ops[0]); err != nil {
+		return cli.CallError(err)
+	}
+	fmt.Printf("deleted namespace %s\n", ops[0])
+	return nil
 }
 
 func cmdIDWorkers(args []string) error {

@@ -5,7 +5,10 @@
 //	seqd reserve [--space S] KEY COUNT  COUNT consecutive values for KEY
 //	seqd current [--space S] KEY...     the current value of each key
 //	seqd space create NAME [--step N] [--section-size N]
+//	seqd space update NAME --step N
+//	seqd space delete NAME
 //	seqd space list
+//	seqd floor set|import               floors: where keys moved from elsewhere continue
 //	seqd id next|decode|namespace|workers  flake ids
 //	seqd status                         the cluster's nodes, leader and term
 //	seqd node remove ID                 remove a server from the raft configuration
@@ -33,10 +36,15 @@ Usage:
   seqd reserve [--space S] KEY COUNT         print the first and last of COUNT new values
   seqd current [--space S] KEY...            print the current value of each key
   seqd space create NAME [--step N] [--section-size N]
+  seqd space update NAME --step N            change a space's step
+  seqd space delete NAME                     delete a space (its marks stay)
   seqd space list
-  seqd id next [--namespace N] [COUNT]       print COUNT new flake ids (unique, time-ordered)
+  seqd floor set [--space S] FLOOR KEY...    every value of each key from now on above FLOOR
+  seqd floor import [--space S] FILE         a floor per key from lines of "KEY FLOOR"
+  seqd id next [--namespace N] [--shard N] [COUNT]  print COUNT new flake ids (unique, time-ordered)
   seqd id decode [--namespace N] ID...       print each flake id's time, worker and holder
   seqd id namespace create NAME [--layout L] [--obfuscation ff1|ff1-hour]
+  seqd id namespace delete NAME
   seqd id namespace list
   seqd id workers [--namespace N] [--reclaim W]
   seqd status                                show nodes, leader, term and lease
@@ -115,6 +123,8 @@ func run(args []string) int {
 		err = cmdCurrent(rest)
 	case "space":
 		err = cmdSpace(rest)
+	case "floor":
+		err = cmdFloor(rest)
 	case "status":
 		err = cmdStatus(rest)
 	case "id":

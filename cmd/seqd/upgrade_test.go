@@ -91,16 +91,7 @@ func rollingUpgrade(t *testing.T, commit string, prevProtocol uint64) {
 	w := testcluster.StartSmartWorkload(t, "default", 16, addrs, 3)
 	w.WaitOK(t, 200, 30*time.Second)
 
-	alive := func(stage string) {
-		t.Helper()
-		for _, p := range ps {
-			select {
-			case <-p.Done():
-				t.Fatalf("%s: %s (%s) exited; log:\n%s", stage, p.ID, binName(p), p.LogText())
-			default:
-			}
-		}
-	}
+	alive := func(stage string) { t.Helper(); allAlive(t, ps, stage) }
 	upgrade := func(p *proctest.Proc) {
 		t.Helper()
 		t.Logf("%s: upgrading %s", time.Now().Format("15:04:05.000"), p.ID)
@@ -308,6 +299,18 @@ func rollingUpgrade(t *testing.T, commit string, prevProtocol uint64) {
 	}
 	if st, err := os.Stat(prev); err != nil || st.Size() == 0 {
 		t.Fatalf("previous build missing: %v", err)
+	}
+}
+
+// allAlive fails the test if a process of ps exited.
+func allAlive(t *testing.T, ps []*proctest.Proc, stage string) {
+	t.Helper()
+	for _, p := range ps {
+		select {
+		case <-p.Done():
+			t.Fatalf("%s: %s (%s) exited; log:\n%s", stage, p.ID, binName(p), p.LogText())
+		default:
+		}
 	}
 }
 

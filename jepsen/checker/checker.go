@@ -13,6 +13,10 @@
 //     and per fault the outage it caused and the time from its healing to the
 //     first successful call (informational: never invalid).
 //
+// A segment run (client.Segment values, next to sequence calls) adds
+// segments: S1 (no value twice per key across segments and calls) and S2
+// (each segment's values increase); see segment.go.
+//
 // A flake run's (a history of ids calls) are G1-G3 and final-ids instead
 // (see flake.go), and grants over the worker grants its holders logged
 // (grants.go), with the same availability figures.
@@ -153,6 +157,9 @@ func Check(ops []record.Op, opt Options) *Results {
 		r.Checkers["shape"] = Shape(ops, opt.Limit)
 		r.Checkers["restart"] = Restart(ops, windows, opt.Limit)
 		r.Checkers["final-reads"] = FinalReads(ops)
+		if HasSegments(ops) {
+			r.Checkers["segments"] = Segments(ops, opt.Limit)
+		}
 	}
 	r.Availability = Avail(ops, windows)
 	var vs []Validity

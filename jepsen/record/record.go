@@ -35,6 +35,12 @@ const (
 	// Values the ids returned (positive int64s), WallMs the harness's wall
 	// clock when it was invoked.
 	IDs = "ids"
+	// Segment is a value (or values, increasing) a client.Segment handed
+	// out for Keys[0] (the segment workload): Values. A segment's values
+	// are unique across every client but only trend-increasing across
+	// clients, so they count for uniqueness (C1) and per-segment order,
+	// not for C2 or C3 (ToHistory leaves them out).
+	Segment = "segment"
 	// NamespaceInfo (Client == HarnessClient) records a flake namespace the
 	// test created, with its Layout and Obfuscation, for the checkers.
 	NamespaceInfo = "namespace"

@@ -96,10 +96,12 @@ import {
 } from "./coalesce.js";
 import { applyGroups, learnGroup, spaceName, splitShares, type GroupTable } from "./routing.js";
 import { Generations } from "./generation.js";
+import { createSegment, type Segment, type SegmentOptions, type SegmentStats } from "./segment.js";
 import { groupOfKey } from "./slots.js";
 
 export { Code, ConnectError };
 export type { BatchStats };
+export type { Segment, SegmentOptions, SegmentStats };
 export type { ClusterStatusResponse, GroupRoute, Node, Space, DecodeResponse, GetLayoutResponse, Namespace, Worker, WorkerUse };
 export { DEFAULT_SPACE, SLOT_COUNT, SLOT_MAP_VERSION, groupOfKey, slotGroup, slotOf } from "./slots.js";
 
@@ -182,6 +184,12 @@ export interface SeqdClient {
   next(space: string, keys: Key[]): Promise<bigint[]>;
   /** count consecutive values for key: first .. first+count-1. */
   reserve(space: string, key: Key, count: number): Promise<{ first: bigint; count: number }>;
+  /**
+   * A segment of key (Leaf-segment mode, segment.ts): values handed out from
+   * reserved ranges in memory, with the next range prefetched, so that it
+   * keeps issuing while the cluster is unreachable. The Go client's rules.
+   */
+  segment(space: string, key: Key, options?: SegmentOptions): Segment;
   /** The current value per key (0n: none issued yet); no side effects. */
   current(space: string, keys: Key[]): Promise<bigint[]>;
   /** count (1 to 10000) flake ids of namespace ("" is "default"): unique across the cluster, strictly increasing unless the namespace is obfuscated. */
@@ -469,6 +477,23 @@ export function createSeqdClient(baseUrl: string | string[], options: SeqdClient
       const res = await attempts(group, undefined, (c) => c.seq.reserve({ space, key: k, count }));
       if (t && size === undefined) refresh(); // the space exists: learn its section size
       return { first: res.first, count: res.count };
+    },
+    segment(space, key, opts) {
+      const k = toKey(key);
+      // One reservation, retried (as reserve is) until timeoutMs passes.
+      return createSegment(async (count, timeoutMs) => {
+        const stop = new AbortController();
+        const timer = setTimeout(() => stop.abort(), timeoutMs);
+        try {
+          const t = table;
+          const size = t?.spaces.get(spaceName(space));
+          const group = t && size !== undefined ? groupOfKey(spaceName(space), size, k, t.n) : -1;
+          const res = await attempts(group, stop.signal, (c) => c.seq.reserve({ space, key: k, count }, { signal: stop.signal }));
+          return res.first;
+        } finally {
+          clearTimeout(timer);
+        }
+      }, opts);
     },
     current(space, keys) {
       return perKey("current", space, keys);

@@ -51,6 +51,8 @@ export function applyGroups(
     t.spaces = new Map(old.spaces);
     t.leaders = old.leaders.map((l) => ({ ...l }));
   }
+  // A section size, once learnt, stays: it never changes, not even across a
+  // delete and a create under the same name (only the step may change).
   for (const sp of st.spaces) {
     if (sp.sectionSize > 0n) t.spaces.set(sp.name, sp.sectionSize);
   }

@@ -33,7 +33,12 @@ type NextIdsRequest struct {
 	// A server answers ids instead when the namespace is obfuscated (its ids
 	// are not consecutive), and so does a server older than this field:
 	// clients must accept either.
-	Runs          bool `protobuf:"varint,3,opt,name=runs,proto3" json:"runs,omitempty"`
+	Runs bool `protobuf:"varint,3,opt,name=runs,proto3" json:"runs,omitempty"`
+	// shard is the value of the layout's shard field (GetLayoutResponse
+	// shard_bits) in every id of the answer: 0 to 2^shard_bits - 1, and 0
+	// for a layout without one (another value: invalid_argument). Ids stay
+	// unique whatever the shards: they only add bits.
+	Shard         uint64 `protobuf:"varint,4,opt,name=shard,proto3" json:"shard,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -87,6 +92,13 @@ func (x *NextIdsRequest) GetRuns() bool {
 		return x.Runs
 	}
 	return false
+}
+
+func (x *NextIdsRequest) GetShard() uint64 {
+	if x != nil {
+		return x.Shard
+	}
+	return 0
 }
 
 type NextIdsResponse struct {
@@ -263,7 +275,11 @@ type DecodeResponse struct {
 	// after the server's clock, or its worker was never granted that time
 	// (a typo, or an id of another namespace). The fields above are then
 	// only what the bits say.
-	Warning       string `protobuf:"bytes,5,opt,name=warning,proto3" json:"warning,omitempty"`
+	Warning string `protobuf:"bytes,5,opt,name=warning,proto3" json:"warning,omitempty"`
+	// shard and cluster are the id's shard and cluster fields (0 for a
+	// layout without them).
+	Shard         uint64 `protobuf:"varint,6,opt,name=shard,proto3" json:"shard,omitempty"`
+	Cluster       uint64 `protobuf:"varint,7,opt,name=cluster,proto3" json:"cluster,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -333,6 +349,20 @@ func (x *DecodeResponse) GetWarning() string {
 	return ""
 }
 
+func (x *DecodeResponse) GetShard() uint64 {
+	if x != nil {
+		return x.Shard
+	}
+	return 0
+}
+
+func (x *DecodeResponse) GetCluster() uint64 {
+	if x != nil {
+		return x.Cluster
+	}
+	return 0
+}
+
 type GetLayoutRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
@@ -384,8 +414,19 @@ type GetLayoutResponse struct {
 	TimeBits     uint32                 `protobuf:"varint,3,opt,name=time_bits,json=timeBits,proto3" json:"time_bits,omitempty"`
 	WorkerBits   uint32                 `protobuf:"varint,4,opt,name=worker_bits,json=workerBits,proto3" json:"worker_bits,omitempty"`
 	SequenceBits uint32                 `protobuf:"varint,5,opt,name=sequence_bits,json=sequenceBits,proto3" json:"sequence_bits,omitempty"`
-	// obfuscation is "", "ff1" or "ff1-hour".
-	Obfuscation   string `protobuf:"bytes,6,opt,name=obfuscation,proto3" json:"obfuscation,omitempty"`
+	// obfuscation is "", "ff1" or "ff1-hour"; or "fields" for a layout with a
+	// shard or cluster field or the sequence above the worker, which is not
+	// obfuscated: the value makes clients that predate those fields refuse
+	// the layout rather than misread it.
+	Obfuscation string `protobuf:"bytes,6,opt,name=obfuscation,proto3" json:"obfuscation,omitempty"`
+	// From the most significant bit down an id is time, cluster, shard, then
+	// worker and sequence (sequence and worker when sequence_first): the
+	// cluster field holds the namespace's fixed value cluster, the shard
+	// field the caller's value (NextIdsRequest.shard).
+	ShardBits     uint32 `protobuf:"varint,7,opt,name=shard_bits,json=shardBits,proto3" json:"shard_bits,omitempty"`
+	ClusterBits   uint32 `protobuf:"varint,8,opt,name=cluster_bits,json=clusterBits,proto3" json:"cluster_bits,omitempty"`
+	Cluster       uint64 `protobuf:"varint,9,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	SequenceFirst bool   `protobuf:"varint,10,opt,name=sequence_first,json=sequenceFirst,proto3" json:"sequence_first,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -460,6 +501,34 @@ func (x *GetLayoutResponse) GetObfuscation() string {
 		return x.Obfuscation
 	}
 	return ""
+}
+
+func (x *GetLayoutResponse) GetShardBits() uint32 {
+	if x != nil {
+		return x.ShardBits
+	}
+	return 0
+}
+
+func (x *GetLayoutResponse) GetClusterBits() uint32 {
+	if x != nil {
+		return x.ClusterBits
+	}
+	return 0
+}
+
+func (x *GetLayoutResponse) GetCluster() uint64 {
+	if x != nil {
+		return x.Cluster
+	}
+	return 0
+}
+
+func (x *GetLayoutResponse) GetSequenceFirst() bool {
+	if x != nil {
+		return x.SequenceFirst
+	}
+	return false
 }
 
 type AcquireWorkerRequest struct {
@@ -887,7 +956,9 @@ type CreateNamespaceRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// layout names a preset: "snowflake" (the default when empty and no
-	// custom widths are given), "sonyflake", "wide", "js", "js-seconds".
+	// custom widths are given), "sonyflake" (github.com/sony/sonyflake's
+	// ids, bit for bit), "instagram" (a 13-bit shard field), "wide", "js",
+	// "js-seconds".
 	Layout string `protobuf:"bytes,2,opt,name=layout,proto3" json:"layout,omitempty"`
 	// Custom widths, used when time_bits is not 0 (layout must then be
 	// empty); epoch_unix_ms 0 means 2026-01-01T00:00:00Z, unit_ms 0 means 1.
@@ -896,8 +967,16 @@ type CreateNamespaceRequest struct {
 	TimeBits     uint32 `protobuf:"varint,5,opt,name=time_bits,json=timeBits,proto3" json:"time_bits,omitempty"`
 	WorkerBits   uint32 `protobuf:"varint,6,opt,name=worker_bits,json=workerBits,proto3" json:"worker_bits,omitempty"`
 	SequenceBits uint32 `protobuf:"varint,7,opt,name=sequence_bits,json=sequenceBits,proto3" json:"sequence_bits,omitempty"`
-	// obfuscation is "", "ff1" or "ff1-hour".
-	Obfuscation   string `protobuf:"bytes,8,opt,name=obfuscation,proto3" json:"obfuscation,omitempty"`
+	// obfuscation is "", "ff1" or "ff1-hour" (a plain layout only).
+	Obfuscation string `protobuf:"bytes,8,opt,name=obfuscation,proto3" json:"obfuscation,omitempty"`
+	// Custom fields (with time_bits): a shard field the caller fills per
+	// call, a cluster field holding the value cluster (refused when a
+	// server of another cluster seen in gossip uses that value), and the
+	// sequence above the worker.
+	ShardBits     uint32 `protobuf:"varint,9,opt,name=shard_bits,json=shardBits,proto3" json:"shard_bits,omitempty"`
+	ClusterBits   uint32 `protobuf:"varint,10,opt,name=cluster_bits,json=clusterBits,proto3" json:"cluster_bits,omitempty"`
+	Cluster       uint64 `protobuf:"varint,11,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	SequenceFirst bool   `protobuf:"varint,12,opt,name=sequence_first,json=sequenceFirst,proto3" json:"sequence_first,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -986,6 +1065,34 @@ func (x *CreateNamespaceRequest) GetObfuscation() string {
 		return x.Obfuscation
 	}
 	return ""
+}
+
+func (x *CreateNamespaceRequest) GetShardBits() uint32 {
+	if x != nil {
+		return x.ShardBits
+	}
+	return 0
+}
+
+func (x *CreateNamespaceRequest) GetClusterBits() uint32 {
+	if x != nil {
+		return x.ClusterBits
+	}
+	return 0
+}
+
+func (x *CreateNamespaceRequest) GetCluster() uint64 {
+	if x != nil {
+		return x.Cluster
+	}
+	return 0
+}
+
+func (x *CreateNamespaceRequest) GetSequenceFirst() bool {
+	if x != nil {
+		return x.SequenceFirst
+	}
+	return false
 }
 
 type CreateNamespaceResponse struct {
@@ -1471,11 +1578,12 @@ var File_seq_v1_id_proto protoreflect.FileDescriptor
 
 const file_seq_v1_id_proto_rawDesc = "" +
 	"\n" +
-	"\x0fseq/v1/id.proto\x12\x06seq.v1\"X\n" +
+	"\x0fseq/v1/id.proto\x12\x06seq.v1\"n\n" +
 	"\x0eNextIdsRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\rR\x05count\x12\x12\n" +
-	"\x04runs\x18\x03 \x01(\bR\x04runs\"F\n" +
+	"\x04runs\x18\x03 \x01(\bR\x04runs\x12\x14\n" +
+	"\x05shard\x18\x04 \x01(\x04R\x05shard\"F\n" +
 	"\x0fNextIdsResponse\x12\x10\n" +
 	"\x03ids\x18\x01 \x03(\x03R\x03ids\x12!\n" +
 	"\x04runs\x18\x02 \x03(\v2\r.seq.v1.IdRunR\x04runs\"3\n" +
@@ -1484,15 +1592,17 @@ const file_seq_v1_id_proto_rawDesc = "" +
 	"\x05count\x18\x02 \x01(\rR\x05count\"=\n" +
 	"\rDecodeRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\x03R\x02id\"\x9a\x01\n" +
+	"\x02id\x18\x02 \x01(\x03R\x02id\"\xca\x01\n" +
 	"\x0eDecodeResponse\x12\x17\n" +
 	"\aunix_ms\x18\x01 \x01(\x03R\x06unixMs\x12\x16\n" +
 	"\x06worker\x18\x02 \x01(\rR\x06worker\x12\x1a\n" +
 	"\bsequence\x18\x03 \x01(\rR\bsequence\x12!\n" +
 	"\fholder_label\x18\x04 \x01(\tR\vholderLabel\x12\x18\n" +
-	"\awarning\x18\x05 \x01(\tR\awarning\"0\n" +
+	"\awarning\x18\x05 \x01(\tR\awarning\x12\x14\n" +
+	"\x05shard\x18\x06 \x01(\x04R\x05shard\x12\x18\n" +
+	"\acluster\x18\a \x01(\x04R\acluster\"0\n" +
 	"\x10GetLayoutRequest\x12\x1c\n" +
-	"\tnamespace\x18\x01 \x01(\tR\tnamespace\"\xd5\x01\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\"\xd8\x02\n" +
 	"\x11GetLayoutResponse\x12\"\n" +
 	"\repoch_unix_ms\x18\x01 \x01(\x03R\vepochUnixMs\x12\x17\n" +
 	"\aunit_ms\x18\x02 \x01(\rR\x06unitMs\x12\x1b\n" +
@@ -1500,7 +1610,13 @@ const file_seq_v1_id_proto_rawDesc = "" +
 	"\vworker_bits\x18\x04 \x01(\rR\n" +
 	"workerBits\x12#\n" +
 	"\rsequence_bits\x18\x05 \x01(\rR\fsequenceBits\x12 \n" +
-	"\vobfuscation\x18\x06 \x01(\tR\vobfuscation\"b\n" +
+	"\vobfuscation\x18\x06 \x01(\tR\vobfuscation\x12\x1d\n" +
+	"\n" +
+	"shard_bits\x18\a \x01(\rR\tshardBits\x12!\n" +
+	"\fcluster_bits\x18\b \x01(\rR\vclusterBits\x12\x18\n" +
+	"\acluster\x18\t \x01(\x04R\acluster\x12%\n" +
+	"\x0esequence_first\x18\n" +
+	" \x01(\bR\rsequenceFirst\"b\n" +
 	"\x14AcquireWorkerRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x16\n" +
 	"\x06holder\x18\x02 \x01(\tR\x06holder\x12\x14\n" +
@@ -1530,7 +1646,7 @@ const file_seq_v1_id_proto_rawDesc = "" +
 	"\x06layout\x18\x02 \x01(\v2\x19.seq.v1.GetLayoutResponseR\x06layout\x12\"\n" +
 	"\rfloor_unix_ms\x18\x03 \x01(\x03R\vfloorUnixMs\x12\x1e\n" +
 	"\vend_unix_ms\x18\x04 \x01(\x03R\tendUnixMs\x12\x1b\n" +
-	"\tkey_check\x18\x05 \x01(\tR\bkeyCheck\"\x86\x02\n" +
+	"\tkey_check\x18\x05 \x01(\tR\bkeyCheck\"\x89\x03\n" +
 	"\x16CreateNamespaceRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06layout\x18\x02 \x01(\tR\x06layout\x12\"\n" +
@@ -1540,7 +1656,13 @@ const file_seq_v1_id_proto_rawDesc = "" +
 	"\vworker_bits\x18\x06 \x01(\rR\n" +
 	"workerBits\x12#\n" +
 	"\rsequence_bits\x18\a \x01(\rR\fsequenceBits\x12 \n" +
-	"\vobfuscation\x18\b \x01(\tR\vobfuscation\"d\n" +
+	"\vobfuscation\x18\b \x01(\tR\vobfuscation\x12\x1d\n" +
+	"\n" +
+	"shard_bits\x18\t \x01(\rR\tshardBits\x12!\n" +
+	"\fcluster_bits\x18\n" +
+	" \x01(\rR\vclusterBits\x12\x18\n" +
+	"\acluster\x18\v \x01(\x04R\acluster\x12%\n" +
+	"\x0esequence_first\x18\f \x01(\bR\rsequenceFirst\"d\n" +
 	"\x17CreateNamespaceResponse\x12/\n" +
 	"\tnamespace\x18\x01 \x01(\v2\x11.seq.v1.NamespaceR\tnamespace\x12\x18\n" +
 	"\acreated\x18\x02 \x01(\bR\acreated\"\x17\n" +

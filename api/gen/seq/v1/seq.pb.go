@@ -1776,6 +1776,373 @@ func (x *ClusterStatusResponse) GetSpaces() []*Space {
 	return nil
 }
 
+type UpdateSpaceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// step is 1 to 2^40.
+	Step          uint64 `protobuf:"varint,2,opt,name=step,proto3" json:"step,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateSpaceRequest) Reset() {
+	*x = UpdateSpaceRequest{}
+	mi := &file_seq_v1_seq_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateSpaceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateSpaceRequest) ProtoMessage() {}
+
+func (x *UpdateSpaceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_seq_v1_seq_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateSpaceRequest.ProtoReflect.Descriptor instead.
+func (*UpdateSpaceRequest) Descriptor() ([]byte, []int) {
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *UpdateSpaceRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdateSpaceRequest) GetStep() uint64 {
+	if x != nil {
+		return x.Step
+	}
+	return 0
+}
+
+type UpdateSpaceResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Space         *Space                 `protobuf:"bytes,1,opt,name=space,proto3" json:"space,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateSpaceResponse) Reset() {
+	*x = UpdateSpaceResponse{}
+	mi := &file_seq_v1_seq_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateSpaceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateSpaceResponse) ProtoMessage() {}
+
+func (x *UpdateSpaceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_seq_v1_seq_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateSpaceResponse.ProtoReflect.Descriptor instead.
+func (*UpdateSpaceResponse) Descriptor() ([]byte, []int) {
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *UpdateSpaceResponse) GetSpace() *Space {
+	if x != nil {
+		return x.Space
+	}
+	return nil
+}
+
+type DeleteSpaceRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteSpaceRequest) Reset() {
+	*x = DeleteSpaceRequest{}
+	mi := &file_seq_v1_seq_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSpaceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSpaceRequest) ProtoMessage() {}
+
+func (x *DeleteSpaceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_seq_v1_seq_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSpaceRequest.ProtoReflect.Descriptor instead.
+func (*DeleteSpaceRequest) Descriptor() ([]byte, []int) {
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *DeleteSpaceRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type DeleteSpaceResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteSpaceResponse) Reset() {
+	*x = DeleteSpaceResponse{}
+	mi := &file_seq_v1_seq_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSpaceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSpaceResponse) ProtoMessage() {}
+
+func (x *DeleteSpaceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_seq_v1_seq_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSpaceResponse.ProtoReflect.Descriptor instead.
+func (*DeleteSpaceResponse) Descriptor() ([]byte, []int) {
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{29}
+}
+
+type SetFloorRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// space defaults to "default".
+	Space string `protobuf:"bytes,1,opt,name=space,proto3" json:"space,omitempty"`
+	// keys: 1 to 10000.
+	Keys []uint64 `protobuf:"varint,2,rep,packed,name=keys,proto3" json:"keys,omitempty"`
+	// floor: 0 to 2^63-1.
+	Floor uint64 `protobuf:"varint,3,opt,name=floor,proto3" json:"floor,omitempty"`
+	// floors, when given, holds one floor per key (floor is then not used),
+	// for a bulk import: each section is raised once, to the largest floor
+	// of its keys.
+	Floors        []uint64 `protobuf:"varint,4,rep,packed,name=floors,proto3" json:"floors,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetFloorRequest) Reset() {
+	*x = SetFloorRequest{}
+	mi := &file_seq_v1_seq_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetFloorRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetFloorRequest) ProtoMessage() {}
+
+func (x *SetFloorRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_seq_v1_seq_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetFloorRequest.ProtoReflect.Descriptor instead.
+func (*SetFloorRequest) Descriptor() ([]byte, []int) {
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *SetFloorRequest) GetSpace() string {
+	if x != nil {
+		return x.Space
+	}
+	return ""
+}
+
+func (x *SetFloorRequest) GetKeys() []uint64 {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *SetFloorRequest) GetFloor() uint64 {
+	if x != nil {
+		return x.Floor
+	}
+	return 0
+}
+
+func (x *SetFloorRequest) GetFloors() []uint64 {
+	if x != nil {
+		return x.Floors
+	}
+	return nil
+}
+
+type SetFloorResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetFloorResponse) Reset() {
+	*x = SetFloorResponse{}
+	mi := &file_seq_v1_seq_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetFloorResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetFloorResponse) ProtoMessage() {}
+
+func (x *SetFloorResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_seq_v1_seq_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetFloorResponse.ProtoReflect.Descriptor instead.
+func (*SetFloorResponse) Descriptor() ([]byte, []int) {
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{31}
+}
+
+type DeleteNamespaceRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteNamespaceRequest) Reset() {
+	*x = DeleteNamespaceRequest{}
+	mi := &file_seq_v1_seq_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteNamespaceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteNamespaceRequest) ProtoMessage() {}
+
+func (x *DeleteNamespaceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_seq_v1_seq_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteNamespaceRequest.ProtoReflect.Descriptor instead.
+func (*DeleteNamespaceRequest) Descriptor() ([]byte, []int) {
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *DeleteNamespaceRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type DeleteNamespaceResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteNamespaceResponse) Reset() {
+	*x = DeleteNamespaceResponse{}
+	mi := &file_seq_v1_seq_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteNamespaceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteNamespaceResponse) ProtoMessage() {}
+
+func (x *DeleteNamespaceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_seq_v1_seq_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteNamespaceResponse.ProtoReflect.Descriptor instead.
+func (*DeleteNamespaceResponse) Descriptor() ([]byte, []int) {
+	return file_seq_v1_seq_proto_rawDescGZIP(), []int{33}
+}
+
 var File_seq_v1_seq_proto protoreflect.FileDescriptor
 
 const file_seq_v1_seq_proto_rawDesc = "" +
@@ -1911,17 +2278,38 @@ const file_seq_v1_seq_proto_rawDesc = "" +
 	"slot_count\x18\t \x01(\rR\tslotCount\x12(\n" +
 	"\x10slot_map_version\x18\n" +
 	" \x01(\x04R\x0eslotMapVersion\x12%\n" +
-	"\x06spaces\x18\v \x03(\v2\r.seq.v1.SpaceR\x06spaces2\x8a\x02\n" +
+	"\x06spaces\x18\v \x03(\v2\r.seq.v1.SpaceR\x06spaces\"<\n" +
+	"\x12UpdateSpaceRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04step\x18\x02 \x01(\x04R\x04step\":\n" +
+	"\x13UpdateSpaceResponse\x12#\n" +
+	"\x05space\x18\x01 \x01(\v2\r.seq.v1.SpaceR\x05space\"(\n" +
+	"\x12DeleteSpaceRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x15\n" +
+	"\x13DeleteSpaceResponse\"i\n" +
+	"\x0fSetFloorRequest\x12\x14\n" +
+	"\x05space\x18\x01 \x01(\tR\x05space\x12\x12\n" +
+	"\x04keys\x18\x02 \x03(\x04R\x04keys\x12\x14\n" +
+	"\x05floor\x18\x03 \x01(\x04R\x05floor\x12\x16\n" +
+	"\x06floors\x18\x04 \x03(\x04R\x06floors\"\x12\n" +
+	"\x10SetFloorResponse\",\n" +
+	"\x16DeleteNamespaceRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x19\n" +
+	"\x17DeleteNamespaceResponse2\x8a\x02\n" +
 	"\x0fSequenceService\x121\n" +
 	"\x04Next\x12\x13.seq.v1.NextRequest\x1a\x14.seq.v1.NextResponse\x12:\n" +
 	"\aReserve\x12\x16.seq.v1.ReserveRequest\x1a\x17.seq.v1.ReserveResponse\x12?\n" +
 	"\aCurrent\x12\x16.seq.v1.CurrentRequest\x1a\x17.seq.v1.CurrentResponse\"\x03\x90\x02\x01\x12G\n" +
 	"\n" +
-	"NextStream\x12\x19.seq.v1.NextStreamRequest\x1a\x1a.seq.v1.NextStreamResponse(\x010\x012\xc4\x06\n" +
+	"NextStream\x12\x19.seq.v1.NextStreamRequest\x1a\x1a.seq.v1.NextStreamResponse(\x010\x012\xe7\b\n" +
 	"\fAdminService\x12F\n" +
 	"\vCreateSpace\x12\x1a.seq.v1.CreateSpaceRequest\x1a\x1b.seq.v1.CreateSpaceResponse\x12H\n" +
 	"\n" +
-	"ListSpaces\x12\x19.seq.v1.ListSpacesRequest\x1a\x1a.seq.v1.ListSpacesResponse\"\x03\x90\x02\x01\x12R\n" +
+	"ListSpaces\x12\x19.seq.v1.ListSpacesRequest\x1a\x1a.seq.v1.ListSpacesResponse\"\x03\x90\x02\x01\x12F\n" +
+	"\vUpdateSpace\x12\x1a.seq.v1.UpdateSpaceRequest\x1a\x1b.seq.v1.UpdateSpaceResponse\x12F\n" +
+	"\vDeleteSpace\x12\x1a.seq.v1.DeleteSpaceRequest\x1a\x1b.seq.v1.DeleteSpaceResponse\x12=\n" +
+	"\bSetFloor\x12\x17.seq.v1.SetFloorRequest\x1a\x18.seq.v1.SetFloorResponse\x12R\n" +
+	"\x0fDeleteNamespace\x12\x1e.seq.v1.DeleteNamespaceRequest\x1a\x1f.seq.v1.DeleteNamespaceResponse\x12R\n" +
 	"\x0fCreateNamespace\x12\x1e.seq.v1.CreateNamespaceRequest\x1a\x1f.seq.v1.CreateNamespaceResponse\x12T\n" +
 	"\x0eListNamespaces\x12\x1d.seq.v1.ListNamespacesRequest\x1a\x1e.seq.v1.ListNamespacesResponse\"\x03\x90\x02\x01\x12K\n" +
 	"\vListWorkers\x12\x1a.seq.v1.ListWorkersRequest\x1a\x1b.seq.v1.ListWorkersResponse\"\x03\x90\x02\x01\x12L\n" +
@@ -1946,7 +2334,7 @@ func file_seq_v1_seq_proto_rawDescGZIP() []byte {
 	return file_seq_v1_seq_proto_rawDescData
 }
 
-var file_seq_v1_seq_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_seq_v1_seq_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_seq_v1_seq_proto_goTypes = []any{
 	(*NextRequest)(nil),             // 0: seq.v1.NextRequest
 	(*NextResponse)(nil),            // 1: seq.v1.NextResponse
@@ -1974,59 +2362,76 @@ var file_seq_v1_seq_proto_goTypes = []any{
 	(*GroupState)(nil),              // 23: seq.v1.GroupState
 	(*GroupRoute)(nil),              // 24: seq.v1.GroupRoute
 	(*ClusterStatusResponse)(nil),   // 25: seq.v1.ClusterStatusResponse
-	(*durationpb.Duration)(nil),     // 26: google.protobuf.Duration
-	(*CreateNamespaceRequest)(nil),  // 27: seq.v1.CreateNamespaceRequest
-	(*ListNamespacesRequest)(nil),   // 28: seq.v1.ListNamespacesRequest
-	(*ListWorkersRequest)(nil),      // 29: seq.v1.ListWorkersRequest
-	(*ReclaimWorkerRequest)(nil),    // 30: seq.v1.ReclaimWorkerRequest
-	(*CreateNamespaceResponse)(nil), // 31: seq.v1.CreateNamespaceResponse
-	(*ListNamespacesResponse)(nil),  // 32: seq.v1.ListNamespacesResponse
-	(*ListWorkersResponse)(nil),     // 33: seq.v1.ListWorkersResponse
-	(*ReclaimWorkerResponse)(nil),   // 34: seq.v1.ReclaimWorkerResponse
+	(*UpdateSpaceRequest)(nil),      // 26: seq.v1.UpdateSpaceRequest
+	(*UpdateSpaceResponse)(nil),     // 27: seq.v1.UpdateSpaceResponse
+	(*DeleteSpaceRequest)(nil),      // 28: seq.v1.DeleteSpaceRequest
+	(*DeleteSpaceResponse)(nil),     // 29: seq.v1.DeleteSpaceResponse
+	(*SetFloorRequest)(nil),         // 30: seq.v1.SetFloorRequest
+	(*SetFloorResponse)(nil),        // 31: seq.v1.SetFloorResponse
+	(*DeleteNamespaceRequest)(nil),  // 32: seq.v1.DeleteNamespaceRequest
+	(*DeleteNamespaceResponse)(nil), // 33: seq.v1.DeleteNamespaceResponse
+	(*durationpb.Duration)(nil),     // 34: google.protobuf.Duration
+	(*CreateNamespaceRequest)(nil),  // 35: seq.v1.CreateNamespaceRequest
+	(*ListNamespacesRequest)(nil),   // 36: seq.v1.ListNamespacesRequest
+	(*ListWorkersRequest)(nil),      // 37: seq.v1.ListWorkersRequest
+	(*ReclaimWorkerRequest)(nil),    // 38: seq.v1.ReclaimWorkerRequest
+	(*CreateNamespaceResponse)(nil), // 39: seq.v1.CreateNamespaceResponse
+	(*ListNamespacesResponse)(nil),  // 40: seq.v1.ListNamespacesResponse
+	(*ListWorkersResponse)(nil),     // 41: seq.v1.ListWorkersResponse
+	(*ReclaimWorkerResponse)(nil),   // 42: seq.v1.ReclaimWorkerResponse
 }
 var file_seq_v1_seq_proto_depIdxs = []int32{
 	16, // 0: seq.v1.CreateSpaceResponse.space:type_name -> seq.v1.Space
 	16, // 1: seq.v1.ListSpacesResponse.spaces:type_name -> seq.v1.Space
-	26, // 2: seq.v1.Node.last_contact:type_name -> google.protobuf.Duration
+	34, // 2: seq.v1.Node.last_contact:type_name -> google.protobuf.Duration
 	23, // 3: seq.v1.Node.groups:type_name -> seq.v1.GroupState
 	22, // 4: seq.v1.ClusterStatusResponse.nodes:type_name -> seq.v1.Node
 	24, // 5: seq.v1.ClusterStatusResponse.groups:type_name -> seq.v1.GroupRoute
 	16, // 6: seq.v1.ClusterStatusResponse.spaces:type_name -> seq.v1.Space
-	0,  // 7: seq.v1.SequenceService.Next:input_type -> seq.v1.NextRequest
-	2,  // 8: seq.v1.SequenceService.Reserve:input_type -> seq.v1.ReserveRequest
-	4,  // 9: seq.v1.SequenceService.Current:input_type -> seq.v1.CurrentRequest
-	6,  // 10: seq.v1.SequenceService.NextStream:input_type -> seq.v1.NextStreamRequest
-	17, // 11: seq.v1.AdminService.CreateSpace:input_type -> seq.v1.CreateSpaceRequest
-	19, // 12: seq.v1.AdminService.ListSpaces:input_type -> seq.v1.ListSpacesRequest
-	27, // 13: seq.v1.AdminService.CreateNamespace:input_type -> seq.v1.CreateNamespaceRequest
-	28, // 14: seq.v1.AdminService.ListNamespaces:input_type -> seq.v1.ListNamespacesRequest
-	29, // 15: seq.v1.AdminService.ListWorkers:input_type -> seq.v1.ListWorkersRequest
-	30, // 16: seq.v1.AdminService.ReclaimWorker:input_type -> seq.v1.ReclaimWorkerRequest
-	21, // 17: seq.v1.AdminService.ClusterStatus:input_type -> seq.v1.ClusterStatusRequest
-	12, // 18: seq.v1.AdminService.RemoveNode:input_type -> seq.v1.RemoveNodeRequest
-	14, // 19: seq.v1.AdminService.DrainNode:input_type -> seq.v1.DrainNodeRequest
-	10, // 20: seq.v1.AdminService.Backup:input_type -> seq.v1.BackupRequest
-	8,  // 21: seq.v1.AdminService.LocateKeys:input_type -> seq.v1.LocateKeysRequest
-	1,  // 22: seq.v1.SequenceService.Next:output_type -> seq.v1.NextResponse
-	3,  // 23: seq.v1.SequenceService.Reserve:output_type -> seq.v1.ReserveResponse
-	5,  // 24: seq.v1.SequenceService.Current:output_type -> seq.v1.CurrentResponse
-	7,  // 25: seq.v1.SequenceService.NextStream:output_type -> seq.v1.NextStreamResponse
-	18, // 26: seq.v1.AdminService.CreateSpace:output_type -> seq.v1.CreateSpaceResponse
-	20, // 27: seq.v1.AdminService.ListSpaces:output_type -> seq.v1.ListSpacesResponse
-	31, // 28: seq.v1.AdminService.CreateNamespace:output_type -> seq.v1.CreateNamespaceResponse
-	32, // 29: seq.v1.AdminService.ListNamespaces:output_type -> seq.v1.ListNamespacesResponse
-	33, // 30: seq.v1.AdminService.ListWorkers:output_type -> seq.v1.ListWorkersResponse
-	34, // 31: seq.v1.AdminService.ReclaimWorker:output_type -> seq.v1.ReclaimWorkerResponse
-	25, // 32: seq.v1.AdminService.ClusterStatus:output_type -> seq.v1.ClusterStatusResponse
-	13, // 33: seq.v1.AdminService.RemoveNode:output_type -> seq.v1.RemoveNodeResponse
-	15, // 34: seq.v1.AdminService.DrainNode:output_type -> seq.v1.DrainNodeResponse
-	11, // 35: seq.v1.AdminService.Backup:output_type -> seq.v1.BackupResponse
-	9,  // 36: seq.v1.AdminService.LocateKeys:output_type -> seq.v1.LocateKeysResponse
-	22, // [22:37] is the sub-list for method output_type
-	7,  // [7:22] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	16, // 7: seq.v1.UpdateSpaceResponse.space:type_name -> seq.v1.Space
+	0,  // 8: seq.v1.SequenceService.Next:input_type -> seq.v1.NextRequest
+	2,  // 9: seq.v1.SequenceService.Reserve:input_type -> seq.v1.ReserveRequest
+	4,  // 10: seq.v1.SequenceService.Current:input_type -> seq.v1.CurrentRequest
+	6,  // 11: seq.v1.SequenceService.NextStream:input_type -> seq.v1.NextStreamRequest
+	17, // 12: seq.v1.AdminService.CreateSpace:input_type -> seq.v1.CreateSpaceRequest
+	19, // 13: seq.v1.AdminService.ListSpaces:input_type -> seq.v1.ListSpacesRequest
+	26, // 14: seq.v1.AdminService.UpdateSpace:input_type -> seq.v1.UpdateSpaceRequest
+	28, // 15: seq.v1.AdminService.DeleteSpace:input_type -> seq.v1.DeleteSpaceRequest
+	30, // 16: seq.v1.AdminService.SetFloor:input_type -> seq.v1.SetFloorRequest
+	32, // 17: seq.v1.AdminService.DeleteNamespace:input_type -> seq.v1.DeleteNamespaceRequest
+	35, // 18: seq.v1.AdminService.CreateNamespace:input_type -> seq.v1.CreateNamespaceRequest
+	36, // 19: seq.v1.AdminService.ListNamespaces:input_type -> seq.v1.ListNamespacesRequest
+	37, // 20: seq.v1.AdminService.ListWorkers:input_type -> seq.v1.ListWorkersRequest
+	38, // 21: seq.v1.AdminService.ReclaimWorker:input_type -> seq.v1.ReclaimWorkerRequest
+	21, // 22: seq.v1.AdminService.ClusterStatus:input_type -> seq.v1.ClusterStatusRequest
+	12, // 23: seq.v1.AdminService.RemoveNode:input_type -> seq.v1.RemoveNodeRequest
+	14, // 24: seq.v1.AdminService.DrainNode:input_type -> seq.v1.DrainNodeRequest
+	10, // 25: seq.v1.AdminService.Backup:input_type -> seq.v1.BackupRequest
+	8,  // 26: seq.v1.AdminService.LocateKeys:input_type -> seq.v1.LocateKeysRequest
+	1,  // 27: seq.v1.SequenceService.Next:output_type -> seq.v1.NextResponse
+	3,  // 28: seq.v1.SequenceService.Reserve:output_type -> seq.v1.ReserveResponse
+	5,  // 29: seq.v1.SequenceService.Current:output_type -> seq.v1.CurrentResponse
+	7,  // 30: seq.v1.SequenceService.NextStream:output_type -> seq.v1.NextStreamResponse
+	18, // 31: seq.v1.AdminService.CreateSpace:output_type -> seq.v1.CreateSpaceResponse
+	20, // 32: seq.v1.AdminService.ListSpaces:output_type -> seq.v1.ListSpacesResponse
+	27, // 33: seq.v1.AdminService.UpdateSpace:output_type -> seq.v1.UpdateSpaceResponse
+	29, // 34: seq.v1.AdminService.DeleteSpace:output_type -> seq.v1.DeleteSpaceResponse
+	31, // 35: seq.v1.AdminService.SetFloor:output_type -> seq.v1.SetFloorResponse
+	33, // 36: seq.v1.AdminService.DeleteNamespace:output_type -> seq.v1.DeleteNamespaceResponse
+	39, // 37: seq.v1.AdminService.CreateNamespace:output_type -> seq.v1.CreateNamespaceResponse
+	40, // 38: seq.v1.AdminService.ListNamespaces:output_type -> seq.v1.ListNamespacesResponse
+	41, // 39: seq.v1.AdminService.ListWorkers:output_type -> seq.v1.ListWorkersResponse
+	42, // 40: seq.v1.AdminService.ReclaimWorker:output_type -> seq.v1.ReclaimWorkerResponse
+	25, // 41: seq.v1.AdminService.ClusterStatus:output_type -> seq.v1.ClusterStatusResponse
+	13, // 42: seq.v1.AdminService.RemoveNode:output_type -> seq.v1.RemoveNodeResponse
+	15, // 43: seq.v1.AdminService.DrainNode:output_type -> seq.v1.DrainNodeResponse
+	11, // 44: seq.v1.AdminService.Backup:output_type -> seq.v1.BackupResponse
+	9,  // 45: seq.v1.AdminService.LocateKeys:output_type -> seq.v1.LocateKeysResponse
+	27, // [27:46] is the sub-list for method output_type
+	8,  // [8:27] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_seq_v1_seq_proto_init() }
@@ -2043,7 +2448,7 @@ func file_seq_v1_seq_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_seq_v1_seq_proto_rawDesc), len(file_seq_v1_seq_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   26,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

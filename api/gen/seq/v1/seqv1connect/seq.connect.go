@@ -54,6 +54,17 @@ const (
 	AdminServiceCreateSpaceProcedure = "/seq.v1.AdminService/CreateSpace"
 	// AdminServiceListSpacesProcedure is the fully-qualified name of the AdminService's ListSpaces RPC.
 	AdminServiceListSpacesProcedure = "/seq.v1.AdminService/ListSpaces"
+	// AdminServiceUpdateSpaceProcedure is the fully-qualified name of the AdminService's UpdateSpace
+	// RPC.
+	AdminServiceUpdateSpaceProcedure = "/seq.v1.AdminService/UpdateSpace"
+	// AdminServiceDeleteSpaceProcedure is the fully-qualified name of the AdminService's DeleteSpace
+	// RPC.
+	AdminServiceDeleteSpaceProcedure = "/seq.v1.AdminService/DeleteSpace"
+	// AdminServiceSetFloorProcedure is the fully-qualified name of the AdminService's SetFloor RPC.
+	AdminServiceSetFloorProcedure = "/seq.v1.AdminService/SetFloor"
+	// AdminServiceDeleteNamespaceProcedure is the fully-qualified name of the AdminService's
+	// DeleteNamespace RPC.
+	AdminServiceDeleteNamespaceProcedure = "/seq.v1.AdminService/DeleteNamespace"
 	// AdminServiceCreateNamespaceProcedure is the fully-qualified name of the AdminService's
 	// CreateNamespace RPC.
 	AdminServiceCreateNamespaceProcedure = "/seq.v1.AdminService/CreateNamespace"
@@ -259,6 +270,35 @@ type AdminServiceClient interface {
 	// settings succeeds (created = false); different settings fail with already_exists.
 	CreateSpace(context.Context, *connect.Request[v1.CreateSpaceRequest]) (*connect.Response[v1.CreateSpaceResponse], error)
 	ListSpaces(context.Context, *connect.Request[v1.ListSpacesRequest]) (*connect.Response[v1.ListSpacesResponse], error)
+	// UpdateSpace changes an existing space's step (its section size never
+	// changes: a key's section is key / section_size). It is decided in
+	// raft group 0 and answers once every other group's leader follows
+	// (deadline_exceeded, naming the groups, if one could not in time: it
+	// follows by itself within seconds). Unknown space: not_found; step 0 or
+	// above 2^40: invalid_argument; while a server of the cluster runs a
+	// build that would skip the change: failed_precondition.
+	UpdateSpace(context.Context, *connect.Request[v1.UpdateSpaceRequest]) (*connect.Response[v1.UpdateSpaceResponse], error)
+	// DeleteSpace removes a space from listings and calls (not_found from
+	// then on) and keeps its high-water marks: a space created again under
+	// its name, which must have the same section_size, continues above every
+	// value ever issued. Answers as UpdateSpace does; deleting a deleted
+	// space succeeds, and the default space cannot be deleted
+	// (invalid_argument).
+	DeleteSpace(context.Context, *connect.Request[v1.DeleteSpaceRequest]) (*connect.Response[v1.DeleteSpaceResponse], error)
+	// SetFloor makes every value of the keys from now on larger than floor
+	// (a migration's starting point). A floor is a raise of each key's
+	// section's high-water mark, so every key of those sections jumps above
+	// floor too, and a floor at or below a key's value changes nothing for
+	// it. It answers once the marks are committed: a call that begins after
+	// it, on any server and after any failover, returns more than floor. A
+	// floor above 2^63-1: invalid_argument.
+	SetFloor(context.Context, *connect.Request[v1.SetFloorRequest]) (*connect.Response[v1.SetFloorResponse], error)
+	// DeleteNamespace removes a flake namespace from listings and calls
+	// (not_found from then on) and fences its holders; it keeps its time
+	// floor and its workers' marks, so a namespace created again under its
+	// name (with the same layout) issues ids above every id ever issued.
+	// Answers as DeleteSpace does.
+	DeleteNamespace(context.Context, *connect.Request[v1.DeleteNamespaceRequest]) (*connect.Response[v1.DeleteNamespaceResponse], error)
 	// CreateNamespace creates a flake namespace (see IdService). Creating one
 	// that exists with the same settings succeeds (created = false); different
 	// settings fail with already_exists. A layout is fixed for a namespace's
@@ -322,6 +362,30 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			baseURL+AdminServiceListSpacesProcedure,
 			connect.WithSchema(adminServiceMethods.ByName("ListSpaces")),
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		updateSpace: connect.NewClient[v1.UpdateSpaceRequest, v1.UpdateSpaceResponse](
+			httpClient,
+			baseURL+AdminServiceUpdateSpaceProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("UpdateSpace")),
+			connect.WithClientOptions(opts...),
+		),
+		deleteSpace: connect.NewClient[v1.DeleteSpaceRequest, v1.DeleteSpaceResponse](
+			httpClient,
+			baseURL+AdminServiceDeleteSpaceProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("DeleteSpace")),
+			connect.WithClientOptions(opts...),
+		),
+		setFloor: connect.NewClient[v1.SetFloorRequest, v1.SetFloorResponse](
+			httpClient,
+			baseURL+AdminServiceSetFloorProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("SetFloor")),
+			connect.WithClientOptions(opts...),
+		),
+		deleteNamespace: connect.NewClient[v1.DeleteNamespaceRequest, v1.DeleteNamespaceResponse](
+			httpClient,
+			baseURL+AdminServiceDeleteNamespaceProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("DeleteNamespace")),
 			connect.WithClientOptions(opts...),
 		),
 		createNamespace: connect.NewClient[v1.CreateNamespaceRequest, v1.CreateNamespaceResponse](
@@ -389,6 +453,10 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 type adminServiceClient struct {
 	createSpace     *connect.Client[v1.CreateSpaceRequest, v1.CreateSpaceResponse]
 	listSpaces      *connect.Client[v1.ListSpacesRequest, v1.ListSpacesResponse]
+	updateSpace     *connect.Client[v1.UpdateSpaceRequest, v1.UpdateSpaceResponse]
+	deleteSpace     *connect.Client[v1.DeleteSpaceRequest, v1.DeleteSpaceResponse]
+	setFloor        *connect.Client[v1.SetFloorRequest, v1.SetFloorResponse]
+	deleteNamespace *connect.Client[v1.DeleteNamespaceRequest, v1.DeleteNamespaceResponse]
 	createNamespace *connect.Client[v1.CreateNamespaceRequest, v1.CreateNamespaceResponse]
 	listNamespaces  *connect.Client[v1.ListNamespacesRequest, v1.ListNamespacesResponse]
 	listWorkers     *connect.Client[v1.ListWorkersRequest, v1.ListWorkersResponse]
@@ -408,6 +476,26 @@ func (c *adminServiceClient) CreateSpace(ctx context.Context, req *connect.Reque
 // ListSpaces calls seq.v1.AdminService.ListSpaces.
 func (c *adminServiceClient) ListSpaces(ctx context.Context, req *connect.Request[v1.ListSpacesRequest]) (*connect.Response[v1.ListSpacesResponse], error) {
 	return c.listSpaces.CallUnary(ctx, req)
+}
+
+// UpdateSpace calls seq.v1.AdminService.UpdateSpace.
+func (c *adminServiceClient) UpdateSpace(ctx context.Context, req *connect.Request[v1.UpdateSpaceRequest]) (*connect.Response[v1.UpdateSpaceResponse], error) {
+	return c.updateSpace.CallUnary(ctx, req)
+}
+
+// DeleteSpace calls seq.v1.AdminService.DeleteSpace.
+func (c *adminServiceClient) DeleteSpace(ctx context.Context, req *connect.Request[v1.DeleteSpaceRequest]) (*connect.Response[v1.DeleteSpaceResponse], error) {
+	return c.deleteSpace.CallUnary(ctx, req)
+}
+
+// SetFloor calls seq.v1.AdminService.SetFloor.
+func (c *adminServiceClient) SetFloor(ctx context.Context, req *connect.Request[v1.SetFloorRequest]) (*connect.Response[v1.SetFloorResponse], error) {
+	return c.setFloor.CallUnary(ctx, req)
+}
+
+// DeleteNamespace calls seq.v1.AdminService.DeleteNamespace.
+func (c *adminServiceClient) DeleteNamespace(ctx context.Context, req *connect.Request[v1.DeleteNamespaceRequest]) (*connect.Response[v1.DeleteNamespaceResponse], error) {
+	return c.deleteNamespace.CallUnary(ctx, req)
 }
 
 // CreateNamespace calls seq.v1.AdminService.CreateNamespace.
@@ -461,6 +549,35 @@ type AdminServiceHandler interface {
 	// settings succeeds (created = false); different settings fail with already_exists.
 	CreateSpace(context.Context, *connect.Request[v1.CreateSpaceRequest]) (*connect.Response[v1.CreateSpaceResponse], error)
 	ListSpaces(context.Context, *connect.Request[v1.ListSpacesRequest]) (*connect.Response[v1.ListSpacesResponse], error)
+	// UpdateSpace changes an existing space's step (its section size never
+	// changes: a key's section is key / section_size). It is decided in
+	// raft group 0 and answers once every other group's leader follows
+	// (deadline_exceeded, naming the groups, if one could not in time: it
+	// follows by itself within seconds). Unknown space: not_found; step 0 or
+	// above 2^40: invalid_argument; while a server of the cluster runs a
+	// build that would skip the change: failed_precondition.
+	UpdateSpace(context.Context, *connect.Request[v1.UpdateSpaceRequest]) (*connect.Response[v1.UpdateSpaceResponse], error)
+	// DeleteSpace removes a space from listings and calls (not_found from
+	// then on) and keeps its high-water marks: a space created again under
+	// its name, which must have the same section_size, continues above every
+	// value ever issued. Answers as UpdateSpace does; deleting a deleted
+	// space succeeds, and the default space cannot be deleted
+	// (invalid_argument).
+	DeleteSpace(context.Context, *connect.Request[v1.DeleteSpaceRequest]) (*connect.Response[v1.DeleteSpaceResponse], error)
+	// SetFloor makes every value of the keys from now on larger than floor
+	// (a migration's starting point). A floor is a raise of each key's
+	// section's high-water mark, so every key of those sections jumps above
+	// floor too, and a floor at or below a key's value changes nothing for
+	// it. It answers once the marks are committed: a call that begins after
+	// it, on any server and after any failover, returns more than floor. A
+	// floor above 2^63-1: invalid_argument.
+	SetFloor(context.Context, *connect.Request[v1.SetFloorRequest]) (*connect.Response[v1.SetFloorResponse], error)
+	// DeleteNamespace removes a flake namespace from listings and calls
+	// (not_found from then on) and fences its holders; it keeps its time
+	// floor and its workers' marks, so a namespace created again under its
+	// name (with the same layout) issues ids above every id ever issued.
+	// Answers as DeleteSpace does.
+	DeleteNamespace(context.Context, *connect.Request[v1.DeleteNamespaceRequest]) (*connect.Response[v1.DeleteNamespaceResponse], error)
 	// CreateNamespace creates a flake namespace (see IdService). Creating one
 	// that exists with the same settings succeeds (created = false); different
 	// settings fail with already_exists. A layout is fixed for a namespace's
@@ -520,6 +637,30 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 		svc.ListSpaces,
 		connect.WithSchema(adminServiceMethods.ByName("ListSpaces")),
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceUpdateSpaceHandler := connect.NewUnaryHandler(
+		AdminServiceUpdateSpaceProcedure,
+		svc.UpdateSpace,
+		connect.WithSchema(adminServiceMethods.ByName("UpdateSpace")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceDeleteSpaceHandler := connect.NewUnaryHandler(
+		AdminServiceDeleteSpaceProcedure,
+		svc.DeleteSpace,
+		connect.WithSchema(adminServiceMethods.ByName("DeleteSpace")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceSetFloorHandler := connect.NewUnaryHandler(
+		AdminServiceSetFloorProcedure,
+		svc.SetFloor,
+		connect.WithSchema(adminServiceMethods.ByName("SetFloor")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceDeleteNamespaceHandler := connect.NewUnaryHandler(
+		AdminServiceDeleteNamespaceProcedure,
+		svc.DeleteNamespace,
+		connect.WithSchema(adminServiceMethods.ByName("DeleteNamespace")),
 		connect.WithHandlerOptions(opts...),
 	)
 	adminServiceCreateNamespaceHandler := connect.NewUnaryHandler(
@@ -586,6 +727,14 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 			adminServiceCreateSpaceHandler.ServeHTTP(w, r)
 		case AdminServiceListSpacesProcedure:
 			adminServiceListSpacesHandler.ServeHTTP(w, r)
+		case AdminServiceUpdateSpaceProcedure:
+			adminServiceUpdateSpaceHandler.ServeHTTP(w, r)
+		case AdminServiceDeleteSpaceProcedure:
+			adminServiceDeleteSpaceHandler.ServeHTTP(w, r)
+		case AdminServiceSetFloorProcedure:
+			adminServiceSetFloorHandler.ServeHTTP(w, r)
+		case AdminServiceDeleteNamespaceProcedure:
+			adminServiceDeleteNamespaceHandler.ServeHTTP(w, r)
 		case AdminServiceCreateNamespaceProcedure:
 			adminServiceCreateNamespaceHandler.ServeHTTP(w, r)
 		case AdminServiceListNamespacesProcedure:
@@ -619,6 +768,22 @@ func (UnimplementedAdminServiceHandler) CreateSpace(context.Context, *connect.Re
 
 func (UnimplementedAdminServiceHandler) ListSpaces(context.Context, *connect.Request[v1.ListSpacesRequest]) (*connect.Response[v1.ListSpacesResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("seq.v1.AdminService.ListSpaces is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) UpdateSpace(context.Context, *connect.Request[v1.UpdateSpaceRequest]) (*connect.Response[v1.UpdateSpaceResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("seq.v1.AdminService.UpdateSpace is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) DeleteSpace(context.Context, *connect.Request[v1.DeleteSpaceRequest]) (*connect.Response[v1.DeleteSpaceResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("seq.v1.AdminService.DeleteSpace is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) SetFloor(context.Context, *connect.Request[v1.SetFloorRequest]) (*connect.Response[v1.SetFloorResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("seq.v1.AdminService.SetFloor is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) DeleteNamespace(context.Context, *connect.Request[v1.DeleteNamespaceRequest]) (*connect.Response[v1.DeleteNamespaceResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("seq.v1.AdminService.DeleteNamespace is not implemented"))
 }
 
 func (UnimplementedAdminServiceHandler) CreateNamespace(context.Context, *connect.Request[v1.CreateNamespaceRequest]) (*connect.Response[v1.CreateNamespaceResponse], error) {

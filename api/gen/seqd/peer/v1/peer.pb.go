@@ -537,6 +537,94 @@ func (x *VouchResponse) GetContactMs() int64 {
 	return 0
 }
 
+type FollowSpaceRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Group         uint32                 `protobuf:"varint,2,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FollowSpaceRequest) Reset() {
+	*x = FollowSpaceRequest{}
+	mi := &file_seqd_peer_v1_peer_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FollowSpaceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FollowSpaceRequest) ProtoMessage() {}
+
+func (x *FollowSpaceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_seqd_peer_v1_peer_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FollowSpaceRequest.ProtoReflect.Descriptor instead.
+func (*FollowSpaceRequest) Descriptor() ([]byte, []int) {
+	return file_seqd_peer_v1_peer_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *FollowSpaceRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *FollowSpaceRequest) GetGroup() uint32 {
+	if x != nil {
+		return x.Group
+	}
+	return 0
+}
+
+type FollowSpaceResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FollowSpaceResponse) Reset() {
+	*x = FollowSpaceResponse{}
+	mi := &file_seqd_peer_v1_peer_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FollowSpaceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FollowSpaceResponse) ProtoMessage() {}
+
+func (x *FollowSpaceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_seqd_peer_v1_peer_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FollowSpaceResponse.ProtoReflect.Descriptor instead.
+func (*FollowSpaceResponse) Descriptor() ([]byte, []int) {
+	return file_seqd_peer_v1_peer_proto_rawDescGZIP(), []int{7}
+}
+
 var File_seqd_peer_v1_peer_proto protoreflect.FileDescriptor
 
 const file_seqd_peer_v1_peer_proto_rawDesc = "" +
@@ -588,11 +676,16 @@ const file_seqd_peer_v1_peer_proto_rawDesc = "" +
 	"generation\x12\x1a\n" +
 	"\badmitted\x18\x12 \x01(\bR\badmitted\x12\x1d\n" +
 	"\n" +
-	"contact_ms\x18\x13 \x01(\x03R\tcontactMs2\xdf\x01\n" +
+	"contact_ms\x18\x13 \x01(\x03R\tcontactMs\">\n" +
+	"\x12FollowSpaceRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\rR\x05group\"\x15\n" +
+	"\x13FollowSpaceResponse2\xb5\x02\n" +
 	"\vPeerService\x12B\n" +
 	"\x05Vouch\x12\x1a.seqd.peer.v1.VouchRequest\x1a\x1b.seqd.peer.v1.VouchResponse\"\x00\x12E\n" +
 	"\x05Clock\x12\x1a.seqd.peer.v1.ClockRequest\x1a\x1b.seqd.peer.v1.ClockResponse\"\x03\x90\x02\x01\x12E\n" +
-	"\x05Space\x12\x1a.seqd.peer.v1.SpaceRequest\x1a\x1b.seqd.peer.v1.SpaceResponse\"\x03\x90\x02\x01B2Z0github.com/seqd/seqd/api/gen/seqd/peer/v1;peerv1b\x06proto3"
+	"\x05Space\x12\x1a.seqd.peer.v1.SpaceRequest\x1a\x1b.seqd.peer.v1.SpaceResponse\"\x03\x90\x02\x01\x12T\n" +
+	"\vFollowSpace\x12 .seqd.peer.v1.FollowSpaceRequest\x1a!.seqd.peer.v1.FollowSpaceResponse\"\x00B2Z0github.com/seqd/seqd/api/gen/seqd/peer/v1;peerv1b\x06proto3"
 
 var (
 	file_seqd_peer_v1_peer_proto_rawDescOnce sync.Once
@@ -606,24 +699,28 @@ func file_seqd_peer_v1_peer_proto_rawDescGZIP() []byte {
 	return file_seqd_peer_v1_peer_proto_rawDescData
 }
 
-var file_seqd_peer_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_seqd_peer_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_seqd_peer_v1_peer_proto_goTypes = []any{
-	(*SpaceRequest)(nil),  // 0: seqd.peer.v1.SpaceRequest
-	(*SpaceResponse)(nil), // 1: seqd.peer.v1.SpaceResponse
-	(*ClockRequest)(nil),  // 2: seqd.peer.v1.ClockRequest
-	(*ClockResponse)(nil), // 3: seqd.peer.v1.ClockResponse
-	(*VouchRequest)(nil),  // 4: seqd.peer.v1.VouchRequest
-	(*VouchResponse)(nil), // 5: seqd.peer.v1.VouchResponse
+	(*SpaceRequest)(nil),        // 0: seqd.peer.v1.SpaceRequest
+	(*SpaceResponse)(nil),       // 1: seqd.peer.v1.SpaceResponse
+	(*ClockRequest)(nil),        // 2: seqd.peer.v1.ClockRequest
+	(*ClockResponse)(nil),       // 3: seqd.peer.v1.ClockResponse
+	(*VouchRequest)(nil),        // 4: seqd.peer.v1.VouchRequest
+	(*VouchResponse)(nil),       // 5: seqd.peer.v1.VouchResponse
+	(*FollowSpaceRequest)(nil),  // 6: seqd.peer.v1.FollowSpaceRequest
+	(*FollowSpaceResponse)(nil), // 7: seqd.peer.v1.FollowSpaceResponse
 }
 var file_seqd_peer_v1_peer_proto_depIdxs = []int32{
 	4, // 0: seqd.peer.v1.PeerService.Vouch:input_type -> seqd.peer.v1.VouchRequest
 	2, // 1: seqd.peer.v1.PeerService.Clock:input_type -> seqd.peer.v1.ClockRequest
 	0, // 2: seqd.peer.v1.PeerService.Space:input_type -> seqd.peer.v1.SpaceRequest
-	5, // 3: seqd.peer.v1.PeerService.Vouch:output_type -> seqd.peer.v1.VouchResponse
-	3, // 4: seqd.peer.v1.PeerService.Clock:output_type -> seqd.peer.v1.ClockResponse
-	1, // 5: seqd.peer.v1.PeerService.Space:output_type -> seqd.peer.v1.SpaceResponse
-	3, // [3:6] is the sub-list for method output_type
-	0, // [0:3] is the sub-list for method input_type
+	6, // 3: seqd.peer.v1.PeerService.FollowSpace:input_type -> seqd.peer.v1.FollowSpaceRequest
+	5, // 4: seqd.peer.v1.PeerService.Vouch:output_type -> seqd.peer.v1.VouchResponse
+	3, // 5: seqd.peer.v1.PeerService.Clock:output_type -> seqd.peer.v1.ClockResponse
+	1, // 6: seqd.peer.v1.PeerService.Space:output_type -> seqd.peer.v1.SpaceResponse
+	7, // 7: seqd.peer.v1.PeerService.FollowSpace:output_type -> seqd.peer.v1.FollowSpaceResponse
+	4, // [4:8] is the sub-list for method output_type
+	0, // [0:4] is the sub-list for method input_type
 	0, // [0:0] is the sub-list for extension type_name
 	0, // [0:0] is the sub-list for extension extendee
 	0, // [0:0] is the sub-list for field type_name
@@ -640,7 +737,7 @@ func file_seqd_peer_v1_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_seqd_peer_v1_peer_proto_rawDesc), len(file_seqd_peer_v1_peer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

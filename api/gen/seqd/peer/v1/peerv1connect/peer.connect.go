@@ -43,6 +43,8 @@ const (
 	PeerServiceClockProcedure = "/seqd.peer.v1.PeerService/Clock"
 	// PeerServiceSpaceProcedure is the fully-qualified name of the PeerService's Space RPC.
 	PeerServiceSpaceProcedure = "/seqd.peer.v1.PeerService/Space"
+	// PeerServiceFollowSpaceProcedure is the fully-qualified name of the PeerService's FollowSpace RPC.
+	PeerServiceFollowSpaceProcedure = "/seqd.peer.v1.PeerService/FollowSpace"
 )
 
 // PeerServiceClient is a client for the seqd.peer.v1.PeerService service.
@@ -64,6 +66,13 @@ type PeerServiceClient interface {
 	// group 0 lags (a space created a heartbeat ago) asks it before it
 	// answers not_found, in a cluster of several groups.
 	Space(context.Context, *connect.Request[v1.SpaceRequest]) (*connect.Response[v1.SpaceResponse], error)
+	// FollowSpace makes the leader of raft group `group` (not group 0)
+	// follow group 0's record of a space: created again, a new step,
+	// deleted. It asks group 0's serving leader, never its own copy of group
+	// 0. Any other server answers unavailable, naming the leader it knows.
+	// The server that changed the space in group 0 asks every group's
+	// leader; servers of builds before it answer unimplemented.
+	FollowSpace(context.Context, *connect.Request[v1.FollowSpaceRequest]) (*connect.Response[v1.FollowSpaceResponse], error)
 }
 
 // NewPeerServiceClient constructs a client for the seqd.peer.v1.PeerService service. By default, it
@@ -97,14 +106,21 @@ func NewPeerServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		followSpace: connect.NewClient[v1.FollowSpaceRequest, v1.FollowSpaceResponse](
+			httpClient,
+			baseURL+PeerServiceFollowSpaceProcedure,
+			connect.WithSchema(peerServiceMethods.ByName("FollowSpace")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // peerServiceClient implements PeerServiceClient.
 type peerServiceClient struct {
-	vouch *connect.Client[v1.VouchRequest, v1.VouchResponse]
-	clock *connect.Client[v1.ClockRequest, v1.ClockResponse]
-	space *connect.Client[v1.SpaceRequest, v1.SpaceResponse]
+	vouch       *connect.Client[v1.VouchRequest, v1.VouchResponse]
+	clock       *connect.Client[v1.ClockRequest, v1.ClockResponse]
+	space       *connect.Client[v1.SpaceRequest, v1.SpaceResponse]
+	followSpace *connect.Client[v1.FollowSpaceRequest, v1.FollowSpaceResponse]
 }
 
 // Vouch calls seqd.peer.v1.PeerService.Vouch.
@@ -120,6 +136,11 @@ func (c *peerServiceClient) Clock(ctx context.Context, req *connect.Request[v1.C
 // Space calls seqd.peer.v1.PeerService.Space.
 func (c *peerServiceClient) Space(ctx context.Context, req *connect.Request[v1.SpaceRequest]) (*connect.Response[v1.SpaceResponse], error) {
 	return c.space.CallUnary(ctx, req)
+}
+
+// FollowSpace calls seqd.peer.v1.PeerService.FollowSpace.
+func (c *peerServiceClient) FollowSpace(ctx context.Context, req *connect.Request[v1.FollowSpaceRequest]) (*connect.Response[v1.FollowSpaceResponse], error) {
+	return c.followSpace.CallUnary(ctx, req)
 }
 
 // PeerServiceHandler is an implementation of the seqd.peer.v1.PeerService service.
@@ -141,6 +162,13 @@ type PeerServiceHandler interface {
 	// group 0 lags (a space created a heartbeat ago) asks it before it
 	// answers not_found, in a cluster of several groups.
 	Space(context.Context, *connect.Request[v1.SpaceRequest]) (*connect.Response[v1.SpaceResponse], error)
+	// FollowSpace makes the leader of raft group `group` (not group 0)
+	// follow group 0's record of a space: created again, a new step,
+	// deleted. It asks group 0's serving leader, never its own copy of group
+	// 0. Any other server answers unavailable, naming the leader it knows.
+	// The server that changed the space in group 0 asks every group's
+	// leader; servers of builds before it answer unimplemented.
+	FollowSpace(context.Context, *connect.Request[v1.FollowSpaceRequest]) (*connect.Response[v1.FollowSpaceResponse], error)
 }
 
 // NewPeerServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -170,6 +198,12 @@ func NewPeerServiceHandler(svc PeerServiceHandler, opts ...connect.HandlerOption
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	peerServiceFollowSpaceHandler := connect.NewUnaryHandler(
+		PeerServiceFollowSpaceProcedure,
+		svc.FollowSpace,
+		connect.WithSchema(peerServiceMethods.ByName("FollowSpace")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/seqd.peer.v1.PeerService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case PeerServiceVouchProcedure:
@@ -178,6 +212,8 @@ func NewPeerServiceHandler(svc PeerServiceHandler, opts ...connect.HandlerOption
 			peerServiceClockHandler.ServeHTTP(w, r)
 		case PeerServiceSpaceProcedure:
 			peerServiceSpaceHandler.ServeHTTP(w, r)
+		case PeerServiceFollowSpaceProcedure:
+			peerServiceFollowSpaceHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -197,4 +233,8 @@ func (UnimplementedPeerServiceHandler) Clock(context.Context, *connect.Request[v
 
 func (UnimplementedPeerServiceHandler) Space(context.Context, *connect.Request[v1.SpaceRequest]) (*connect.Response[v1.SpaceResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("seqd.peer.v1.PeerService.Space is not implemented"))
+}
+
+func (UnimplementedPeerServiceHandler) FollowSpace(context.Context, *connect.Request[v1.FollowSpaceRequest]) (*connect.Response[v1.FollowSpaceResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("seqd.peer.v1.PeerService.FollowSpace is not implemented"))
 }

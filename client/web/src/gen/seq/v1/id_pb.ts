@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file seq/v1/id.proto.
  */
 export const file_seq_v1_id: GenFile = /*@__PURE__*/
-  fileDesc("Cg9zZXEvdjEvaWQucHJvdG8SBnNlcS52MSJACg5OZXh0SWRzUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDQoFY291bnQYAiABKA0SDAoEcnVucxgDIAEoCCI7Cg9OZXh0SWRzUmVzcG9uc2USCwoDaWRzGAEgAygDEhsKBHJ1bnMYAiADKAsyDS5zZXEudjEuSWRSdW4iJQoFSWRSdW4SDQoFZmlyc3QYASABKAMSDQoFY291bnQYAiABKA0iLgoNRGVjb2RlUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSCgoCaWQYAiABKAMiagoORGVjb2RlUmVzcG9uc2USDwoHdW5peF9tcxgBIAEoAxIOCgZ3b3JrZXIYAiABKA0SEAoIc2VxdWVuY2UYAyABKA0SFAoMaG9sZGVyX2xhYmVsGAQgASgJEg8KB3dhcm5pbmcYBSABKAkiJQoQR2V0TGF5b3V0UmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkijwEKEUdldExheW91dFJlc3BvbnNlEhUKDWVwb2NoX3VuaXhfbXMYASABKAMSDwoHdW5pdF9tcxgCIAEoDRIRCgl0aW1lX2JpdHMYAyABKA0SEwoLd29ya2VyX2JpdHMYBCABKA0SFQoNc2VxdWVuY2VfYml0cxgFIAEoDRITCgtvYmZ1c2NhdGlvbhgGIAEoCSJIChRBY3F1aXJlV29ya2VyUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDgoGaG9sZGVyGAIgASgJEg0KBWxhYmVsGAMgASgJIlYKElJlbmV3V29ya2VyUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDgoGd29ya2VyGAIgASgNEg0KBXRva2VuGAMgASgEEg4KBmhvbGRlchgEIAEoCSJYChRSZWxlYXNlV29ya2VyUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDgoGd29ya2VyGAIgASgNEg0KBXRva2VuGAMgASgEEg4KBmhvbGRlchgEIAEoCSIXChVSZWxlYXNlV29ya2VyUmVzcG9uc2UirAEKC1dvcmtlckdyYW50EhEKCW5hbWVzcGFjZRgBIAEoCRIOCgZ3b3JrZXIYAiABKA0SDQoFdG9rZW4YAyABKAQSCgoCbG8YBCABKAQSCgoCaGkYBSABKAQSFgoObGVhZGVyX3VuaXhfbXMYBiABKAMSEAoIbGVhc2VfbXMYByABKA0SKQoGbGF5b3V0GAggASgLMhkuc2VxLnYxLkdldExheW91dFJlc3BvbnNlIoMBCglOYW1lc3BhY2USDAoEbmFtZRgBIAEoCRIpCgZsYXlvdXQYAiABKAsyGS5zZXEudjEuR2V0TGF5b3V0UmVzcG9uc2USFQoNZmxvb3JfdW5peF9tcxgDIAEoAxITCgtlbmRfdW5peF9tcxgEIAEoAxIRCglrZXlfY2hlY2sYBSABKAkisgEKFkNyZWF0ZU5hbWVzcGFjZVJlcXVlc3QSDAoEbmFtZRgBIAEoCRIOCgZsYXlvdXQYAiABKAkSFQoNZXBvY2hfdW5peF9tcxgDIAEoAxIPCgd1bml0X21zGAQgASgNEhEKCXRpbWVfYml0cxgFIAEoDRITCgt3b3JrZXJfYml0cxgGIAEoDRIVCg1zZXF1ZW5jZV9iaXRzGAcgASgNEhMKC29iZnVzY2F0aW9uGAggASgJIlAKF0NyZWF0ZU5hbWVzcGFjZVJlc3BvbnNlEiQKCW5hbWVzcGFjZRgBIAEoCzIRLnNlcS52MS5OYW1lc3BhY2USDwoHY3JlYXRlZBgCIAEoCCIXChVMaXN0TmFtZXNwYWNlc1JlcXVlc3QiPwoWTGlzdE5hbWVzcGFjZXNSZXNwb25zZRIlCgpuYW1lc3BhY2VzGAEgAygLMhEuc2VxLnYxLk5hbWVzcGFjZSInChJMaXN0V29ya2Vyc1JlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJIkEKCVdvcmtlclVzZRINCgVsYWJlbBgBIAEoCRINCgV0b2tlbhgCIAEoBBIKCgJsbxgDIAEoBBIKCgJoaRgEIAEoBCKcAQoGV29ya2VyEgoKAmlkGAEgASgNEgsKA2h3bRgCIAEoBBINCgV0b2tlbhgDIAEoBBIMCgRoZWxkGAQgASgIEg0KBWxhYmVsGAUgASgJEhcKD3JlbmV3ZWRfdW5peF9tcxgGIAEoAxIQCghsZWFzZV9tcxgHIAEoDRIiCgdoaXN0b3J5GAggAygLMhEuc2VxLnYxLldvcmtlclVzZSI2ChNMaXN0V29ya2Vyc1Jlc3BvbnNlEh8KB3dvcmtlcnMYASADKAsyDi5zZXEudjEuV29ya2VyIjkKFFJlY2xhaW1Xb3JrZXJSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRIOCgZ3b3JrZXIYAiABKA0iFwoVUmVjbGFpbVdvcmtlclJlc3BvbnNlMp4DCglJZFNlcnZpY2USOgoHTmV4dElkcxIWLnNlcS52MS5OZXh0SWRzUmVxdWVzdBoXLnNlcS52MS5OZXh0SWRzUmVzcG9uc2USPAoGRGVjb2RlEhUuc2VxLnYxLkRlY29kZVJlcXVlc3QaFi5zZXEudjEuRGVjb2RlUmVzcG9uc2UiA5ACARJFCglHZXRMYXlvdXQSGC5zZXEudjEuR2V0TGF5b3V0UmVxdWVzdBoZLnNlcS52MS5HZXRMYXlvdXRSZXNwb25zZSIDkAIBEkIKDUFjcXVpcmVXb3JrZXISHC5zZXEudjEuQWNxdWlyZVdvcmtlclJlcXVlc3QaEy5zZXEudjEuV29ya2VyR3JhbnQSPgoLUmVuZXdXb3JrZXISGi5zZXEudjEuUmVuZXdXb3JrZXJSZXF1ZXN0GhMuc2VxLnYxLldvcmtlckdyYW50EkwKDVJlbGVhc2VXb3JrZXISHC5zZXEudjEuUmVsZWFzZVdvcmtlclJlcXVlc3QaHS5zZXEudjEuUmVsZWFzZVdvcmtlclJlc3BvbnNlQitaKWdpdGh1Yi5jb20vc2VxZC9zZXFkL2FwaS9nZW4vc2VxL3YxO3NlcXYxYgZwcm90bzM");
+  fileDesc("Cg9zZXEvdjEvaWQucHJvdG8SBnNlcS52MSJPCg5OZXh0SWRzUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDQoFY291bnQYAiABKA0SDAoEcnVucxgDIAEoCBINCgVzaGFyZBgEIAEoBCI7Cg9OZXh0SWRzUmVzcG9uc2USCwoDaWRzGAEgAygDEhsKBHJ1bnMYAiADKAsyDS5zZXEudjEuSWRSdW4iJQoFSWRSdW4SDQoFZmlyc3QYASABKAMSDQoFY291bnQYAiABKA0iLgoNRGVjb2RlUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSCgoCaWQYAiABKAMiigEKDkRlY29kZVJlc3BvbnNlEg8KB3VuaXhfbXMYASABKAMSDgoGd29ya2VyGAIgASgNEhAKCHNlcXVlbmNlGAMgASgNEhQKDGhvbGRlcl9sYWJlbBgEIAEoCRIPCgd3YXJuaW5nGAUgASgJEg0KBXNoYXJkGAYgASgEEg8KB2NsdXN0ZXIYByABKAQiJQoQR2V0TGF5b3V0UmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAki4gEKEUdldExheW91dFJlc3BvbnNlEhUKDWVwb2NoX3VuaXhfbXMYASABKAMSDwoHdW5pdF9tcxgCIAEoDRIRCgl0aW1lX2JpdHMYAyABKA0SEwoLd29ya2VyX2JpdHMYBCABKA0SFQoNc2VxdWVuY2VfYml0cxgFIAEoDRITCgtvYmZ1c2NhdGlvbhgGIAEoCRISCgpzaGFyZF9iaXRzGAcgASgNEhQKDGNsdXN0ZXJfYml0cxgIIAEoDRIPCgdjbHVzdGVyGAkgASgEEhYKDnNlcXVlbmNlX2ZpcnN0GAogASgIIkgKFEFjcXVpcmVXb3JrZXJSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRIOCgZob2xkZXIYAiABKAkSDQoFbGFiZWwYAyABKAkiVgoSUmVuZXdXb3JrZXJSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRIOCgZ3b3JrZXIYAiABKA0SDQoFdG9rZW4YAyABKAQSDgoGaG9sZGVyGAQgASgJIlgKFFJlbGVhc2VXb3JrZXJSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRIOCgZ3b3JrZXIYAiABKA0SDQoFdG9rZW4YAyABKAQSDgoGaG9sZGVyGAQgASgJIhcKFVJlbGVhc2VXb3JrZXJSZXNwb25zZSKsAQoLV29ya2VyR3JhbnQSEQoJbmFtZXNwYWNlGAEgASgJEg4KBndvcmtlchgCIAEoDRINCgV0b2tlbhgDIAEoBBIKCgJsbxgEIAEoBBIKCgJoaRgFIAEoBBIWCg5sZWFkZXJfdW5peF9tcxgGIAEoAxIQCghsZWFzZV9tcxgHIAEoDRIpCgZsYXlvdXQYCCABKAsyGS5zZXEudjEuR2V0TGF5b3V0UmVzcG9uc2UigwEKCU5hbWVzcGFjZRIMCgRuYW1lGAEgASgJEikKBmxheW91dBgCIAEoCzIZLnNlcS52MS5HZXRMYXlvdXRSZXNwb25zZRIVCg1mbG9vcl91bml4X21zGAMgASgDEhMKC2VuZF91bml4X21zGAQgASgDEhEKCWtleV9jaGVjaxgFIAEoCSKFAgoWQ3JlYXRlTmFtZXNwYWNlUmVxdWVzdBIMCgRuYW1lGAEgASgJEg4KBmxheW91dBgCIAEoCRIVCg1lcG9jaF91bml4X21zGAMgASgDEg8KB3VuaXRfbXMYBCABKA0SEQoJdGltZV9iaXRzGAUgASgNEhMKC3dvcmtlcl9iaXRzGAYgASgNEhUKDXNlcXVlbmNlX2JpdHMYByABKA0SEwoLb2JmdXNjYXRpb24YCCABKAkSEgoKc2hhcmRfYml0cxgJIAEoDRIUCgxjbHVzdGVyX2JpdHMYCiABKA0SDwoHY2x1c3RlchgLIAEoBBIWCg5zZXF1ZW5jZV9maXJzdBgMIAEoCCJQChdDcmVhdGVOYW1lc3BhY2VSZXNwb25zZRIkCgluYW1lc3BhY2UYASABKAsyES5zZXEudjEuTmFtZXNwYWNlEg8KB2NyZWF0ZWQYAiABKAgiFwoVTGlzdE5hbWVzcGFjZXNSZXF1ZXN0Ij8KFkxpc3ROYW1lc3BhY2VzUmVzcG9uc2USJQoKbmFtZXNwYWNlcxgBIAMoCzIRLnNlcS52MS5OYW1lc3BhY2UiJwoSTGlzdFdvcmtlcnNSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCSJBCglXb3JrZXJVc2USDQoFbGFiZWwYASABKAkSDQoFdG9rZW4YAiABKAQSCgoCbG8YAyABKAQSCgoCaGkYBCABKAQinAEKBldvcmtlchIKCgJpZBgBIAEoDRILCgNod20YAiABKAQSDQoFdG9rZW4YAyABKAQSDAoEaGVsZBgEIAEoCBINCgVsYWJlbBgFIAEoCRIXCg9yZW5ld2VkX3VuaXhfbXMYBiABKAMSEAoIbGVhc2VfbXMYByABKA0SIgoHaGlzdG9yeRgIIAMoCzIRLnNlcS52MS5Xb3JrZXJVc2UiNgoTTGlzdFdvcmtlcnNSZXNwb25zZRIfCgd3b3JrZXJzGAEgAygLMg4uc2VxLnYxLldvcmtlciI5ChRSZWNsYWltV29ya2VyUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDgoGd29ya2VyGAIgASgNIhcKFVJlY2xhaW1Xb3JrZXJSZXNwb25zZTKeAwoJSWRTZXJ2aWNlEjoKB05leHRJZHMSFi5zZXEudjEuTmV4dElkc1JlcXVlc3QaFy5zZXEudjEuTmV4dElkc1Jlc3BvbnNlEjwKBkRlY29kZRIVLnNlcS52MS5EZWNvZGVSZXF1ZXN0GhYuc2VxLnYxLkRlY29kZVJlc3BvbnNlIgOQAgESRQoJR2V0TGF5b3V0Ehguc2VxLnYxLkdldExheW91dFJlcXVlc3QaGS5zZXEudjEuR2V0TGF5b3V0UmVzcG9uc2UiA5ACARJCCg1BY3F1aXJlV29ya2VyEhwuc2VxLnYxLkFjcXVpcmVXb3JrZXJSZXF1ZXN0GhMuc2VxLnYxLldvcmtlckdyYW50Ej4KC1JlbmV3V29ya2VyEhouc2VxLnYxLlJlbmV3V29ya2VyUmVxdWVzdBoTLnNlcS52MS5Xb3JrZXJHcmFudBJMCg1SZWxlYXNlV29ya2VyEhwuc2VxLnYxLlJlbGVhc2VXb3JrZXJSZXF1ZXN0Gh0uc2VxLnYxLlJlbGVhc2VXb3JrZXJSZXNwb25zZUIrWilnaXRodWIuY29tL3NlcWQvc2VxZC9hcGkvZ2VuL3NlcS92MTtzZXF2MWIGcHJvdG8z");
 
 /**
  * @generated from message seq.v1.NextIdsRequest
@@ -41,6 +41,16 @@ export type NextIdsRequest = Message<"seq.v1.NextIdsRequest"> & {
    * @generated from field: bool runs = 3;
    */
   runs: boolean;
+
+  /**
+   * shard is the value of the layout's shard field (GetLayoutResponse
+   * shard_bits) in every id of the answer: 0 to 2^shard_bits - 1, and 0
+   * for a layout without one (another value: invalid_argument). Ids stay
+   * unique whatever the shards: they only add bits.
+   *
+   * @generated from field: uint64 shard = 4;
+   */
+  shard: bigint;
 };
 
 /**
@@ -161,6 +171,19 @@ export type DecodeResponse = Message<"seq.v1.DecodeResponse"> & {
    * @generated from field: string warning = 5;
    */
   warning: string;
+
+  /**
+   * shard and cluster are the id's shard and cluster fields (0 for a
+   * layout without them).
+   *
+   * @generated from field: uint64 shard = 6;
+   */
+  shard: bigint;
+
+  /**
+   * @generated from field: uint64 cluster = 7;
+   */
+  cluster: bigint;
 };
 
 /**
@@ -217,11 +240,39 @@ export type GetLayoutResponse = Message<"seq.v1.GetLayoutResponse"> & {
   sequenceBits: number;
 
   /**
-   * obfuscation is "", "ff1" or "ff1-hour".
+   * obfuscation is "", "ff1" or "ff1-hour"; or "fields" for a layout with a
+   * shard or cluster field or the sequence above the worker, which is not
+   * obfuscated: the value makes clients that predate those fields refuse
+   * the layout rather than misread it.
    *
    * @generated from field: string obfuscation = 6;
    */
   obfuscation: string;
+
+  /**
+   * From the most significant bit down an id is time, cluster, shard, then
+   * worker and sequence (sequence and worker when sequence_first): the
+   * cluster field holds the namespace's fixed value cluster, the shard
+   * field the caller's value (NextIdsRequest.shard).
+   *
+   * @generated from field: uint32 shard_bits = 7;
+   */
+  shardBits: number;
+
+  /**
+   * @generated from field: uint32 cluster_bits = 8;
+   */
+  clusterBits: number;
+
+  /**
+   * @generated from field: uint64 cluster = 9;
+   */
+  cluster: bigint;
+
+  /**
+   * @generated from field: bool sequence_first = 10;
+   */
+  sequenceFirst: boolean;
 };
 
 /**
@@ -455,7 +506,9 @@ export type CreateNamespaceRequest = Message<"seq.v1.CreateNamespaceRequest"> & 
 
   /**
    * layout names a preset: "snowflake" (the default when empty and no
-   * custom widths are given), "sonyflake", "wide", "js", "js-seconds".
+   * custom widths are given), "sonyflake" (github.com/sony/sonyflake's
+   * ids, bit for bit), "instagram" (a 13-bit shard field), "wide", "js",
+   * "js-seconds".
    *
    * @generated from field: string layout = 2;
    */
@@ -490,11 +543,36 @@ export type CreateNamespaceRequest = Message<"seq.v1.CreateNamespaceRequest"> & 
   sequenceBits: number;
 
   /**
-   * obfuscation is "", "ff1" or "ff1-hour".
+   * obfuscation is "", "ff1" or "ff1-hour" (a plain layout only).
    *
    * @generated from field: string obfuscation = 8;
    */
   obfuscation: string;
+
+  /**
+   * Custom fields (with time_bits): a shard field the caller fills per
+   * call, a cluster field holding the value cluster (refused when a
+   * server of another cluster seen in gossip uses that value), and the
+   * sequence above the worker.
+   *
+   * @generated from field: uint32 shard_bits = 9;
+   */
+  shardBits: number;
+
+  /**
+   * @generated from field: uint32 cluster_bits = 10;
+   */
+  clusterBits: number;
+
+  /**
+   * @generated from field: uint64 cluster = 11;
+   */
+  cluster: bigint;
+
+  /**
+   * @generated from field: bool sequence_first = 12;
+   */
+  sequenceFirst: boolean;
 };
 
 /**

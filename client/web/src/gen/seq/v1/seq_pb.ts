@@ -20,7 +20,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file seq/v1/seq.proto.
  */
 export const file_seq_v1_seq: GenFile = /*@__PURE__*/
-  fileDesc("ChBzZXEvdjEvc2VxLnByb3RvEgZzZXEudjEiKgoLTmV4dFJlcXVlc3QSDQoFc3BhY2UYASABKAkSDAoEa2V5cxgCIAMoBCIeCgxOZXh0UmVzcG9uc2USDgoGdmFsdWVzGAEgAygEIjsKDlJlc2VydmVSZXF1ZXN0Eg0KBXNwYWNlGAEgASgJEgsKA2tleRgCIAEoBBINCgVjb3VudBgDIAEoDSIvCg9SZXNlcnZlUmVzcG9uc2USDQoFZmlyc3QYASABKAQSDQoFY291bnQYAiABKA0iLQoOQ3VycmVudFJlcXVlc3QSDQoFc3BhY2UYASABKAkSDAoEa2V5cxgCIAMoBCIhCg9DdXJyZW50UmVzcG9uc2USDgoGdmFsdWVzGAEgAygEIjAKEU5leHRTdHJlYW1SZXF1ZXN0Eg0KBXNwYWNlGAEgASgJEgwKBGtleXMYAiADKAQijgEKEk5leHRTdHJlYW1SZXNwb25zZRIOCgZ2YWx1ZXMYASADKAQSDAoEY29kZRgCIAEoDRIPCgdtZXNzYWdlGAMgASgJEg4KBmxlYWRlchgEIAEoCRIRCglsZWFkZXJfaWQYBSABKAkSDQoFZ3JvdXAYBiABKAkSFwoPcm91dGluZ192ZXJzaW9uGAcgASgEIjAKEUxvY2F0ZUtleXNSZXF1ZXN0Eg0KBXNwYWNlGAEgASgJEgwKBGtleXMYAiADKAQiMwoSTG9jYXRlS2V5c1Jlc3BvbnNlEg4KBmdyb3VwcxgBIAMoDRINCgVzbG90cxgCIAMoDSItCg1CYWNrdXBSZXF1ZXN0EhIKBWdyb3VwGAEgASgNSACIAQFCCAoGX2dyb3VwIh4KDkJhY2t1cFJlc3BvbnNlEgwKBGRhdGEYASABKAwiPQoRUmVtb3ZlTm9kZVJlcXVlc3QSCgoCaWQYASABKAkSEgoFZ3JvdXAYAiABKA1IAIgBAUIICgZfZ3JvdXAiFAoSUmVtb3ZlTm9kZVJlc3BvbnNlIiwKEERyYWluTm9kZVJlcXVlc3QSCgoCaWQYASABKAkSDAoEdW5kbxgCIAEoCCInChFEcmFpbk5vZGVSZXNwb25zZRISCgpncm91cHNfbGVkGAEgASgNIjkKBVNwYWNlEgwKBG5hbWUYASABKAkSDAoEc3RlcBgCIAEoBBIUCgxzZWN0aW9uX3NpemUYAyABKAQiRgoSQ3JlYXRlU3BhY2VSZXF1ZXN0EgwKBG5hbWUYASABKAkSDAoEc3RlcBgCIAEoBBIUCgxzZWN0aW9uX3NpemUYAyABKAQiRAoTQ3JlYXRlU3BhY2VSZXNwb25zZRIcCgVzcGFjZRgBIAEoCzINLnNlcS52MS5TcGFjZRIPCgdjcmVhdGVkGAIgASgIIhMKEUxpc3RTcGFjZXNSZXF1ZXN0IjMKEkxpc3RTcGFjZXNSZXNwb25zZRIdCgZzcGFjZXMYASADKAsyDS5zZXEudjEuU3BhY2UiFgoUQ2x1c3RlclN0YXR1c1JlcXVlc3QiyAMKBE5vZGUSCgoCaWQYASABKAkSEAoIYXBpX2FkZHIYAiABKAkSEQoJcmFmdF9hZGRyGAMgASgJEhMKC2dvc3NpcF9hZGRyGAQgASgJEhIKCnJhZnRfc3RhdGUYBSABKAkSDQoFdm90ZXIYBiABKAgSLwoMbGFzdF9jb250YWN0GAcgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEgwKBHRlcm0YCCABKAQSFQoNYXBwbGllZF9pbmRleBgJIAEoBBIPCgdzZXJ2aW5nGAogASgIEhgKEGluX2NvbmZpZ3VyYXRpb24YCyABKAgSFwoPc2Vlbl93aXRoX3N0YXRlGAwgASgIEhYKDnJlY29yZGVkX2luZGV4GA0gASgEEhIKCmNsdXN0ZXJfaWQYDiABKAkSEAoIcHJvdG9jb2wYDyABKAQSEQoJcmFmdF9vcGVuGBAgASgIEhEKCWRpc2tfZnVsbBgRIAEoCBIiCgZncm91cHMYEiADKAsyEi5zZXEudjEuR3JvdXBTdGF0ZRISCgpnZW5lcmF0aW9uGBMgASgJEg4KBmZlbmNlZBgUIAEoCBIRCglmZW5jZWRfYnkYFSABKAkinQEKCkdyb3VwU3RhdGUSDQoFZ3JvdXAYASABKA0SEgoKcmFmdF9zdGF0ZRgCIAEoCRIMCgR0ZXJtGAMgASgEEhUKDWFwcGxpZWRfaW5kZXgYBCABKAQSDwoHc2VydmluZxgFIAEoCBIRCglyYWZ0X29wZW4YBiABKAgSEAoIcHJvdG9jb2wYByABKAQSEQoJYWRtaXNzaW9uGAggASgJIrYBCgpHcm91cFJvdXRlEg0KBWdyb3VwGAEgASgNEhEKCWxlYWRlcl9pZBgCIAEoCRIXCg9sZWFkZXJfYXBpX2FkZHIYAyABKAkSDAoEdGVybRgEIAEoBBIPCgdzZXJ2aW5nGAUgASgIEg4KBnZvdGVycxgGIAMoCRISCgpmaXJzdF9zbG90GAcgASgNEhAKCGVuZF9zbG90GAggASgNEhgKEHByZWZlcnJlZF9sZWFkZXIYCSABKAkilQIKFUNsdXN0ZXJTdGF0dXNSZXNwb25zZRIRCglsZWFkZXJfaWQYASABKAkSDAoEdGVybRgCIAEoBBIbCgVub2RlcxgDIAMoCzIMLnNlcS52MS5Ob2RlEhcKD2xlYWRlcl9hcGlfYWRkchgEIAEoCRIPCgdub2RlX2lkGAUgASgJEg8KB3ZlcnNpb24YBiABKAQSEgoKY2x1c3Rlcl9pZBgHIAEoCRIiCgZncm91cHMYCCADKAsyEi5zZXEudjEuR3JvdXBSb3V0ZRISCgpzbG90X2NvdW50GAkgASgNEhgKEHNsb3RfbWFwX3ZlcnNpb24YCiABKAQSHQoGc3BhY2VzGAsgAygLMg0uc2VxLnYxLlNwYWNlMooCCg9TZXF1ZW5jZVNlcnZpY2USMQoETmV4dBITLnNlcS52MS5OZXh0UmVxdWVzdBoULnNlcS52MS5OZXh0UmVzcG9uc2USOgoHUmVzZXJ2ZRIWLnNlcS52MS5SZXNlcnZlUmVxdWVzdBoXLnNlcS52MS5SZXNlcnZlUmVzcG9uc2USPwoHQ3VycmVudBIWLnNlcS52MS5DdXJyZW50UmVxdWVzdBoXLnNlcS52MS5DdXJyZW50UmVzcG9uc2UiA5ACARJHCgpOZXh0U3RyZWFtEhkuc2VxLnYxLk5leHRTdHJlYW1SZXF1ZXN0Ghouc2VxLnYxLk5leHRTdHJlYW1SZXNwb25zZSgBMAEyxAYKDEFkbWluU2VydmljZRJGCgtDcmVhdGVTcGFjZRIaLnNlcS52MS5DcmVhdGVTcGFjZVJlcXVlc3QaGy5zZXEudjEuQ3JlYXRlU3BhY2VSZXNwb25zZRJICgpMaXN0U3BhY2VzEhkuc2VxLnYxLkxpc3RTcGFjZXNSZXF1ZXN0Ghouc2VxLnYxLkxpc3RTcGFjZXNSZXNwb25zZSIDkAIBElIKD0NyZWF0ZU5hbWVzcGFjZRIeLnNlcS52MS5DcmVhdGVOYW1lc3BhY2VSZXF1ZXN0Gh8uc2VxLnYxLkNyZWF0ZU5hbWVzcGFjZVJlc3BvbnNlElQKDkxpc3ROYW1lc3BhY2VzEh0uc2VxLnYxLkxpc3ROYW1lc3BhY2VzUmVxdWVzdBoeLnNlcS52MS5MaXN0TmFtZXNwYWNlc1Jlc3BvbnNlIgOQAgESSwoLTGlzdFdvcmtlcnMSGi5zZXEudjEuTGlzdFdvcmtlcnNSZXF1ZXN0Ghsuc2VxLnYxLkxpc3RXb3JrZXJzUmVzcG9uc2UiA5ACARJMCg1SZWNsYWltV29ya2VyEhwuc2VxLnYxLlJlY2xhaW1Xb3JrZXJSZXF1ZXN0Gh0uc2VxLnYxLlJlY2xhaW1Xb3JrZXJSZXNwb25zZRJRCg1DbHVzdGVyU3RhdHVzEhwuc2VxLnYxLkNsdXN0ZXJTdGF0dXNSZXF1ZXN0Gh0uc2VxLnYxLkNsdXN0ZXJTdGF0dXNSZXNwb25zZSIDkAIBEkMKClJlbW92ZU5vZGUSGS5zZXEudjEuUmVtb3ZlTm9kZVJlcXVlc3QaGi5zZXEudjEuUmVtb3ZlTm9kZVJlc3BvbnNlEkAKCURyYWluTm9kZRIYLnNlcS52MS5EcmFpbk5vZGVSZXF1ZXN0Ghkuc2VxLnYxLkRyYWluTm9kZVJlc3BvbnNlEjkKBkJhY2t1cBIVLnNlcS52MS5CYWNrdXBSZXF1ZXN0GhYuc2VxLnYxLkJhY2t1cFJlc3BvbnNlMAESSAoKTG9jYXRlS2V5cxIZLnNlcS52MS5Mb2NhdGVLZXlzUmVxdWVzdBoaLnNlcS52MS5Mb2NhdGVLZXlzUmVzcG9uc2UiA5ACAUIrWilnaXRodWIuY29tL3NlcWQvc2VxZC9hcGkvZ2VuL3NlcS92MTtzZXF2MWIGcHJvdG8z", [file_google_protobuf_duration, file_seq_v1_id]);
+  fileDesc("ChBzZXEvdjEvc2VxLnByb3RvEgZzZXEudjEiKgoLTmV4dFJlcXVlc3QSDQoFc3BhY2UYASABKAkSDAoEa2V5cxgCIAMoBCIeCgxOZXh0UmVzcG9uc2USDgoGdmFsdWVzGAEgAygEIjsKDlJlc2VydmVSZXF1ZXN0Eg0KBXNwYWNlGAEgASgJEgsKA2tleRgCIAEoBBINCgVjb3VudBgDIAEoDSIvCg9SZXNlcnZlUmVzcG9uc2USDQoFZmlyc3QYASABKAQSDQoFY291bnQYAiABKA0iLQoOQ3VycmVudFJlcXVlc3QSDQoFc3BhY2UYASABKAkSDAoEa2V5cxgCIAMoBCIhCg9DdXJyZW50UmVzcG9uc2USDgoGdmFsdWVzGAEgAygEIjAKEU5leHRTdHJlYW1SZXF1ZXN0Eg0KBXNwYWNlGAEgASgJEgwKBGtleXMYAiADKAQijgEKEk5leHRTdHJlYW1SZXNwb25zZRIOCgZ2YWx1ZXMYASADKAQSDAoEY29kZRgCIAEoDRIPCgdtZXNzYWdlGAMgASgJEg4KBmxlYWRlchgEIAEoCRIRCglsZWFkZXJfaWQYBSABKAkSDQoFZ3JvdXAYBiABKAkSFwoPcm91dGluZ192ZXJzaW9uGAcgASgEIjAKEUxvY2F0ZUtleXNSZXF1ZXN0Eg0KBXNwYWNlGAEgASgJEgwKBGtleXMYAiADKAQiMwoSTG9jYXRlS2V5c1Jlc3BvbnNlEg4KBmdyb3VwcxgBIAMoDRINCgVzbG90cxgCIAMoDSItCg1CYWNrdXBSZXF1ZXN0EhIKBWdyb3VwGAEgASgNSACIAQFCCAoGX2dyb3VwIh4KDkJhY2t1cFJlc3BvbnNlEgwKBGRhdGEYASABKAwiPQoRUmVtb3ZlTm9kZVJlcXVlc3QSCgoCaWQYASABKAkSEgoFZ3JvdXAYAiABKA1IAIgBAUIICgZfZ3JvdXAiFAoSUmVtb3ZlTm9kZVJlc3BvbnNlIiwKEERyYWluTm9kZVJlcXVlc3QSCgoCaWQYASABKAkSDAoEdW5kbxgCIAEoCCInChFEcmFpbk5vZGVSZXNwb25zZRISCgpncm91cHNfbGVkGAEgASgNIjkKBVNwYWNlEgwKBG5hbWUYASABKAkSDAoEc3RlcBgCIAEoBBIUCgxzZWN0aW9uX3NpemUYAyABKAQiRgoSQ3JlYXRlU3BhY2VSZXF1ZXN0EgwKBG5hbWUYASABKAkSDAoEc3RlcBgCIAEoBBIUCgxzZWN0aW9uX3NpemUYAyABKAQiRAoTQ3JlYXRlU3BhY2VSZXNwb25zZRIcCgVzcGFjZRgBIAEoCzINLnNlcS52MS5TcGFjZRIPCgdjcmVhdGVkGAIgASgIIhMKEUxpc3RTcGFjZXNSZXF1ZXN0IjMKEkxpc3RTcGFjZXNSZXNwb25zZRIdCgZzcGFjZXMYASADKAsyDS5zZXEudjEuU3BhY2UiFgoUQ2x1c3RlclN0YXR1c1JlcXVlc3QiyAMKBE5vZGUSCgoCaWQYASABKAkSEAoIYXBpX2FkZHIYAiABKAkSEQoJcmFmdF9hZGRyGAMgASgJEhMKC2dvc3NpcF9hZGRyGAQgASgJEhIKCnJhZnRfc3RhdGUYBSABKAkSDQoFdm90ZXIYBiABKAgSLwoMbGFzdF9jb250YWN0GAcgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEgwKBHRlcm0YCCABKAQSFQoNYXBwbGllZF9pbmRleBgJIAEoBBIPCgdzZXJ2aW5nGAogASgIEhgKEGluX2NvbmZpZ3VyYXRpb24YCyABKAgSFwoPc2Vlbl93aXRoX3N0YXRlGAwgASgIEhYKDnJlY29yZGVkX2luZGV4GA0gASgEEhIKCmNsdXN0ZXJfaWQYDiABKAkSEAoIcHJvdG9jb2wYDyABKAQSEQoJcmFmdF9vcGVuGBAgASgIEhEKCWRpc2tfZnVsbBgRIAEoCBIiCgZncm91cHMYEiADKAsyEi5zZXEudjEuR3JvdXBTdGF0ZRISCgpnZW5lcmF0aW9uGBMgASgJEg4KBmZlbmNlZBgUIAEoCBIRCglmZW5jZWRfYnkYFSABKAkinQEKCkdyb3VwU3RhdGUSDQoFZ3JvdXAYASABKA0SEgoKcmFmdF9zdGF0ZRgCIAEoCRIMCgR0ZXJtGAMgASgEEhUKDWFwcGxpZWRfaW5kZXgYBCABKAQSDwoHc2VydmluZxgFIAEoCBIRCglyYWZ0X29wZW4YBiABKAgSEAoIcHJvdG9jb2wYByABKAQSEQoJYWRtaXNzaW9uGAggASgJIrYBCgpHcm91cFJvdXRlEg0KBWdyb3VwGAEgASgNEhEKCWxlYWRlcl9pZBgCIAEoCRIXCg9sZWFkZXJfYXBpX2FkZHIYAyABKAkSDAoEdGVybRgEIAEoBBIPCgdzZXJ2aW5nGAUgASgIEg4KBnZvdGVycxgGIAMoCRISCgpmaXJzdF9zbG90GAcgASgNEhAKCGVuZF9zbG90GAggASgNEhgKEHByZWZlcnJlZF9sZWFkZXIYCSABKAkilQIKFUNsdXN0ZXJTdGF0dXNSZXNwb25zZRIRCglsZWFkZXJfaWQYASABKAkSDAoEdGVybRgCIAEoBBIbCgVub2RlcxgDIAMoCzIMLnNlcS52MS5Ob2RlEhcKD2xlYWRlcl9hcGlfYWRkchgEIAEoCRIPCgdub2RlX2lkGAUgASgJEg8KB3ZlcnNpb24YBiABKAQSEgoKY2x1c3Rlcl9pZBgHIAEoCRIiCgZncm91cHMYCCADKAsyEi5zZXEudjEuR3JvdXBSb3V0ZRISCgpzbG90X2NvdW50GAkgASgNEhgKEHNsb3RfbWFwX3ZlcnNpb24YCiABKAQSHQoGc3BhY2VzGAsgAygLMg0uc2VxLnYxLlNwYWNlIjAKElVwZGF0ZVNwYWNlUmVxdWVzdBIMCgRuYW1lGAEgASgJEgwKBHN0ZXAYAiABKAQiMwoTVXBkYXRlU3BhY2VSZXNwb25zZRIcCgVzcGFjZRgBIAEoCzINLnNlcS52MS5TcGFjZSIiChJEZWxldGVTcGFjZVJlcXVlc3QSDAoEbmFtZRgBIAEoCSIVChNEZWxldGVTcGFjZVJlc3BvbnNlIk0KD1NldEZsb29yUmVxdWVzdBINCgVzcGFjZRgBIAEoCRIMCgRrZXlzGAIgAygEEg0KBWZsb29yGAMgASgEEg4KBmZsb29ycxgEIAMoBCISChBTZXRGbG9vclJlc3BvbnNlIiYKFkRlbGV0ZU5hbWVzcGFjZVJlcXVlc3QSDAoEbmFtZRgBIAEoCSIZChdEZWxldGVOYW1lc3BhY2VSZXNwb25zZTKKAgoPU2VxdWVuY2VTZXJ2aWNlEjEKBE5leHQSEy5zZXEudjEuTmV4dFJlcXVlc3QaFC5zZXEudjEuTmV4dFJlc3BvbnNlEjoKB1Jlc2VydmUSFi5zZXEudjEuUmVzZXJ2ZVJlcXVlc3QaFy5zZXEudjEuUmVzZXJ2ZVJlc3BvbnNlEj8KB0N1cnJlbnQSFi5zZXEudjEuQ3VycmVudFJlcXVlc3QaFy5zZXEudjEuQ3VycmVudFJlc3BvbnNlIgOQAgESRwoKTmV4dFN0cmVhbRIZLnNlcS52MS5OZXh0U3RyZWFtUmVxdWVzdBoaLnNlcS52MS5OZXh0U3RyZWFtUmVzcG9uc2UoATABMucICgxBZG1pblNlcnZpY2USRgoLQ3JlYXRlU3BhY2USGi5zZXEudjEuQ3JlYXRlU3BhY2VSZXF1ZXN0Ghsuc2VxLnYxLkNyZWF0ZVNwYWNlUmVzcG9uc2USSAoKTGlzdFNwYWNlcxIZLnNlcS52MS5MaXN0U3BhY2VzUmVxdWVzdBoaLnNlcS52MS5MaXN0U3BhY2VzUmVzcG9uc2UiA5ACARJGCgtVcGRhdGVTcGFjZRIaLnNlcS52MS5VcGRhdGVTcGFjZVJlcXVlc3QaGy5zZXEudjEuVXBkYXRlU3BhY2VSZXNwb25zZRJGCgtEZWxldGVTcGFjZRIaLnNlcS52MS5EZWxldGVTcGFjZVJlcXVlc3QaGy5zZXEudjEuRGVsZXRlU3BhY2VSZXNwb25zZRI9CghTZXRGbG9vchIXLnNlcS52MS5TZXRGbG9vclJlcXVlc3QaGC5zZXEudjEuU2V0Rmxvb3JSZXNwb25zZRJSCg9EZWxldGVOYW1lc3BhY2USHi5zZXEudjEuRGVsZXRlTmFtZXNwYWNlUmVxdWVzdBofLnNlcS52MS5EZWxldGVOYW1lc3BhY2VSZXNwb25zZRJSCg9DcmVhdGVOYW1lc3BhY2USHi5zZXEudjEuQ3JlYXRlTmFtZXNwYWNlUmVxdWVzdBofLnNlcS52MS5DcmVhdGVOYW1lc3BhY2VSZXNwb25zZRJUCg5MaXN0TmFtZXNwYWNlcxIdLnNlcS52MS5MaXN0TmFtZXNwYWNlc1JlcXVlc3QaHi5zZXEudjEuTGlzdE5hbWVzcGFjZXNSZXNwb25zZSIDkAIBEksKC0xpc3RXb3JrZXJzEhouc2VxLnYxLkxpc3RXb3JrZXJzUmVxdWVzdBobLnNlcS52MS5MaXN0V29ya2Vyc1Jlc3BvbnNlIgOQAgESTAoNUmVjbGFpbVdvcmtlchIcLnNlcS52MS5SZWNsYWltV29ya2VyUmVxdWVzdBodLnNlcS52MS5SZWNsYWltV29ya2VyUmVzcG9uc2USUQoNQ2x1c3RlclN0YXR1cxIcLnNlcS52MS5DbHVzdGVyU3RhdHVzUmVxdWVzdBodLnNlcS52MS5DbHVzdGVyU3RhdHVzUmVzcG9uc2UiA5ACARJDCgpSZW1vdmVOb2RlEhkuc2VxLnYxLlJlbW92ZU5vZGVSZXF1ZXN0Ghouc2VxLnYxLlJlbW92ZU5vZGVSZXNwb25zZRJACglEcmFpbk5vZGUSGC5zZXEudjEuRHJhaW5Ob2RlUmVxdWVzdBoZLnNlcS52MS5EcmFpbk5vZGVSZXNwb25zZRI5CgZCYWNrdXASFS5zZXEudjEuQmFja3VwUmVxdWVzdBoWLnNlcS52MS5CYWNrdXBSZXNwb25zZTABEkgKCkxvY2F0ZUtleXMSGS5zZXEudjEuTG9jYXRlS2V5c1JlcXVlc3QaGi5zZXEudjEuTG9jYXRlS2V5c1Jlc3BvbnNlIgOQAgFCK1opZ2l0aHViLmNvbS9zZXFkL3NlcWQvYXBpL2dlbi9zZXEvdjE7c2VxdjFiBnByb3RvMw", [file_google_protobuf_duration, file_seq_v1_id]);
 
 /**
  * @generated from message seq.v1.NextRequest
@@ -930,6 +930,162 @@ export const ClusterStatusResponseSchema: GenMessage<ClusterStatusResponse> = /*
   messageDesc(file_seq_v1_seq, 25);
 
 /**
+ * @generated from message seq.v1.UpdateSpaceRequest
+ */
+export type UpdateSpaceRequest = Message<"seq.v1.UpdateSpaceRequest"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * step is 1 to 2^40.
+   *
+   * @generated from field: uint64 step = 2;
+   */
+  step: bigint;
+};
+
+/**
+ * Describes the message seq.v1.UpdateSpaceRequest.
+ * Use `create(UpdateSpaceRequestSchema)` to create a new message.
+ */
+export const UpdateSpaceRequestSchema: GenMessage<UpdateSpaceRequest> = /*@__PURE__*/
+  messageDesc(file_seq_v1_seq, 26);
+
+/**
+ * @generated from message seq.v1.UpdateSpaceResponse
+ */
+export type UpdateSpaceResponse = Message<"seq.v1.UpdateSpaceResponse"> & {
+  /**
+   * @generated from field: seq.v1.Space space = 1;
+   */
+  space?: Space | undefined;
+};
+
+/**
+ * Describes the message seq.v1.UpdateSpaceResponse.
+ * Use `create(UpdateSpaceResponseSchema)` to create a new message.
+ */
+export const UpdateSpaceResponseSchema: GenMessage<UpdateSpaceResponse> = /*@__PURE__*/
+  messageDesc(file_seq_v1_seq, 27);
+
+/**
+ * @generated from message seq.v1.DeleteSpaceRequest
+ */
+export type DeleteSpaceRequest = Message<"seq.v1.DeleteSpaceRequest"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+};
+
+/**
+ * Describes the message seq.v1.DeleteSpaceRequest.
+ * Use `create(DeleteSpaceRequestSchema)` to create a new message.
+ */
+export const DeleteSpaceRequestSchema: GenMessage<DeleteSpaceRequest> = /*@__PURE__*/
+  messageDesc(file_seq_v1_seq, 28);
+
+/**
+ * @generated from message seq.v1.DeleteSpaceResponse
+ */
+export type DeleteSpaceResponse = Message<"seq.v1.DeleteSpaceResponse"> & {
+};
+
+/**
+ * Describes the message seq.v1.DeleteSpaceResponse.
+ * Use `create(DeleteSpaceResponseSchema)` to create a new message.
+ */
+export const DeleteSpaceResponseSchema: GenMessage<DeleteSpaceResponse> = /*@__PURE__*/
+  messageDesc(file_seq_v1_seq, 29);
+
+/**
+ * @generated from message seq.v1.SetFloorRequest
+ */
+export type SetFloorRequest = Message<"seq.v1.SetFloorRequest"> & {
+  /**
+   * space defaults to "default".
+   *
+   * @generated from field: string space = 1;
+   */
+  space: string;
+
+  /**
+   * keys: 1 to 10000.
+   *
+   * @generated from field: repeated uint64 keys = 2;
+   */
+  keys: bigint[];
+
+  /**
+   * floor: 0 to 2^63-1.
+   *
+   * @generated from field: uint64 floor = 3;
+   */
+  floor: bigint;
+
+  /**
+   * floors, when given, holds one floor per key (floor is then not used),
+   * for a bulk import: each section is raised once, to the largest floor
+   * of its keys.
+   *
+   * @generated from field: repeated uint64 floors = 4;
+   */
+  floors: bigint[];
+};
+
+/**
+ * Describes the message seq.v1.SetFloorRequest.
+ * Use `create(SetFloorRequestSchema)` to create a new message.
+ */
+export const SetFloorRequestSchema: GenMessage<SetFloorRequest> = /*@__PURE__*/
+  messageDesc(file_seq_v1_seq, 30);
+
+/**
+ * @generated from message seq.v1.SetFloorResponse
+ */
+export type SetFloorResponse = Message<"seq.v1.SetFloorResponse"> & {
+};
+
+/**
+ * Describes the message seq.v1.SetFloorResponse.
+ * Use `create(SetFloorResponseSchema)` to create a new message.
+ */
+export const SetFloorResponseSchema: GenMessage<SetFloorResponse> = /*@__PURE__*/
+  messageDesc(file_seq_v1_seq, 31);
+
+/**
+ * @generated from message seq.v1.DeleteNamespaceRequest
+ */
+export type DeleteNamespaceRequest = Message<"seq.v1.DeleteNamespaceRequest"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+};
+
+/**
+ * Describes the message seq.v1.DeleteNamespaceRequest.
+ * Use `create(DeleteNamespaceRequestSchema)` to create a new message.
+ */
+export const DeleteNamespaceRequestSchema: GenMessage<DeleteNamespaceRequest> = /*@__PURE__*/
+  messageDesc(file_seq_v1_seq, 32);
+
+/**
+ * @generated from message seq.v1.DeleteNamespaceResponse
+ */
+export type DeleteNamespaceResponse = Message<"seq.v1.DeleteNamespaceResponse"> & {
+};
+
+/**
+ * Describes the message seq.v1.DeleteNamespaceResponse.
+ * Use `create(DeleteNamespaceResponseSchema)` to create a new message.
+ */
+export const DeleteNamespaceResponseSchema: GenMessage<DeleteNamespaceResponse> = /*@__PURE__*/
+  messageDesc(file_seq_v1_seq, 33);
+
+/**
  * SequenceService hands out values. Any node answers: followers forward to the leader.
  *
  * @generated from service seq.v1.SequenceService
@@ -1010,6 +1166,67 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof ListSpacesRequestSchema;
     output: typeof ListSpacesResponseSchema;
+  },
+  /**
+   * UpdateSpace changes an existing space's step (its section size never
+   * changes: a key's section is key / section_size). It is decided in
+   * raft group 0 and answers once every other group's leader follows
+   * (deadline_exceeded, naming the groups, if one could not in time: it
+   * follows by itself within seconds). Unknown space: not_found; step 0 or
+   * above 2^40: invalid_argument; while a server of the cluster runs a
+   * build that would skip the change: failed_precondition.
+   *
+   * @generated from rpc seq.v1.AdminService.UpdateSpace
+   */
+  updateSpace: {
+    methodKind: "unary";
+    input: typeof UpdateSpaceRequestSchema;
+    output: typeof UpdateSpaceResponseSchema;
+  },
+  /**
+   * DeleteSpace removes a space from listings and calls (not_found from
+   * then on) and keeps its high-water marks: a space created again under
+   * its name, which must have the same section_size, continues above every
+   * value ever issued. Answers as UpdateSpace does; deleting a deleted
+   * space succeeds, and the default space cannot be deleted
+   * (invalid_argument).
+   *
+   * @generated from rpc seq.v1.AdminService.DeleteSpace
+   */
+  deleteSpace: {
+    methodKind: "unary";
+    input: typeof DeleteSpaceRequestSchema;
+    output: typeof DeleteSpaceResponseSchema;
+  },
+  /**
+   * SetFloor makes every value of the keys from now on larger than floor
+   * (a migration's starting point). A floor is a raise of each key's
+   * section's high-water mark, so every key of those sections jumps above
+   * floor too, and a floor at or below a key's value changes nothing for
+   * it. It answers once the marks are committed: a call that begins after
+   * it, on any server and after any failover, returns more than floor. A
+   * floor above 2^63-1: invalid_argument.
+   *
+   * @generated from rpc seq.v1.AdminService.SetFloor
+   */
+  setFloor: {
+    methodKind: "unary";
+    input: typeof SetFloorRequestSchema;
+    output: typeof SetFloorResponseSchema;
+  },
+  /**
+   * DeleteNamespace removes a flake namespace from listings and calls
+   * (not_found from then on) and fences its holders; it keeps its time
+   * floor and its workers' marks, so a namespace created again under its
+   * name (with the same layout) issues ids above every id ever issued.
+   * Answers as DeleteSpace does.
+   *
+   * @generated from rpc seq.v1.AdminService.DeleteNamespace
+   */
+  deleteNamespace: {
+    methodKind: "unary";
+    input: typeof DeleteNamespaceRequestSchema;
+    output: typeof DeleteNamespaceResponseSchema;
   },
   /**
    * CreateNamespace creates a flake namespace (see IdService). Creating one

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file seqd/peer/v1/peer.proto.
  */
 export const file_seqd_peer_v1_peer: GenFile = /*@__PURE__*/
-  fileDesc("ChdzZXFkL3BlZXIvdjEvcGVlci5wcm90bxIMc2VxZC5wZWVyLnYxIhwKDFNwYWNlUmVxdWVzdBIMCgRuYW1lGAEgASgJIkIKDVNwYWNlUmVzcG9uc2USDQoFZm91bmQYASABKAgSDAoEc3RlcBgCIAEoBBIUCgxzZWN0aW9uX3NpemUYAyABKAQiDgoMQ2xvY2tSZXF1ZXN0IiAKDUNsb2NrUmVzcG9uc2USDwoHdW5peF9tcxgBIAEoAyKJAQoMVm91Y2hSZXF1ZXN0EgoKAmlkGAEgASgJEhIKCmNsdXN0ZXJfaWQYAiABKAkSEQoJaGFzX3N0YXRlGAMgASgIEhIKCmxhc3RfaW5kZXgYBCABKAQSDQoFZ3JvdXAYBSABKA0SDwoHbGluZWFnZRgGIAEoCRISCgpnZW5lcmF0aW9uGAcgASgEIo8DCg1Wb3VjaFJlc3BvbnNlEhIKCmNsdXN0ZXJfaWQYASABKAkSFQoNYXV0aG9yaXRhdGl2ZRgCIAEoCBIPCgdub2RlX2lkGAMgASgJEhEKCWxlYWRlcl9pZBgEIAEoCRIXCg9sZWFkZXJfYXBpX2FkZHIYBSABKAkSGAoQaW5fY29uZmlndXJhdGlvbhgGIAEoCBINCgV2b3RlchgHIAEoCBIXCg9zZWVuX3dpdGhfc3RhdGUYCCABKAgSFgoOcmVjb3JkZWRfaW5kZXgYCSABKAQSFQoNcmVjb3JkZWRfdGVybRgKIAEoBBISCgpsYXN0X2luZGV4GAsgASgEEhAKCHByb3RvY29sGAwgASgEEg4KBnZvdGVycxgNIAMoCRINCgVncm91cBgOIAEoDRIVCg1yZXN0b3JlZF9mcm9tGA8gASgJEg8KB2xpbmVhZ2UYECABKAkSEgoKZ2VuZXJhdGlvbhgRIAEoBBIQCghhZG1pdHRlZBgSIAEoCBISCgpjb250YWN0X21zGBMgASgDMt8BCgtQZWVyU2VydmljZRJCCgVWb3VjaBIaLnNlcWQucGVlci52MS5Wb3VjaFJlcXVlc3QaGy5zZXFkLnBlZXIudjEuVm91Y2hSZXNwb25zZSIAEkUKBUNsb2NrEhouc2VxZC5wZWVyLnYxLkNsb2NrUmVxdWVzdBobLnNlcWQucGVlci52MS5DbG9ja1Jlc3BvbnNlIgOQAgESRQoFU3BhY2USGi5zZXFkLnBlZXIudjEuU3BhY2VSZXF1ZXN0Ghsuc2VxZC5wZWVyLnYxLlNwYWNlUmVzcG9uc2UiA5ACAUIyWjBnaXRodWIuY29tL3NlcWQvc2VxZC9hcGkvZ2VuL3NlcWQvcGVlci92MTtwZWVydjFiBnByb3RvMw");
+  fileDesc("ChdzZXFkL3BlZXIvdjEvcGVlci5wcm90bxIMc2VxZC5wZWVyLnYxIhwKDFNwYWNlUmVxdWVzdBIMCgRuYW1lGAEgASgJIkIKDVNwYWNlUmVzcG9uc2USDQoFZm91bmQYASABKAgSDAoEc3RlcBgCIAEoBBIUCgxzZWN0aW9uX3NpemUYAyABKAQiDgoMQ2xvY2tSZXF1ZXN0IiAKDUNsb2NrUmVzcG9uc2USDwoHdW5peF9tcxgBIAEoAyKJAQoMVm91Y2hSZXF1ZXN0EgoKAmlkGAEgASgJEhIKCmNsdXN0ZXJfaWQYAiABKAkSEQoJaGFzX3N0YXRlGAMgASgIEhIKCmxhc3RfaW5kZXgYBCABKAQSDQoFZ3JvdXAYBSABKA0SDwoHbGluZWFnZRgGIAEoCRISCgpnZW5lcmF0aW9uGAcgASgEIo8DCg1Wb3VjaFJlc3BvbnNlEhIKCmNsdXN0ZXJfaWQYASABKAkSFQoNYXV0aG9yaXRhdGl2ZRgCIAEoCBIPCgdub2RlX2lkGAMgASgJEhEKCWxlYWRlcl9pZBgEIAEoCRIXCg9sZWFkZXJfYXBpX2FkZHIYBSABKAkSGAoQaW5fY29uZmlndXJhdGlvbhgGIAEoCBINCgV2b3RlchgHIAEoCBIXCg9zZWVuX3dpdGhfc3RhdGUYCCABKAgSFgoOcmVjb3JkZWRfaW5kZXgYCSABKAQSFQoNcmVjb3JkZWRfdGVybRgKIAEoBBISCgpsYXN0X2luZGV4GAsgASgEEhAKCHByb3RvY29sGAwgASgEEg4KBnZvdGVycxgNIAMoCRINCgVncm91cBgOIAEoDRIVCg1yZXN0b3JlZF9mcm9tGA8gASgJEg8KB2xpbmVhZ2UYECABKAkSEgoKZ2VuZXJhdGlvbhgRIAEoBBIQCghhZG1pdHRlZBgSIAEoCBISCgpjb250YWN0X21zGBMgASgDIjEKEkZvbGxvd1NwYWNlUmVxdWVzdBIMCgRuYW1lGAEgASgJEg0KBWdyb3VwGAIgASgNIhUKE0ZvbGxvd1NwYWNlUmVzcG9uc2UytQIKC1BlZXJTZXJ2aWNlEkIKBVZvdWNoEhouc2VxZC5wZWVyLnYxLlZvdWNoUmVxdWVzdBobLnNlcWQucGVlci52MS5Wb3VjaFJlc3BvbnNlIgASRQoFQ2xvY2sSGi5zZXFkLnBlZXIudjEuQ2xvY2tSZXF1ZXN0Ghsuc2VxZC5wZWVyLnYxLkNsb2NrUmVzcG9uc2UiA5ACARJFCgVTcGFjZRIaLnNlcWQucGVlci52MS5TcGFjZVJlcXVlc3QaGy5zZXFkLnBlZXIudjEuU3BhY2VSZXNwb25zZSIDkAIBElQKC0ZvbGxvd1NwYWNlEiAuc2VxZC5wZWVyLnYxLkZvbGxvd1NwYWNlUmVxdWVzdBohLnNlcWQucGVlci52MS5Gb2xsb3dTcGFjZVJlc3BvbnNlIgBCMlowZ2l0aHViLmNvbS9zZXFkL3NlcWQvYXBpL2dlbi9zZXFkL3BlZXIvdjE7cGVlcnYxYgZwcm90bzM");
 
 /**
  * @generated from message seqd.peer.v1.SpaceRequest
@@ -313,6 +313,41 @@ export const VouchResponseSchema: GenMessage<VouchResponse> = /*@__PURE__*/
   messageDesc(file_seqd_peer_v1_peer, 5);
 
 /**
+ * @generated from message seqd.peer.v1.FollowSpaceRequest
+ */
+export type FollowSpaceRequest = Message<"seqd.peer.v1.FollowSpaceRequest"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * @generated from field: uint32 group = 2;
+   */
+  group: number;
+};
+
+/**
+ * Describes the message seqd.peer.v1.FollowSpaceRequest.
+ * Use `create(FollowSpaceRequestSchema)` to create a new message.
+ */
+export const FollowSpaceRequestSchema: GenMessage<FollowSpaceRequest> = /*@__PURE__*/
+  messageDesc(file_seqd_peer_v1_peer, 6);
+
+/**
+ * @generated from message seqd.peer.v1.FollowSpaceResponse
+ */
+export type FollowSpaceResponse = Message<"seqd.peer.v1.FollowSpaceResponse"> & {
+};
+
+/**
+ * Describes the message seqd.peer.v1.FollowSpaceResponse.
+ * Use `create(FollowSpaceResponseSchema)` to create a new message.
+ */
+export const FollowSpaceResponseSchema: GenMessage<FollowSpaceResponse> = /*@__PURE__*/
+  messageDesc(file_seqd_peer_v1_peer, 7);
+
+/**
  * PeerService is served by every seqd server, on its API port, for the
  * other servers of its cluster.
  *
@@ -359,6 +394,21 @@ export const PeerService: GenService<{
     methodKind: "unary";
     input: typeof SpaceRequestSchema;
     output: typeof SpaceResponseSchema;
+  },
+  /**
+   * FollowSpace makes the leader of raft group `group` (not group 0)
+   * follow group 0's record of a space: created again, a new step,
+   * deleted. It asks group 0's serving leader, never its own copy of group
+   * 0. Any other server answers unavailable, naming the leader it knows.
+   * The server that changed the space in group 0 asks every group's
+   * leader; servers of builds before it answer unimplemented.
+   *
+   * @generated from rpc seqd.peer.v1.PeerService.FollowSpace
+   */
+  followSpace: {
+    methodKind: "unary";
+    input: typeof FollowSpaceRequestSchema;
+    output: typeof FollowSpaceResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_seqd_peer_v1_peer, 0);
