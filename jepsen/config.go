@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seqd/seqd"
+	"github.com/seqd/seqd/jepsen/checker"
 	"github.com/seqd/seqd/jepsen/nemesis"
 	"github.com/seqd/seqd/jepsen/workload"
 )
@@ -100,11 +101,13 @@ type config struct {
 	SmallDiskFS     string
 	LeaseChangeTo   time.Duration
 
-	Limit   int
-	Cleanup bool
-	Force   bool
-	Analyze string
-	Quiet   bool
+	Limit         int
+	LinearTimeout time.Duration
+	LinearBudget  time.Duration
+	Cleanup       bool
+	Force         bool
+	Analyze       string
+	Quiet         bool
 }
 
 const usageHead = `Usage: go run ./jepsen [flags]
@@ -116,6 +119,9 @@ waits --recovery, reads every key, and checks the history:
 
   order         C1 no value twice per key, C2 per-key real-time order,
                 C3 Current bounds (DESIGN.md §2), over successful calls
+  linear        every key's successful calls linearizable under the model of
+                C1-C3, by an independent checker (porcupine), bounded by
+                --linear-timeout and --linear-budget: undecided is unknown
   shape         one value per key, values from 1, Reserve's count, and
                 increasing values for a key listed twice in one Next
   restart       after a full-cluster restart (kill-all) every value is above
@@ -288,6 +294,8 @@ func newFlags(cfg *config, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&cfg.LeaseChangeTo, "lease-change-to", 3*time.Second, "lease-change moves nodes between --lease and this lease")
 
 	fs.IntVar(&cfg.Limit, "anomaly-limit", 10, "example anomalies kept per rule (all are counted)")
+	fs.DurationVar(&cfg.LinearTimeout, "linear-timeout", checker.DefaultSegmentTimeout, "linear: how long porcupine may search one segment of a key's history (between instants with no call in flight); an undecided segment makes the verdict unknown")
+	fs.DurationVar(&cfg.LinearBudget, "linear-budget", checker.DefaultLinearBudget, "linear: how long the whole linearizability check may take; segments not reached within it are unknown")
 	fs.BoolVar(&cfg.Cleanup, "cleanup", false, "remove namespaces (sqj-*) and their processes left by earlier runs, then exit")
 	fs.BoolVar(&cfg.Force, "force", false, "with --cleanup: also remove namespaces of runs whose harness is still alive")
 	fs.StringVar(&cfg.Analyze, "analyze", "", "re-check a stored test directory (its history.jsonl) and rewrite its results, plots and timelines, then exit")
@@ -358,6 +366,8 @@ func parse(args []string, out io.Writer) (*config, error) {
 		return nil, fmt.Errorf("--groups must be 1 to %d", seqd.MaxGroups)
 	case cfg.TimeLimit <= 0:
 		return nil, errors.New("--time-limit must be positive")
+	case cfg.LinearTimeout <= 0 || cfg.LinearBudget <= 0:
+		return nil, errors.New("--linear-timeout and --linear-budget must be positive")
 	case cfg.Keys == 0:
 		return nil, errors.New("--keys must be at least 1")
 	case cfg.PinnedPerNode < 0 || cfg.Smart < 0 || (cfg.Workload != "flake" && cfg.PinnedPerNode+cfg.Smart == 0):
@@ -578,4 +588,9 @@ func flagOn(args []string, name string, def bool) bool {
 		on = !ok || v == "true" || v == "1"
 	}
 	return on
+}
+
+// checkOptions are the checkers' options from the command line.
+func (cfg *config) checkOptions() checker.Options {
+	return checker.Options{Limit: cfg.Limit, Linear: checker.LinearOptions{SegmentTimeout: cfg.LinearTimeout, Budget: cfg.LinearBudget}}
 }

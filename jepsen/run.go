@@ -401,7 +401,7 @@ wait:
 	if err := rec.Close(); err != nil {
 		m.Errors = append(m.Errors, "writing history: "+err.Error())
 	}
-	rep := analyzeOps(rec.Ops(), dir, cfg.Limit, m)
+	rep := analyzeOps(rec.Ops(), dir, cfg.checkOptions(), m)
 	printSummary(os.Stdout, rep)
 	return rep.exitCode()
 }

@@ -2,6 +2,9 @@
 //
 //   - order: C1 (no value twice per key), C2 (per-key real-time order) and C3
 //     (Current bounds), via internal/history, over the successful operations;
+//   - linear: every key's successful operations are linearizable under
+//     CounterModel, checked by porcupine (linear.go), bounded in time: a
+//     check that does not finish is unknown, never valid;
 //   - shape: every successful call returned what it asked for: one value per
 //     key, values from 1, Reserve's count, and increasing values for a key
 //     listed twice in one Next;
@@ -109,6 +112,8 @@ type Options struct {
 	// whose ranges may overlap.
 	Grants     []Grant
 	TrustClock bool
+	// Linear bounds the linearizability check of a sequence run.
+	Linear LinearOptions
 }
 
 // Results is every checker's result.
@@ -150,6 +155,7 @@ func Check(ops []record.Op, opt Options) *Results {
 		r.Flake = Flake(ops)
 	} else {
 		r.Checkers["order"] = Order(ops, opt.Limit)
+		r.Checkers["linear"] = Linear(ops, opt.Linear, opt.Limit)
 		r.Checkers["shape"] = Shape(ops, opt.Limit)
 		r.Checkers["restart"] = Restart(ops, windows, opt.Limit)
 		r.Checkers["final-reads"] = FinalReads(ops)
