@@ -201,11 +201,11 @@ func printSummary(w io.Writer, r *results) {
 		final = "final-ids"
 		printFlake(w, r)
 	} else {
-		fmt.Fprintf(w, "checkers:     order %s (C1 %d, C2 %d, C3 %d) · %s · shape %s (%d) · restart %s (%s) · final-reads %s · crashes %s\n",
+		fmt.Fprintf(w, "checkers:     order %s (C1 %d, C2 %d, C3 %d) · %s · shape %s (%d) · restart %s (%s) · final-reads %s · crashes %s · %s\n",
 			mark(c["order"].Valid), c["order"].Counts["C1"], c["order"].Counts["C2"], c["order"].Counts["C3"], linearSummary(c["linear"]),
 			mark(c["shape"].Valid), c["shape"].Counts["shape"]+c["shape"].Counts["repeat-order"],
 			mark(c["restart"].Valid), strings.Join(append([]string{fmt.Sprintf("R1 %d", c["restart"].Counts["R1"])}, c["restart"].Notes...), ", "),
-			mark(c["final-reads"].Valid), mark(c["crashes"].Valid))
+			mark(c["final-reads"].Valid), mark(c["crashes"].Valid), findingsSummary(c["findings"]))
 	}
 	a := r.Availability
 	fmt.Fprintf(w, "availability: ok rate %.1f%%; longest gap without an ok call %v (from %.1fs)\n", 100*a.OKRate, a.LongestGap, time.Duration(a.LongestGapStart).Seconds())
@@ -266,7 +266,7 @@ func printSummary(w io.Writer, r *results) {
 		fmt.Fprintf(w, "small disks:  %s\n", strings.Join(m.SmallDisks, ", "))
 	}
 	shown := 0
-	for _, name := range []string{"order", "linear", "restart", "shape", "G1", "G2", "G3", "grants"} {
+	for _, name := range []string{"order", "linear", "restart", "shape", "findings", "G1", "G2", "G3", "grants"} {
 		if c[name] == nil {
 			continue
 		}
@@ -344,9 +344,9 @@ func printFlake(w io.Writer, r *results) {
 	if g := c["grants"]; g != nil {
 		grants = fmt.Sprintf("%s (token %d, overlap %d)", mark(g.Valid), g.Counts["token"], g.Counts["overlap"])
 	}
-	fmt.Fprintf(w, "checkers:     G1 unique %s (%d duplicates) · G2 worker order %s (%d, within a response %d) · G3 time %s · grants %s · final-ids %s · crashes %s\n",
+	fmt.Fprintf(w, "checkers:     G1 unique %s (%d duplicates) · G2 worker order %s (%d, within a response %d) · G3 time %s · grants %s · final-ids %s · crashes %s · %s\n",
 		mark(c["G1"].Valid), c["G1"].Counts["G1"], mark(c["G2"].Valid), c["G2"].Counts["G2"], c["G2"].Counts["G2-response"],
-		g3, grants, mark(c["final-ids"].Valid), mark(c["crashes"].Valid))
+		g3, grants, mark(c["final-ids"].Valid), mark(c["crashes"].Valid), findingsSummary(c["findings"]))
 	fmt.Fprintf(w, "ids:          %d ids from %d ok calls of %d (final calls included)", f.IDs, f.OKCalls, f.Calls)
 	if r.Meta.GeneratorRestarts > 0 {
 		fmt.Fprintf(w, "; embedded generators recreated %d times", r.Meta.GeneratorRestarts)
@@ -375,4 +375,23 @@ func linearSummary(l *checker.Result) string {
 		s += fmt.Sprintf(", %d segments UNKNOWN", u)
 	}
 	return s + ")"
+}
+
+// findingsSummary is the faults' findings' part of the checkers line
+// ("findings ok (0)", or the count by rule).
+func findingsSummary(f *checker.Result) string {
+	if f == nil {
+		return "findings not checked"
+	}
+	var rules []string
+	total := 0
+	for r, n := range f.Counts {
+		rules = append(rules, fmt.Sprintf("%s %d", r, n))
+		total += n
+	}
+	sort.Strings(rules)
+	if total == 0 {
+		return "findings ok (0)"
+	}
+	return fmt.Sprintf("findings %s (%s)", mark(f.Valid), strings.Join(rules, ", "))
 }

@@ -16,6 +16,10 @@
 //     and per fault the outage it caused and the time from its healing to the
 //     first successful call (informational: never invalid).
 //
+// Both kinds of run also report the faults' own findings (findings.go:
+// what a fault saw break that no history shows, such as a group left
+// without a serving leader too long).
+//
 // A flake run's (a history of ids calls) are G1-G3 and final-ids instead
 // (see flake.go), and grants over the worker grants its holders logged
 // (grants.go), with the same availability figures.
@@ -160,6 +164,7 @@ func Check(ops []record.Op, opt Options) *Results {
 		r.Checkers["restart"] = Restart(ops, windows, opt.Limit)
 		r.Checkers["final-reads"] = FinalReads(ops)
 	}
+	r.Checkers["findings"] = Findings(ops, opt.Limit)
 	r.Availability = Avail(ops, windows)
 	var vs []Validity
 	for _, c := range r.Checkers {

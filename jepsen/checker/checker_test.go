@@ -294,3 +294,23 @@ func TestVisualize(t *testing.T) {
 		t.Error("a stale current is linearizable under CounterModel")
 	}
 }
+
+// A fault's finding (something no history shows) makes the run invalid,
+// and is not a fault window.
+func TestFindings(t *testing.T) {
+	b := valid()
+	b.add(record.Op{Client: record.NemesisClient, F: record.Finding, Fault: "kill-leader", FaultID: 1, Rule: "failover",
+		Error: "group 0 without a serving leader for 12s while 2 of 3 voters ran", Type: record.Info, Invoke: ms(10), Complete: ms(1010)})
+	r := Check(b.ops, Options{})
+	f := r.Checkers["findings"]
+	if r.Valid != Invalid || f.Valid != Invalid || f.Counts["failover"] != 1 || len(f.Anomalies) != 1 ||
+		!strings.Contains(f.Anomalies[0].Msg, "failover (fault kill-leader #1): group 0 without a serving leader") {
+		t.Fatalf("verdict %v, findings %+v", r.Valid, f)
+	}
+	if ws := record.Windows(b.ops, record.End(b.ops)); len(ws) != 1 || ws[0].Fault != "kill-leader" || ws[0].End != ms(1010) {
+		t.Errorf("windows %+v", ws)
+	}
+	if f := Check(valid().ops, Options{}).Checkers["findings"]; f.Valid != Valid {
+		t.Errorf("findings of a valid history: %+v", f)
+	}
+}

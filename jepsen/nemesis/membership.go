@@ -30,9 +30,6 @@ const (
 	removeTimeout = 15 * time.Second
 	// leaderShare is the share of membership faults that pick the leader.
 	leaderShare = 4 // one in leaderShare
-	// Log lines of seqd that show the documented refusals.
-	wipedRefusal   = "but its data directory has none"
-	removedRefusal = "server has raft state but is not in the configuration"
 )
 
 // view asks the cluster for its membership, waiting (bounded) for an answer
@@ -165,18 +162,26 @@ func (e *Env) dirtyNodes() []*nodes.Node {
 // refusing-raft, as README's rolling restart says to wait for), then
 // clears their dirty marks.
 func (e *Env) waitVoters(ns []*nodes.Node, timeout time.Duration) error {
+	return e.waitMembers(ns, e.Cluster.Nodes, timeout, "a voter again", func(m nodes.Member) bool { return m.Voter })
+}
+
+// waitMembers waits (bounded) until every node in ns is in the
+// configuration of the leader among ask and is as in says (a voter, or
+// in the configuration at all: what), answers, and takes part in raft,
+// then clears their dirty marks.
+func (e *Env) waitMembers(ns, ask []*nodes.Node, timeout time.Duration, what string, in func(nodes.Member) bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	start := time.Now()
 	last := ""
 	for {
-		v, err := e.Cluster.Members(ctx, 3*time.Second)
+		v, err := e.Cluster.MembersFrom(ctx, ask, 3*time.Second)
 		var missing []string
 		if err != nil || v.Leader == "" {
 			last = fmt.Sprintf("no leader answered (%v)", err)
 		} else {
 			for _, n := range ns {
-				if m := v.Members[n.ID]; !m.Voter || m.RaftState == "unreachable" || !m.RaftOpen {
+				if m := v.Members[n.ID]; !in(m) || m.RaftState == "unreachable" || !m.RaftOpen {
 					missing = append(missing, fmt.Sprintf("%s: %s", n.ID, describe(m)))
 				}
 			}
@@ -185,12 +190,12 @@ func (e *Env) waitVoters(ns []*nodes.Node, timeout time.Duration) error {
 				for _, n := range ns {
 					e.markDirty(n, false)
 				}
-				e.logf("nemesis:   %s voter again after %v (leader %s, term %d)", strings.Join(ids(ns), "+"), time.Since(start).Round(10*time.Millisecond), v.Leader, v.Term)
+				e.logf("nemesis:   %s %s after %v (leader %s, term %d)", strings.Join(ids(ns), "+"), what, time.Since(start).Round(10*time.Millisecond), v.Leader, v.Term)
 				return nil
 			}
 		}
 		if !sleep(ctx, 250*time.Millisecond) {
-			return fmt.Errorf("not a voter again within %v: %s", timeout, last)
+			return fmt.Errorf("not %s within %v: %s", what, timeout, last)
 		}
 	}
 }
@@ -212,6 +217,9 @@ func describe(m nodes.Member) string {
 	}
 	if m.DiskFull {
 		d += ", disk-full"
+	}
+	if m.Fenced {
+		d += ", fenced by " + m.FencedBy
 	}
 	return d
 }
@@ -335,8 +343,8 @@ func memberReturn(ctx context.Context, e *Env, rng *rand.Rand) ([]string, func()
 			if m := w.Members[n.ID]; m.InConfig {
 				errs = append(errs, fmt.Errorf("%s was removed and came back with its data, and is in the configuration again (%s)", n.ID, describe(m)))
 			}
-			e.logf("nemesis:   %s back with its data: %s; cluster term %d → %d; refusal logged by %v; %s campaigned: %v",
-				n.ID, describe(w.Members[n.ID]), v.Term, w.Term, logged(e.Cluster, offsets, removedRefusal), n.ID, n.LogContains(offsets[n.ID], "starting election"))
+			e.logf("nemesis:   %s back with its data: %s; cluster term %d → %d; it refused: %s; %s campaigned: %v",
+				n.ID, describe(w.Members[n.ID]), v.Term, w.Term, orNone(e.refusedNow(n, offsets[n.ID])), n.ID, n.LogContains(offsets[n.ID], "starting election"))
 		}
 		errs = append(errs, n.Stop(10*time.Second), n.Wipe(), e.rejoin([]*nodes.Node{n}))
 		return errors.Join(errs...)
@@ -356,7 +364,7 @@ func memberWipe(ctx context.Context, e *Env, rng *rand.Rand) ([]string, func() e
 	offset := n.LogSize()
 	err = errors.Join(n.Kill(), n.Wipe(), n.Start())
 	heal := func() error {
-		e.logf("nemesis:   %s wiped: refusal logged: %v", n.ID, n.LogContains(offset, wipedRefusal))
+		e.logf("nemesis:   %s wiped: it refused: %s", n.ID, orNone(e.refusedNow(n, offset)))
 		ctx, cancel := context.WithTimeout(context.Background(), removeTimeout+10*time.Second)
 		rerr := e.nodeRemove(ctx, n)
 		cancel()
@@ -385,13 +393,10 @@ func logOffsets(c *nodes.Cluster) map[string]int64 {
 	return out
 }
 
-// logged names the nodes whose log, since offsets, contains s.
-func logged(c *nodes.Cluster, offsets map[string]int64, s string) []string {
-	var out []string
-	for _, n := range c.Nodes {
-		if n.LogContains(offsets[n.ID], s) {
-			out = append(out, n.ID)
-		}
+// orNone is s, or "no" when it is empty.
+func orNone(s string) string {
+	if s == "" {
+		return "no"
 	}
-	return out
+	return s
 }

@@ -113,6 +113,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 func (e *Env) once(ctx context.Context, f Fault, rng *rand.Rand, d time.Duration) {
 	id := int(e.nextID.Add(1))
 	ctx = context.WithValue(ctx, durKey{}, d)
+	ctx = context.WithValue(ctx, faultKey{}, faultRef{id: id, name: f.Name, class: f.Class})
 	t0 := e.Rec.Now()
 	var targets []string
 	var heal func() ([]string, error)
@@ -150,6 +151,24 @@ func (e *Env) once(ctx context.Context, f Fault, rng *rand.Rand, d time.Duration
 	if len(outcome) > 0 {
 		e.logf("nemesis:   outcome: %s", strings.Join(outcome, "; "))
 	}
+}
+
+// faultKey carries the fault in the context its inject gets (see finding).
+type faultKey struct{}
+
+type faultRef struct {
+	id          int
+	name, class string
+}
+
+// finding records something a fault saw break that no checker of the
+// history can see (record.Finding), over [from, to] on the recorder's
+// clock; the findings checker counts it as an anomaly.
+func (e *Env) finding(ctx context.Context, rule string, from, to time.Duration, targets []string, msg string) {
+	f, _ := ctx.Value(faultKey{}).(faultRef)
+	e.Rec.Add(record.Op{Client: record.NemesisClient, F: record.Finding, Fault: f.name, FaultID: f.id, Class: f.class,
+		Rule: rule, Targets: targets, Error: msg, Invoke: from, Complete: to, Type: record.Info})
+	e.logf("nemesis:   FINDING %s: %s", rule, msg)
 }
 
 func errSuffix(err error) string {
