@@ -100,6 +100,10 @@ type config struct {
 	diskSize        int64
 	SmallDiskFS     string
 	LeaseChangeTo   time.Duration
+	FailoverTarget  time.Duration
+	// spare: a fault starts a server that is not one of the nodes
+	// (restore-source-returns): one more network slot is laid out.
+	spare bool
 
 	Limit         int
 	LinearTimeout time.Duration
@@ -186,9 +190,11 @@ exited, rejoined) is in results.json and the summary.
 
 Faults (--nemesis, comma-separated; groups kill, pause, partition, loss, all
 (these four), membership (member-*), operator (the five after member-*),
-clock (clock-*), holder (pause-holder, partition-holder);
-"none" for no faults; NAME*W, for a fault or a group, makes its lane pick it
-W times as often, e.g. stale-copy*3,kill,pause):
+fencing (stop-new-leader, restore-source-returns, restart-then-crash),
+transfer (transfer-storm, pause-mid-transfer), clock (clock-*), holder
+(pause-holder, partition-holder); "none" for no faults; NAME*W, for a fault
+or a group, makes its lane pick it W times as often, e.g.
+stale-copy*3,kill,pause):
 `
 
 const usageTail = `
@@ -220,6 +226,13 @@ Examples:
   go run ./jepsen --nodes 3 --groups 6 --time-limit 45s \
       --nemesis kill-leader,pause-leader,transfer-storm,pause-mid-transfer,group-isolation \
       --nemesis-interval 3s --nemesis-duration 2s..4s --recovery 5s --quiet
+  # fencing and admission (docs/jepsen-fencing.md): a new leader stopped before it serves while
+  # the old one is cut off (a lease longer than an election, slower raft timers on n1), a restored
+  # cluster's source coming back, a crash that meets a restart
+  go run ./jepsen --nemesis stop-new-leader,kill-leader,pause-leader,partition-leader --nemesis-overlap \
+      --slow-node n1 --lease 3s --op-timeout 300ms --time-limit 5m
+  go run ./jepsen --nemesis restore-source-returns,restart-then-crash,kill-leader,pause-leader,partition-leader \
+      --nemesis-overlap --time-limit 5m
   # remove namespaces and processes left by a killed harness
   go run ./jepsen --cleanup
 `
@@ -292,6 +305,7 @@ func newFlags(cfg *config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.SmallDiskSize, "small-disk-size", "32m", "size of each small disk (k, m, g suffixes)")
 	fs.StringVar(&cfg.SmallDiskFS, "small-disk-fs", "tmpfs", "small disk file system: tmpfs (size-limited), or ext4 (an image mounted through a loop device); needs root")
 	fs.DurationVar(&cfg.LeaseChangeTo, "lease-change-to", 3*time.Second, "lease-change moves nodes between --lease and this lease")
+	fs.DurationVar(&cfg.FailoverTarget, "failover-target", nemesis.DefaultFailoverTarget, "restart-then-crash: the longest a raft group may go without a serving leader while a majority of the nodes runs and no network fault is in place; longer is a finding (an anomaly)")
 
 	fs.IntVar(&cfg.Limit, "anomaly-limit", 10, "example anomalies kept per rule (all are counted)")
 	fs.DurationVar(&cfg.LinearTimeout, "linear-timeout", checker.DefaultSegmentTimeout, "linear: how long porcupine may search one segment of a key's history (between instants with no call in flight); an undecided segment makes the verdict unknown")
@@ -368,6 +382,8 @@ func parse(args []string, out io.Writer) (*config, error) {
 		return nil, errors.New("--time-limit must be positive")
 	case cfg.LinearTimeout <= 0 || cfg.LinearBudget <= 0:
 		return nil, errors.New("--linear-timeout and --linear-budget must be positive")
+	case cfg.FailoverTarget <= 0:
+		return nil, errors.New("--failover-target must be positive")
 	case cfg.Keys == 0:
 		return nil, errors.New("--keys must be at least 1")
 	case cfg.PinnedPerNode < 0 || cfg.Smart < 0 || (cfg.Workload != "flake" && cfg.PinnedPerNode+cfg.Smart == 0):
@@ -440,6 +456,7 @@ func parse(args []string, out io.Writer) (*config, error) {
 		if f.NeedsSlowNode() && cfg.SlowNode == "" {
 			return nil, fmt.Errorf("--nemesis %s needs --slow-node", f.Name)
 		}
+		cfg.spare = cfg.spare || f.NeedsSpare()
 		if f.NeedsHandoff() && !flagOn(cfg.SeqdArgs, "--lease-handoff", true) {
 			return nil, fmt.Errorf("--nemesis %s tests planned leadership moves with the lease handoff, which --seqd-arg=--lease-handoff=false turns off", f.Name)
 		}

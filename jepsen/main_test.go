@@ -54,6 +54,22 @@ func TestParse(t *testing.T) {
 	}
 }
 
+func TestParseFencing(t *testing.T) {
+	cfg, err := parse(strings.Fields("--nemesis fencing,kill-leader --failover-target 7s"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.spare || cfg.FailoverTarget != 7*time.Second {
+		t.Errorf("spare %v, failover target %v", cfg.spare, cfg.FailoverTarget)
+	}
+	if cfg, _ := parse(strings.Fields("--nemesis restart-then-crash,stop-new-leader"), io.Discard); cfg.spare || cfg.FailoverTarget != 10*time.Second {
+		t.Errorf("spare %v without restore-source-returns, failover target %v", cfg.spare, cfg.FailoverTarget)
+	}
+	if _, err := parse(strings.Fields("--failover-target 0s"), io.Discard); err == nil {
+		t.Error("--failover-target 0s accepted")
+	}
+}
+
 func TestParseGroups(t *testing.T) {
 	cfg, err := parse(strings.Fields("--groups 6"), io.Discard)
 	if err != nil {
@@ -137,7 +153,8 @@ func TestHelpListsEveryFlag(t *testing.T) {
 	fs.Usage()
 	out := b.String()
 	for _, want := range []string{"--nemesis", "-time-limit", "-unsafe-disable-lease", "partition-ring", "membership", "member-remove", "member-return", "member-wipe", "Exit status", "-cleanup",
-		"operator", "stale-copy", "wipe-restart", "restore-mistake", "lease-change", "disk-full", "-bootstrap", "-small-disk", "-lease-change-to", "-linear-timeout", "-linear-budget"} {
+		"operator", "stale-copy", "wipe-restart", "restore-mistake", "lease-change", "disk-full", "-bootstrap", "-small-disk", "-lease-change-to", "-linear-timeout", "-linear-budget",
+		"stop-new-leader", "restore-source-returns", "restart-then-crash", "fencing", "-failover-target"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("--help lacks %q", want)
 		}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -191,7 +192,7 @@ func run(cfg *config, p plan) int {
 	m.SeqdArgs, m.NodeArgs = seqdArgs, cfg.nodeArgs
 	dataDir := filepath.Join(dir, "data")
 	disk := nodes.DiskSpec{Nodes: cfg.smallDisk, Size: cfg.diskSize, Kind: cfg.SmallDiskFS}
-	cl, err := nodes.New(nodes.Spec{N: cfg.Nodes, Bin: p.Bin, DataDir: dataDir, LogDir: dir, Net: p.Net, Args: seqdArgs, NodeArgs: cfg.nodeArgs, Disk: disk})
+	cl, err := nodes.New(nodes.Spec{N: cfg.Nodes, Bin: p.Bin, DataDir: dataDir, LogDir: dir, Net: p.Net, Args: seqdArgs, NodeArgs: cfg.nodeArgs, Disk: disk, Spare: cfg.spare})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "jepsen: %v\n", err)
 		return exitHarness
@@ -208,6 +209,9 @@ func run(cfg *config, p plan) int {
 			strings.Join(nodes.SeedArgs(cl.Nodes[0].Args()), " ") + ")"
 	}
 	defer func() {
+		for _, n := range cl.Extra() {
+			_ = n.Stop(10 * time.Second)
+		}
 		_ = cl.StopAll(10 * time.Second)
 		if err := cl.UnmountDisks(); err != nil {
 			fmt.Fprintf(os.Stderr, "jepsen: small disks: %v (run `go run ./jepsen --cleanup`)\n", err)
@@ -262,6 +266,14 @@ func run(cfg *config, p plan) int {
 	for _, n := range cl.Nodes {
 		targets = append(targets, workload.Target{ID: n.ID, API: n.API})
 	}
+	clientTargets := targets
+	if a := cl.SpareAPI(); a != "" {
+		// The restored servers of restore-source-returns (r1, r2, ...)
+		// run on the spare slot: clients name it from the start, as an
+		// operator would point them at the restored cluster; its pinned
+		// clients are p-r-*.
+		clientTargets = append(clientTargets[:len(clientTargets):len(clientTargets)], workload.Target{ID: "r", API: a})
+	}
 	admin, err := client.New(cl.APIs(), client.Options{RetryFor: 30 * time.Second})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "jepsen: %v\n", err)
@@ -279,7 +291,7 @@ func run(cfg *config, p plan) int {
 			PinnedPerNode: cfg.PinnedPerNode, Smart: cfg.Smart, Generators: cfg.Generators, GeneratorLife: cfg.genLife,
 			GeneratorMaxWait: cfg.GeneratorMaxWait, MaxCount: cfg.MaxIDs, OpTimeout: cfg.OpTimeout, SmartTimeout: cfg.SmartTimeout,
 			AttemptTimeout: cfg.AttemptTimeout, Seed: p.Seed,
-		}, targets, rec)
+		}, clientTargets, rec)
 		wl = fwl
 	} else {
 		sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
@@ -292,7 +304,7 @@ func run(cfg *config, p plan) int {
 		wl, err = workload.Start(ctx, workload.Config{
 			Space: cfg.Space, Keys: cfg.Keys, Rate: cfg.Rate, PinnedPerNode: cfg.PinnedPerNode, Smart: cfg.Smart,
 			OpTimeout: cfg.OpTimeout, SmartTimeout: cfg.SmartTimeout, AttemptTimeout: cfg.AttemptTimeout, Mix: cfg.mix, MaxReserve: uint32(cfg.MaxReserve), Seed: p.Seed,
-		}, targets, rec)
+		}, clientTargets, rec)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "jepsen: %v\n", err)
@@ -308,7 +320,7 @@ func run(cfg *config, p plan) int {
 	// The nemesis, until the time limit or its fault count.
 	env := &nemesis.Env{Cluster: cl, Net: p.Net, Rec: rec, Loss: cfg.Loss, Logf: log.Printf,
 		Dir: filepath.Join(dataDir, "operator"), RunLease: cfg.Lease, AltLease: cfg.LeaseChangeTo,
-		HolderPause: cfg.holderPause, HolderPartition: cfg.holderPartition, Groups: cfg.Groups}
+		HolderPause: cfg.holderPause, HolderPartition: cfg.holderPartition, Groups: cfg.Groups, FailoverTarget: cfg.FailoverTarget}
 	if cfg.SlowNode != "" {
 		env.Slow, env.SlowTimeout = cl.ByID(cfg.SlowNode), scale(cfg.Heartbeat, cfg.SlowFactor)
 	}
@@ -390,7 +402,12 @@ wait:
 			m.Warnings = append(m.Warnings, "graceful stop: "+e)
 		}
 	}
-	for _, n := range cl.Nodes {
+	for _, n := range cl.Extra() {
+		if err := n.Stop(cfg.StopTimeout); err != nil {
+			m.Warnings = append(m.Warnings, "graceful stop: "+err.Error())
+		}
+	}
+	for _, n := range append(slices.Clone(cl.Nodes), cl.Extra()...) {
 		m.Crashes = append(m.Crashes, prefixAll(n.ID+": ", n.Unexpected())...)
 		m.Panics = append(m.Panics, prefixAll(n.ID+": ", grepPanics(n.LogPath))...)
 	}

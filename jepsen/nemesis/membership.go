@@ -162,26 +162,18 @@ func (e *Env) dirtyNodes() []*nodes.Node {
 // refusing-raft, as README's rolling restart says to wait for), then
 // clears their dirty marks.
 func (e *Env) waitVoters(ns []*nodes.Node, timeout time.Duration) error {
-	return e.waitMembers(ns, e.Cluster.Nodes, timeout, "a voter again", func(m nodes.Member) bool { return m.Voter })
-}
-
-// waitMembers waits (bounded) until every node in ns is in the
-// configuration of the leader among ask and is as in says (a voter, or
-// in the configuration at all: what), answers, and takes part in raft,
-// then clears their dirty marks.
-func (e *Env) waitMembers(ns, ask []*nodes.Node, timeout time.Duration, what string, in func(nodes.Member) bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	start := time.Now()
 	last := ""
 	for {
-		v, err := e.Cluster.MembersFrom(ctx, ask, 3*time.Second)
+		v, err := e.Cluster.Members(ctx, 3*time.Second)
 		var missing []string
 		if err != nil || v.Leader == "" {
 			last = fmt.Sprintf("no leader answered (%v)", err)
 		} else {
 			for _, n := range ns {
-				if m := v.Members[n.ID]; !in(m) || m.RaftState == "unreachable" || !m.RaftOpen {
+				if m := v.Members[n.ID]; !m.Voter || m.RaftState == "unreachable" || !m.RaftOpen {
 					missing = append(missing, fmt.Sprintf("%s: %s", n.ID, describe(m)))
 				}
 			}
@@ -190,12 +182,12 @@ func (e *Env) waitMembers(ns, ask []*nodes.Node, timeout time.Duration, what str
 				for _, n := range ns {
 					e.markDirty(n, false)
 				}
-				e.logf("nemesis:   %s %s after %v (leader %s, term %d)", strings.Join(ids(ns), "+"), what, time.Since(start).Round(10*time.Millisecond), v.Leader, v.Term)
+				e.logf("nemesis:   %s voter again after %v (leader %s, term %d)", strings.Join(ids(ns), "+"), time.Since(start).Round(10*time.Millisecond), v.Leader, v.Term)
 				return nil
 			}
 		}
 		if !sleep(ctx, 250*time.Millisecond) {
-			return fmt.Errorf("not %s within %v: %s", what, timeout, last)
+			return fmt.Errorf("not a voter again within %v: %s", timeout, last)
 		}
 	}
 }

@@ -59,6 +59,10 @@ type opState struct {
 	// seed is the node a --bootstrap single cluster grew from, until the
 	// first wipe-restart (see wipeRestart).
 	seed *nodes.Node
+	// restores counts restore-source-returns' restored servers (r1, r2,
+	// ...); restore is the one in progress.
+	restores int
+	restore  *restoreRun
 }
 
 func (e *Env) path(prefix string) (string, error) {

@@ -57,6 +57,22 @@ func restoreArgs(help, id, dataDir, raftAddr, file string) []string {
 	return append(args, file)
 }
 
+// backup takes a `seqd backup` of the running cluster into a new file of
+// the operator's directory, and returns its path and the command's output.
+func (e *Env) backup(ctx context.Context) (path, out string, err error) {
+	if path, err = e.path("backup"); err != nil {
+		return "", "", err
+	}
+	path += ".db"
+	args := []string{"backup", "--addr", e.runningAPIs(), "--timeout", "20s", path}
+	out, err = e.Cluster.Seqd(ctx, 30*time.Second, args...)
+	e.logf("nemesis:   seqd %s → %s%s", strings.Join(args, " "), oneLine(out), errSuffix(err))
+	if err != nil {
+		return "", out, fmt.Errorf("seqd backup: %v: %s", err, oneLine(out))
+	}
+	return path, out, nil
+}
+
 // restoreHelp returns `seqd restore --help` (once).
 func (e *Env) restoreHelp(ctx context.Context) string {
 	e.op.mu.Lock()
@@ -94,16 +110,9 @@ func restoreMistake(ctx context.Context, e *Env, rng *rand.Rand) ([]string, func
 	}
 	e.op.mu.Unlock()
 	if b == nil {
-		path, err := e.path("backup")
+		path, out, err := e.backup(ctx)
 		if err != nil {
-			return nil, nil, err
-		}
-		path += ".db"
-		args := []string{"backup", "--addr", e.runningAPIs(), "--timeout", "20s", path}
-		out, err := e.Cluster.Seqd(ctx, 30*time.Second, args...)
-		e.logf("nemesis:   seqd %s → %s%s", strings.Join(args, " "), oneLine(out), errSuffix(err))
-		if err != nil {
-			return []string{"backup failed"}, nil, fmt.Errorf("seqd backup: %v: %s", err, oneLine(out))
+			return []string{"backup failed"}, nil, err
 		}
 		e.op.mu.Lock()
 		e.op.backups = append(e.op.backups, &backupFile{path: path, taken: time.Now()})

@@ -13,6 +13,12 @@ import (
 // waitUntil polls cond every 250ms until it holds or timeout passes, and
 // returns whether it held and how long it took.
 func waitUntil(timeout time.Duration, cond func() bool) (bool, time.Duration) {
+	return waitUntilEvery(timeout, 250*time.Millisecond, cond)
+}
+
+// waitUntilEvery polls cond every step until it holds or timeout passes,
+// and returns whether it held and how long it took.
+func waitUntilEvery(timeout, step time.Duration, cond func() bool) (bool, time.Duration) {
 	start := time.Now()
 	for {
 		if cond() {
@@ -21,7 +27,7 @@ func waitUntil(timeout time.Duration, cond func() bool) (bool, time.Duration) {
 		if time.Since(start) > timeout {
 			return false, time.Since(start)
 		}
-		time.Sleep(250 * time.Millisecond)
+		time.Sleep(step)
 	}
 }
 

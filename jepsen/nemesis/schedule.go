@@ -118,6 +118,10 @@ func (e *Env) once(ctx context.Context, f Fault, rng *rand.Rand, d time.Duration
 	var targets []string
 	var heal func() ([]string, error)
 	var err error
+	if f.Class == Network {
+		e.netFaults.Add(1)
+		defer e.netFaults.Add(-1)
+	}
 	if f.op != nil {
 		targets, heal, err = f.op(ctx, e, rng)
 	} else {
@@ -199,6 +203,20 @@ func HealAll(e *Env) error {
 	for _, n := range e.filledNodes() {
 		touched = append(touched, n.ID+" (filler deleted)")
 		errs = append(errs, e.unfill(n))
+	}
+	if run := e.currentRestore(); run != nil {
+		// A restore-source-returns not healed: the old servers back, then
+		// into the restored cluster.
+		touched = append(touched, "restore "+run.r.ID)
+		for _, n := range run.sources {
+			if n.State() != nodes.Running {
+				_, err := e.sourcesBack(run)
+				errs = append(errs, err)
+				break
+			}
+		}
+		_, err := e.endRestore(run)
+		errs = append(errs, err)
 	}
 	for _, n := range e.Cluster.Nodes {
 		switch n.State() {

@@ -11,6 +11,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/seqd/seqd"
 	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
 	"github.com/seqd/seqd/api/gen/seq/v1/seqv1connect"
 )
@@ -89,7 +90,8 @@ func (c *Cluster) Statuses(ctx context.Context, timeout time.Duration) []Status 
 	return out
 }
 
-// StatusOf asks one node for its own state, bounded by timeout.
+// StatusOf asks one node for its own state (ClusterStatus answered from
+// its own state, Seqd-Local-Only), bounded by timeout.
 func (c *Cluster) StatusOf(ctx context.Context, n *Node, timeout time.Duration) Status {
 	return c.status(ctx, n, timeout)
 }
@@ -99,7 +101,11 @@ func (c *Cluster) status(ctx context.Context, n *Node, timeout time.Duration) St
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	admin := seqv1connect.NewAdminServiceClient(c.http, "http://"+n.API)
-	r, err := admin.ClusterStatus(ctx, connect.NewRequest(&seqv1.ClusterStatusRequest{}))
+	// Its own state only: a node cut off from its peers answers at once,
+	// instead of after asking each of them.
+	req := connect.NewRequest(&seqv1.ClusterStatusRequest{})
+	req.Header().Set(seqd.HeaderLocalOnly, "1")
+	r, err := admin.ClusterStatus(ctx, req)
 	if err != nil {
 		st.Err = err
 		return st
