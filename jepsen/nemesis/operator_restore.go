@@ -36,15 +36,19 @@ const (
 	restoreTermsSince  = 100
 )
 
-// restoreArgs is the `seqd restore` command line of the restore-mistake
-// fault: `seqd restore --id ID --data-dir D --raft-addr A FILE`, following
-// `seqd restore --help` (help): with a build whose usage line requires
-// --margin, also --margin, and --values-since and --terms-since when it
-// lists them.
+// restoreArgs is the `seqd restore` command line of the restore faults:
+// `seqd restore --id ID --data-dir D --raft-addr A FILE`, following `seqd
+// restore --help` (help): with a build whose usage line requires --margin
+// or the counts (`seqd restore --margin N ...`, `seqd restore
+// --values-since V ...`), also --margin, and --values-since and
+// --terms-since when it lists them.
 func restoreArgs(help, id, dataDir, raftAddr, file string) []string {
 	args := []string{"restore", "--id", id, "--data-dir", dataDir, "--raft-addr", raftAddr}
 	usage, _, _ := strings.Cut(help, "\n")
-	if !strings.Contains(usage, " --margin N") {
+	required := func(flag string) bool {
+		return strings.Contains(usage, " "+flag+" ") && !strings.Contains(usage, "["+flag)
+	}
+	if !required("--margin") && !required("--values-since") {
 		return append(args, file)
 	}
 	args = append(args, "--margin", fmt.Sprint(restoreMargin))

@@ -107,6 +107,12 @@ func TestRestoreArgs(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("with counts: %q", got)
 	}
+	// The build before the raise budget: the counts required, --margin
+	// optional.
+	counted := "Usage: seqd restore --values-since V --terms-since T [--max-step S] [--margin M] [--id ID] FILE\n  --terms-since\n  --values-since\n"
+	if got = restoreArgs(counted, "n2", "/d/n2", "10.0.0.2:7701", "/b/backup.db"); !slices.Equal(got, want) {
+		t.Errorf("counts required: %q", got)
+	}
 }
 
 // The bounds restore-mistake passes must be accepted by seqd restore: their
