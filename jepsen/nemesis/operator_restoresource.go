@@ -200,7 +200,7 @@ func (e *Env) sourcesBack(run *restoreRun) ([]string, error) {
 		}
 		if f.servedFenced {
 			d += "; it SERVED WHILE FENCED"
-			e.finding(run.ctx, "fenced-serves", t0, e.Rec.Now(), []string{n.ID}, n.ID+" reported serving as leader while its status said fenced")
+			e.finding(run.ctx, "fenced-serves", t0, e.Rec.Now(), []string{n.ID}, n.ID+" reported serving as leader while its status said fenced, in two looks in a row")
 		}
 		if c := n.LogCount(offsets[n.ID], servedLog); c > 0 {
 			d += fmt.Sprintf("; logged %q %d times", servedLog, c)
@@ -218,7 +218,11 @@ type fenceSeen struct {
 	fencedAt             time.Duration // first seen fenced (0: never)
 	by                   string
 	servedFrom, servedTo time.Duration // seen serving as a leader (0: never)
-	servedFenced         bool
+	// servedFenced: seen serving while fenced in two looks in a row (a
+	// server that fences itself says fenced a moment before its leases
+	// stop; its API refuses values from the first).
+	servedFenced  bool
+	fencedServing int // looks in a row serving while fenced
 }
 
 type fenceWatch struct {
@@ -255,8 +259,13 @@ func (e *Env) watchFence(ns []*nodes.Node, t0 time.Duration) *fenceWatch {
 						f.servedFrom = at
 					}
 					f.servedTo = at
-					f.servedFenced = f.servedFenced || st.Fenced
 				}
+				if serving && st.Fenced {
+					f.fencedServing++
+				} else {
+					f.fencedServing = 0
+				}
+				f.servedFenced = f.servedFenced || f.fencedServing >= 2
 				w.seen[st.Node.ID] = f
 				w.mu.Unlock()
 			}
