@@ -151,7 +151,6 @@ func restoreSourceReturns(ctx context.Context, e *Env, rng *rand.Rand) ([]string
 // happened; an old server not fenced in time, or one that served while
 // fenced, is a finding.
 func (e *Env) sourcesBack(run *restoreRun) ([]string, error) {
-	ctx := context.Background()
 	offsets := logOffsets(e.Cluster)
 	t0 := e.Rec.Now()
 	var errs []error
@@ -171,14 +170,9 @@ func (e *Env) sourcesBack(run *restoreRun) ([]string, error) {
 		return out, errors.Join(errs...)
 	}
 	fw := e.watchFence(run.sources, t0)
-	ok, took := waitUntil(fenceTimeout, func() bool {
-		for _, st := range e.Cluster.Statuses(ctx, time.Second) {
-			if st.Err != nil || !st.Fenced {
-				return false
-			}
-		}
-		return true
-	})
+	// The watch's own looks decide, so that what it reports per server
+	// and the wait agree.
+	ok, took := waitUntilEvery(fenceTimeout, 50*time.Millisecond, fw.allFenced)
 	seen := fw.stop()
 	for _, n := range run.sources {
 		f := seen[n.ID]
@@ -228,6 +222,7 @@ type fenceSeen struct {
 type fenceWatch struct {
 	cancel context.CancelFunc
 	done   chan struct{}
+	ids    []string
 	mu     sync.Mutex
 	seen   map[string]fenceSeen
 }
@@ -236,7 +231,7 @@ type fenceWatch struct {
 // when each is first seen fenced, and whether and when it served.
 func (e *Env) watchFence(ns []*nodes.Node, t0 time.Duration) *fenceWatch {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &fenceWatch{cancel: cancel, done: make(chan struct{}), seen: map[string]fenceSeen{}}
+	w := &fenceWatch{cancel: cancel, done: make(chan struct{}), ids: ids(ns), seen: map[string]fenceSeen{}}
 	go func() {
 		defer close(w.done)
 		for ctx.Err() == nil {
@@ -273,6 +268,18 @@ func (e *Env) watchFence(ns []*nodes.Node, t0 time.Duration) *fenceWatch {
 		}
 	}()
 	return w
+}
+
+// allFenced reports whether every watched server has been seen fenced.
+func (w *fenceWatch) allFenced() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, id := range w.ids {
+		if w.seen[id].fencedAt == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func (w *fenceWatch) stop() map[string]fenceSeen {
