@@ -118,6 +118,9 @@ func restoreSourceReturns(ctx context.Context, e *Env, rng *rand.Rand) ([]string
 		return targets, func() ([]string, error) { return e.sourcesBack(run) }, errors.Join(append(errs, err)...)
 	}
 	run.r = r
+	// The old servers are down: the procedure goes to its end even if the
+	// run's time limit passes meanwhile (each step is bounded).
+	ctx = context.WithoutCancel(ctx)
 	args := restoreArgs(e.restoreHelp(ctx), id, r.DataDir, r.Raft, path)
 	out, rerr := e.Cluster.Seqd(ctx, time.Minute, args...)
 	e.logf("nemesis:   seqd %s → %s%s", strings.Join(args, " "), oneLine(out), errSuffix(rerr))
