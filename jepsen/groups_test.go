@@ -31,8 +31,8 @@ func TestGroupOutages(t *testing.T) {
 		}
 		ops = append(ops, record.Op{Client: "s2", F: "next", Keys: []uint64{k1}, Type: typ, Invoke: at, Complete: at + ms})
 	}
-	ops = append(ops, record.Op{Client: record.NemesisClient, Fault: "pause-leader", FaultID: 1, Targets: []string{"n1"}, Invoke: 300 * ms, Complete: 300 * ms, Type: record.Info})
-	ops = append(ops, record.Op{Client: record.NemesisClient, Fault: "pause-leader", FaultID: 1, Targets: []string{"n1"}, Invoke: 650 * ms, Complete: 650 * ms, Type: record.Info})
+	ops = append(ops, record.Op{Client: record.NemesisClient, F: record.FaultStart, Fault: "pause-leader", FaultID: 1, Targets: []string{"n1"}, Invoke: 300 * ms, Complete: 300 * ms, Type: record.Info})
+	ops = append(ops, record.Op{Client: record.NemesisClient, F: record.FaultHeal, Fault: "pause-leader", FaultID: 1, Targets: []string{"n1"}, Invoke: 650 * ms, Complete: 650 * ms, Type: record.Info})
 	gs := groupOutages(ops, "jepsen", ss, groups, minGroupOutage, record.Windows(ops, record.End(ops)))
 	if len(gs) != 2 {
 		t.Fatalf("groups %+v", gs)

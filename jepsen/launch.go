@@ -82,7 +82,11 @@ func launch(cfg *config, args []string) int {
 
 	// Namespaces, then the test re-executed in the client namespace.
 	octet := 20 + os.Getpid()%200
-	nt, err := netns.Setup(os.Getpid(), cfg.Nodes, octet)
+	slots := cfg.Nodes
+	if cfg.spare {
+		slots++ // a server that is not one of the nodes (restore-source-returns)
+	}
+	nt, err := netns.Setup(os.Getpid(), slots, octet)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "jepsen: setting up network namespaces: %v\n", err)
 		return exitHarness

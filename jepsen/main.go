@@ -5,8 +5,9 @@
 // with ip and iptables; on loopback otherwise), runs concurrent clients
 // against them while a nemesis kills, pauses, partitions and degrades the
 // nodes and changes the cluster's membership, heals everything, reads every key one last time, and checks the
-// whole history for the contract's guarantees (C1-C3 of DESIGN.md §2, a
-// full-cluster restart never going backwards) and for availability. Results
+// whole history for the contract's guarantees (C1-C3 of DESIGN.md §2,
+// pairwise and, with porcupine, as linearizability of each key's history;
+// a full-cluster restart never going backwards) and for availability. Results
 // go to store/<test>/<time>/: history.jsonl, results.json, latency.png,
 // rate.png, an HTML timeline per anomaly, and the node logs.
 //

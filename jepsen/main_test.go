@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seqd/seqd/jepsen/checker"
 	"github.com/seqd/seqd/jepsen/record"
 	"github.com/seqd/seqd/jepsen/workload"
 )
@@ -50,6 +51,22 @@ func TestParse(t *testing.T) {
 		if _, err := parse(strings.Fields(bad), io.Discard); err == nil {
 			t.Errorf("parse(%q) accepted", bad)
 		}
+	}
+}
+
+func TestParseFencing(t *testing.T) {
+	cfg, err := parse(strings.Fields("--nemesis fencing,kill-leader --failover-target 7s"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.spare || cfg.FailoverTarget != 7*time.Second {
+		t.Errorf("spare %v, failover target %v", cfg.spare, cfg.FailoverTarget)
+	}
+	if cfg, _ := parse(strings.Fields("--nemesis restart-then-crash,stop-new-leader"), io.Discard); cfg.spare || cfg.FailoverTarget != 10*time.Second {
+		t.Errorf("spare %v without restore-source-returns, failover target %v", cfg.spare, cfg.FailoverTarget)
+	}
+	if _, err := parse(strings.Fields("--failover-target 0s"), io.Discard); err == nil {
+		t.Error("--failover-target 0s accepted")
 	}
 }
 
@@ -136,7 +153,8 @@ func TestHelpListsEveryFlag(t *testing.T) {
 	fs.Usage()
 	out := b.String()
 	for _, want := range []string{"--nemesis", "-time-limit", "-unsafe-disable-lease", "partition-ring", "membership", "member-remove", "member-return", "member-wipe", "Exit status", "-cleanup",
-		"operator", "stale-copy", "wipe-restart", "restore-mistake", "lease-change", "disk-full", "-bootstrap", "-small-disk", "-lease-change-to"} {
+		"operator", "stale-copy", "wipe-restart", "restore-mistake", "lease-change", "disk-full", "-bootstrap", "-small-disk", "-lease-change-to", "-linear-timeout", "-linear-budget",
+		"stop-new-leader", "restore-source-returns", "restart-then-crash", "fencing", "-failover-target"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("--help lacks %q", want)
 		}
@@ -234,7 +252,7 @@ func TestAnalyze(t *testing.T) {
 
 func TestSummaryMentionsVerdict(t *testing.T) {
 	dir := writeHistory(t, synthetic(true, true))
-	r := analyzeOps(synthetic(true, true), dir, 5, &meta{Test: "synthetic", Dir: dir, Nodes: 3})
+	r := analyzeOps(synthetic(true, true), dir, checker.Options{Limit: 5}, &meta{Test: "synthetic", Dir: dir, Nodes: 3})
 	var b strings.Builder
 	printSummary(&b, r)
 	for _, want := range []string{"INVALID", "C2 1", "anomaly:      C2 key 1", "exit status:  1", "timeline:"} {
@@ -250,7 +268,7 @@ func TestSummaryListsOperatorOutcomes(t *testing.T) {
 		record.Op{Client: record.NemesisClient, F: record.FaultHeal, Fault: "stale-copy", FaultID: 2, Class: "operator", Targets: []string{"n1 back on its copy"}, Type: record.Info, Invoke: ms(1600), Complete: ms(1700),
 			Outcome: []string{"n1 refused (logged: its data directory is an older copy)"}})
 	dir := writeHistory(t, ops)
-	r := analyzeOps(ops, dir, 5, &meta{Test: "synthetic", Dir: dir, Nodes: 3, SmallDisks: []string{"n1: tmpfs 32m on /x"}})
+	r := analyzeOps(ops, dir, checker.Options{Limit: 5}, &meta{Test: "synthetic", Dir: dir, Nodes: 3, SmallDisks: []string{"n1: tmpfs 32m on /x"}})
 	var b strings.Builder
 	printSummary(&b, r)
 	for _, want := range []string{"operator:     stale-copy", "n1 back on its copy", "→ n1 refused", "small disks:  n1: tmpfs", "VALID"} {
@@ -305,7 +323,7 @@ func TestAnalyzeFlake(t *testing.T) {
 		ops[i].Index = int64(i)
 	}
 	dir := writeHistory(t, ops)
-	r := analyzeOps(ops, dir, 5, &meta{Test: "synthetic-flake", Dir: dir, Nodes: 1})
+	r := analyzeOps(ops, dir, checker.Options{Limit: 5}, &meta{Test: "synthetic-flake", Dir: dir, Nodes: 1})
 	var b strings.Builder
 	printSummary(&b, r)
 	for _, want := range []string{"G1 unique FAIL (1 duplicates)", "G2 worker order FAIL", "holder g2.1", "namespace:    ns", "w2 2/2/2", "exit status:  1"} {

@@ -44,10 +44,12 @@ func (r *results) exitCode() int {
 // maxTimelines bounds the porcupine timelines rendered per run.
 const maxTimelines = 6
 
-// analyzeOps checks a history, renders the plots and timelines into dir and
-// writes results.json.
-func analyzeOps(ops []record.Op, dir string, limit int, m *meta) *results {
-	res := checker.Check(ops, checker.Options{Limit: limit, Grants: loggedGrants(dir), TrustClock: m.TrustClock})
+// analyzeOps checks a history with opt (the grants and the clock trust
+// come from dir and m), renders the plots and timelines into dir and writes
+// results.json.
+func analyzeOps(ops []record.Op, dir string, opt checker.Options, m *meta) *results {
+	opt.Grants, opt.TrustClock = loggedGrants(dir), m.TrustClock
+	res := checker.Check(ops, opt)
 	r := &results{Meta: m, Ops: res.Ops, Checkers: res.Checkers, Availability: res.Availability,
 		Files: map[string]string{}, Nemesis: map[string]int{}, Flake: res.Flake}
 	crash := &checker.Result{Valid: checker.Valid}
@@ -69,7 +71,7 @@ func analyzeOps(ops []record.Op, dir string, limit int, m *meta) *results {
 	}
 	// Timelines of the anomalies that a per-key counter model can show.
 	n := 0
-	for _, name := range []string{"order", "restart"} {
+	for _, name := range []string{"order", "linear", "restart"} {
 		if r.Checkers[name] == nil {
 			continue // a flake run
 		}
@@ -136,7 +138,7 @@ func analyze(cfg *config) int {
 			m.Errors = nil
 		}
 	}
-	r := analyzeOps(ops, dir, cfg.Limit, m)
+	r := analyzeOps(ops, dir, cfg.checkOptions(), m)
 	printSummary(os.Stdout, r)
 	return r.exitCode()
 }
@@ -199,11 +201,11 @@ func printSummary(w io.Writer, r *results) {
 		final = "final-ids"
 		printFlake(w, r)
 	} else {
-		fmt.Fprintf(w, "checkers:     order %s (C1 %d, C2 %d, C3 %d) · shape %s (%d) · restart %s (%s) · final-reads %s · crashes %s\n",
-			mark(c["order"].Valid), c["order"].Counts["C1"], c["order"].Counts["C2"], c["order"].Counts["C3"],
+		fmt.Fprintf(w, "checkers:     order %s (C1 %d, C2 %d, C3 %d) · %s · shape %s (%d) · restart %s (%s) · final-reads %s · crashes %s · %s\n",
+			mark(c["order"].Valid), c["order"].Counts["C1"], c["order"].Counts["C2"], c["order"].Counts["C3"], linearSummary(c["linear"]),
 			mark(c["shape"].Valid), c["shape"].Counts["shape"]+c["shape"].Counts["repeat-order"],
 			mark(c["restart"].Valid), strings.Join(append([]string{fmt.Sprintf("R1 %d", c["restart"].Counts["R1"])}, c["restart"].Notes...), ", "),
-			mark(c["final-reads"].Valid), mark(c["crashes"].Valid))
+			mark(c["final-reads"].Valid), mark(c["crashes"].Valid), findingsSummary(c["findings"]))
 		if sg := c["segments"]; sg != nil {
 			fmt.Fprintf(w, "              segments %s (S1 %d, S2 %d): %s\n", mark(sg.Valid), sg.Counts["S1"], sg.Counts["S2"], strings.Join(sg.Notes, "; "))
 		}
@@ -225,7 +227,10 @@ func printSummary(w io.Writer, r *results) {
 		fmt.Fprintf(w, "              (%d of %d groups own none of the keys)\n", m.Groups-len(r.Groups), m.Groups)
 	}
 	var notes []string
-	for _, name := range []string{final, "crashes"} {
+	for _, name := range []string{final, "crashes", "linear"} {
+		if c[name] == nil {
+			continue
+		}
 		if c[name].Valid != checker.Valid {
 			notes = append(notes, c[name].Notes...)
 		}
@@ -264,7 +269,7 @@ func printSummary(w io.Writer, r *results) {
 		fmt.Fprintf(w, "small disks:  %s\n", strings.Join(m.SmallDisks, ", "))
 	}
 	shown := 0
-	for _, name := range []string{"order", "restart", "shape", "segments", "G1", "G2", "G3", "grants"} {
+	for _, name := range []string{"order", "linear", "restart", "shape", "segments", "findings", "G1", "G2", "G3", "grants"} {
 		if c[name] == nil {
 			continue
 		}
@@ -342,9 +347,9 @@ func printFlake(w io.Writer, r *results) {
 	if g := c["grants"]; g != nil {
 		grants = fmt.Sprintf("%s (token %d, overlap %d)", mark(g.Valid), g.Counts["token"], g.Counts["overlap"])
 	}
-	fmt.Fprintf(w, "checkers:     G1 unique %s (%d duplicates) · G2 worker order %s (%d, within a response %d) · G3 time %s · grants %s · final-ids %s · crashes %s\n",
+	fmt.Fprintf(w, "checkers:     G1 unique %s (%d duplicates) · G2 worker order %s (%d, within a response %d) · G3 time %s · grants %s · final-ids %s · crashes %s · %s\n",
 		mark(c["G1"].Valid), c["G1"].Counts["G1"], mark(c["G2"].Valid), c["G2"].Counts["G2"], c["G2"].Counts["G2-response"],
-		g3, grants, mark(c["final-ids"].Valid), mark(c["crashes"].Valid))
+		g3, grants, mark(c["final-ids"].Valid), mark(c["crashes"].Valid), findingsSummary(c["findings"]))
 	fmt.Fprintf(w, "ids:          %d ids from %d ok calls of %d (final calls included)", f.IDs, f.OKCalls, f.Calls)
 	if r.Meta.GeneratorRestarts > 0 {
 		fmt.Fprintf(w, "; embedded generators recreated %d times", r.Meta.GeneratorRestarts)
@@ -360,4 +365,36 @@ func printFlake(w io.Writer, r *results) {
 		}
 		fmt.Fprintf(w, "namespace:    %s (%s): %d ids; per worker ids/calls/holders: %s\n", ns.Name, ns.Layout, ns.IDs, strings.Join(ws, ", "))
 	}
+}
+
+// linearSummary is the linearizability checker's part of the summary's
+// checkers line ("linear ok (32 keys)"; undecided segments are unknown).
+func linearSummary(l *checker.Result) string {
+	if l == nil {
+		return "linear not checked"
+	}
+	s := fmt.Sprintf("linear %s (L %d", mark(l.Valid), l.Counts["L"])
+	if u := l.Counts["unknown"]; u > 0 {
+		s += fmt.Sprintf(", %d segments UNKNOWN", u)
+	}
+	return s + ")"
+}
+
+// findingsSummary is the faults' findings' part of the checkers line
+// ("findings ok (0)", or the count by rule).
+func findingsSummary(f *checker.Result) string {
+	if f == nil {
+		return "findings not checked"
+	}
+	var rules []string
+	total := 0
+	for r, n := range f.Counts {
+		rules = append(rules, fmt.Sprintf("%s %d", r, n))
+		total += n
+	}
+	sort.Strings(rules)
+	if total == 0 {
+		return "findings ok (0)"
+	}
+	return fmt.Sprintf("findings %s (%s)", mark(f.Valid), strings.Join(rules, ", "))
 }

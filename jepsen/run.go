@@ -8,15 +8,14 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
-	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
 	"github.com/seqd/seqd/client"
-	"github.com/seqd/seqd/flake"
 	"github.com/seqd/seqd/jepsen/nemesis"
 	"github.com/seqd/seqd/jepsen/nodes"
 	"github.com/seqd/seqd/jepsen/record"
@@ -195,7 +194,7 @@ func run(cfg *config, p plan) int {
 	m.SeqdArgs, m.NodeArgs = seqdArgs, cfg.nodeArgs
 	dataDir := filepath.Join(dir, "data")
 	disk := nodes.DiskSpec{Nodes: cfg.smallDisk, Size: cfg.diskSize, Kind: cfg.SmallDiskFS}
-	cl, err := nodes.New(nodes.Spec{N: cfg.Nodes, Bin: p.Bin, DataDir: dataDir, LogDir: dir, Net: p.Net, Args: seqdArgs, NodeArgs: cfg.nodeArgs, Disk: disk})
+	cl, err := nodes.New(nodes.Spec{N: cfg.Nodes, Bin: p.Bin, DataDir: dataDir, LogDir: dir, Net: p.Net, Args: seqdArgs, NodeArgs: cfg.nodeArgs, Disk: disk, Spare: cfg.spare})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "jepsen: %v\n", err)
 		return exitHarness
@@ -212,6 +211,9 @@ func run(cfg *config, p plan) int {
 			strings.Join(nodes.SeedArgs(cl.Nodes[0].Args()), " ") + ")"
 	}
 	defer func() {
+		for _, n := range cl.Extra() {
+			_ = n.Stop(10 * time.Second)
+		}
 		_ = cl.StopAll(10 * time.Second)
 		if err := cl.UnmountDisks(); err != nil {
 			fmt.Fprintf(os.Stderr, "jepsen: small disks: %v (run `go run ./jepsen --cleanup`)\n", err)
@@ -266,6 +268,14 @@ func run(cfg *config, p plan) int {
 	for _, n := range cl.Nodes {
 		targets = append(targets, workload.Target{ID: n.ID, API: n.API})
 	}
+	clientTargets := targets
+	if a := cl.SpareAPI(); a != "" {
+		// The restored servers of restore-source-returns (r1, r2, ...)
+		// run on the spare slot: clients name it from the start, as an
+		// operator would point them at the restored cluster; its pinned
+		// clients are p-r-*.
+		clientTargets = append(clientTargets[:len(clientTargets):len(clientTargets)], workload.Target{ID: "r", API: a})
+	}
 	admin, err := client.New(cl.APIs(), client.Options{RetryFor: 30 * time.Second})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "jepsen: %v\n", err)
@@ -283,7 +293,7 @@ func run(cfg *config, p plan) int {
 			PinnedPerNode: cfg.PinnedPerNode, Smart: cfg.Smart, Generators: cfg.Generators, GeneratorLife: cfg.genLife,
 			GeneratorMaxWait: cfg.GeneratorMaxWait, MaxCount: cfg.MaxIDs, OpTimeout: cfg.OpTimeout, SmartTimeout: cfg.SmartTimeout,
 			AttemptTimeout: cfg.AttemptTimeout, Seed: p.Seed,
-		}, targets, rec)
+		}, clientTargets, rec)
 		wl = fwl
 	} else {
 		sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
@@ -298,9 +308,9 @@ func run(cfg *config, p plan) int {
 			OpTimeout: cfg.OpTimeout, SmartTimeout: cfg.SmartTimeout, AttemptTimeout: cfg.AttemptTimeout, Mix: cfg.mix, MaxReserve: uint32(cfg.MaxReserve), Seed: p.Seed,
 		}
 		if cfg.Workload == "segment" {
-			wl, err = workload.StartSegments(ctx, cfg.seg.config(cfg, p.Seed), seq, targets, rec)
+			wl, err = workload.StartSegments(ctx, cfg.seg.config(cfg, p.Seed), seq, clientTargets, rec)
 		} else {
-			wl, err = workload.Start(ctx, seq, targets, rec)
+			wl, err = workload.Start(ctx, seq, clientTargets, rec)
 		}
 	}
 	if err != nil {
@@ -317,7 +327,7 @@ func run(cfg *config, p plan) int {
 	// The nemesis, until the time limit or its fault count.
 	env := &nemesis.Env{Cluster: cl, Net: p.Net, Rec: rec, Loss: cfg.Loss, Logf: log.Printf,
 		Dir: filepath.Join(dataDir, "operator"), RunLease: cfg.Lease, AltLease: cfg.LeaseChangeTo,
-		HolderPause: cfg.holderPause, HolderPartition: cfg.holderPartition, Groups: cfg.Groups}
+		HolderPause: cfg.holderPause, HolderPartition: cfg.holderPartition, Groups: cfg.Groups, FailoverTarget: cfg.FailoverTarget}
 	if cfg.SlowNode != "" {
 		env.Slow, env.SlowTimeout = cl.ByID(cfg.SlowNode), scale(cfg.Heartbeat, cfg.SlowFactor)
 	}
@@ -399,7 +409,12 @@ wait:
 			m.Warnings = append(m.Warnings, "graceful stop: "+e)
 		}
 	}
-	for _, n := range cl.Nodes {
+	for _, n := range cl.Extra() {
+		if err := n.Stop(cfg.StopTimeout); err != nil {
+			m.Warnings = append(m.Warnings, "graceful stop: "+err.Error())
+		}
+	}
+	for _, n := range append(slices.Clone(cl.Nodes), cl.Extra()...) {
 		m.Crashes = append(m.Crashes, prefixAll(n.ID+": ", n.Unexpected())...)
 		m.Panics = append(m.Panics, prefixAll(n.ID+": ", grepPanics(n.LogPath))...)
 	}
@@ -410,7 +425,7 @@ wait:
 	if err := rec.Close(); err != nil {
 		m.Errors = append(m.Errors, "writing history: "+err.Error())
 	}
-	rep := analyzeOps(rec.Ops(), dir, cfg.Limit, m)
+	rep := analyzeOps(rec.Ops(), dir, cfg.checkOptions(), m)
 	printSummary(os.Stdout, rep)
 	return rep.exitCode()
 }
@@ -456,43 +471,4 @@ func grepPanics(path string) []string {
 		}
 	}
 	return out
-}
-
-// flakeDescription describes the flake workload for results.json.
-func flakeDescription(cfg *config) string {
-	d := fmt.Sprintf("flake: rate %g/s over %d smart + %d pinned per node, %d embedded generators at %g calls/s each (all but g0 recreated after issuing for %s, or %v without ids), 1..%d ids per call, op timeout %v (smart %v, attempt %v); namespace %s (41 time bits of 1 ms, %d worker bits, %d sequence bits)",
-		cfg.Rate, cfg.Smart, cfg.PinnedPerNode, cfg.Generators, cfg.GeneratorRate, cfg.GeneratorLife, cfg.GeneratorMaxWait, cfg.MaxIDs,
-		cfg.OpTimeout, cfg.SmartTimeout, cfg.AttemptTimeout, cfg.Namespace, cfg.WorkerBits, cfg.SequenceBits)
-	if cfg.Second != "" {
-		d += fmt.Sprintf(" and %s (snowflake layout, %g of the calls)", cfg.Second, cfg.SecondShare)
-	}
-	return d
-}
-
-// createNamespaces creates the flake workload's namespaces and records
-// their layouts at the head of the history, for the checkers.
-func createNamespaces(ctx context.Context, cfg *config, admin *client.Client, rec *record.Recorder) error {
-	l := workload.SmallLayout(uint8(cfg.WorkerBits), uint8(cfg.SequenceBits))
-	reqs := []*seqv1.CreateNamespaceRequest{{Name: cfg.Namespace, EpochUnixMs: l.EpochMs, UnitMs: l.UnitMs,
-		TimeBits: uint32(l.TimeBits), WorkerBits: uint32(l.WorkerBits), SequenceBits: uint32(l.SequenceBits)}}
-	if cfg.Second != "" {
-		reqs = append(reqs, &seqv1.CreateNamespaceRequest{Name: cfg.Second, Layout: flake.DefaultLayoutName})
-	}
-	for _, req := range reqs {
-		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		resp, err := admin.CreateNamespace(cctx, req)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("creating namespace %q: %w", req.GetName(), err)
-		}
-		l := resp.GetNamespace().GetLayout()
-		layout := flake.Layout{EpochMs: l.GetEpochUnixMs(), UnitMs: l.GetUnitMs(), TimeBits: uint8(l.GetTimeBits()),
-			WorkerBits: uint8(l.GetWorkerBits()), SequenceBits: uint8(l.GetSequenceBits())}
-		if err := layout.Validate(); err != nil {
-			return fmt.Errorf("namespace %q: the cluster answered %w", req.GetName(), err)
-		}
-		rec.Add(record.Op{Client: record.HarnessClient, F: record.NamespaceInfo, Namespace: req.GetName(), Layout: &layout,
-			Obfuscation: l.GetObfuscation(), Type: record.Info, Invoke: rec.Now(), Complete: rec.Now()})
-	}
-	return nil
 }

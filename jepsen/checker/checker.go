@@ -2,6 +2,9 @@
 //
 //   - order: C1 (no value twice per key), C2 (per-key real-time order) and C3
 //     (Current bounds), via internal/history, over the successful operations;
+//   - linear: every key's successful operations are linearizable under
+//     CounterModel, checked by porcupine (linear.go), bounded in time: a
+//     check that does not finish is unknown, never valid;
 //   - shape: every successful call returned what it asked for: one value per
 //     key, values from 1, Reserve's count, and increasing values for a key
 //     listed twice in one Next;
@@ -16,6 +19,10 @@
 // A segment run (client.Segment values, next to sequence calls) adds
 // segments: S1 (no value twice per key across segments and calls) and S2
 // (each segment's values increase); see segment.go.
+//
+// Both kinds of run also report the faults' own findings (findings.go:
+// what a fault saw break that no history shows, such as a group left
+// without a serving leader too long).
 //
 // A flake run's (a history of ids calls) are G1-G3 and final-ids instead
 // (see flake.go), and grants over the worker grants its holders logged
@@ -113,6 +120,8 @@ type Options struct {
 	// whose ranges may overlap.
 	Grants     []Grant
 	TrustClock bool
+	// Linear bounds the linearizability check of a sequence run.
+	Linear LinearOptions
 }
 
 // Results is every checker's result.
@@ -154,6 +163,7 @@ func Check(ops []record.Op, opt Options) *Results {
 		r.Flake = Flake(ops)
 	} else {
 		r.Checkers["order"] = Order(ops, opt.Limit)
+		r.Checkers["linear"] = Linear(ops, opt.Linear, opt.Limit)
 		r.Checkers["shape"] = Shape(ops, opt.Limit)
 		r.Checkers["restart"] = Restart(ops, windows, opt.Limit)
 		r.Checkers["final-reads"] = FinalReads(ops)
@@ -161,6 +171,7 @@ func Check(ops []record.Op, opt Options) *Results {
 			r.Checkers["segments"] = Segments(ops, opt.Limit)
 		}
 	}
+	r.Checkers["findings"] = Findings(ops, opt.Limit)
 	r.Availability = Avail(ops, windows)
 	var vs []Validity
 	for _, c := range r.Checkers {

@@ -94,19 +94,21 @@ func TestAnomalies(t *testing.T) {
 		add     func(b *h)
 		checker string
 		rule    string
+		// linear: the linearizability check finds it too.
+		linear bool
 	}{
-		{"C1 duplicate between concurrent calls", func(b *h) { b.next("s2", 1, 3, k(2), 1) }, "order", "C1"},
-		{"C1 reserve overlapping a next", func(b *h) { b.next("s2", 4, 5, k(1), 7) }, "order", "C1"},
-		{"C2 smaller value after a completed call", func(b *h) { b.next("p-n1-1", 1600, 1601, k(1), 20) }, "order", "C2"},
+		{"C1 duplicate between concurrent calls", func(b *h) { b.next("s2", 1, 3, k(2), 1) }, "order", "C1", true},
+		{"C1 reserve overlapping a next", func(b *h) { b.next("s2", 4, 5, k(1), 7) }, "order", "C1", true},
+		{"C2 smaller value after a completed call", func(b *h) { b.next("p-n1-1", 1600, 1601, k(1), 20) }, "order", "C2", true},
 		{"C2 deposed leader answers on another node", func(b *h) {
 			b.add(record.Op{Client: "p-n2-1", Node: "n2", F: record.Next, Keys: k(1), Values: []uint64{14}, Invoke: ms(1600), Complete: ms(1601)})
-		}, "order", "C2"},
-		{"C3 stale current", func(b *h) { b.current("p-n1-1", 1600, 1601, k(1), 13) }, "order", "C3"},
-		{"C3 current from the future", func(b *h) { b.current("p-n1-1", 1504, 1505, k(2), 5); b.next("s3", 1506, 1507, k(2), 5) }, "order", "C3"},
-		{"repeated key not increasing", func(b *h) { b.next("s2", 1600, 1601, k(3, 3), 9, 8) }, "shape", "repeat-order"},
-		{"value 0", func(b *h) { b.next("s2", 1600, 1601, k(4), 0) }, "shape", "shape"},
-		{"wrong number of values", func(b *h) { b.next("s2", 1600, 1601, k(4, 5), 7) }, "shape", "shape"},
-		{"reserve of the wrong size", func(b *h) { b.reserve("s2", 1600, 1601, 6, 5, 1, 3) }, "shape", "shape"},
+		}, "order", "C2", true},
+		{"C3 stale current", func(b *h) { b.current("p-n1-1", 1600, 1601, k(1), 13) }, "order", "C3", true},
+		{"C3 current from the future", func(b *h) { b.current("p-n1-1", 1504, 1505, k(2), 5); b.next("s3", 1506, 1507, k(2), 5) }, "order", "C3", true},
+		{"repeated key not increasing", func(b *h) { b.next("s2", 1600, 1601, k(3, 3), 9, 8) }, "shape", "repeat-order", false},
+		{"value 0", func(b *h) { b.next("s2", 1600, 1601, k(4), 0) }, "shape", "shape", true},
+		{"wrong number of values", func(b *h) { b.next("s2", 1600, 1601, k(4, 5), 7) }, "shape", "shape", false},
+		{"reserve of the wrong size", func(b *h) { b.reserve("s2", 1600, 1601, 6, 5, 1, 3) }, "shape", "shape", false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -121,8 +123,11 @@ func TestAnomalies(t *testing.T) {
 				t.Fatalf("%s: %+v, want a %s anomaly", c.checker, res, c.rule)
 			}
 			for name, other := range r.Checkers {
-				if name != c.checker && other.Valid == Invalid {
-					t.Errorf("checker %s also failed: %+v", name, other)
+				if name == c.checker {
+					continue
+				}
+				if want := name == "linear" && c.linear; (other.Valid == Invalid) != want {
+					t.Errorf("checker %s: %+v (want invalid: %v)", name, other, want)
 				}
 			}
 			a := res.Anomalies[0]
@@ -287,5 +292,25 @@ func TestVisualize(t *testing.T) {
 	ops = append(ops, porcupine.Operation{ClientId: 2, Input: counterInput{Kind: 1}, Call: 15, Output: [2]uint64{7, 7}, Return: 16})
 	if porcupine.CheckOperations(m, ops) {
 		t.Error("a stale current is linearizable under CounterModel")
+	}
+}
+
+// A fault's finding (something no history shows) makes the run invalid,
+// and is not a fault window.
+func TestFindings(t *testing.T) {
+	b := valid()
+	b.add(record.Op{Client: record.NemesisClient, F: record.Finding, Fault: "kill-leader", FaultID: 1, Rule: "failover",
+		Error: "group 0 without a serving leader for 12s while 2 of 3 voters ran", Type: record.Info, Invoke: ms(10), Complete: ms(1010)})
+	r := Check(b.ops, Options{})
+	f := r.Checkers["findings"]
+	if r.Valid != Invalid || f.Valid != Invalid || f.Counts["failover"] != 1 || len(f.Anomalies) != 1 ||
+		!strings.Contains(f.Anomalies[0].Msg, "failover (fault kill-leader #1): group 0 without a serving leader") {
+		t.Fatalf("verdict %v, findings %+v", r.Valid, f)
+	}
+	if ws := record.Windows(b.ops, record.End(b.ops)); len(ws) != 1 || ws[0].Fault != "kill-leader" || ws[0].End != ms(1010) {
+		t.Errorf("windows %+v", ws)
+	}
+	if f := Check(valid().ops, Options{}).Checkers["findings"]; f.Valid != Valid {
+		t.Errorf("findings of a valid history: %+v", f)
 	}
 }

@@ -27,8 +27,11 @@ type counterInput struct {
 // CounterModel is a porcupine model of one key of seqd: a counter whose
 // takes (Next, Reserve) return values above everything taken or read
 // before, and whose reads (Current) return at least the last value taken.
-// It is the sequential specification behind C1-C3; the verdicts come from
-// internal/history, this model draws timelines of the anomalies.
+// It is the sequential specification behind C1-C3 (DESIGN.md §2): Linear
+// checks every key's history against it, and Visualize draws the timelines
+// of anomalies with it. A Current may read more than the last value taken
+// (after a failover it reads a jump), and every take after it must then
+// exceed what it read.
 func CounterModel(init counterState) porcupine.Model {
 	return porcupine.Model{
 		Init: func() any { return init },
@@ -131,40 +134,14 @@ func Visualize(path string, a Anomaly, ops []record.Op, windows []record.Window)
 		start = min(start, h.Start)
 	}
 	// The state before the excerpt: everything that completed before it began.
-	var init counterState
+	var before []history.Op
 	for _, h := range keyOps {
 		if h.End < start {
-			if h.Kind == history.Take {
-				init.Last = max(init.Last, h.Last)
-			} else {
-				init.Bound = max(init.Bound, h.Last)
-			}
+			before = append(before, h)
 		}
 	}
-	clients := map[string]int{}
-	var names []string
-	for _, h := range in {
-		if _, ok := clients[h.Client]; !ok {
-			clients[h.Client] = 0
-			names = append(names, h.Client)
-		}
-	}
-	sort.Strings(names)
-	for i, n := range names {
-		clients[n] = i
-	}
-	var pops []porcupine.Operation
-	for _, h := range in {
-		rec := byIndex[h.Ref]
-		pops = append(pops, porcupine.Operation{
-			ClientId: clients[h.Client],
-			Input:    counterInput{Kind: h.Kind, Rec: rec},
-			Call:     int64(h.Start),
-			Output:   [2]uint64{h.First, h.Last},
-			Return:   int64(h.End),
-			Metadata: fmt.Sprintf("client %s node %s invoke %.6fs complete %.6fs", rec.Client, rec.Node, h.Start.Seconds(), h.End.Seconds()),
-		})
-	}
+	init := advance(counterState{}, before)
+	pops := porcupineOps(in, byIndex)
 	model := CounterModel(init)
 	res, info := porcupine.CheckOperationsVerbose(model, pops, 10*time.Second)
 	end := hi + margin

@@ -30,9 +30,6 @@ const (
 	removeTimeout = 15 * time.Second
 	// leaderShare is the share of membership faults that pick the leader.
 	leaderShare = 4 // one in leaderShare
-	// Log lines of seqd that show the documented refusals.
-	wipedRefusal   = "but its data directory has none"
-	removedRefusal = "server has raft state but is not in the configuration"
 )
 
 // view asks the cluster for its membership, waiting (bounded) for an answer
@@ -213,6 +210,9 @@ func describe(m nodes.Member) string {
 	if m.DiskFull {
 		d += ", disk-full"
 	}
+	if m.Fenced {
+		d += ", fenced by " + m.FencedBy
+	}
 	return d
 }
 
@@ -335,8 +335,8 @@ func memberReturn(ctx context.Context, e *Env, rng *rand.Rand) ([]string, func()
 			if m := w.Members[n.ID]; m.InConfig {
 				errs = append(errs, fmt.Errorf("%s was removed and came back with its data, and is in the configuration again (%s)", n.ID, describe(m)))
 			}
-			e.logf("nemesis:   %s back with its data: %s; cluster term %d → %d; refusal logged by %v; %s campaigned: %v",
-				n.ID, describe(w.Members[n.ID]), v.Term, w.Term, logged(e.Cluster, offsets, removedRefusal), n.ID, n.LogContains(offsets[n.ID], "starting election"))
+			e.logf("nemesis:   %s back with its data: %s; cluster term %d → %d; it refused: %s; %s campaigned: %v",
+				n.ID, describe(w.Members[n.ID]), v.Term, w.Term, orNone(e.refusedNow(n, offsets[n.ID])), n.ID, n.LogContains(offsets[n.ID], "starting election"))
 		}
 		errs = append(errs, n.Stop(10*time.Second), n.Wipe(), e.rejoin([]*nodes.Node{n}))
 		return errors.Join(errs...)
@@ -356,7 +356,7 @@ func memberWipe(ctx context.Context, e *Env, rng *rand.Rand) ([]string, func() e
 	offset := n.LogSize()
 	err = errors.Join(n.Kill(), n.Wipe(), n.Start())
 	heal := func() error {
-		e.logf("nemesis:   %s wiped: refusal logged: %v", n.ID, n.LogContains(offset, wipedRefusal))
+		e.logf("nemesis:   %s wiped: it refused: %s", n.ID, orNone(e.refusedNow(n, offset)))
 		ctx, cancel := context.WithTimeout(context.Background(), removeTimeout+10*time.Second)
 		rerr := e.nodeRemove(ctx, n)
 		cancel()
@@ -385,13 +385,10 @@ func logOffsets(c *nodes.Cluster) map[string]int64 {
 	return out
 }
 
-// logged names the nodes whose log, since offsets, contains s.
-func logged(c *nodes.Cluster, offsets map[string]int64, s string) []string {
-	var out []string
-	for _, n := range c.Nodes {
-		if n.LogContains(offsets[n.ID], s) {
-			out = append(out, n.ID)
-		}
+// orNone is s, or "no" when it is empty.
+func orNone(s string) string {
+	if s == "" {
+		return "no"
 	}
-	return out
+	return s
 }

@@ -61,10 +61,15 @@ type Env struct {
 	// one, the faults that target "the leader" target the leader of one
 	// group drawn at random.
 	Groups int
+	// FailoverTarget bounds how long restart-then-crash lets a group go
+	// without a serving leader while a majority runs (zero:
+	// DefaultFailoverTarget).
+	FailoverTarget time.Duration
 
-	nextID  atomic.Int64
-	op      opState
-	overlap atomic.Bool // network faults run on their own lane
+	nextID    atomic.Int64
+	op        opState
+	overlap   atomic.Bool  // network faults run on their own lane
+	netFaults atomic.Int32 // network faults in place (injected, not healed yet)
 
 	mu      sync.Mutex
 	dirty   map[string]bool   // nodes whose membership change is not complete
@@ -116,10 +121,16 @@ var All = []Fault{
 	{Name: "member-return", Class: Membership, MinNodes: 3, Help: "kill -9 a voter, `seqd node remove` it while down, restart it with its old data (a removed server that missed its removal comes back, hashicorp/raft#524: it must stay out and not disturb the leader); heal: stop, wipe, start, wait until it is a voter", inject: memberReturn},
 	{Name: "member-wipe", Class: Membership, MinNodes: 3, Help: "kill -9 a voter, wipe its data, start it (it must refuse to vote or serve); heal: `seqd node remove` it as its log says, wait until it rejoins as a voter", inject: memberWipe},
 	// Operator mistakes and procedures (see operator.go).
-	{Name: "stale-copy", Class: Operator, MinNodes: 3, Help: "stop a voter (SIGTERM or kill -9), copy its data directory aside, start it; a later stale-copy (or at once, 1 in 3) stops it, puts the old copy back and starts it with its usual flags (--bootstrap single also copies n1 while it is the only voter); it must refuse (logs: an older copy) or, a copy too recent to tell apart, rejoin cleanly; heal: wait for either (bounded), then seqd node remove, wipe, start unless it rejoined", op: staleCopy},
-	{Name: "wipe-restart", Class: Operator, MinNodes: 3, Help: "stop every node (SIGTERM, or kill -9 after pausing a minority so it lags), wipe one voter, restart in a seeded order (the wiped one first, last or between, pauses between starts; after --bootstrap single the first one wipes a server that joined n1 and makes n1 lag); heal: wait for a leader (5 voters) or for every survivor to wait for the wiped voter (3 voters: it logs waiting for [ID]) and restart them with --assume-gone ID (this start only), wait for the wiped voter's refusal, `seqd node remove` it, wait until it is a voter", op: wipeRestart},
-	{Name: "restore-mistake", Class: Operator, MinNodes: 3, Help: "`seqd backup` the cluster; a later restore-mistake stops a voter, wipes it, runs `seqd restore` (--values-since/--terms-since when its --help lists them) from the backup into its data directory and starts it with its usual flags while the cluster runs; it must be refused (logs: another cluster lists it) or stay out of service; heal: wait for the refusal (bounded), seqd node remove, wipe, start", op: restoreMistake},
+	{Name: "stale-copy", Class: Operator, MinNodes: 3, Help: "stop a voter (SIGTERM or kill -9), copy its data directory aside, start it; a later stale-copy (or at once, 1 in 3) stops it, puts the old copy back and starts it with its usual flags (--bootstrap single also copies n1 while it is the only voter); it must refuse (refusal=stale, in its log and status) or, a copy too recent to tell apart, rejoin cleanly; heal: wait for either (bounded), then seqd node remove, wipe, start unless it rejoined", op: staleCopy},
+	{Name: "wipe-restart", Class: Operator, MinNodes: 3, Help: "stop every node (SIGTERM, or kill -9 after pausing a minority so it lags), wipe one voter, restart in a seeded order (the wiped one first, last or between, pauses between starts; after --bootstrap single the first one wipes a server that joined n1 and makes n1 lag); heal: wait for a leader (5 voters) or for every survivor to wait for the wiped voter (3 voters: admission quorum-wait in its status) and restart them with --assume-gone ID (this start only), wait for the wiped voter's refusal, `seqd node remove` it, wait until it is a voter", op: wipeRestart},
+	{Name: "restore-mistake", Class: Operator, MinNodes: 3, Help: "`seqd backup` the cluster; a later restore-mistake stops a voter, wipes it, runs `seqd restore` from the backup into its data directory (as its --help says: --margin and the counts only for builds that need them) and starts it with its usual flags while the cluster runs; it must be refused (refusal=source-running, or foreign), and the running cluster must go on serving, none of its servers fenced (a restore that never served fences nobody; a fenced one is a finding); heal: wait for the refusal (bounded), seqd node remove, wipe, start", op: restoreMistake},
 	{Name: "lease-change", Class: Operator, MinNodes: 3, Help: "rolling restart (SIGTERM one node at a time, wait until it is a voter) that moves nodes between the run's --lease and --lease-change-to (mixed leases), SIGSTOPping a long-lease leader for 1.2-2s at a seeded moment so a short-lease leader takes over (3 times in 4, without --nemesis-overlap, also cut off from the other nodes until 0.5s after it resumes); leases stay mixed until the next lease-change; heal-all puts every node back on the run's lease", op: leaseChange},
+	// Fencing and admission (issues 24 and 25): a new leader stopped before
+	// it serves, a restored cluster's source returning, a crash that meets
+	// a restart.
+	{Name: "stop-new-leader", Class: Network, MinNodes: 3, Help: "cut a group's serving leader L (group 0's, or with --groups a random group's; with --slow-node, half the time group 0's leadership is first steered to the slow node) off from the other nodes (clients still reach it), wait (polling every 20ms, up to 15s) until another node M is raft leader of the group, and SIGTERM M (a graceful stop that hands its groups over and releases their leases) before it serves; the next leader must still wait out L's lease (meant for a lease longer than an election, e.g. --lease 3s: the outcome says when M served before it could be stopped); L and another node both saying they serve the group in three looks in a row is a finding (lease-overlap); heal: start M again, heal the partition", op: stopNewLeader},
+	{Name: "restore-source-returns", Class: Operator, MinNodes: 3, Help: "`seqd backup` the cluster, let it serve 0.5-8s more, stop every node (kill -9, or SIGSTOP), `seqd restore` the backup onto a new server r1, r2, ... (a new ID and data directory, its own namespace and addresses; clients name its address from the start) started with --join naming the old nodes, wait until it serves (clients use it for the fault's duration); heal: bring the old nodes back with their data (start, or SIGCONT): each must be fenced (status fenced, refusal=superseded) within 30s, or it is a finding (not-fenced; also fenced-serves), and the outcome says whether one served before it was fenced; then every old node is stopped, wiped and started with a --join that also names the restored server (this start only), joins its cluster, and the restored server is removed (seqd node remove) and stopped: the run goes on with the restored cluster on the usual nodes", op: restoreSourceReturns},
+	{Name: "restart-then-crash", Class: Operator, MinNodes: 3, Help: "restart one node X (kill -9 or SIGTERM, then start) and kill -9 another Y (a group's serving leader 3 times in 4, else a random node) 0, 20, 50, 100 or 500ms after X's start (before X is admitted) or after X is admitted in every group (admission=<kind> in its log); while a majority runs and no network fault is in place, every group must have a serving leader again within --failover-target (10s), or it is a finding (failover; the outcome gives each group's longest time without one); heal: wait (up to the target and 2s) until every group serves without Y, then start Y again", op: restartThenCrash},
 	// Planned leadership moves, for --lease-handoff (see transfer.go).
 	{Name: "transfer-storm", Class: Process, MinNodes: 2, Help: "for the fault's duration, every 200-500ms `seqd node drain` a random running node (AdminService.DrainNode, 250ms deadline) and undo it, so leaderships move away and back many times; needs the lease handoff (seqd's default; refused with --seqd-arg=--lease-handoff=false); heal: stop, undo every drain", op: transferStorm},
 	{Name: "pause-mid-transfer", Class: Process, MinNodes: 2, Help: "drain the node of a random group's leader and SIGSTOP it 0-30ms later, in the middle of its lease handoffs; needs the lease handoff (seqd's default); heal: SIGCONT, undo the drain", op: pauseMidTransfer},
@@ -150,6 +161,9 @@ var Groups = map[string][]string{
 	"holder": {"pause-holder", "partition-holder"},
 	// transfer is for runs with the lease handoff (the default); not part of all.
 	"transfer": {"transfer-storm", "pause-mid-transfer"},
+	// fencing: the faults of fencing by generations and admission by
+	// majority (issues 24 and 25); not part of all.
+	"fencing": {"stop-new-leader", "restore-source-returns", "restart-then-crash"},
 }
 
 func byName(name string) (Fault, bool) {
@@ -167,6 +181,11 @@ func (f Fault) NeedsSlowNode() bool { return f.Name == "partition-slow-leader" }
 // NeedsTestHooks reports whether a fault needs the servers' test hooks
 // (--unsafe-test-hooks).
 func (f Fault) NeedsTestHooks() bool { return f.Name == "group-isolation" }
+
+// NeedsSpare reports whether a fault starts a server that is not one of
+// the cluster's nodes (the harness then lays out one more network slot,
+// and clients name its address from the start).
+func (f Fault) NeedsSpare() bool { return f.Name == "restore-source-returns" }
 
 // NeedsHandoff reports whether a fault is meant for servers run with
 // --lease-handoff (planned leadership moves).

@@ -7,8 +7,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -29,121 +27,14 @@ import (
 // README's procedure: `seqd node remove`, stop, delete the data directory,
 // start.
 
-// Log lines of seqd that show documented refusals and events (README,
-// Operations: "Which servers may take part (vouching)" and "A full disk").
+// Log lines of seqd that show events other than admission verdicts (which
+// the faults read by their kinds: admission.go).
 const (
-	staleRefusal   = "its data directory is an older copy"
-	foreignRefusal = "but this server's data belongs to cluster" // another cluster lists it (a restore into a member)
-	gateOpen       = "raft gate open"                            // vouched for: it takes part in raft from now on
-	passedGate     = "listed_as_voter=true"                      // "joining as a new server" while the cluster lists it as a voter
-	quorumWait     = "waiting for ["                             // no leader answers and it waits for these voters' answers
-	noStateWait    = "no serving leader answers yet"             // a server without state waits for a leader to vouch for it
-	diskFullLog    = "the disk is full"                          // ...: this server stops standing for election
-	becameLeader   = "became raft leader"
-	lostLeader     = "lost raft leadership"
-	servedLog      = "serving as leader" // it holds the lease and answers as leader
+	diskFullLog  = "the disk is full" // ...: this server stops standing for election
+	becameLeader = "became raft leader"
+	lostLeader   = "lost raft leadership"
+	servedLog    = "serving as leader" // it holds the lease and answers as leader
 )
-
-// refusals are the log lines of a server that refuses to take part, by
-// the name the outcomes use.
-var refusals = []struct{ name, line string }{
-	{"older copy", staleRefusal},
-	{"taken for another cluster's member", foreignRefusal},
-	{"wiped", wipedRefusal},
-	{"removed", "does not list it in the raft configuration"},
-	{"restored twice", "were both restored from a backup of cluster"},
-	{"restored while its source runs", "of that cluster is running"},
-}
-
-// refusal returns the name of the refusal the node logged since offset, or
-// "".
-func refusal(n *nodes.Node, offset int64) string {
-	log := n.LogSince(offset)
-	for _, r := range refusals {
-		if strings.Contains(log, r.line) {
-			return r.name
-		}
-	}
-	return ""
-}
-
-// groupPrefix finds the raft group a seqd log line is about: a server of
-// several groups vouches for each on its own and names the group in its
-// message ("group 3: ...", "raft gate open: group 3: ..."). A line without
-// it is about the only group.
-var groupPrefix = regexp.MustCompile(`msg="(?:raft gate open: )?group (\d+): `)
-
-// lineGroup returns the group a log line names, or -1.
-func lineGroup(line string) int {
-	m := groupPrefix.FindStringSubmatch(line)
-	if m == nil {
-		return -1
-	}
-	g, _ := strconv.Atoi(m[1])
-	return g
-}
-
-// sameGroup reports whether two log lines are about the same raft group
-// (a line that names none is about every group).
-func sameGroup(a, b string) bool {
-	ga, gb := lineGroup(a), lineGroup(b)
-	return ga < 0 || gb < 0 || ga == gb
-}
-
-// refusalLine returns the first refusal line a node logged since offset,
-// and the lines after it.
-func refusalLine(n *nodes.Node, offset int64) (string, []string) {
-	lines := strings.Split(n.LogSince(offset), "\n")
-	for i, l := range lines {
-		for _, r := range refusals {
-			if strings.Contains(l, r.line) {
-				return l, lines[i+1:]
-			}
-		}
-	}
-	return "", nil
-}
-
-// afterRefusal reports what a node that logged a refusal since offset
-// logged after it: that its raft gate opened for the group it refused
-// (vouched for after all: the refusal is not final) and that it served as
-// leader, or "". With several groups, other groups' gates may open: each
-// group is judged on its own (a copy older than one group's record may be
-// too recent to tell apart in another).
-func afterRefusal(n *nodes.Node, offset int64) string {
-	first, rest := refusalLine(n, offset)
-	if first == "" {
-		return ""
-	}
-	opened := false
-	for _, l := range rest {
-		opened = opened || (strings.Contains(l, gateOpen) && sameGroup(first, l))
-	}
-	if !opened {
-		return ""
-	}
-	d := "THEN its raft gate OPENED in the same process (vouched for after refusing)"
-	if c := strings.Count(strings.Join(rest, "\n"), servedLog); c > 0 {
-		d += fmt.Sprintf(" and it logged %q %d times", servedLog, c)
-	}
-	return d
-}
-
-// gateOpenedBefore reports whether a node that logged a refusal since
-// offset logged, before it, that its raft gate opened for the group it
-// refused.
-func gateOpenedBefore(n *nodes.Node, offset int64) bool {
-	first, _ := refusalLine(n, offset)
-	for _, l := range strings.Split(n.LogSince(offset), "\n") {
-		if l == first {
-			return false
-		}
-		if strings.Contains(l, gateOpen) && sameGroup(first, l) {
-			return true
-		}
-	}
-	return false
-}
 
 // served describes how often a node logged that it served as leader since
 // offset ("" if never).
@@ -168,6 +59,10 @@ type opState struct {
 	// seed is the node a --bootstrap single cluster grew from, until the
 	// first wipe-restart (see wipeRestart).
 	seed *nodes.Node
+	// restores counts restore-source-returns' restored servers (r1, r2,
+	// ...); restore is the one in progress.
+	restores int
+	restore  *restoreRun
 }
 
 func (e *Env) path(prefix string) (string, error) {
@@ -246,7 +141,7 @@ func (e *Env) repair(n *nodes.Node) error {
 // leader can be elected: broken server n is gone for good as far as the
 // cluster is concerned (its data is another cluster's, or none), and the
 // other servers that restarted since wait for its answer to be vouched for
-// ("waiting for [n]": with n lost, no majority of answers is left). They
+// (admission=quorum-wait: with n lost, no majority of answers is left). They
 // are restarted with --assume-gone n (this start only). Servers that do not
 // wait for n are left alone.
 func (e *Env) unblock(n *nodes.Node) {
@@ -259,7 +154,7 @@ func (e *Env) unblock(n *nodes.Node) {
 			others = append(others, o)
 		}
 	}
-	lead, waited, took := e.leaderOrWait(others, map[string]int64{}, n.ID, recoverTimeout)
+	lead, waited, took := e.leaderOrWait(others, recoverTimeout)
 	if lead != nil || len(waited) == 0 {
 		return
 	}

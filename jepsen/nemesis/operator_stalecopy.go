@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seqd/seqd/cluster/admit"
 	"github.com/seqd/seqd/jepsen/nodes"
 	"github.com/seqd/seqd/jepsen/record"
 )
@@ -140,9 +141,9 @@ func (e *Env) takeCopy(ctx context.Context, rng *rand.Rand) ([]string, func() ([
 }
 
 // putBack stops the copy's node, replaces its data directory by the copy and
-// starts it with its usual flags. It must refuse (log that its data
-// directory is an older copy and stay out) or rejoin without any anomaly;
-// healing repairs it unless it rejoined.
+// starts it with its usual flags. It must refuse (refusal=stale: its log
+// is older than a record of it) or rejoin without any anomaly; healing
+// repairs it unless it rejoined.
 func (e *Env) putBack(ctx context.Context, rng *rand.Rand, c *dirCopy, targets []string) ([]string, func() ([]string, error), error) {
 	x := c.node
 	e.setBroken(x, true)
@@ -158,35 +159,39 @@ func (e *Env) putBack(ctx context.Context, rng *rand.Rand, c *dirCopy, targets [
 	age := time.Since(c.taken).Round(100 * time.Millisecond)
 	targets = append(targets, fmt.Sprintf("%s back on its copy from %v ago (%s; stopped by %s)", x.ID, age, c.note, how))
 	heal := func() ([]string, error) {
-		// It must say what it is: refused (an older copy), or vouched
-		// for and following the leader (a copy too recent to tell apart).
-		refused, ok, standing, took := e.verdict(x, offset)
+		// It must say what it is: refused (stale: an older copy), or
+		// admitted and following the leader (a copy too recent to tell
+		// apart).
+		v := e.verdict(x, offset)
 		alone, leads := w.stop()
 		var out []string
 		if alone != "" {
 			out = append(out, alone)
 		}
-		gate := x.LogContains(offset, gateOpen)
+		gate := gateOpened(x, offset)
 		switch {
-		case refused != "":
-			out = append(out, fmt.Sprintf("%s refused (logged: %s) %v after the heal began", x.ID, refused, took.Round(100*time.Millisecond)))
+		case v.refused != "":
+			out = append(out, fmt.Sprintf("%s refused (refusal=%s) %v after the heal began", x.ID, v.refused, v.took.Round(100*time.Millisecond)))
+			if v.refused != string(admit.Stale) {
+				out = append(out, fmt.Sprintf("UNEXPECTED refusal %s for an older copy (stale expected)", v.refused))
+			}
 			if a := afterRefusal(x, offset); a != "" {
 				out = append(out, a)
 			} else if gateOpenedBefore(x, offset) {
 				out = append(out, x.ID+" ALSO logged that its raft gate opened (before the refusal)")
-			} else if gate {
+			} else if gate != "" {
 				out = append(out, x.ID+" was let into other raft groups (each group is judged on its own: the copy is older than only some groups' records)")
 			}
-		case ok && alone == "":
-			out = append(out, x.ID+" rejoined with the copy (vouched for, no refusal: a copy too recent to tell apart)")
+		case v.inService && alone == "":
+			out = append(out, fmt.Sprintf("%s rejoined with the copy (admission=%s, no refusal: a copy too recent to tell apart)", x.ID, v.kinds))
 		default:
-			out = append(out, fmt.Sprintf("%s out of service without a refusal logged within %v (raft gate opened: %v)", x.ID, verdictTimeout, gate))
+			out = append(out, fmt.Sprintf("%s out of service without a refusal within %v (admission: %s; a gate opened: %v)", x.ID, verdictTimeout, v.kinds, gate != ""))
 		}
 		if d := served(x, offset); d != "" {
 			out = append(out, d)
 		}
-		out = append(out, fmt.Sprintf("became serving leader %d times; %s", leads, standing))
-		if ok && refused == "" && alone == "" {
+		out = append(out, fmt.Sprintf("became serving leader %d times; %s", leads, v.standing))
+		if v.inService && v.refused == "" && alone == "" {
 			e.setBroken(x, false)
 			return out, nil
 		}

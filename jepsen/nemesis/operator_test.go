@@ -1,6 +1,8 @@
 package nemesis
 
 import (
+	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -9,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seqd/seqd/cluster/admit"
 	"github.com/seqd/seqd/jepsen/nodes"
 )
 
@@ -81,18 +84,34 @@ func TestLeaseAssignment(t *testing.T) {
 }
 
 func TestRestoreArgs(t *testing.T) {
-	today := "Usage: seqd restore --margin N [--id ID] [--data-dir D] [--raft-addr A] FILE\n  --margin\n  --raft-addr\n"
+	// A build that computes the margin from the time since the backup: no
+	// margin, no counts (its --help still lists them, for older backups).
+	today := "Usage: seqd restore [--id ID] [--data-dir D] [--raft-addr A] [--clock-error 10m] FILE\n\n" +
+		"  --margin\n      margin to use instead of the minimum\n  --terms-since\n      backups taken before protocol 5 only\n  --values-since\n"
 	got := restoreArgs(today, "n2", "/d/n2", "10.0.0.2:7701", "/b/backup.db")
-	want := []string{"restore", "--margin", "1000000000", "--id", "n2", "--data-dir", "/d/n2", "--raft-addr", "10.0.0.2:7701", "/b/backup.db"}
+	want := []string{"restore", "--id", "n2", "--data-dir", "/d/n2", "--raft-addr", "10.0.0.2:7701", "/b/backup.db"}
 	if !slices.Equal(got, want) {
 		t.Errorf("today: %q", got)
 	}
-	newer := today + "  --values-since\n      values issued since ...\n  --terms-since\n      raft terms since ...\n"
-	got = restoreArgs(newer, "n2", "/d/n2", "10.0.0.2:7701", "/b/backup.db")
-	want = []string{"restore", "--margin", "1000000000", "--id", "n2", "--data-dir", "/d/n2", "--raft-addr", "10.0.0.2:7701",
+	// Builds whose restore needs --margin, without and with the counts.
+	older := "Usage: seqd restore --margin N [--id ID] [--data-dir D] [--raft-addr A] FILE\n  --margin\n  --raft-addr\n"
+	got = restoreArgs(older, "n2", "/d/n2", "10.0.0.2:7701", "/b/backup.db")
+	want = []string{"restore", "--id", "n2", "--data-dir", "/d/n2", "--raft-addr", "10.0.0.2:7701", "--margin", "1000000000", "/b/backup.db"}
+	if !slices.Equal(got, want) {
+		t.Errorf("older: %q", got)
+	}
+	counts := older + "  --values-since\n      values issued since ...\n  --terms-since\n      raft terms since ...\n"
+	got = restoreArgs(counts, "n2", "/d/n2", "10.0.0.2:7701", "/b/backup.db")
+	want = []string{"restore", "--id", "n2", "--data-dir", "/d/n2", "--raft-addr", "10.0.0.2:7701", "--margin", "1000000000",
 		"--values-since", "10000000", "--terms-since", "100", "/b/backup.db"}
 	if !slices.Equal(got, want) {
-		t.Errorf("newer: %q", got)
+		t.Errorf("with counts: %q", got)
+	}
+	// The build before the raise budget: the counts required, --margin
+	// optional.
+	counted := "Usage: seqd restore --values-since V --terms-since T [--max-step S] [--margin M] [--id ID] FILE\n  --terms-since\n  --values-since\n"
+	if got = restoreArgs(counted, "n2", "/d/n2", "10.0.0.2:7701", "/b/backup.db"); !slices.Equal(got, want) {
+		t.Errorf("counts required: %q", got)
 	}
 }
 
@@ -107,70 +126,138 @@ func TestRestoreBoundsAccepted(t *testing.T) {
 	}
 }
 
-func TestWaitsFor(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "n2.log")
-	log := `time=2026-11-23T10:43:41.844Z level=WARN msg="no leader answers, and vouching without one needs answers from enough voters to include every committed record: waiting for [n1 n3]. If some of them are gone for good (dead, their disks lost) and no server runs on an older copy of its data directory, restart the survivors with --assume-gone naming them" node=n2 id=n2
-`
-	if err := os.WriteFile(path, []byte("earlier: waiting for [n4]\n"+log), 0o644); err != nil {
-		t.Fatal(err)
+// A line of a real seqd log (a wiped voter refusing), as the harness met it.
+const wipedLine = `time=2026-11-26T18:59:06.949Z level=WARN msg="this server is a voter in the cluster's raft configuration and held raft state before, but its data directory has none (wiped or replaced): it refuses to vote or serve. To re-add it, run ` + "`seqd node remove n2`" + ` against the cluster; it then joins as a new server by itself" node=n2 admission=wiped id=n2 refusal=wiped`
+
+func TestLogAttrs(t *testing.T) {
+	a := logAttrs(wipedLine)
+	if a["admission"] != "wiped" || a["refusal"] != "wiped" || a["id"] != "n2" || a["level"] != "WARN" || !strings.HasPrefix(a["msg"], "this server is a voter") {
+		t.Errorf("attrs: %q", a)
 	}
-	n := &nodes.Node{ID: "n2", LogPath: path}
-	for id, want := range map[string]bool{"n1": true, "n3": true, "n2": false, "n": false, "n4": true} {
-		if got := waitsFor(n, 0, id); got != want {
-			t.Errorf("waitsFor(%s) = %v, want %v", id, got, want)
-		}
-	}
-	if waitsFor(n, int64(len("earlier: waiting for [n4]\n")), "n4") {
-		t.Error("waitsFor read before its offset")
+	// Words that are not key=value, quotes inside values, and a message
+	// that names another attribute.
+	a = logAttrs(`=== jepsen: start #2 at now: seqd serve x=1 msg="a \"quoted\" admission=stale inside" group=3 admission=quorum-wait`)
+	if a["x"] != "1" || a["msg"] != `a "quoted" admission=stale inside` || a["group"] != "3" || a["admission"] != "quorum-wait" {
+		t.Errorf("attrs: %q", a)
 	}
 }
 
-func TestAfterRefusal(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "n1.log")
-	n := &nodes.Node{ID: "n1", LogPath: path}
-	write := func(s string) {
-		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
+// logger writes seqd-style log lines (slog's text format, as seqd serve
+// writes them) to a node's log file.
+func logger(t *testing.T, n *nodes.Node) *slog.Logger {
+	t.Helper()
+	f, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
 	}
-	write(`msg="raft gate open: bootstrapped a new cluster"
-msg="this server's raft log ends at index 40, but n2 recorded it reaching index 41 (term 3): its data directory is an older copy, so it refuses"
-`)
+	t.Cleanup(func() { f.Close() })
+	return slog.New(slog.NewTextHandler(f, nil)).With("node", n.ID)
+}
+
+func TestAfterRefusal(t *testing.T) {
+	dir := t.TempDir()
+	var n *nodes.Node
+	fresh := func() *slog.Logger {
+		n = &nodes.Node{ID: "n1", LogPath: filepath.Join(dir, fmt.Sprintf("n1-%d.log", time.Now().UnixNano()))}
+		return logger(t, n)
+	}
+	// Arguments as cluster/admission.go logs a verdict.
+	admitted := func(l *slog.Logger, kind admit.Kind, group int) {
+		args := []any{"admission", string(kind), "id", "n1"}
+		if group >= 0 {
+			args = append(args, "group", group)
+		}
+		l.Info("raft gate open: "+admit.Verdict{Kind: kind, Group: max(group, 0)}.Message("n1"), args...)
+	}
+	refused := func(l *slog.Logger, kind admit.Kind, group int) {
+		args := []any{"admission", string(kind), "id", "n1"}
+		if group >= 0 {
+			args = append(args, "group", group)
+		}
+		l.Warn(admit.Verdict{Kind: kind, Group: max(group, 0), By: "n2", LastIndex: 40, RecordedIndex: 41, RecordedTerm: 3}.Message("n1"), append(args, "refusal", string(kind))...)
+	}
+	l := fresh()
+	admitted(l, admit.ByBootstrap, -1)
+	refused(l, admit.Stale, -1)
 	if got := afterRefusal(n, 0); got != "" {
 		t.Errorf("a gate opened before the refusal: %q", got)
 	}
-	if refusal(n, 0) != "older copy" {
-		t.Errorf("refusal: %q", refusal(n, 0))
+	if refusal(n, 0) != "stale" || gateOpened(n, 0) != "bootstrap" || !gateOpenedBefore(n, 0) {
+		t.Errorf("refusal %q, gate %q", refusal(n, 0), gateOpened(n, 0))
 	}
-	write(`msg="this server's raft log ends at index 40, but n2 recorded it reaching index 41 (term 3): its data directory is an older copy, so it refuses"
-msg="raft gate open: the serving leader vouches for this server's log"
-msg="serving as leader" term=3
-`)
-	if got := afterRefusal(n, 0); !strings.Contains(got, "OPENED") || !strings.Contains(got, "1 times") {
+	l = fresh()
+	refused(l, admit.Stale, -1)
+	admitted(l, admit.ByLeader, -1)
+	l.Info("serving as leader", "term", 3)
+	if got := afterRefusal(n, 0); !strings.Contains(got, "OPENED") || !strings.Contains(got, "admission=leader after refusal=stale") || !strings.Contains(got, "1 times") {
 		t.Errorf("gate opened after the refusal: %q", got)
 	}
 	if got := served(n, 0); !strings.Contains(got, "1 times") {
 		t.Errorf("served: %q", got)
 	}
-	// Several groups: each is vouched for on its own.
-	write(`msg="raft gate open: group 0: the serving leader vouches for this server's log"
-msg="group 3: this server's raft log ends at index 40, but n2 recorded it reaching index 41 (term 3): its data directory is an older copy, so it refuses"
-msg="raft gate open: group 1: the serving leader vouches for this server's log"
-`)
+	// Waits are not admissions.
+	l = fresh()
+	l.Info(admit.Verdict{Kind: admit.QuorumWait, Missing: []string{"n3"}}.Message("n1"), "admission", string(admit.QuorumWait), "id", "n1")
+	if gateOpened(n, 0) != "" || refusal(n, 0) != "" {
+		t.Errorf("a wait taken for a verdict: gate %q refusal %q", gateOpened(n, 0), refusal(n, 0))
+	}
+	// Several groups: each is admitted on its own.
+	l = fresh()
+	admitted(l, admit.ByLeader, 0)
+	refused(l, admit.Stale, 3)
+	admitted(l, admit.ByLeader, 1)
 	if got := afterRefusal(n, 0); got != "" {
 		t.Errorf("another group's gate opened after group 3's refusal: %q", got)
 	}
 	if gateOpenedBefore(n, 0) {
 		t.Error("another group's gate opened before group 3's refusal, taken for group 3's")
 	}
-	write(`msg="raft gate open: group 3: the serving leader vouches for this server's log"
-msg="group 3: this server's raft log ends at index 40, but n2 recorded it reaching index 41 (term 3): its data directory is an older copy, so it refuses"
-msg="raft gate open: group 3: no leader answers; enough voters answered"
-`)
+	l = fresh()
+	admitted(l, admit.ByLeader, 3)
+	refused(l, admit.Stale, 3)
+	admitted(l, admit.ByAnswers, 3)
 	if got := afterRefusal(n, 0); !strings.Contains(got, "OPENED") {
 		t.Errorf("group 3's gate opened after its refusal: %q", got)
 	}
 	if !gateOpenedBefore(n, 0) {
 		t.Error("group 3's gate opened before its refusal: not seen")
+	}
+	// A fence names no group: it is about every group, after any offset.
+	l = fresh()
+	admitted(l, admit.ByLeader, 2)
+	off := n.LogSize()
+	l.Error("fenced", "refusal", string(admit.Superseded), "admission", string(admit.Superseded), "id", "n1")
+	if refusal(n, off) != "superseded" || refusal(n, 0) != "superseded" {
+		t.Errorf("fence: %q", refusal(n, off))
+	}
+	// The real line.
+	n = &nodes.Node{ID: "n2", LogPath: filepath.Join(dir, "n2.log")}
+	if err := os.WriteFile(n.LogPath, []byte(wipedLine+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if refusal(n, 0) != "wiped" {
+		t.Errorf("wiped: %q", refusal(n, 0))
+	}
+}
+
+// Kinds are classified by the outcome their verdicts have in cluster/admit.
+func TestKinds(t *testing.T) {
+	for k, want := range map[admit.Kind]string{admit.ByLeader: "admit", admit.ByWitness: "admit", admit.BySolo: "admit", admit.ByFresh: "admit",
+		admit.QuorumWait: "wait", admit.LeaderWait: "wait", admit.SoloWaiting: "wait", admit.NoAnswer: "wait",
+		admit.Stale: "refuse", admit.Wiped: "refuse", admit.SourceRunning: "refuse", admit.Superseded: "refuse", admit.Foreign: "refuse", admit.Sibling: "refuse", admit.Removed: "refuse"} {
+		got := "wait"
+		if admitted(string(k)) {
+			got = "admit"
+		}
+		if refusedKind(string(k)) {
+			got = "refuse"
+		}
+		if got != want {
+			t.Errorf("%s: %s, want %s", k, got, want)
+		}
+	}
+	st := nodes.Status{Groups: map[int]nodes.GroupState{0: {RaftOpen: true, Admission: "leader"}, 2: {Admission: "stale"}, 1: {Admission: "quorum-wait"}}}
+	if statusRefusal(st) != "stale" || !waiting(st, admit.QuorumWait) || waiting(st, admit.LeaderWait) || st.Admissions() != "0:leader 1:quorum-wait 2:stale" {
+		t.Errorf("status: refusal %q, admissions %q", statusRefusal(st), st.Admissions())
 	}
 }

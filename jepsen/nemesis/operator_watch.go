@@ -13,6 +13,12 @@ import (
 // waitUntil polls cond every 250ms until it holds or timeout passes, and
 // returns whether it held and how long it took.
 func waitUntil(timeout time.Duration, cond func() bool) (bool, time.Duration) {
+	return waitUntilEvery(timeout, 250*time.Millisecond, cond)
+}
+
+// waitUntilEvery polls cond every step until it holds or timeout passes,
+// and returns whether it held and how long it took.
+func waitUntilEvery(timeout, step time.Duration, cond func() bool) (bool, time.Duration) {
 	start := time.Now()
 	for {
 		if cond() {
@@ -21,7 +27,7 @@ func waitUntil(timeout time.Duration, cond func() bool) (bool, time.Duration) {
 		if time.Since(start) > timeout {
 			return false, time.Since(start)
 		}
-		time.Sleep(250 * time.Millisecond)
+		time.Sleep(step)
 	}
 }
 
@@ -30,21 +36,40 @@ func waitUntil(timeout time.Duration, cond func() bool) (bool, time.Duration) {
 // has just been elected waits a lease before it answers with authority.
 const verdictTimeout = 20 * time.Second
 
+// seen is what a server started on questionable data showed: the kind of
+// its refusal ("" if none: from its status, GroupState.admission, or the
+// refusal=<kind> it logged), whether it takes part (a voter following the
+// current leader), its standing in the cluster, its admission kinds at the
+// last look (Status.Admissions) and how long it took to show either.
+type seen struct {
+	refused   string
+	inService bool
+	standing  string
+	kinds     string
+	took      time.Duration
+}
+
 // verdict waits (bounded) until a server started on questionable data
-// either logs a refusal or takes part in the cluster (a voter that is
-// vouched for and follows the current leader), and says which.
-func (e *Env) verdict(n *nodes.Node, offset int64) (refused string, inService bool, standing string, took time.Duration) {
-	_, took = waitUntil(verdictTimeout, func() bool {
-		if refused = refusal(n, offset); refused != "" {
+// either refuses or takes part in the cluster, and says which.
+func (e *Env) verdict(n *nodes.Node, offset int64) seen {
+	var v seen
+	_, v.took = waitUntil(verdictTimeout, func() bool {
+		if st := e.Cluster.StatusOf(context.Background(), n, time.Second); st.Err == nil {
+			v.kinds = st.Admissions()
+			if v.refused = statusRefusal(st); v.refused != "" {
+				return true
+			}
+		}
+		if v.refused = refusal(n, offset); v.refused != "" {
 			return true
 		}
-		inService, standing = e.inService(n)
-		return inService
+		v.inService, v.standing = e.inService(n)
+		return v.inService
 	})
-	if refused != "" || standing == "" {
-		_, standing = e.inService(n)
+	if v.refused != "" || v.standing == "" {
+		_, v.standing = e.inService(n)
 	}
-	return refused, inService, standing, took
+	return v
 }
 
 // watcher polls every node while an operator fault is in place and notes

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seqd/seqd/cluster/admit"
 	"github.com/seqd/seqd/jepsen/nodes"
 )
 
@@ -184,7 +185,6 @@ func wipeRestart(ctx context.Context, e *Env, rng *rand.Rand) ([]string, func() 
 	plan := planRestart(rng, all, w.ID, lagIDs)
 	targets = append(targets, how+" all", "start "+describePlan(plan))
 	offset := w.LogSize()
-	offsets := logOffsets(e.Cluster)
 	var survivors []*nodes.Node
 	for _, n := range e.Cluster.Nodes {
 		if n != w {
@@ -209,13 +209,14 @@ func wipeRestart(ctx context.Context, e *Env, rng *rand.Rand) ([]string, func() 
 		// The survivors cannot know whether the wiped voter held a
 		// committed record of one of them: without a leader, each needs
 		// the answers of N - majority + 1 other voters (both others of 3,
-		// three of the other four of 5). On 5 voters the three other
-		// survivors suffice and they elect a leader; on 3 they wait for
-		// the wiped voter, which has nothing to answer with, and say so
-		// ("waiting for [ID]"): README's procedure is then to restart the
-		// survivors with --assume-gone ID.
+		// three of the other four of 5; voters that restarted too are not
+		// admitted, so the majority rule does not apply). On 5 voters the
+		// three other survivors suffice and they elect a leader; on 3 they
+		// wait for the wiped voter, which has nothing to answer with, and
+		// say so (admission=quorum-wait): README's procedure is then to
+		// restart the survivors with --assume-gone ID.
 		mustWait := nv-2 < nv-nv/2
-		lead, waited, took := e.leaderOrWait(survivors, offsets, w.ID, recoverTimeout)
+		lead, waited, took := e.leaderOrWait(survivors, recoverTimeout)
 		switch {
 		case lead != nil && mustWait:
 			out = append(out, fmt.Sprintf("UNEXPECTED: the survivors elected %s without %s's answer (%d voters: vouching without a leader needs both others of 3), %v after the heal began",
@@ -225,9 +226,9 @@ func wipeRestart(ctx context.Context, e *Env, rng *rand.Rand) ([]string, func() 
 				lead.ID, w.ID, nv, nv-2, took.Round(100*time.Millisecond)))
 		default:
 			if len(waited) > 0 {
-				out = append(out, fmt.Sprintf("no leader: %s logged waiting for [%s] (no leader answers; %d voters)", strings.Join(waited, ","), w.ID, nv))
+				out = append(out, fmt.Sprintf("no leader: %s wait (admission=quorum-wait) for %s's answer (no leader answers; %d voters)", strings.Join(waited, ","), w.ID, nv))
 			} else {
-				out = append(out, fmt.Sprintf("no leader within %v, and no survivor logged that it waits for %s", recoverTimeout, w.ID))
+				out = append(out, fmt.Sprintf("no leader within %v, and not every survivor waits (quorum-wait) for %s", recoverTimeout, w.ID))
 			}
 			if !mustWait {
 				out = append(out, fmt.Sprintf("UNEXPECTED on %d voters: the other survivors' answers should have sufficed", nv))
@@ -241,34 +242,29 @@ func wipeRestart(ctx context.Context, e *Env, rng *rand.Rand) ([]string, func() 
 		}
 		// With a leader, the wiped voter is told what it is: refused, as
 		// its data directory has none.
-		refused, _, standing, rtook := e.verdict(w, offset)
+		v := e.verdict(w, offset)
 		alone, _ := watch.stop()
 		if alone != "" {
 			out = append(out, alone)
 		}
-		passed := w.LogContains(offset, passedGate)
-		gate := w.LogContains(offset, gateOpen)
+		gate := gateOpened(w, offset)
 		switch {
-		case passed:
-			out = append(out, w.ID+" PASSED the gate: joined while listed as a voter, with an empty data directory (it may vote again in a term it voted in)")
-		case gate:
-			out = append(out, w.ID+" PASSED the gate: its raft gate opened with an empty data directory while it was listed as a voter, before any removal")
-		case refused == "wiped":
-			out = append(out, fmt.Sprintf("%s refused (logged: wiped, refuses to vote or serve) %v after that", w.ID, rtook.Round(100*time.Millisecond)))
-		case refused != "":
-			out = append(out, fmt.Sprintf("%s refused (logged: %s)", w.ID, refused))
-		case w.LogContains(offset, noStateWait):
-			out = append(out, w.ID+" waited for a leader to vouch for it (logged), no refusal logged within "+verdictTimeout.String())
+		case gate != "":
+			out = append(out, fmt.Sprintf("%s PASSED the gate: admission=%s opened its raft gate with an empty data directory while it was listed as a voter, before any removal (it may vote again in a term it voted in)", w.ID, gate))
+		case v.refused == string(admit.Wiped):
+			out = append(out, fmt.Sprintf("%s refused (refusal=wiped: refuses to vote or serve) %v after that", w.ID, v.took.Round(100*time.Millisecond)))
+		case v.refused != "":
+			out = append(out, fmt.Sprintf("%s refused (refusal=%s; wiped expected)", w.ID, v.refused))
 		default:
-			out = append(out, w.ID+" no refusal logged")
+			out = append(out, fmt.Sprintf("%s no refusal within %v (admission: %s)", w.ID, verdictTimeout, v.kinds))
 		}
 		if d := served(w, offset); d != "" {
 			out = append(out, d)
 		}
-		out = append(out, standing)
+		out = append(out, v.standing)
 		var err error
 		start := time.Now()
-		if passed || gate || alone != "" {
+		if gate != "" || alone != "" {
 			// It holds state now: the general procedure.
 			err = e.repair(w)
 		} else {
@@ -297,29 +293,13 @@ func wipeRestart(ctx context.Context, e *Env, rng *rand.Rand) ([]string, func() 
 // serving leader or for every survivor to say which voters it waits for.
 const recoverTimeout = 20 * time.Second
 
-// waitsFor reports whether node n logged, since offset, that it waits for
-// voter id's answer (no leader answers: "... waiting for [n1 n3]").
-func waitsFor(n *nodes.Node, offset int64, id string) bool {
-	for _, line := range strings.Split(n.LogSince(offset), "\n") {
-		_, rest, ok := strings.Cut(line, quorumWait)
-		if !ok {
-			continue
-		}
-		list, _, _ := strings.Cut(rest, "]")
-		if slices.Contains(strings.Fields(list), id) {
-			return true
-		}
-	}
-	return false
-}
-
 // leaderOrWait waits (bounded) after a full-cluster restart until a leader
 // serves, or until every running survivor has refused raft traffic for
-// stuckFor having logged that it waits for voter id (seqd logs that once
-// per process, so the log alone does not say it still waits; its status
-// does: raft_open false). It returns the leader (nil if none), the
-// survivors that wait, and how long it waited.
-func (e *Env) leaderOrWait(survivors []*nodes.Node, offsets map[string]int64, id string, timeout time.Duration) (*nodes.Node, []string, time.Duration) {
+// stuckFor while its status says it waits for more voters' answers
+// (quorum-wait: no leader answers, and too few voters answered; seqd's
+// log names the voters, the status only the kind). It returns the leader
+// (nil if none), the survivors that wait, and how long it waited.
+func (e *Env) leaderOrWait(survivors []*nodes.Node, timeout time.Duration) (*nodes.Node, []string, time.Duration) {
 	const stuckFor = 3 * time.Second
 	var lead *nodes.Node
 	var waited []string
@@ -336,7 +316,7 @@ func (e *Env) leaderOrWait(survivors []*nodes.Node, offsets map[string]int64, id
 			}
 			running++
 			st := e.Cluster.StatusOf(context.Background(), n, time.Second)
-			if st.Err == nil && !st.RaftOpen && waitsFor(n, offsets[n.ID], id) {
+			if st.Err == nil && !st.RaftOpen && waiting(st, admit.QuorumWait) {
 				waited = append(waited, n.ID)
 			}
 		}

@@ -113,10 +113,15 @@ func sleep(ctx context.Context, d time.Duration) bool {
 func (e *Env) once(ctx context.Context, f Fault, rng *rand.Rand, d time.Duration) {
 	id := int(e.nextID.Add(1))
 	ctx = context.WithValue(ctx, durKey{}, d)
+	ctx = context.WithValue(ctx, faultKey{}, faultRef{id: id, name: f.Name, class: f.Class})
 	t0 := e.Rec.Now()
 	var targets []string
 	var heal func() ([]string, error)
 	var err error
+	if f.Class == Network {
+		e.netFaults.Add(1)
+		defer e.netFaults.Add(-1)
+	}
 	if f.op != nil {
 		targets, heal, err = f.op(ctx, e, rng)
 	} else {
@@ -152,6 +157,24 @@ func (e *Env) once(ctx context.Context, f Fault, rng *rand.Rand, d time.Duration
 	}
 }
 
+// faultKey carries the fault in the context its inject gets (see finding).
+type faultKey struct{}
+
+type faultRef struct {
+	id          int
+	name, class string
+}
+
+// finding records something a fault saw break that no checker of the
+// history can see (record.Finding), over [from, to] on the recorder's
+// clock; the findings checker counts it as an anomaly.
+func (e *Env) finding(ctx context.Context, rule string, from, to time.Duration, targets []string, msg string) {
+	f, _ := ctx.Value(faultKey{}).(faultRef)
+	e.Rec.Add(record.Op{Client: record.NemesisClient, F: record.Finding, Fault: f.name, FaultID: f.id, Class: f.class,
+		Rule: rule, Targets: targets, Error: msg, Invoke: from, Complete: to, Type: record.Info})
+	e.logf("nemesis:   FINDING %s: %s", rule, msg)
+}
+
 func errSuffix(err error) string {
 	if err == nil {
 		return ""
@@ -180,6 +203,20 @@ func HealAll(e *Env) error {
 	for _, n := range e.filledNodes() {
 		touched = append(touched, n.ID+" (filler deleted)")
 		errs = append(errs, e.unfill(n))
+	}
+	if run := e.currentRestore(); run != nil {
+		// A restore-source-returns not healed: the old servers back, then
+		// into the restored cluster.
+		touched = append(touched, "restore "+run.r.ID)
+		for _, n := range run.sources {
+			if n.State() != nodes.Running {
+				_, err := e.sourcesBack(run)
+				errs = append(errs, err)
+				break
+			}
+		}
+		_, err := e.endRestore(run)
+		errs = append(errs, err)
 	}
 	for _, n := range e.Cluster.Nodes {
 		switch n.State() {

@@ -74,6 +74,12 @@ type Cluster struct {
 	Nodes []*Node
 	http  *http.Client
 	disk  DiskSpec
+	// spare is the network slot of servers that are not among Nodes (see
+	// Spare), and extra the nodes made on it.
+	spare *Node
+	mu    sync.Mutex
+	extra []*Node
+	base  Spec
 }
 
 // Spec describes how to lay the cluster out.
@@ -89,25 +95,28 @@ type Spec struct {
 	// Disk gives nodes a small file system of their own for their data
 	// directory (see MountDisks).
 	Disk DiskSpec
+	// Spare lays out one more network slot (a namespace and addresses
+	// under netns: Net must have N+1 nodes) for servers that are not
+	// among the cluster's nodes (see Spare).
+	Spare bool
 }
 
 // New lays out the nodes (it starts nothing).
 func New(s Spec) (*Cluster, error) {
-	c := &Cluster{http: &http.Client{Timeout: 2 * time.Second}, disk: s.Disk}
+	c := &Cluster{http: &http.Client{Timeout: 2 * time.Second}, disk: s.Disk, base: s}
+	if s.Net != nil && len(s.Net.Nodes) < s.N+btoi(s.Spare) {
+		return nil, fmt.Errorf("the network has %d node namespaces, %d needed", len(s.Net.Nodes), s.N+btoi(s.Spare))
+	}
+	if s.Spare {
+		c.spare = &Node{Index: s.N}
+		if err := place(c.spare, s.Net); err != nil {
+			return nil, err
+		}
+	}
 	for i := range s.N {
 		n := &Node{ID: fmt.Sprintf("n%d", i+1), Index: i, bin: s.Bin}
-		if s.Net != nil {
-			n.NS, n.Host = s.Net.Nodes[i].NS, s.Net.Nodes[i].IP
-			n.API, n.Raft, n.Gossip = n.Host+":7700", n.Host+":7701", n.Host+":7702"
-		} else {
-			n.Host = "127.0.0.1"
-			ports, err := freePorts(3)
-			if err != nil {
-				return nil, err
-			}
-			n.API = net.JoinHostPort(n.Host, strconv.Itoa(ports[0]))
-			n.Raft = net.JoinHostPort(n.Host, strconv.Itoa(ports[1]))
-			n.Gossip = net.JoinHostPort(n.Host, strconv.Itoa(ports[2]))
+		if err := place(n, s.Net); err != nil {
+			return nil, err
 		}
 		n.DataDir = filepath.Join(s.DataDir, n.ID)
 		if s.Disk.Nodes[n.ID] {
@@ -132,6 +141,72 @@ func New(s Spec) (*Cluster, error) {
 		n.args = append(n.args, s.NodeArgs[n.ID]...)
 	}
 	return c, nil
+}
+
+// place gives node n its namespace and addresses: under netns those of
+// namespace n.Index, on loopback free ports.
+func place(n *Node, nt *netns.Net) error {
+	if nt != nil {
+		n.NS, n.Host = nt.Nodes[n.Index].NS, nt.Nodes[n.Index].IP
+		n.API, n.Raft, n.Gossip = n.Host+":7700", n.Host+":7701", n.Host+":7702"
+		return nil
+	}
+	n.Host = "127.0.0.1"
+	ports, err := freePorts(3)
+	if err != nil {
+		return err
+	}
+	n.API = net.JoinHostPort(n.Host, strconv.Itoa(ports[0]))
+	n.Raft = net.JoinHostPort(n.Host, strconv.Itoa(ports[1]))
+	n.Gossip = net.JoinHostPort(n.Host, strconv.Itoa(ports[2]))
+	return nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// SpareAPI returns the API address of the spare slot ("" without one):
+// clients may name it from the start, for the servers Spare makes.
+func (c *Cluster) SpareAPI() string {
+	if c.spare == nil {
+		return ""
+	}
+	return c.spare.API
+}
+
+// Spare makes a server that is not one of the cluster's nodes, on the
+// spare slot (its namespace and addresses; one such server runs at a
+// time): ID id, its own data directory and log, the run's flags, and args
+// instead of the nodes' --join and --bootstrap-expect (for example the
+// old servers' gossip addresses for a restored server). It starts
+// nothing. The nodes it made are in Extra.
+func (c *Cluster) Spare(id string, args ...string) (*Node, error) {
+	if c.spare == nil {
+		return nil, errors.New("this run has no spare slot")
+	}
+	s := c.base
+	n := &Node{ID: id, Index: c.spare.Index, NS: c.spare.NS, Host: c.spare.Host, API: c.spare.API, Raft: c.spare.Raft, Gossip: c.spare.Gossip, bin: s.Bin}
+	n.DataDir = filepath.Join(s.DataDir, id)
+	n.LogPath = filepath.Join(s.LogDir, id+".log")
+	n.ClockPath = clockPath(s.DataDir, id)
+	n.args = append([]string{"serve", "--id", n.ID, "--data-dir", n.DataDir, "--api-addr", n.API, "--raft-addr", n.Raft, "--gossip-addr", n.Gossip,
+		"--" + ClockFlag, n.ClockPath}, s.Args...)
+	n.args = append(n.args, args...)
+	c.mu.Lock()
+	c.extra = append(c.extra, n)
+	c.mu.Unlock()
+	return n, nil
+}
+
+// Extra returns the nodes Spare made.
+func (c *Cluster) Extra() []*Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*Node(nil), c.extra...)
 }
 
 // freePorts finds n distinct loopback ports free for both TCP and UDP

@@ -121,3 +121,43 @@ func TestClockOffset(t *testing.T) {
 		t.Fatalf("offset after reset %d", got)
 	}
 }
+
+// A spare slot lays out a server that is not one of the nodes: its own
+// addresses, and per server made on it an ID, data directory and log.
+func TestSpare(t *testing.T) {
+	dir := t.TempDir()
+	c, err := New(Spec{N: 3, Bin: "/bin/seqd", DataDir: filepath.Join(dir, "data"), LogDir: dir, Args: []string{"--lease", "500ms"}, Spare: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Nodes) != 3 || c.SpareAPI() == "" || slices.Contains(c.APIs(), c.SpareAPI()) {
+		t.Fatalf("nodes %d, spare %q, nodes' APIs %v", len(c.Nodes), c.SpareAPI(), c.APIs())
+	}
+	r, err := c.Spare("r1", "--join", c.Nodes[0].Gossip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.ID != "r1" || r.API != c.SpareAPI() || r.Index != 3 || r.DataDir != filepath.Join(dir, "data", "r1") || r.LogPath != filepath.Join(dir, "r1.log") {
+		t.Errorf("r1: %+v", r)
+	}
+	args := r.Args()
+	for flag, want := range map[string]string{"id": "r1", "data-dir": r.DataDir, "api-addr": r.API, "join": c.Nodes[0].Gossip, "lease": "500ms"} {
+		if v, _ := FlagValue(args, flag); v != want {
+			t.Errorf("--%s %q, want %q (%q)", flag, v, want, args)
+		}
+	}
+	if _, ok := FlagValue(args, "bootstrap-expect"); ok {
+		t.Errorf("a spare server bootstraps nothing: %q", args)
+	}
+	r2, _ := c.Spare("r2")
+	if got := c.Extra(); len(got) != 2 || got[0] != r || got[1] != r2 || r2.API != r.API {
+		t.Errorf("extra %v", got)
+	}
+	c, err = New(Spec{N: 3, Bin: "/bin/seqd", DataDir: dir, LogDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Spare("r1"); err == nil || c.SpareAPI() != "" {
+		t.Error("a spare server made without a spare slot")
+	}
+}

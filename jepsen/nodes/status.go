@@ -11,6 +11,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/seqd/seqd"
 	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
 	"github.com/seqd/seqd/api/gen/seq/v1/seqv1connect"
 )
@@ -28,9 +29,16 @@ type Status struct {
 	// disk full and stands for no election.
 	RaftOpen bool
 	DiskFull bool
-	// Groups is the node's own state in each raft group (--groups), by
-	// group number; empty for a cluster of one group.
+	// Groups is the node's own state in each raft group, by group number
+	// (empty from builds that do not report groups).
 	Groups map[int]GroupState
+	// Generation is the node's cluster generation ("lineage/number/
+	// cluster"); Fenced is true once it learned that a restore replaced
+	// its cluster (it never serves again), FencedBy naming the newer
+	// generation.
+	Generation string
+	Fenced     bool
+	FencedBy   string
 }
 
 // GroupState is one node's state in one raft group.
@@ -38,6 +46,32 @@ type GroupState struct {
 	State   string // raft state
 	Term    uint64
 	Serving bool // it leads the group and holds its lease
+	// RaftOpen is whether it is admitted in the group; Admission the kind
+	// of its last admission verdict (cluster/admit: "witness", "stale",
+	// "quorum-wait", ...; "" before the first).
+	RaftOpen  bool
+	Admission string
+}
+
+// Admissions describes the admission kind of every group, in group order
+// ("witness", or "0:stale 1:leader" when they differ; "" when none is
+// known).
+func (s Status) Admissions() string {
+	var gs []int
+	kinds := map[string]bool{}
+	for g, st := range s.Groups {
+		gs = append(gs, g)
+		kinds[st.Admission] = true
+	}
+	sort.Ints(gs)
+	if len(kinds) == 1 {
+		return s.Groups[gs[0]].Admission
+	}
+	var parts []string
+	for _, g := range gs {
+		parts = append(parts, fmt.Sprintf("%d:%s", g, s.Groups[g].Admission))
+	}
+	return strings.Join(parts, " ")
 }
 
 // Statuses asks every node for its own state, in parallel, each bounded by
@@ -56,7 +90,8 @@ func (c *Cluster) Statuses(ctx context.Context, timeout time.Duration) []Status 
 	return out
 }
 
-// StatusOf asks one node for its own state, bounded by timeout.
+// StatusOf asks one node for its own state (ClusterStatus answered from
+// its own state, Seqd-Local-Only), bounded by timeout.
 func (c *Cluster) StatusOf(ctx context.Context, n *Node, timeout time.Duration) Status {
 	return c.status(ctx, n, timeout)
 }
@@ -66,7 +101,11 @@ func (c *Cluster) status(ctx context.Context, n *Node, timeout time.Duration) St
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	admin := seqv1connect.NewAdminServiceClient(c.http, "http://"+n.API)
-	r, err := admin.ClusterStatus(ctx, connect.NewRequest(&seqv1.ClusterStatusRequest{}))
+	// Its own state only: a node cut off from its peers answers at once,
+	// instead of after asking each of them.
+	req := connect.NewRequest(&seqv1.ClusterStatusRequest{})
+	req.Header().Set(seqd.HeaderLocalOnly, "1")
+	r, err := admin.ClusterStatus(ctx, req)
 	if err != nil {
 		st.Err = err
 		return st
@@ -77,6 +116,7 @@ func (c *Cluster) status(ctx context.Context, n *Node, timeout time.Duration) St
 		if x.GetId() == n.ID {
 			st.State, st.Serving = x.GetRaftState(), x.GetServing()
 			st.RaftOpen, st.DiskFull = x.GetRaftOpen(), x.GetDiskFull()
+			st.Generation, st.Fenced, st.FencedBy = x.GetGeneration(), x.GetFenced(), x.GetFencedBy()
 			if x.GetTerm() > 0 {
 				st.Term = x.GetTerm()
 			}
@@ -84,7 +124,8 @@ func (c *Cluster) status(ctx context.Context, n *Node, timeout time.Duration) St
 				if st.Groups == nil {
 					st.Groups = map[int]GroupState{}
 				}
-				st.Groups[int(g.GetGroup())] = GroupState{State: g.GetRaftState(), Term: g.GetTerm(), Serving: g.GetServing()}
+				st.Groups[int(g.GetGroup())] = GroupState{State: g.GetRaftState(), Term: g.GetTerm(), Serving: g.GetServing(),
+					RaftOpen: g.GetRaftOpen(), Admission: g.GetAdmission()}
 			}
 		}
 	}
@@ -230,6 +271,10 @@ type Member struct {
 	RaftOpen  bool
 	DiskFull  bool   // it found its disk full (seqd status notes disk-full)
 	ClusterID string // the cluster its data belongs to
+	// Generation, Fenced and FencedBy: see Status.
+	Generation string
+	Fenced     bool
+	FencedBy   string
 }
 
 // View is the cluster's membership as one node answered it.
@@ -242,13 +287,19 @@ type View struct {
 // Members asks the running nodes for the raft configuration, preferring the
 // answer of a node that says it leads (its configuration is the newest).
 func (c *Cluster) Members(ctx context.Context, timeout time.Duration) (View, error) {
+	return c.MembersFrom(ctx, c.Nodes, timeout)
+}
+
+// MembersFrom is Members asking the running nodes among ns (which may
+// include nodes Spare made).
+func (c *Cluster) MembersFrom(ctx context.Context, ns []*Node, timeout time.Duration) (View, error) {
 	type answer struct {
 		r   *seqv1.ClusterStatusResponse
 		err error
 	}
-	answers := make([]answer, len(c.Nodes))
+	answers := make([]answer, len(ns))
 	var wg sync.WaitGroup
-	for i, n := range c.Nodes {
+	for i, n := range ns {
 		if st := n.State(); st != Running {
 			answers[i].err = fmt.Errorf("%s is %s", n.ID, st)
 			continue
@@ -290,7 +341,7 @@ func (c *Cluster) Members(ctx context.Context, timeout time.Duration) (View, err
 		out[x.GetId()] = Member{ID: x.GetId(), Voter: x.GetVoter(), InConfig: x.GetInConfiguration() || x.GetVoter(),
 			SeenWithState: x.GetSeenWithState(), RaftState: x.GetRaftState(), Serving: x.GetServing(),
 			Term: x.GetTerm(), Applied: x.GetAppliedIndex(), RaftOpen: x.GetRaftOpen(), DiskFull: x.GetDiskFull(),
-			ClusterID: x.GetClusterId()}
+			ClusterID: x.GetClusterId(), Generation: x.GetGeneration(), Fenced: x.GetFenced(), FencedBy: x.GetFencedBy()}
 	}
 	v := View{Term: best.GetTerm(), Members: out}
 	if best.GetNodeId() == best.GetLeaderId() {

@@ -47,6 +47,12 @@ const (
 	// Nemesis actions (Client == NemesisClient).
 	FaultStart = "start"
 	FaultHeal  = "heal"
+	// Finding (Client == NemesisClient) is something a fault saw break
+	// that no history checker can see, such as a raft group without a
+	// serving leader for longer than the failover target while a majority
+	// of its voters ran, or a cluster fenced by a restore that never
+	// served: Rule names it, Error describes it, Invoke..Complete is when.
+	Finding = "finding"
 )
 
 // NemesisClient is the Client of nemesis records.
@@ -77,6 +83,8 @@ type Op struct {
 	// Outcome (heal records of operator faults) says what the cluster did:
 	// refused, served from stale state, exited, rejoined...
 	Outcome []string `json:"outcome,omitempty"`
+	// Rule names a Finding.
+	Rule string `json:"rule,omitempty"`
 	// Flake records only (F IDs, NamespaceInfo). Holder names the
 	// issuing holder when the client knows it (an embedded generator's
 	// incarnation).
@@ -263,7 +271,7 @@ func Windows(ops []Op, end time.Duration) []Window {
 	byID := map[int]*Window{}
 	var order []int
 	for _, o := range ops {
-		if !o.IsNemesis() || o.FaultID == 0 {
+		if !o.IsNemesis() || o.FaultID == 0 || (o.F != FaultStart && o.F != FaultHeal) {
 			continue
 		}
 		w := byID[o.FaultID]
