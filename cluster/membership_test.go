@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -337,10 +338,20 @@ func TestOlderCopyOfDataRefused(t *testing.T) {
 		take(5)
 		time.Sleep(50 * time.Millisecond)
 	}
+	// Stopped gracefully while refused, it writes no clean-stop record: its
+	// log is not one it took part with, and a graceful stop must not make
+	// it look like one (cluster/cleanstop.go).
+	if err := victim.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(victim.Dir, "clean-stop")); err == nil {
+		t.Fatalf("a server refused as an older copy wrote a clean-stop record when stopped: %q", b)
+	}
 	// The documented way back: remove, wipe, start.
 	if err := cl.RemoveNode(ctx, victim.ID); err != nil {
 		t.Fatal(err)
 	}
+	victim.Restart()
 	victim.Kill()
 	victim.Wipe()
 	victim.Restart()

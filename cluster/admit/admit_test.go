@@ -37,6 +37,10 @@ func peer(by string, g seqd.Generation, rec, recTerm, last uint64) Answer {
 		TermHere: recTerm, LastIndex: last, Voters: []string{"n1", "n2", "n3"}}
 }
 
+// clean marks the deciding server as stopped gracefully, its log unchanged
+// since.
+func clean(s Self) Self { s.CleanStop = true; return s }
+
 func leader(a Answer) Answer { a.Authoritative, a.Admitted = true, true; return a }
 
 // up marks an answer as coming from a server admitted in the group that
@@ -86,6 +90,10 @@ func TestDecide(t *testing.T) {
 			func(f *Facts) { f.Self.Voters = []string{"n1", "n2", "n3", "n4", "n5"} }), Admit, ByAnswers},
 		{"no leader: voters named gone count as answered", with(base(voter("n1", 100), lagged(peer("n3", genS, 90, 3, 120))),
 			func(f *Facts) { f.Self.AssumeGone = []string{"n2"} }), Admit, ByAnswers},
+		{"no leader: a server that stopped cleanly, its log unchanged, and a voter that stopped earlier answers (servers stopped one by one, the last one away)",
+			base(clean(voter("n2", 100)), lagged(peer("n3", genS, 90, 3, 120))), Admit, ByCleanStop},
+		{"no leader: stopped cleanly, but the voter that stopped earlier recorded its log beyond what it holds (an older copy)",
+			base(clean(voter("n2", 100)), lagged(peer("n3", genS, 500, 7, 900))), Refuse, Stale},
 		{"the only voter, alone for SoloWait", base(Self{ID: "n1", Generation: genS, HasState: true, LastIndex: 5, Voters: []string{"n1"}, ConfigKnown: true}), Admit, BySolo},
 		{"no state: the serving leader lets it join", base(Self{ID: "n4"}, leader(peer("n1", genS, 0, 0, 120))), Admit, ByJoin},
 		{"no state: joining a just-bootstrapped cluster whose voters are all seen fresh",
@@ -107,6 +115,10 @@ func TestDecide(t *testing.T) {
 			base(voter("n1", 100), lagged(peer("n2", genS, 90, 3, 120))), Wait, QuorumWait},
 		{"no leader: a wiped group answers from an empty log, which does not count (review: an older copy was let in)",
 			base(voter("n1", 100), peer("n2", genS, 0, 0, 0)), Wait, QuorumWait},
+		{"no leader: stopped cleanly, but the only answer is from an empty log (a wiped group holds no record)",
+			base(clean(voter("n1", 100)), peer("n2", genS, 0, 0, 0)), Wait, QuorumWait},
+		{"no leader: stopped cleanly, and no voter answers", base(clean(voter("n1", 100))), Wait, QuorumWait},
+		{"no leader: stopped cleanly, and only a non-voter answers", base(clean(voter("n1", 100)), peer("n4", genS, 90, 3, 120)), Wait, QuorumWait},
 		{"no leader: a non-voter's answer does not count", with(base(voter("n1", 100), peer("n4", genS, 90, 3, 120)),
 			func(f *Facts) {}), Wait, QuorumWait},
 		{"configuration unknown", with(base(voter("n1", 100), peer("n2", genS, 90, 3, 120)), func(f *Facts) { f.Self.ConfigKnown = false }), Wait, QuorumWait},
@@ -168,7 +180,7 @@ func TestDecide(t *testing.T) {
 		}
 		seen[v.Kind] = true
 	}
-	for _, k := range []Kind{ByLeader, ByWitness, ByAnswers, BySolo, ByJoin, ByFresh, Unchecked, NotJoined, NoAnswer, QuorumWait, LeaderWait, BootstrapWait,
+	for _, k := range []Kind{ByLeader, ByWitness, ByAnswers, ByCleanStop, BySolo, ByJoin, ByFresh, Unchecked, NotJoined, NoAnswer, QuorumWait, LeaderWait, BootstrapWait,
 		SoloWaiting, Foreign, Clusters, Removed, Stale, Wiped, Sibling, SourceRunning, NewerGeneration, Superseded} {
 		if !seen[k] {
 			t.Errorf("no row reaches %q", k)

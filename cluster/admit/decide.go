@@ -67,6 +67,9 @@ type Self struct {
 	// ContactMs is when the server last heard from a leader of the group
 	// before it last stopped (its contact record, Unix ms; 0: none).
 	ContactMs int64
+	// CleanStop is whether the server's last stop was a graceful one and
+	// its log of the group is the same (last index and term) as then.
+	CleanStop bool
 }
 
 // Member is a server as gossip shows it.
@@ -282,7 +285,10 @@ func decideState(f Facts, own []Answer) Verdict {
 		if !witnessed(me, judge) {
 			kind = ByAnswers
 			if missing, ok := everyRecord(me, judge); !ok {
-				return Verdict{Outcome: Wait, Kind: QuorumWait, Missing: missing}
+				if !me.CleanStop || !voterAnswered(me, judge) {
+					return Verdict{Outcome: Wait, Kind: QuorumWait, Missing: missing}
+				}
+				kind = ByCleanStop
 			}
 		}
 	}
@@ -344,6 +350,31 @@ func witnessed(me Self, answers []Answer) bool {
 	}
 	for _, a := range answers {
 		if slices.Contains(me.Voters, a.By) && Witnesses(me.ContactMs, a.ContactMs) {
+			return true
+		}
+	}
+	return false
+}
+
+// voterAnswered reports whether a voter of this server's configuration
+// answered from a log of the group (the clean-stop rule).
+//
+// Why a clean stop stands in for a witness: what is in doubt is whether
+// this server's log is an older copy of its data directory. A server that
+// stopped gracefully notes its log's last index and term after raft
+// stopped (cluster's clean-stop record); a log that still ends there is
+// the log it stopped with, so it is an older copy only if the server ran
+// again after that stop and acknowledged more, and such a copy was taken
+// while it was stopped. That is what remains (DESIGN.md §6): a copy of a
+// stopped server put back after it ran again, while every voter that
+// answers lost touch with the leaders before that run, and every voter
+// that took part in it is away. Without the rule, servers that stopped one
+// by one (a maintenance window, a StatefulSet scaled to zero) could not
+// serve again, a majority of them back on their own data, until the last
+// one stopped came back too.
+func voterAnswered(me Self, answers []Answer) bool {
+	for _, a := range answers {
+		if slices.Contains(me.Voters, a.By) {
 			return true
 		}
 	}

@@ -48,6 +48,11 @@ const (
 	// every committed record of this server, and none recorded its log
 	// beyond what it holds.
 	ByAnswers Kind = "answers"
+	// ByCleanStop: no leader answers, and no voter that answered heard from
+	// a leader as late as this server did; but this server stopped cleanly
+	// (a graceful stop) and its log has not changed since, and a voter of
+	// its configuration answered from a log, recording nothing beyond it.
+	ByCleanStop Kind = "clean-stop"
 	// BySolo: the only voter of its configuration, and no other server of
 	// its cluster seen for SoloWait.
 	BySolo Kind = "solo"
@@ -162,6 +167,8 @@ func (v Verdict) Message(self string) string {
 		s = fmt.Sprintf("no leader answers; %d voters answered, one of which heard from a leader no earlier than this server did (it holds every record of this server's log), and none recorded this server's log beyond what it holds", v.Answers)
 	case ByAnswers:
 		s = fmt.Sprintf("no leader answers; %d voters answered, enough to include every committed record of this server, and none recorded its log beyond what it holds", v.Answers)
+	case ByCleanStop:
+		s = fmt.Sprintf("no leader answers; this server stopped cleanly and its log has not changed since, and %d voters answered, none recording its log beyond what it holds", v.Answers)
 	case BySolo:
 		s = "the only voter of its configuration, and no other server of its cluster is seen"
 	case ByJoin:

@@ -177,6 +177,7 @@ func (m *Model) fire(s *server, kind int) {
 	case tExit:
 		m.note(s, "exits")
 		m.down(s)
+		s.cleanIdx, s.cleanTerm = s.lastIndex(), s.termAt(s.lastIndex())
 	}
 }
 

@@ -126,6 +126,9 @@ type server struct {
 	// contact.go; 0: none). Wall clocks are taken to agree here; the
 	// decision allows admit.ContactSlack for them.
 	recContact int64
+	// cleanIdx and cleanTerm are the last index and term of its log when
+	// it last stopped gracefully (cluster's clean-stop record; 0: none).
+	cleanIdx, cleanTerm uint64
 	// learnedNewer: the server has heard of a generation superseding its
 	// own that has served (ground truth for property (b), whatever Fence
 	// says).
