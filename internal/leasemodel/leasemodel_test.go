@@ -47,7 +47,7 @@ func TestModelHolds(t *testing.T) {
 	}
 	for _, corner := range []string{
 		"leaderships that served", "served after a certified release", "releases written", "releases not written",
-		"transfers", "resumed after a failed transfer", "admitted by witness", "admitted by leader", "admitted by solo",
+		"transfers", "resumed after a failed transfer", "admitted by witness", "admitted by leader", "admitted by solo", "admitted by clean-stop",
 		"restores", "fenced",
 	} {
 		if res.Stats[corner] == 0 {
