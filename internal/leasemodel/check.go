@@ -178,7 +178,7 @@ func (m *Model) admissible(ok []*server, set uint, voters int) bool {
 			others++
 			witnessed = witnessed || admit.Witnesses(s.recContact/1e6, m.contactOf(o)/1e6)
 		}
-		if !witnessed && others < everyRecord {
+		if !witnessed && others < everyRecord && (!s.cleanStopped() || others == 0) {
 			return false
 		}
 	}

@@ -13,7 +13,7 @@ import (
 // SEQD_MODEL_STEPS and SEQD_MODEL_SEED run longer, or elsewhere:
 //
 //	SEQD_MODEL_STEPS=500000000 SEQD_MODEL_SEED=7 go test -timeout 0 -run 'TestModelHolds$' -v ./internal/leasemodel
-const defaultSteps = 1_000_000
+const defaultSteps = 4_000_000
 
 func budget(t *testing.T) Config {
 	cfg := Config{Seed: 1, Steps: defaultSteps}
@@ -69,6 +69,7 @@ func TestModelFindsMutants(t *testing.T) {
 		{"a release certifies whatever its term, and any leader writes one", anyRelease{}, Overlap},
 		{"no generation fencing", noFence{}, Fenced},
 		{"the old availability rule: every other voter of 3 answers", oldAvailability{}, Unavailable},
+		{"no clean-stop rule: servers stopped one by one wait for the last one", noCleanStop{}, Unavailable},
 		{"the lease wait without the margin for clock rates", noMargin{}, Overlap},
 		{"no listen rule: a leader serves before gossip can tell it of a restore", noListen{}, Overlap},
 	} {

@@ -184,6 +184,12 @@ func (s *server) dur(d time.Duration) int64 { return (int64(d)*1000 + s.rate - 1
 
 func (s *server) lastIndex() uint64 { return uint64(len(s.log)) }
 
+// cleanStopped reports whether the server's last stop was graceful and its
+// log is still the one it stopped with (cluster's clean-stop record).
+func (s *server) cleanStopped() bool {
+	return s.cleanIdx != 0 && s.cleanIdx == s.lastIndex() && s.cleanTerm == s.termAt(s.cleanIdx)
+}
+
 func (s *server) termAt(i uint64) uint64 {
 	if i == 0 || i > uint64(len(s.log)) {
 		return 0

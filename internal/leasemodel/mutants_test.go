@@ -59,6 +59,16 @@ func (oldAvailability) Decide(f admit.Facts) admit.Verdict {
 	return v
 }
 
+// noCleanStop ignores clean stops: a server that stopped gracefully after
+// the voter that answers it waits for every record's holders, the absent
+// one included (servers stopped one by one stay down as a majority).
+type noCleanStop struct{ Real }
+
+func (noCleanStop) Decide(f admit.Facts) admit.Verdict {
+	f.Self.CleanStop = false
+	return admit.Decide(f)
+}
+
 // noMargin waits the lease without the margin, which covers the clocks'
 // differing rates.
 type noMargin struct{ Real }
