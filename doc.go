@@ -29,9 +29,9 @@
 //     connection), keys.go (every per-key call: split by raft group, each
 //     share served by its leader), forward.go (a server forwards a call to
 //     a group's leader once), guard.go (what every call passes first),
-//     admin.go, errors.go (the
-//     one map from errors to Connect codes; internal text is logged, never
-//     sent), front.go and codec.go (what a request meets before a handler:
+//     admin.go, cluster_status.go, node_changes.go and backup.go
+//     (AdminService, by concept), errors.go (the one map from errors to
+//     Connect codes; internal text is logged, never sent), front.go and codec.go (what a request meets before a handler:
 //     the body limit, one-line 404 and 415 bodies, strict JSON), headers.go,
 //     auth.go, cors.go, health.go, peers.go (the internal PeerService), and
 //     id.go, id_admin.go (flake ids), space_changes.go (floors, changing
@@ -83,8 +83,8 @@
 //   - bench/, interop/: their own modules, for the comparison benchmarks
 //     (scripts/compare.sh) and a stock grpc-go client (scripts/interop.sh).
 //   - scripts/: cluster.sh (3 nodes locally), gen.sh, build.sh, interop.sh,
-//     import-rules.sh, compare.sh, compose.yml, npm-pack-test.sh,
-//     container-test.sh.
+//     import-rules.sh, file-sizes.sh, compare.sh, compose.yml,
+//     npm-pack-test.sh, container-test.sh.
 //
 // Rules, checked in CI by scripts/import-rules.sh: this package imports
 // only the standard library; sections/ and fsm/ never import group/,
@@ -97,4 +97,7 @@
 // generated code; lease/ imports only the standard library, cluster/admit/
 // only this package, internal/leasemodel only this package, lease/ and
 // cluster/admit/; resp/ imports only this package of seqd's own.
+//
+// Sizes, checked in CI by scripts/file-sizes.sh: no non-test Go file over
+// 500 lines (generated code aside); a longer one is split by concept.
 package seqd
