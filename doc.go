@@ -76,7 +76,8 @@
 //     calls and checks them), loadgen (the load generator), leasemodel (the
 //     model checker of the lease protocol and admission: DESIGN.md §8).
 //     cluster/groupstest/ holds the end-to-end tests of several groups.
-//   - jepsen/: the chaos harness and its RESULTS.md.
+//   - jepsen/: the chaos harness and its RESULTS.md; its own module, like
+//     bench/ (its dependencies, porcupine among them, stay out of go.mod).
 //   - deploy/: the container image's second build file (container/, kept
 //     equal to the Dockerfile's runtime layout by layout_test.go) and the
 //     Kubernetes manifests (kubernetes/, with a test module of its own).
