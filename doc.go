@@ -29,9 +29,9 @@
 //     connection), keys.go (every per-key call: split by raft group, each
 //     share served by its leader), forward.go (a server forwards a call to
 //     a group's leader once), guard.go (what every call passes first),
-//     admin.go, errors.go (the
-//     one map from errors to Connect codes; internal text is logged, never
-//     sent), front.go and codec.go (what a request meets before a handler:
+//     admin.go, cluster_status.go, node_changes.go and backup.go
+//     (AdminService, by concept), errors.go (the one map from errors to
+//     Connect codes; internal text is logged, never sent), front.go and codec.go (what a request meets before a handler:
 //     the body limit, one-line 404 and 415 bodies, strict JSON), headers.go,
 //     auth.go, cors.go, health.go, peers.go (the internal PeerService), and
 //     id.go, id_admin.go (flake ids), space_changes.go (floors, changing
@@ -76,15 +76,16 @@
 //     calls and checks them), loadgen (the load generator), leasemodel (the
 //     model checker of the lease protocol and admission: DESIGN.md §8).
 //     cluster/groupstest/ holds the end-to-end tests of several groups.
-//   - jepsen/: the chaos harness and its RESULTS.md.
+//   - jepsen/: the chaos harness and its RESULTS.md; its own module, like
+//     bench/ (its dependencies, porcupine among them, stay out of go.mod).
 //   - deploy/: the container image's second build file (container/, kept
 //     equal to the Dockerfile's runtime layout by layout_test.go) and the
 //     Kubernetes manifests (kubernetes/, with a test module of its own).
 //   - bench/, interop/: their own modules, for the comparison benchmarks
 //     (scripts/compare.sh) and a stock grpc-go client (scripts/interop.sh).
 //   - scripts/: cluster.sh (3 nodes locally), gen.sh, build.sh, interop.sh,
-//     import-rules.sh, compare.sh, compose.yml, npm-pack-test.sh,
-//     container-test.sh.
+//     import-rules.sh, file-sizes.sh, compare.sh, compose.yml,
+//     npm-pack-test.sh, container-test.sh.
 //
 // Rules, checked in CI by scripts/import-rules.sh: this package imports
 // only the standard library; sections/ and fsm/ never import group/,
@@ -97,4 +98,7 @@
 // generated code; lease/ imports only the standard library, cluster/admit/
 // only this package, internal/leasemodel only this package, lease/ and
 // cluster/admit/; resp/ imports only this package of seqd's own.
+//
+// Sizes, checked in CI by scripts/file-sizes.sh: no non-test Go file over
+// 500 lines (generated code aside); a longer one is split by concept.
 package seqd

@@ -6,7 +6,6 @@ require (
 	connectrpc.com/connect v1.21.1
 	connectrpc.com/grpcreflect v1.3.1
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0
-	github.com/anishathalye/porcupine v1.3.1
 	github.com/hashicorp/go-hclog v1.6.3
 	github.com/hashicorp/go-metrics v0.7.0
 	github.com/hashicorp/go-sockaddr v1.0.7
@@ -17,7 +16,6 @@ require (
 	github.com/sony/sonyflake v1.2.0
 	github.com/tidwall/redcon v1.6.4
 	go.etcd.io/bbolt v1.5.0
-	golang.org/x/image v0.30.0
 	google.golang.org/protobuf v1.36.12
 )
 

@@ -108,7 +108,7 @@ func BenchmarkHTTPNext1000LargeValues(b *testing.B) {
 	keys := make([]uint64, 1000)
 	for i := range keys {
 		keys[i] = uint64(i)
-		if _, err := leader.Node().Allocator().Reserve(ctx, "default", keys[i], 100000); err != nil {
+		if _, err := leader.Node().Group(0).Allocator().Reserve(ctx, "default", keys[i], 100000); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -166,7 +166,7 @@ func benchClient(b *testing.B, opts client.Options) {
 	}
 	ctx := context.Background()
 	var n atomic.Uint64
-	alloc := leader.Node().Allocator()
+	alloc := leader.Node().Group(0).Allocator()
 	raises := alloc.Raises()
 	b.SetParallelism(32)
 	b.ResetTimer() // not the cluster's start

@@ -10,8 +10,12 @@
 //
 //   - server.go: the Server, its options, and the registration of every
 //     service (sequence, admin, health, reflection, peer) on one handler.
-//   - sequence.go, admin.go, health.go: the Connect handlers of
-//     SequenceService, AdminService and grpc.health.v1.Health.
+//   - sequence.go, health.go: the Connect handlers of SequenceService and
+//     grpc.health.v1.Health.
+//   - AdminService's handlers, by concept: admin.go (create, list spaces,
+//     locate keys), space_changes.go (update, delete, floors, namespaces),
+//     cluster_status.go (ClusterStatus and the routing table),
+//     node_changes.go (RemoveNode, DrainNode), backup.go (Backup).
 //   - keys.go: the one path of every per-key call (Next, Current, Reserve,
 //     from any front end): split by raft group, each group's share served
 //     here by its leader or forwarded once (forwardOnce).

@@ -26,14 +26,14 @@ var healthServices = map[string]bool{
 	grpcreflect.ReflectV1AlphaServiceName: true,
 }
 
-// status is SERVING while this node can answer sequence calls: it knows a
-// leader, and if it is the leader, it holds the lease.
+// status is SERVING while this node can answer sequence calls: it knows
+// group 0's leader, and if it is that leader, it holds group 0's lease.
 func (h health) status() healthv1.HealthCheckResponse_ServingStatus {
-	id, _ := h.s.node.Leader()
+	id, _ := h.s.node.GroupLeader(0)
 	switch {
 	case id == "":
 		return healthv1.HealthCheckResponse_NOT_SERVING
-	case id == h.s.node.ID() && !h.s.node.Allocator().Serving():
+	case id == h.s.node.ID() && !h.s.node.Group(0).Allocator().Serving():
 		return healthv1.HealthCheckResponse_NOT_SERVING
 	}
 	return healthv1.HealthCheckResponse_SERVING

@@ -153,14 +153,16 @@ func TestLeafSegment(t *testing.T) {
 
 // TestLeafSnowflake: GET /api/snowflake/get/{key} answers a flake id of the
 // key's namespace, or of "default" when there is none (Leaf ignores the
-// key); ids increase on one server and never repeat.
+// key); ids increase on one server and never repeat. A 503 (leadership lost
+// on a loaded machine) is retried as a client does: availability is not
+// what this checks, and a retried GET still may not repeat or go back.
 func TestLeafSnowflake(t *testing.T) {
 	c := testcluster.Start(t, 3, testcluster.Options{})
 	c.WaitServingLeader(20 * time.Second)
 	seen := map[string]bool{}
 	var last int64
 	for i := range 30 {
-		status, ctype, body := leafGet(t, c.Nodes[0].APIAddr, "/api/snowflake/get/anything", "")
+		status, ctype, body, _ := leafGetRetry(t, c.Nodes[0].APIAddr, "/api/snowflake/get/anything")
 		id, err := strconv.ParseInt(body, 10, 64)
 		if status != http.StatusOK || ctype != "text/plain; charset=utf-8" || err != nil || id <= last || seen[body] {
 			t.Fatalf("GET %d: %d %q %q after %d", i, status, ctype, body, last)

@@ -351,13 +351,13 @@ func TestPreviousBuildBackupRestores(t *testing.T) {
 	}
 }
 
-// TestBackupCorruptedMarkIsRefused (found by an adversarial review): a
-// backup of 3 groups in which one bit of one group's mark has flipped (bit
-// rot in the file, a bad copy) still passes every check seqd makes (bbolt's
-// consistency check checks page structure, not values; the backup carries
-// no checksum of its contents), and restores that section a margin above
-// the lowered mark: below values the old cluster handed out. A restore must
-// refuse a backup whose contents changed since `seqd backup` wrote it.
+// TestBackupCorruptedMarkIsRefused: a backup of 3 groups in which one bit
+// of one group's mark has flipped (bit rot in the file, a bad copy) still
+// passes every check seqd makes (bbolt's consistency check checks page
+// structure, not values; the backup carries no checksum of its contents),
+// and restores that section a margin above the lowered mark: below values
+// the old cluster handed out. A restore must refuse a backup whose contents
+// changed since `seqd backup` wrote it.
 func TestBackupCorruptedMarkIsRefused(t *testing.T) {
 	const n = 3
 	a := seqd.Space{Name: "a", Step: 10, SectionSize: 100}

@@ -258,12 +258,12 @@ func TestWriteBackupRecordsItsOrigin(t *testing.T) {
 	}
 }
 
-// TestMinMarginCoversRestartsAndValues replays the reviewer's case against
-// the rule: step 1000, a backup at mark 1001, then four restarts each
-// followed by one Next (the mark climbs 2002, 3003, 4004, 5005 while only 4
-// values are handed out). A margin of 2000 (the old rule: "the values
-// handed out since, at least the largest step") does not cover it; the
-// minimum for 4 values and 5 terms does.
+// TestMinMarginCoversRestartsAndValues replays the case that broke the old
+// rule: step 1000, a backup at mark 1001, then four restarts each followed
+// by one Next (the mark climbs 2002, 3003, 4004, 5005 while only 4 values
+// are handed out). A margin of 2000 (the old rule: "the values handed out
+// since, at least the largest step") does not cover it; the minimum for 4
+// values and 5 terms does.
 func TestMinMarginCoversRestartsAndValues(t *testing.T) {
 	const step, backupMark, finalMark = 1000, 1001, 5005
 	m, err := MinMargin(4, 5, step)

@@ -94,7 +94,7 @@ func launch(cfg *config, args []string) int {
 	p.Net = nt
 	defer func() {
 		if errs := nt.Teardown(); len(errs) > 0 {
-			fmt.Fprintf(os.Stderr, "jepsen: cleanup: %v (run `go run ./jepsen --cleanup`)\n", errors.Join(errs...))
+			fmt.Fprintf(os.Stderr, "jepsen: cleanup: %v (run `go run . --cleanup` in jepsen/)\n", errors.Join(errs...))
 		}
 	}()
 	exe, err := os.Executable()

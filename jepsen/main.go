@@ -11,7 +11,8 @@
 // go to store/<test>/<time>/: history.jsonl, results.json, latency.png,
 // rate.png, an HTML timeline per anomaly, and the node logs.
 //
-// Run `go run ./jepsen --help` for every option.
+// It is a module of its own (like bench/): run `cd jepsen && go run . --help`
+// for every option.
 package main
 
 import (

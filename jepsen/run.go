@@ -216,7 +216,7 @@ func run(cfg *config, p plan) int {
 		}
 		_ = cl.StopAll(10 * time.Second)
 		if err := cl.UnmountDisks(); err != nil {
-			fmt.Fprintf(os.Stderr, "jepsen: small disks: %v (run `go run ./jepsen --cleanup`)\n", err)
+			fmt.Fprintf(os.Stderr, "jepsen: small disks: %v (run `go run . --cleanup` in jepsen/)\n", err)
 		}
 		if !cfg.KeepData {
 			_ = os.RemoveAll(dataDir)

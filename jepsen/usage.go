@@ -2,7 +2,9 @@ package main
 
 // The text of --help around the list of faults and the flags.
 
-const usageHead = `Usage: go run ./jepsen [flags]
+const usageHead = `Usage: cd jepsen && go run . [flags]
+
+(jepsen/ is a Go module of its own, like bench/: run it from there.)
 
 seqd's chaos test. It builds seqd from this repository (or uses --seqd-bin),
 starts --nodes real seqd processes and runs concurrent clients against them
@@ -93,41 +95,41 @@ stale-copy*3,kill,pause):
 `
 
 const usageTail = `
-Examples:
+Examples (in jepsen/):
   # CI: 3 nodes, about a minute, kill + pause + partition; fails on any anomaly
-  go run ./jepsen --net netns --nodes 3 --time-limit 45s --nemesis kill-leader,pause-leader,partition-leader \
+  go run . --net netns --nodes 3 --time-limit 45s --nemesis kill-leader,pause-leader,partition-leader \
       --nemesis-interval 3s --nemesis-duration 2s..4s --recovery 5s --quiet
   # the leader cut off 5s on / 5s off for 5 minutes
-  go run ./jepsen --time-limit 5m --nemesis partition-leader --nemesis-interval 5s --nemesis-duration 5s
+  go run . --time-limit 5m --nemesis partition-leader --nemesis-interval 5s --nemesis-duration 5s
   # 20 full-cluster restarts
-  go run ./jepsen --nemesis kill-all --nemesis-faults 20 --time-limit 30m
+  go run . --nemesis kill-all --nemesis-faults 20 --time-limit 30m
   # proof that it can fail (expect anomalies and exit status 1): no seqd lease, and a leader
   # whose raft timeouts are 5x the others' cut off; the same without the flag must pass
-  go run ./jepsen --unsafe-disable-lease --nemesis partition-slow-leader --slow-node n1 --slow-factor 5 \
+  go run . --unsafe-disable-lease --nemesis partition-slow-leader --slow-node n1 --slow-factor 5 \
       --nemesis-interval 5s --nemesis-duration 4s --op-timeout 300ms --time-limit 3m
   # membership changes by seqd's own operator procedures (seqd node remove, wipe, rejoin)
-  go run ./jepsen --nemesis membership --nemesis-interval 4s --nemesis-duration 2s..4s --time-limit 90s
+  go run . --nemesis membership --nemesis-interval 4s --nemesis-duration 2s..4s --time-limit 90s
   # operator faults (stale copies, a wipe during a full restart, a misplaced restore, mixed
   # leases, a full disk), mixed with kill, pause and partition on two lanes
-  go run ./jepsen --nemesis operator,kill-leader,pause-leader,partition-leader --nemesis-overlap --time-limit 5m
+  go run . --nemesis operator,kill-leader,pause-leader,partition-leader --nemesis-overlap --time-limit 5m
   # flake ids under clock faults (the clock group) and holder faults
-  go run ./jepsen --workload flake --nemesis clock,pause-holder,kill-leader --time-limit 5m
+  go run . --workload flake --nemesis clock,pause-holder,kill-leader --time-limit 5m
   # proof that it can fail (expect duplicate ids, G1, and exit status 1): a naive Snowflake
-  go run ./jepsen --workload flake --unsafe-flake-trust-clock --nemesis clock-all,clock-leader --time-limit 2m
+  go run . --workload flake --unsafe-flake-trust-clock --nemesis clock-all,clock-leader --time-limit 2m
   # 6 raft groups with the lease handoff (seqd's default): leader faults hit one group's
   # leader, planned leadership moves (drains) in storms and with the old leader paused
   # mid-handoff, one group's raft traffic cut on its leader (the CI line; per-group outages
   # in the summary)
-  go run ./jepsen --nodes 3 --groups 6 --time-limit 45s \
+  go run . --nodes 3 --groups 6 --time-limit 45s \
       --nemesis kill-leader,pause-leader,transfer-storm,pause-mid-transfer,group-isolation \
       --nemesis-interval 3s --nemesis-duration 2s..4s --recovery 5s --quiet
   # fencing and admission (docs/jepsen-fencing.md): a new leader stopped before it serves while
   # the old one is cut off (a lease longer than an election, slower raft timers on n1), a restored
   # cluster's source coming back, a crash that meets a restart
-  go run ./jepsen --nemesis stop-new-leader,kill-leader,pause-leader,partition-leader --nemesis-overlap \
+  go run . --nemesis stop-new-leader,kill-leader,pause-leader,partition-leader --nemesis-overlap \
       --slow-node n1 --lease 3s --op-timeout 300ms --time-limit 5m
-  go run ./jepsen --nemesis restore-source-returns,restart-then-crash,kill-leader,pause-leader,partition-leader \
+  go run . --nemesis restore-source-returns,restart-then-crash,kill-leader,pause-leader,partition-leader \
       --nemesis-overlap --time-limit 5m
   # remove namespaces and processes left by a killed harness
-  go run ./jepsen --cleanup
+  go run . --cleanup
 `

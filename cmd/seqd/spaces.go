@@ -2,10 +2,82 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"text/tabwriter"
 
 	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/internal/cli"
 )
+
+func cmdSpace(args []string) error {
+	if err := cli.Subcommand(args, "seqd space create|update|delete|list", "Creates, changes, deletes and lists spaces (families of per-key sequences).",
+		"create NAME [--step N] [--section-size N]", "update NAME --step N", "delete NAME", "list"); err != nil {
+		return err
+	}
+	switch args[0] {
+	case "update":
+		return cmdSpaceUpdate(args[1:])
+	case "delete":
+		return cmdSpaceDelete(args[1:])
+	case "create":
+		fs := cli.NewFlagSet("space create", "seqd space create NAME [--step N] [--section-size N]",
+			"Creates a space. Creating an existing space with the same settings succeeds.")
+		step := fs.Uint64("step", 10000, "values the leader reserves per raise of a section's high-water mark")
+		size := fs.Uint64("section-size", 100000, "keys per section (sharing one high-water mark)")
+		cf := addClientFlags(fs)
+		ops, err := cli.ParseFlags(fs, args[1:])
+		if err != nil {
+			return err
+		}
+		if len(ops) != 1 {
+			return cli.Usagef("space create takes one NAME")
+		}
+		if *step == 0 || *size == 0 {
+			return cli.Usagef("--step and --section-size must be at least 1")
+		}
+		c, ctx, cancel, err := cf.dial()
+		if err != nil {
+			return err
+		}
+		defer cancel()
+		resp, err := c.CreateSpace(ctx, ops[0], *step, *size)
+		if err != nil {
+			return cli.CallError(err)
+		}
+		verb := "created"
+		if !resp.GetCreated() {
+			verb = "exists"
+		}
+		fmt.Printf("%s space %s step=%d section_size=%d\n", verb, resp.GetSpace().GetName(), resp.GetSpace().GetStep(), resp.GetSpace().GetSectionSize())
+		return nil
+	case "list":
+		fs := cli.NewFlagSet("space list", "seqd space list", "Lists every space with its settings.")
+		cf := addClientFlags(fs)
+		ops, err := cli.ParseFlags(fs, args[1:])
+		if err != nil {
+			return err
+		}
+		if len(ops) != 0 {
+			return cli.Usagef("space list takes no arguments")
+		}
+		c, ctx, cancel, err := cf.dial()
+		if err != nil {
+			return err
+		}
+		defer cancel()
+		spaces, err := c.ListSpaces(ctx)
+		if err != nil {
+			return cli.CallError(err)
+		}
+		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAME\tSTEP\tSECTION_SIZE")
+		for _, s := range spaces {
+			fmt.Fprintf(tw, "%s\t%d\t%d\n", s.GetName(), s.GetStep(), s.GetSectionSize())
+		}
+		return tw.Flush()
+	}
+	return nil // cli.Subcommand refused any other
+}
 
 func cmdSpaceUpdate(args []string) error {
 	fs := cli.NewFlagSet("space update", "seqd space update NAME --step N",

@@ -218,11 +218,17 @@ func (c *Cluster) APIAddrs() []string {
 // ServingLeader returns the member that leads and holds the lease, or nil.
 func (c *Cluster) ServingLeader() *Member {
 	for _, m := range c.Nodes {
-		if n := m.Node(); n != nil && n.IsLeader() && n.Allocator().Serving() {
+		if servesGroup0(m.Node()) {
 			return m
 		}
 	}
 	return nil
+}
+
+// servesGroup0 reports whether n is running, leads group 0 and holds its
+// lease.
+func servesGroup0(n *cluster.Node) bool {
+	return n != nil && n.Group(0).IsLeader() && n.Group(0).Allocator().Serving()
 }
 
 // WaitServingLeader waits until some member other than the excluded ones
@@ -236,7 +242,7 @@ func (c *Cluster) WaitServingLeader(timeout time.Duration, exclude ...*Member) *
 			for _, e := range exclude {
 				excluded = excluded || e == m
 			}
-			if n := m.Node(); !excluded && n != nil && n.IsLeader() && n.Allocator().Serving() {
+			if !excluded && servesGroup0(m.Node()) {
 				return m
 			}
 		}

@@ -1,0 +1,203 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/seqd/seqd"
+	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
+	"github.com/seqd/seqd/api/gen/seq/v1/seqv1connect"
+	"github.com/seqd/seqd/cluster"
+)
+
+// RemoveNode implements AdminService.RemoveNode: on group 0's leader (the
+// call is forwarded there), it removes the server from group 0, then from
+// every other group on that group's leader, in parallel (see
+// removeFromGroups). A request naming a group is answered only by that
+// group's leader.
+func (s *Server) RemoveNode(ctx context.Context, req *connect.Request[seqv1.RemoveNodeRequest]) (*connect.Response[seqv1.RemoveNodeResponse], error) {
+	id := req.Msg.GetId()
+	if id == "" {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("id is required"))
+	}
+	if req.Msg.Group != nil {
+		g := int(req.Msg.GetGroup())
+		err := s.node.RemoveServerFrom(ctx, g, id)
+		if errors.Is(err, seqd.ErrNotLeader) {
+			err = &groupError{group: g, err: err}
+		}
+		if err = s.toConnect(err); err != nil {
+			s.logCall(seqv1connect.AdminServiceRemoveNodeProcedure, err)
+			return nil, err
+		}
+		return connect.NewResponse(&seqv1.RemoveNodeResponse{}), nil
+	}
+	return route(s, ctx, req, seqv1connect.AdminServiceRemoveNodeProcedure,
+		func(ctx context.Context) (*seqv1.RemoveNodeResponse, error) {
+			err := s.node.RemoveServer(ctx, id)
+			if errors.Is(err, cluster.ErrUnknownServer) && s.node.Groups() > 1 && s.inAnyGroup(id) {
+				err = nil // removed from group 0 before; the others still list it
+			}
+			if err == nil {
+				err = s.removeFromGroups(ctx, req.Header(), id)
+			}
+			if err != nil {
+				return nil, err
+			}
+			return &seqv1.RemoveNodeResponse{}, nil
+		},
+		func(ctx context.Context, p *peer, r *connect.Request[seqv1.RemoveNodeRequest]) (*connect.Response[seqv1.RemoveNodeResponse], error) {
+			return p.admin.RemoveNode(ctx, r)
+		})
+}
+
+// inAnyGroup reports whether a group other than group 0 lists server id,
+// as this server knows their configurations.
+func (s *Server) inAnyGroup(id string) bool {
+	for g := 1; g < s.node.Groups(); g++ {
+		if s.node.InGroup(g, id) {
+			return true
+		}
+	}
+	return false
+}
+
+// removeFromGroups removes server id, already removed from group 0, from
+// every other group, each on its leader (here, or forwarded once per
+// attempt), in parallel. A group that no longer lists it is done; a group
+// without a reachable leader is tried again, with backoff, until the call's
+// deadline (removeWait without one), since an election after a failure
+// takes a moment. If a group still lists the server then, it fails with
+// errRemovePartial (deadline_exceeded, which clients do not retry: a
+// retried RemoveNode would remove the same ID again, and a wiped server
+// may have rejoined under it as a new one meanwhile); the group removes
+// it later by itself, following group 0 (see cluster.mirrorMembership).
+func (s *Server) removeFromGroups(ctx context.Context, hdr http.Header, id string) error {
+	left, first := s.onEveryGroup(ctx, removeWait, func(ctx context.Context, g int) error {
+		return s.removeFromGroup(ctx, hdr, g, id)
+	})
+	if first == nil {
+		return nil
+	}
+	s.log.Warn("a removed server is still listed by groups that could not remove it in time; they remove it by themselves once they can",
+		"id", id, "groups", left, "err", first)
+	return fmt.Errorf("%w: %s was removed from group 0, but group(s) %s still list it (%v); each removes it by itself once it has a leader: check with seqd status",
+		errRemovePartial, id, strings.Join(left, ", "), first)
+}
+
+// removeWait bounds removeFromGroups when the call has no deadline.
+const removeWait = 15 * time.Second
+
+// removeFromGroup removes server id from group g on its leader: here, or
+// forwarded once to the leader this server knows. A server that knows no
+// leader of the group (the removed server itself, refused by the group)
+// asks every other server in turn: only the group's leader does it. A
+// group that does not list the server is done.
+func (s *Server) removeFromGroup(ctx context.Context, hdr http.Header, g int, id string) error {
+	var err error
+	send := func(ctx context.Context, p *peer, h http.Header) error {
+		r := connect.NewRequest(&seqv1.RemoveNodeRequest{Id: id, Group: proto.Uint32(uint32(g))})
+		maps.Copy(r.Header(), h)
+		_, err := p.admin.RemoveNode(ctx, r)
+		return err
+	}
+	if s.node.Group(g).IsLeader() {
+		err = s.node.RemoveServerFrom(ctx, g, id)
+	} else {
+		_, err = s.forwardOnce(ctx, hdr, g, forwardTimeout, send)
+	}
+	if lid, _ := s.node.GroupLeader(g); errors.Is(err, seqd.ErrNoLeader) || (lid == s.node.ID() && errors.Is(err, seqd.ErrNotLeader)) {
+		for _, m := range s.node.Members() {
+			// Servers of this cluster in group 0's configuration only: a
+			// server of another cluster in gossip may lead a group listing
+			// a server of the same ID.
+			if !m.Alive || m.ID == s.node.ID() || m.APIAddr == "" || m.Cluster != s.node.ClusterID() || !s.node.InGroup(0, m.ID) {
+				continue
+			}
+			actx, cancel := context.WithTimeout(ctx, forwardTimeout)
+			e := send(actx, s.peer(m.APIAddr), forwardHeader(s.node.ID(), hdr))
+			cancel()
+			if e == nil || connect.CodeOf(e) == connect.CodeNotFound {
+				return nil
+			}
+			if connect.CodeOf(e) != connect.CodeUnavailable {
+				return e
+			}
+		}
+	}
+	if errors.Is(err, cluster.ErrUnknownServer) || connect.CodeOf(err) == connect.CodeNotFound {
+		return nil // not (or no longer) in the group
+	}
+	return err
+}
+
+// retryRemove reports whether a group's removal failed for want of a
+// leader (or of a reachable one), which an election mends.
+func retryRemove(err error) bool {
+	return errors.Is(err, seqd.ErrNoLeader) || errors.Is(err, seqd.ErrNotLeader) ||
+		connect.CodeOf(err) == connect.CodeUnavailable
+}
+
+// drainWait bounds a DrainNode call without a deadline.
+const drainWait = 30 * time.Second
+
+// DrainNode implements AdminService.DrainNode: the named server drains
+// itself; another server forwards the call to it once.
+func (s *Server) DrainNode(ctx context.Context, req *connect.Request[seqv1.DrainNodeRequest]) (*connect.Response[seqv1.DrainNodeResponse], error) {
+	id := req.Msg.GetId()
+	if id == "" {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("id is required"))
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, drainWait)
+		defer cancel()
+	}
+	var (
+		resp *connect.Response[seqv1.DrainNodeResponse]
+		err  error
+	)
+	if id == s.node.ID() {
+		var led int
+		led, err = s.node.Drain(ctx, !req.Msg.GetUndo())
+		if errors.Is(err, cluster.ErrDrainIncomplete) {
+			err = fmt.Errorf("%w: %v", context.DeadlineExceeded, err)
+		}
+		resp = connect.NewResponse(&seqv1.DrainNodeResponse{GroupsLed: uint32(led)})
+	} else {
+		addr := ""
+		for _, m := range s.node.Members() {
+			if m.ID == id && m.Alive {
+				addr = m.APIAddr
+			}
+		}
+		switch {
+		case req.Header().Get(seqd.HeaderForwarded) != "":
+			err = seqd.ErrNotLeader // forwarded to a server that is not the one named
+		case addr == "":
+			err = fmt.Errorf("%w: no live server %q in gossip", cluster.ErrUnknownServer, id)
+		default:
+			freq := connect.NewRequest(req.Msg)
+			copyHeader(freq.Header(), forwardHeader(s.node.ID(), req.Header()))
+			resp, err = s.peer(addr).admin.DrainNode(ctx, freq)
+			if err != nil && !connect.IsWireError(err) && ctx.Err() == nil {
+				s.log.Warn("forwarding a drain failed", "id", id, "addr", addr, "err", err)
+				err = fmt.Errorf("%w: server %s unreachable", seqd.ErrNotServing, id)
+			}
+		}
+	}
+	if err != nil {
+		err = s.toConnect(err)
+		s.logCall(seqv1connect.AdminServiceDrainNodeProcedure, err)
+		return nil, err
+	}
+	return resp, nil
+}
