@@ -56,7 +56,7 @@ check() { # check WHAT GOT WANT
 check entrypoint "$(podman image inspect -f '{{json .Config.Entrypoint}}' "$image")" '["/usr/local/bin/seqd"]'
 check cmd "$(podman image inspect -f '{{json .Config.Cmd}}' "$image")" '["serve"]'
 check user "$(podman image inspect -f '{{.Config.User}}' "$image")" '65532:65532'
-check ports "$(podman image inspect -f '{{range $p, $_ := .Config.ExposedPorts}}{{$p}} {{end}}' "$image")" '7700/tcp 7701/tcp 7702/tcp 7702/udp '
+check ports "$(podman image inspect -f '{{range $p, $_ := .Config.ExposedPorts}}{{$p}} {{end}}' "$image")" '7700/tcp 7701/tcp 7702/tcp 7702/udp 7703/tcp '
 check volumes "$(podman image inspect -f '{{range $v, $_ := .Config.Volumes}}{{$v}} {{end}}' "$image")" '/data '
 check healthcheck "$(podman image inspect -f '{{json .Config.Healthcheck.Test}}' "$image")" \
   '["CMD","/usr/local/bin/seqd","health"]'
@@ -95,8 +95,8 @@ grep -q 'app.js' <<<"$page" || { echo "status page: $page"; exit 1; }
 echo "  status page: served"
 # The Redis protocol front end, spoken by hand (no redis-cli needed):
 # INCR of key 42 of the default space goes after the two values above.
-incr=$(printf 'INCR 42\r\n' | timeout 10 bash -c "exec 3<>/dev/tcp/127.0.0.1/$((port + 3)); cat >&3; head -c 4 <&3")
-[ "$incr" = ":3"$'\r\n' ] || { echo "INCR 42 on the Redis port: '$incr', want ':3'"; cleanup_logs; exit 1; }
+incr=$(printf 'INCR 42\r\n' | timeout 10 bash -c "exec 3<>/dev/tcp/127.0.0.1/$((port + 3)); cat >&3; head -c 4 <&3" | tr -d '\r\n')
+[ "$incr" = ":3" ] || { echo "INCR 42 on the Redis port: '$incr', want ':3'"; cleanup_logs; exit 1; }
 echo "  the Redis protocol: INCR 42 = 3"
 
 echo "== SIGTERM: a clean leave"

@@ -184,6 +184,9 @@ func cmdRestore(args []string) error {
 			time.Since(res.Earliest()).Round(time.Second), *clockErr, res.MinMargin, res.Margin)
 	} else {
 		fmt.Printf("minimum margin for %d values and %d terms since the backup: %d; margin used: %d\n", *values, *terms, res.MinMargin, res.Margin)
+		if info.Groups > 1 {
+			fmt.Printf("--terms-since must bound every group's terms since its part: the largest increase of any group's seqd_group_raft_term{group=\"g\"} since its term listed above, plus 1\n")
+		}
 	}
 	fmt.Printf("generation: %s (lineage %s, number %d): servers of the old cluster that come back stop when they learn of it\n",
 		res.Generation, res.Generation.Lineage, res.Generation.Number)
