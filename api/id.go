@@ -12,7 +12,6 @@ import (
 	"github.com/seqd/seqd"
 	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
 	"github.com/seqd/seqd/api/gen/seq/v1/seqv1connect"
-	"github.com/seqd/seqd/cluster"
 	"github.com/seqd/seqd/flake"
 )
 
@@ -132,7 +131,7 @@ func (s *Server) holder(ctx context.Context, name string) (*flake.Holder, *flake
 	if err != nil {
 		return nil, nil, err
 	}
-	if ns.Obfuscation != cluster.ObfuscateNone {
+	if ns.Obfuscation != flake.ObfuscateNone {
 		if obf, err = s.obfuscator(ns); err != nil {
 			return nil, nil, err
 		}
@@ -165,7 +164,7 @@ func serviceWorkers(l flake.Layout) int {
 
 // obfuscator derives the namespace's permutation from the cluster secret,
 // refusing a secret other than the one the namespace was created with.
-func (s *Server) obfuscator(ns cluster.Namespace) (*flake.Obfuscator, error) {
+func (s *Server) obfuscator(ns flake.Namespace) (*flake.Obfuscator, error) {
 	if len(s.ids.secret) == 0 {
 		return nil, fmt.Errorf("%w: this server has no cluster secret", flake.ErrNoSecret)
 	}
@@ -181,7 +180,7 @@ func (s *Server) obfuscator(ns cluster.Namespace) (*flake.Obfuscator, error) {
 
 // namespace reads a namespace from this server's state, or from the
 // leader's when this one has not applied its creation yet.
-func (s *Server) namespace(ctx context.Context, name string) (cluster.Namespace, error) {
+func (s *Server) namespace(ctx context.Context, name string) (flake.Namespace, error) {
 	if ns, ok := s.node.Namespace(name); ok {
 		return ns, nil
 	}
@@ -200,7 +199,7 @@ func (s *Server) namespace(ctx context.Context, name string) (cluster.Namespace,
 			return p.admin.ListNamespaces(ctx, r)
 		})
 	if err != nil {
-		return cluster.Namespace{}, err
+		return flake.Namespace{}, err
 	}
 	for _, m := range resp.Msg.GetNamespaces() {
 		if m.GetName() == name {
@@ -212,11 +211,11 @@ func (s *Server) namespace(ctx context.Context, name string) (cluster.Namespace,
 		// default layout, as the default space does.
 		cr, err := s.CreateNamespace(ctx, connect.NewRequest(&seqv1.CreateNamespaceRequest{Name: DefaultNamespace}))
 		if err != nil {
-			return cluster.Namespace{}, err
+			return flake.Namespace{}, err
 		}
 		return namespaceFromMsg(cr.Msg.GetNamespace()), nil
 	}
-	return cluster.Namespace{}, fmt.Errorf("%w: %q", seqd.ErrUnknownNamespace, name)
+	return flake.Namespace{}, fmt.Errorf("%w: %q", seqd.ErrUnknownNamespace, name)
 }
 
 // dropHolder stops this server's holder of a deleted namespace (its
@@ -271,7 +270,7 @@ func (s *Server) decode(ctx context.Context, req *connect.Request[seqv1.DecodeRe
 		return nil, err
 	}
 	id := req.Msg.GetId()
-	if ns.Obfuscation != cluster.ObfuscateNone {
+	if ns.Obfuscation != flake.ObfuscateNone {
 		if s.token != "" {
 			if err := s.checkToken(req.Header().Get("Authorization")); err != nil {
 				return nil, err
@@ -331,7 +330,7 @@ func decodeWarning(d flake.ID, granted bool, hwm uint64, nowMs int64) string {
 // GetLayout implements IdService.GetLayout.
 func (s *Server) GetLayout(ctx context.Context, req *connect.Request[seqv1.GetLayoutRequest]) (*connect.Response[seqv1.GetLayoutResponse], error) {
 	name, err := nsName(req.Msg.GetNamespace())
-	var ns cluster.Namespace
+	var ns flake.Namespace
 	if err == nil {
 		ns, err = s.namespace(ctx, name)
 	}
@@ -348,7 +347,7 @@ func (s *Server) GetLayout(ctx context.Context, req *connect.Request[seqv1.GetLa
 // refused by clients that predate the fields, which check only this.
 const layoutFields = "fields"
 
-func layoutMsg(ns cluster.Namespace) *seqv1.GetLayoutResponse {
+func layoutMsg(ns flake.Namespace) *seqv1.GetLayoutResponse {
 	l := ns.Layout
 	m := &seqv1.GetLayoutResponse{EpochUnixMs: l.EpochMs, UnitMs: l.UnitMs, TimeBits: uint32(l.TimeBits),
 		WorkerBits: uint32(l.WorkerBits), SequenceBits: uint32(l.SequenceBits), Obfuscation: ns.Obfuscation,
@@ -372,13 +371,13 @@ func layoutFromMsg(m *seqv1.GetLayoutResponse) (flake.Layout, string) {
 	return l, ""
 }
 
-func namespaceMsg(ns cluster.Namespace) *seqv1.Namespace {
+func namespaceMsg(ns flake.Namespace) *seqv1.Namespace {
 	return &seqv1.Namespace{Name: ns.Name, Layout: layoutMsg(ns), FloorUnixMs: ns.Layout.UnitStart(ns.Floor), EndUnixMs: ns.Layout.End(), KeyCheck: ns.KeyCheck}
 }
 
-func namespaceFromMsg(m *seqv1.Namespace) cluster.Namespace {
+func namespaceFromMsg(m *seqv1.Namespace) flake.Namespace {
 	l, obf := layoutFromMsg(m.GetLayout())
-	return cluster.Namespace{Name: m.GetName(), Layout: l, Obfuscation: obf, KeyCheck: m.GetKeyCheck()}
+	return flake.Namespace{Name: m.GetName(), Layout: l, Obfuscation: obf, KeyCheck: m.GetKeyCheck()}
 }
 
 // FlakeStat describes this server's holder of one namespace, for metrics.

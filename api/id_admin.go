@@ -36,7 +36,7 @@ func (s *Server) CreateNamespace(ctx context.Context, req *connect.Request[seqv1
 				}
 				defer s.node.PublishFlakeClusters()
 			}
-			if op.Obfuscation != cluster.ObfuscateNone {
+			if op.Obfuscation != flake.ObfuscateNone {
 				// The leader derives the key check from its own secret.
 				_, check, err := flake.DeriveKey(s.ids.secret, op.Namespace)
 				if err != nil {
@@ -97,10 +97,10 @@ func (s *Server) createOp(m *seqv1.CreateNamespaceRequest) (cluster.FlakeOp, err
 		}
 		op.Layout = l
 	}
-	if err := cluster.ValidateNamespace(op.Namespace, op.Layout, op.Obfuscation); err != nil {
+	if err := flake.ValidateNamespace(op.Namespace, op.Layout, op.Obfuscation); err != nil {
 		return op, err
 	}
-	if op.Obfuscation != cluster.ObfuscateNone && len(s.ids.secret) == 0 {
+	if op.Obfuscation != flake.ObfuscateNone && len(s.ids.secret) == 0 {
 		return op, fmt.Errorf("%w: start every server with --cluster-secret-file (or SEQD_CLUSTER_SECRET_FILE)", flake.ErrNoSecret)
 	}
 	return op, nil

@@ -25,22 +25,11 @@ import (
 
 // obfuscationName is an obfuscation setting as people read it.
 func obfuscationName(o string) string {
-	if o == ObfuscateNone {
+	if o == flake.ObfuscateNone {
 		return "none"
 	}
 	return o
 }
-
-// Obfuscation settings of a namespace.
-const (
-	// ObfuscateNone leaves ids in the clear (decodable by anyone).
-	ObfuscateNone = ""
-	// ObfuscateFF1 applies a keyed permutation (FF1) to every id's bits.
-	ObfuscateFF1 = "ff1"
-	// ObfuscateFF1Hour keeps the hour in the clear, for insert locality,
-	// and permutes the bits below it.
-	ObfuscateFF1Hour = "ff1-hour"
-)
 
 // Limits of the flake commands.
 const (
@@ -51,24 +40,6 @@ const (
 	// historyLen is how many past uses each worker remembers.
 	historyLen = 8
 )
-
-// Namespace is a flake namespace: its ids' layout and obfuscation, fixed at
-// creation, and its reference floor, in time units of the layout, that no
-// grant starts below. The floor rises with the leader time of every grant
-// and renewal and with a restore's time floor, and never falls, so the
-// cluster's notion of a namespace's time never goes back even when a
-// leader's wall clock does.
-type Namespace struct {
-	Name        string
-	Layout      flake.Layout
-	Obfuscation string
-	// KeyCheck identifies the obfuscation key (derived from the cluster
-	// secret, never the key itself): a server whose secret derives another
-	// check refuses to serve the namespace, since ids permuted under two
-	// keys could collide.
-	KeyCheck string
-	Floor    uint64
-}
 
 // Worker is the replicated state of one worker of a namespace.
 type Worker struct {
@@ -182,7 +153,7 @@ type FlakeResponse struct {
 // flakeNS is one namespace in the mirror. A deleted namespace keeps its
 // layout, floor and workers (see namespace_delete.go).
 type flakeNS struct {
-	ns      Namespace
+	ns      flake.Namespace
 	deleted bool
 	workers map[uint64]Worker
 }
@@ -195,27 +166,27 @@ type flakeState struct {
 
 // Namespace returns the named namespace, its floor raised to the
 // cluster-wide time floor.
-func (f *FSM) Namespace(name string) (Namespace, bool) {
+func (f *FSM) Namespace(name string) (flake.Namespace, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	n, ok := f.flake.spaces[name]
 	if !ok || n.deleted {
-		return Namespace{}, false
+		return flake.Namespace{}, false
 	}
 	return f.flake.effective(n.ns), true
 }
 
 // Namespaces returns every namespace, sorted by name.
-func (f *FSM) Namespaces() []Namespace {
+func (f *FSM) Namespaces() []flake.Namespace {
 	f.mu.RLock()
-	out := make([]Namespace, 0, len(f.flake.spaces))
+	out := make([]flake.Namespace, 0, len(f.flake.spaces))
 	for _, n := range f.flake.spaces {
 		if !n.deleted {
 			out = append(out, f.flake.effective(n.ns))
 		}
 	}
 	f.mu.RUnlock()
-	slices.SortFunc(out, func(a, b Namespace) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b flake.Namespace) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
@@ -263,7 +234,7 @@ func cmpU64(a, b uint64) int {
 }
 
 // effective returns ns with its floor raised to the cluster's time floor.
-func (s *flakeState) effective(ns Namespace) Namespace {
+func (s *flakeState) effective(ns flake.Namespace) flake.Namespace {
 	if s.floorMs > 0 {
 		ns.Floor = max(ns.Floor, unitCeil(ns.Layout, s.floorMs))
 	}
@@ -392,34 +363,11 @@ func (t *flakeTxn) apply(op FlakeOp) FlakeResult {
 	return FlakeResult{Err: fmt.Errorf("%w: flake op %d", seqd.ErrInvalidArgument, op.Type)}
 }
 
-// ValidateNamespace checks a namespace's name, layout and obfuscation.
-func ValidateNamespace(name string, l flake.Layout, obfuscation string) error {
-	if !seqd.ValidName(name) {
-		return fmt.Errorf("%w: name %q (want 1 to %d of a-z, 0-9, and _ . - after the first)", seqd.ErrInvalidNamespace, name, seqd.MaxNameLen)
-	}
-	if err := l.Validate(); err != nil {
-		return fmt.Errorf("%w: %w", seqd.ErrInvalidNamespace, err)
-	}
-	switch obfuscation {
-	case ObfuscateNone:
-	case ObfuscateFF1, ObfuscateFF1Hour:
-		if l.Bits() < 20 {
-			return fmt.Errorf("%w: obfuscation needs a layout of at least 20 bits", seqd.ErrInvalidNamespace)
-		}
-		if !l.Plain() {
-			return fmt.Errorf("%w: a layout with a shard or cluster field, or the sequence above the worker, cannot be obfuscated (its fields are meant to be read)", seqd.ErrInvalidNamespace)
-		}
-	default:
-		return fmt.Errorf("%w: obfuscation %q (want %q, %q or none)", seqd.ErrInvalidNamespace, obfuscation, ObfuscateFF1, ObfuscateFF1Hour)
-	}
-	return nil
-}
-
 func (t *flakeTxn) create(op FlakeOp) error {
-	if err := ValidateNamespace(op.Namespace, op.Layout, op.Obfuscation); err != nil {
+	if err := flake.ValidateNamespace(op.Namespace, op.Layout, op.Obfuscation); err != nil {
 		return err
 	}
-	if (op.Obfuscation == ObfuscateNone) != (op.KeyCheck == "") || len(op.KeyCheck) > MaxHolderLen {
+	if (op.Obfuscation == flake.ObfuscateNone) != (op.KeyCheck == "") || len(op.KeyCheck) > MaxHolderLen {
 		return fmt.Errorf("%w: an obfuscated namespace needs a key check, and only it", seqd.ErrInvalidNamespace)
 	}
 	n, ok := t.touched[op.Namespace]
@@ -451,7 +399,7 @@ func (t *flakeTxn) create(op FlakeOp) error {
 		return fmt.Errorf("%w: %q ended at %s", seqd.ErrLifetimeOver, op.Namespace, seqd.Date(op.Layout.End()))
 	}
 	t.touched[op.Namespace] = &flakeNS{
-		ns:      Namespace{Name: op.Namespace, Layout: op.Layout, Obfuscation: op.Obfuscation, KeyCheck: op.KeyCheck, Floor: unitCeil(op.Layout, max(t.now, t.floorMs))},
+		ns:      flake.Namespace{Name: op.Namespace, Layout: op.Layout, Obfuscation: op.Obfuscation, KeyCheck: op.KeyCheck, Floor: unitCeil(op.Layout, max(t.now, t.floorMs))},
 		workers: map[uint64]Worker{},
 	}
 	return nil

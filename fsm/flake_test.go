@@ -64,7 +64,7 @@ func renew(g Grant, holder string) FlakeOp {
 
 func TestFlakeCodecRoundTrip(t *testing.T) {
 	ops := []FlakeOp{
-		{Type: OpCreateNamespace, Namespace: "orders", Layout: snowflake(), Obfuscation: ObfuscateFF1, KeyCheck: "k1"},
+		{Type: OpCreateNamespace, Namespace: "orders", Layout: snowflake(), Obfuscation: flake.ObfuscateFF1, KeyCheck: "k1"},
 		{Type: OpAcquire, Namespace: "orders", Holder: "h1", Label: "node-1", Span: 30000, LeaseMs: 3000},
 		{Type: OpAcquire, Namespace: "orders", Holder: "h2", Span: 1, LeaseMs: 1, Permits: []Permit{{Worker: 3, Token: 4, RenewedIndex: 5}, {Worker: 1 << 30}}},
 		{Type: OpRenew, Namespace: "orders", Worker: 7, Token: 9, Holder: "h1", Span: 30000, LeaseMs: 3000},
@@ -116,8 +116,8 @@ func TestFlakeNamespaces(t *testing.T) {
 		want error
 	}{
 		{create("orders", son), seqd.ErrNamespaceExists},
-		{FlakeOp{Type: OpCreateNamespace, Namespace: "orders", Layout: snowflake(), Obfuscation: ObfuscateFF1, KeyCheck: "k"}, seqd.ErrNamespaceExists},
-		{FlakeOp{Type: OpCreateNamespace, Namespace: "secret", Layout: snowflake(), Obfuscation: ObfuscateFF1}, seqd.ErrInvalidNamespace},
+		{FlakeOp{Type: OpCreateNamespace, Namespace: "orders", Layout: snowflake(), Obfuscation: flake.ObfuscateFF1, KeyCheck: "k"}, seqd.ErrNamespaceExists},
+		{FlakeOp{Type: OpCreateNamespace, Namespace: "secret", Layout: snowflake(), Obfuscation: flake.ObfuscateFF1}, seqd.ErrInvalidNamespace},
 		{FlakeOp{Type: OpCreateNamespace, Namespace: "clear", Layout: snowflake(), KeyCheck: "k"}, seqd.ErrInvalidNamespace},
 		{create("Bad Name", snowflake()), seqd.ErrInvalidNamespace},
 		{create("wide", bad), seqd.ErrInvalidNamespace},
@@ -332,7 +332,7 @@ func TestFlakeBatchAndFailedOps(t *testing.T) {
 func TestFlakeStateSurvives(t *testing.T) {
 	f, path := openTest(t)
 	a := &applier{t: t, f: f}
-	a.flake(t0, create("n", snowflake()), FlakeOp{Type: OpCreateNamespace, Namespace: "m", Layout: snowflake(), Obfuscation: ObfuscateFF1Hour, KeyCheck: "k"})
+	a.flake(t0, create("n", snowflake()), FlakeOp{Type: OpCreateNamespace, Namespace: "m", Layout: snowflake(), Obfuscation: flake.ObfuscateFF1Hour, KeyCheck: "k"})
 	g := a.grant(t0, acquire("n", "a"))
 	a.grant(t0+100, renew(g, "a"))
 	a.grant(t0+100, acquire("m", "b"))
