@@ -21,7 +21,7 @@
 //     coalesces concurrent calls into one, sends the coalesced Next requests
 //     as messages of one NextStream per server (stream.go, frames.go; see
 //     docs/streaming.md), and retries unavailable errors. Its embedded
-//     flake Generator is a flake.Holder over IdService; its Segment hands
+//     flake Generator is a holder.Holder (flake/holder) over IdService; its Segment hands
 //     out one key's values from reserved ranges (Leaf's segment mode).
 //   - api/: the Connect handlers (Connect, gRPC and gRPC-Web on one port):
 //     sequence.go, stream.go (NextStream: each message served as a unary

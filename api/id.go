@@ -13,6 +13,7 @@ import (
 	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
 	"github.com/seqd/seqd/api/gen/seq/v1/seqv1connect"
 	"github.com/seqd/seqd/flake"
+	"github.com/seqd/seqd/flake/holder"
 )
 
 // The grants this server hands out (service mode and embedded generators
@@ -35,7 +36,7 @@ type ids struct {
 	secret []byte
 
 	mu      sync.Mutex
-	holders map[string]*flake.Holder
+	holders map[string]*holder.Holder
 	obf     map[string]*flake.Obfuscator
 	closed  bool
 }
@@ -111,7 +112,7 @@ func (s *Server) nextIDs(ctx context.Context, namespace string, count uint32, sh
 
 // holder returns the namespace's holder, creating it on first use once the
 // namespace is known (here, or else at the leader).
-func (s *Server) holder(ctx context.Context, name string) (*flake.Holder, *flake.Obfuscator, error) {
+func (s *Server) holder(ctx context.Context, name string) (*holder.Holder, *flake.Obfuscator, error) {
 	s.ids.mu.Lock()
 	h, ok := s.ids.holders[name]
 	obf := s.ids.obf[name]
@@ -119,7 +120,7 @@ func (s *Server) holder(ctx context.Context, name string) (*flake.Holder, *flake
 	s.ids.mu.Unlock()
 	switch {
 	case closed:
-		return nil, nil, flake.ErrClosed
+		return nil, nil, holder.ErrClosed
 	case ok && s.node.NamespaceDeleted(name):
 		// Deleted since this holder was made (its grants are fenced).
 		s.dropHolder(ctx, name)
@@ -139,15 +140,15 @@ func (s *Server) holder(ctx context.Context, name string) (*flake.Holder, *flake
 	s.ids.mu.Lock()
 	defer s.ids.mu.Unlock()
 	if s.ids.closed {
-		return nil, nil, flake.ErrClosed
+		return nil, nil, holder.ErrClosed
 	}
 	if h, ok := s.ids.holders[name]; ok {
 		return h, s.ids.obf[name], nil
 	}
 	if s.ids.holders == nil {
-		s.ids.holders, s.ids.obf = map[string]*flake.Holder{}, map[string]*flake.Obfuscator{}
+		s.ids.holders, s.ids.obf = map[string]*holder.Holder{}, map[string]*flake.Obfuscator{}
 	}
-	h = flake.NewHolder(flake.HolderConfig{Granter: granter{s}, Namespace: name, Label: s.node.ID(), Logger: s.log,
+	h = holder.New(holder.Config{Granter: granter{s}, Namespace: name, Label: s.node.ID(), Logger: s.log,
 		Workers: serviceWorkers(ns.Layout), Layout: ns.Layout})
 	s.ids.holders[name], s.ids.obf[name] = h, obf
 	return h, obf, nil
@@ -383,7 +384,7 @@ func namespaceFromMsg(m *seqv1.Namespace) flake.Namespace {
 // FlakeStat describes this server's holder of one namespace, for metrics.
 type FlakeStat struct {
 	Namespace string
-	flake.HolderStats
+	holder.Stats
 	// Capacity is the layout's number of workers; LifetimeRemaining the
 	// time until the layout can express no more ids.
 	Capacity          uint64
@@ -393,14 +394,14 @@ type FlakeStat struct {
 // FlakeStats reports the namespaces this server issues ids of.
 func (s *Server) FlakeStats() []FlakeStat {
 	s.ids.mu.Lock()
-	hs := make(map[string]*flake.Holder, len(s.ids.holders))
+	hs := make(map[string]*holder.Holder, len(s.ids.holders))
 	for name, h := range s.ids.holders {
 		hs[name] = h
 	}
 	s.ids.mu.Unlock()
 	out := make([]FlakeStat, 0, len(hs))
 	for name, h := range hs {
-		st := FlakeStat{Namespace: name, HolderStats: h.Stats()}
+		st := FlakeStat{Namespace: name, Stats: h.Stats()}
 		if ns, ok := s.node.Namespace(name); ok {
 			st.Capacity = ns.Layout.Workers()
 			st.LifetimeRemaining = time.Duration(ns.Layout.End()-s.node.WallMs()) * time.Millisecond

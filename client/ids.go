@@ -14,6 +14,7 @@ import (
 	"github.com/seqd/seqd"
 	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
 	"github.com/seqd/seqd/flake"
+	"github.com/seqd/seqd/flake/holder"
 )
 
 // NextIds returns count flake ids of the namespace ("" is "default"),
@@ -193,7 +194,7 @@ type GeneratorOptions struct {
 }
 
 // Generator issues flake ids in this process, without an RPC per id, from
-// workers the cluster grants it (see flake.Holder): it acquires a worker on
+// workers the cluster grants it (see holder.Holder in flake/holder): it acquires a worker on
 // first use, renews in the background, stops issuing at the first of its
 // lease's end or its range's end, acquires anew when fenced, and releases
 // its workers on Close. No restart, clock step or reschedule can make it
@@ -206,7 +207,7 @@ type Generator struct {
 	ns     string
 	opts   GeneratorOptions
 	once   sync.Once
-	holder *flake.Holder
+	holder *holder.Holder
 	err    error
 }
 
@@ -239,7 +240,7 @@ func (g *Generator) init(ctx context.Context) error {
 			g.err = ErrObfuscated
 			return
 		}
-		g.holder = flake.NewHolder(flake.HolderConfig{Granter: granter{g.c}, Namespace: g.ns, Label: g.opts.Label,
+		g.holder = holder.New(holder.Config{Granter: granter{g.c}, Namespace: g.ns, Label: g.opts.Label,
 			Workers: g.opts.Workers, Lead: g.opts.Lead, Logger: g.c.opts.Logger, Layout: l})
 	})
 	return g.err
@@ -301,7 +302,7 @@ func (g *Generator) NextShardN(ctx context.Context, n int, shard uint64) ([]int6
 
 // Close releases the generator's workers (within ctx); Next fails after it.
 func (g *Generator) Close(ctx context.Context) error {
-	g.once.Do(func() { g.err = flake.ErrClosed })
+	g.once.Do(func() { g.err = holder.ErrClosed })
 	if g.holder == nil {
 		return nil
 	}

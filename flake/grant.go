@@ -1,0 +1,15 @@
+package flake
+
+// Grant is a worker granted to a holder: worker Worker of Namespace with
+// fencing token Token, the time units (Lo, Hi] of Layout it may issue ids
+// in, the leader's time LeaderMs when the grant was decided, and the lease
+// LeaseMs within which the holder must renew.
+type Grant struct {
+	Namespace string
+	Layout    Layout
+	Worker    uint64
+	Token     uint64
+	Lo, Hi    uint64
+	LeaderMs  int64
+	LeaseMs   uint32
+}
