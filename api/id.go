@@ -12,6 +12,7 @@ import (
 	"github.com/seqd/seqd"
 	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
 	"github.com/seqd/seqd/api/gen/seq/v1/seqv1connect"
+	"github.com/seqd/seqd/api/idmsg"
 	"github.com/seqd/seqd/flake"
 	"github.com/seqd/seqd/flake/holder"
 )
@@ -92,11 +93,7 @@ func (s *Server) nextIDs(ctx context.Context, namespace string, count uint32, sh
 		if err != nil {
 			return nil, err
 		}
-		out := make([]*seqv1.IdRun, len(runs))
-		for i, r := range runs {
-			out[i] = &seqv1.IdRun{First: r.First, Count: uint32(r.Count)}
-		}
-		return &seqv1.NextIdsResponse{Runs: out}, nil
+		return &seqv1.NextIdsResponse{Runs: idmsg.RunsMsg(runs)}, nil
 	}
 	ids, err := h.NextShard(ctx, int(count), shard)
 	if err != nil {
@@ -204,7 +201,7 @@ func (s *Server) namespace(ctx context.Context, name string) (flake.Namespace, e
 	}
 	for _, m := range resp.Msg.GetNamespaces() {
 		if m.GetName() == name {
-			return namespaceFromMsg(m), nil
+			return idmsg.Namespace(m), nil
 		}
 	}
 	if name == DefaultNamespace {
@@ -214,7 +211,7 @@ func (s *Server) namespace(ctx context.Context, name string) (flake.Namespace, e
 		if err != nil {
 			return flake.Namespace{}, err
 		}
-		return namespaceFromMsg(cr.Msg.GetNamespace()), nil
+		return idmsg.Namespace(cr.Msg.GetNamespace()), nil
 	}
 	return flake.Namespace{}, fmt.Errorf("%w: %q", seqd.ErrUnknownNamespace, name)
 }
@@ -340,45 +337,7 @@ func (s *Server) GetLayout(ctx context.Context, req *connect.Request[seqv1.GetLa
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(layoutMsg(ns)), nil
-}
-
-// layoutFields is GetLayoutResponse.obfuscation for a layout with fields
-// beyond time, worker and sequence (see id.proto): not obfuscated, and
-// refused by clients that predate the fields, which check only this.
-const layoutFields = "fields"
-
-func layoutMsg(ns flake.Namespace) *seqv1.GetLayoutResponse {
-	l := ns.Layout
-	m := &seqv1.GetLayoutResponse{EpochUnixMs: l.EpochMs, UnitMs: l.UnitMs, TimeBits: uint32(l.TimeBits),
-		WorkerBits: uint32(l.WorkerBits), SequenceBits: uint32(l.SequenceBits), Obfuscation: ns.Obfuscation,
-		ShardBits: uint32(l.ShardBits), ClusterBits: uint32(l.ClusterBits), Cluster: l.Cluster, SequenceFirst: l.SequenceFirst}
-	if !l.Plain() {
-		m.Obfuscation = layoutFields
-	}
-	return m
-}
-
-// layoutFromMsg reads a layout; the layout fields count only where the
-// obfuscation says "fields", and the obfuscation is then none.
-func layoutFromMsg(m *seqv1.GetLayoutResponse) (flake.Layout, string) {
-	l := flake.Layout{EpochMs: m.GetEpochUnixMs(), UnitMs: m.GetUnitMs(), TimeBits: uint8(min(m.GetTimeBits(), 255)),
-		WorkerBits: uint8(min(m.GetWorkerBits(), 255)), SequenceBits: uint8(min(m.GetSequenceBits(), 255))}
-	if m.GetObfuscation() != layoutFields {
-		return l, m.GetObfuscation()
-	}
-	l.ShardBits, l.ClusterBits = uint8(min(m.GetShardBits(), 255)), uint8(min(m.GetClusterBits(), 255))
-	l.Cluster, l.SequenceFirst = m.GetCluster(), m.GetSequenceFirst()
-	return l, ""
-}
-
-func namespaceMsg(ns flake.Namespace) *seqv1.Namespace {
-	return &seqv1.Namespace{Name: ns.Name, Layout: layoutMsg(ns), FloorUnixMs: ns.Layout.UnitStart(ns.Floor), EndUnixMs: ns.Layout.End(), KeyCheck: ns.KeyCheck}
-}
-
-func namespaceFromMsg(m *seqv1.Namespace) flake.Namespace {
-	l, obf := layoutFromMsg(m.GetLayout())
-	return flake.Namespace{Name: m.GetName(), Layout: l, Obfuscation: obf, KeyCheck: m.GetKeyCheck()}
+	return connect.NewResponse(idmsg.LayoutMsg(ns.Layout, ns.Obfuscation)), nil
 }
 
 // FlakeStat describes this server's holder of one namespace, for metrics.

@@ -9,6 +9,7 @@ import (
 	"github.com/seqd/seqd"
 	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
 	"github.com/seqd/seqd/api/gen/seq/v1/seqv1connect"
+	"github.com/seqd/seqd/api/idmsg"
 	"github.com/seqd/seqd/cluster"
 	"github.com/seqd/seqd/flake"
 )
@@ -52,7 +53,7 @@ func (s *Server) CreateNamespace(ctx context.Context, req *connect.Request[seqv1
 				return nil, res[0].Err
 			}
 			ns, _ := s.node.Namespace(op.Namespace)
-			return &seqv1.CreateNamespaceResponse{Namespace: namespaceMsg(ns), Created: !existed}, nil
+			return &seqv1.CreateNamespaceResponse{Namespace: idmsg.NamespaceMsg(ns), Created: !existed}, nil
 		},
 		func(ctx context.Context, p *peer, r *connect.Request[seqv1.CreateNamespaceRequest]) (*connect.Response[seqv1.CreateNamespaceResponse], error) {
 			return p.admin.CreateNamespace(ctx, r)
@@ -120,7 +121,7 @@ func (s *Server) ListNamespaces(ctx context.Context, req *connect.Request[seqv1.
 			}
 			out := &seqv1.ListNamespacesResponse{}
 			for _, ns := range s.node.Namespaces() {
-				out.Namespaces = append(out.Namespaces, namespaceMsg(ns))
+				out.Namespaces = append(out.Namespaces, idmsg.NamespaceMsg(ns))
 			}
 			return out, nil
 		},
@@ -187,7 +188,7 @@ func (s *Server) flakeOp(ctx context.Context, op cluster.FlakeOp) (*seqv1.Worker
 	g := res[0].Grant
 	ns, _ := s.node.Namespace(op.Namespace)
 	return &seqv1.WorkerGrant{Namespace: g.Namespace, Worker: uint32(g.Worker), Token: g.Token, Lo: g.Lo, Hi: g.Hi,
-		LeaderUnixMs: g.NowMs, LeaseMs: uint32(grantLease.Milliseconds()), Layout: layoutMsg(ns)}, nil
+		LeaderUnixMs: g.NowMs, LeaseMs: uint32(grantLease.Milliseconds()), Layout: idmsg.LayoutMsg(ns.Layout, ns.Obfuscation)}, nil
 }
 
 // spanUnits is the range length of a grant: rangeLeases leases of the
@@ -272,41 +273,20 @@ type granter struct{ s *Server }
 func (g granter) Acquire(ctx context.Context, namespace, holder, label string) (flake.Grant, error) {
 	resp, err := g.s.AcquireWorker(ctx, connect.NewRequest(&seqv1.AcquireWorkerRequest{Namespace: namespace, Holder: holder, Label: label}))
 	if err != nil {
-		return flake.Grant{}, FromConnect(err)
+		return flake.Grant{}, idmsg.HolderError(err)
 	}
-	return GrantFromMsg(resp.Msg), nil
+	return idmsg.Grant(resp.Msg), nil
 }
 
 func (g granter) Renew(ctx context.Context, gr flake.Grant, holder string) (flake.Grant, error) {
 	resp, err := g.s.RenewWorker(ctx, connect.NewRequest(&seqv1.RenewWorkerRequest{Namespace: gr.Namespace, Worker: uint32(gr.Worker), Token: gr.Token, Holder: holder}))
 	if err != nil {
-		return flake.Grant{}, FromConnect(err)
+		return flake.Grant{}, idmsg.HolderError(err)
 	}
-	return GrantFromMsg(resp.Msg), nil
+	return idmsg.Grant(resp.Msg), nil
 }
 
 func (g granter) Release(ctx context.Context, gr flake.Grant, holder string) error {
 	_, err := g.s.ReleaseWorker(ctx, connect.NewRequest(&seqv1.ReleaseWorkerRequest{Namespace: gr.Namespace, Worker: uint32(gr.Worker), Token: gr.Token, Holder: holder}))
-	return FromConnect(err)
-}
-
-// GrantFromMsg converts a WorkerGrant. The layout is the one its ids are
-// composed in (an obfuscated namespace's before the permutation).
-func GrantFromMsg(m *seqv1.WorkerGrant) flake.Grant {
-	l, _ := layoutFromMsg(m.GetLayout())
-	return flake.Grant{Namespace: m.GetNamespace(), Layout: l, Worker: uint64(m.GetWorker()),
-		Token: m.GetToken(), Lo: m.GetLo(), Hi: m.GetHi(), LeaderMs: m.GetLeaderUnixMs(), LeaseMs: m.GetLeaseMs()}
-}
-
-// FromConnect turns the Connect codes a holder acts on back into the root
-// package's errors: failed_precondition is seqd.ErrFenced and
-// resource_exhausted seqd.ErrNoWorker; anything else is kept (wrapped).
-func FromConnect(err error) error {
-	switch connect.CodeOf(err) {
-	case connect.CodeFailedPrecondition:
-		return fmt.Errorf("%w: %v", seqd.ErrFenced, err)
-	case connect.CodeResourceExhausted:
-		return fmt.Errorf("%w: %v", seqd.ErrNoWorker, err)
-	}
-	return err
+	return idmsg.HolderError(err)
 }
