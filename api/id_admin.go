@@ -187,8 +187,7 @@ func (s *Server) flakeOp(ctx context.Context, op cluster.FlakeOp) (*seqv1.Worker
 	}
 	g := res[0].Grant
 	ns, _ := s.node.Namespace(op.Namespace)
-	return &seqv1.WorkerGrant{Namespace: g.Namespace, Worker: uint32(g.Worker), Token: g.Token, Lo: g.Lo, Hi: g.Hi,
-		LeaderUnixMs: g.NowMs, LeaseMs: uint32(grantLease.Milliseconds()), Layout: idmsg.LayoutMsg(ns.Layout, ns.Obfuscation)}, nil
+	return idmsg.GrantMsg(g, ns.Obfuscation), nil
 }
 
 // spanUnits is the range length of a grant: rangeLeases leases of the

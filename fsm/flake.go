@@ -69,19 +69,6 @@ type Permit struct {
 	Worker, Token, RenewedIndex uint64
 }
 
-// Grant is the answer to an acquire or renew: worker Worker of Namespace,
-// fencing token Token, and the time units (Lo, Hi] its holder may issue ids
-// in. NowMs is the leader's time the entry carried.
-type Grant struct {
-	Namespace    string
-	Worker       uint64
-	Token        uint64
-	Lo, Hi       uint64
-	NowMs        int64
-	Reclaimed    bool   // the worker was taken from a holder whose lease had lapsed
-	ReclaimedOld string // that holder's label
-}
-
 // OpType is the type of one operation in a KindFlake command.
 type OpType uint8
 
@@ -121,12 +108,14 @@ type FlakeOp struct {
 	Permits     []Permit
 }
 
-// FlakeResult answers one FlakeOp: Grant for acquire and renew, and Err,
+// FlakeResult answers one FlakeOp: Grant for acquire and renew (the grant
+// its holder uses, with the namespace's layout, the leader's time the entry
+// carried and the op's lease), and Err,
 // nil or an error wrapping one of the root package's errors
 // (ErrUnknownNamespace, ErrInvalidNamespace, ErrNamespaceExists, ErrNoWorker,
 // ErrLifetimeOver, ErrFenced). A failed op changes nothing.
 type FlakeResult struct {
-	Grant Grant
+	Grant flake.Grant
 	Err   error
 }
 

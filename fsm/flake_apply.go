@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 
 	"github.com/hashicorp/raft"
@@ -206,6 +207,9 @@ func (t *flakeTxn) grantTime(n *flakeNS, floor uint64) int64 {
 	return max(t.now, n.ns.Layout.UnitStart(floor))
 }
 
+// grantLease is the lease a grant tells its holder: the op's.
+func grantLease(op FlakeOp) uint32 { return uint32(min(op.LeaseMs, math.MaxUint32)) }
+
 func validHolder(op FlakeOp) error {
 	switch {
 	case op.Holder == "" || len(op.Holder) > MaxHolderLen || op.Holder[0] == 0:
@@ -255,7 +259,7 @@ func (t *flakeTxn) acquire(op FlakeOp) FlakeResult {
 	w := n.workers[id]
 	floor, mark := t.bounds(n, w)
 	n.ns.Floor = max(n.ns.Floor, floor)
-	g := Grant{Namespace: op.Namespace, Worker: id, NowMs: t.grantTime(n, floor)}
+	g := flake.Grant{Namespace: op.Namespace, Layout: n.ns.Layout, Worker: id, LeaderMs: t.grantTime(n, floor), LeaseMs: grantLease(op)}
 	if w.Holder != "" {
 		g.Reclaimed, g.ReclaimedOld = true, w.Label
 	}
@@ -306,7 +310,8 @@ func (t *flakeTxn) renew(op FlakeOp) FlakeResult {
 	w.LeaseMs, w.RenewedMs, w.RenewedIndex = op.LeaseMs, t.now, t.index
 	n.workers[op.Worker] = w
 	t.dirty(op.Namespace, op.Worker)
-	return FlakeResult{Grant: Grant{Namespace: op.Namespace, Worker: w.ID, Token: w.Token, Lo: lo, Hi: hi, NowMs: t.grantTime(n, floor)}}
+	return FlakeResult{Grant: flake.Grant{Namespace: op.Namespace, Layout: n.ns.Layout, Worker: w.ID, Token: w.Token, Lo: lo, Hi: hi,
+		LeaderMs: t.grantTime(n, floor), LeaseMs: grantLease(op)}}
 }
 
 func (t *flakeTxn) release(op FlakeOp) error {

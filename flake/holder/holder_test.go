@@ -56,14 +56,8 @@ func (g *fsmGranter) apply(op fsm.FlakeOp) fsm.FlakeResult {
 	return resp.(*fsm.FlakeResponse).Results[0]
 }
 
-func (g *fsmGranter) grant(r fsm.FlakeResult) (flake.Grant, error) {
-	if r.Err != nil {
-		return flake.Grant{}, r.Err
-	}
-	ns, _ := g.f.Namespace(r.Grant.Namespace)
-	return flake.Grant{Namespace: r.Grant.Namespace, Layout: ns.Layout, Worker: r.Grant.Worker, Token: r.Grant.Token,
-		Lo: r.Grant.Lo, Hi: r.Grant.Hi, LeaderMs: r.Grant.NowMs, LeaseMs: g.leaseMs}, nil
-}
+// grant answers the state machine's grant as it is: the holder's grant.
+func (g *fsmGranter) grant(r fsm.FlakeResult) (flake.Grant, error) { return r.Grant, r.Err }
 
 func (g *fsmGranter) Acquire(_ context.Context, ns, holder, label string) (flake.Grant, error) {
 	if g.down.Load() {
