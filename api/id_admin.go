@@ -176,16 +176,24 @@ func (s *Server) ReclaimWorker(ctx context.Context, req *connect.Request[seqv1.R
 		})
 }
 
-// flakeOp applies one op on the leader and answers its grant.
-func (s *Server) flakeOp(ctx context.Context, op cluster.FlakeOp) (*seqv1.WorkerGrant, error) {
+// applyGrant applies one op through group 0 on its leader and answers its
+// grant (none for a release or a reclaim): the one place a grant is
+// decided, for IdService's handlers and this server's own holders alike.
+func (s *Server) applyGrant(ctx context.Context, op cluster.FlakeOp) (flake.Grant, error) {
 	res, err := s.node.ApplyFlake(ctx, []cluster.FlakeOp{op})
+	if err != nil {
+		return flake.Grant{}, err
+	}
+	return res[0].Grant, res[0].Err
+}
+
+// flakeOp applies one op on the leader and answers its grant as a
+// message.
+func (s *Server) flakeOp(ctx context.Context, op cluster.FlakeOp) (*seqv1.WorkerGrant, error) {
+	g, err := s.applyGrant(ctx, op)
 	if err != nil {
 		return nil, err
 	}
-	if res[0].Err != nil {
-		return nil, res[0].Err
-	}
-	g := res[0].Grant
 	ns, _ := s.node.Namespace(op.Namespace)
 	return idmsg.GrantMsg(g, ns.Obfuscation), nil
 }
@@ -200,29 +208,50 @@ func (s *Server) spanUnits(name string) uint64 {
 	return max(1, uint64(rangeLeases*grantLease.Milliseconds())/uint64(ns.Layout.UnitMs))
 }
 
-func holderOp(m interface {
-	GetNamespace() string
-	GetHolder() string
-}) (cluster.FlakeOp, error) {
-	name, err := nsName(m.GetNamespace())
+// holderOp is the op of holder on namespace ("" is the default), with
+// this server's lease.
+func holderOp(namespace, holder string) (cluster.FlakeOp, error) {
+	name, err := nsName(namespace)
 	if err != nil {
 		return cluster.FlakeOp{}, err
 	}
-	if m.GetHolder() == "" {
+	if holder == "" {
 		return cluster.FlakeOp{}, fmt.Errorf("%w: holder is required", seqd.ErrInvalidArgument)
 	}
-	return cluster.FlakeOp{Namespace: name, Holder: m.GetHolder(), LeaseMs: uint64(grantLease.Milliseconds())}, nil
+	return cluster.FlakeOp{Namespace: name, Holder: holder, LeaseMs: uint64(grantLease.Milliseconds())}, nil
+}
+
+// acquireOp is an acquire by holder (named label for people), with this
+// server's lease and span.
+func (s *Server) acquireOp(namespace, holder, label string) (cluster.FlakeOp, error) {
+	op, err := holderOp(namespace, holder)
+	op.Type, op.Label, op.Span = cluster.OpAcquire, label, s.spanUnits(op.Namespace)
+	return op, err
+}
+
+// renewOp is holder's renewal of its worker, with this server's lease and
+// span.
+func (s *Server) renewOp(namespace, holder string, worker, token uint64) (cluster.FlakeOp, error) {
+	op, err := holderOp(namespace, holder)
+	op.Type, op.Worker, op.Token, op.Span = cluster.OpRenew, worker, token, s.spanUnits(op.Namespace)
+	return op, err
+}
+
+// releaseOp is holder's release of its worker.
+func releaseOp(namespace, holder string, worker, token uint64) (cluster.FlakeOp, error) {
+	op, err := holderOp(namespace, holder)
+	op.Type, op.Worker, op.Token = cluster.OpRelease, worker, token
+	return op, err
 }
 
 // AcquireWorker implements IdService.AcquireWorker (answered by the leader).
 func (s *Server) AcquireWorker(ctx context.Context, req *connect.Request[seqv1.AcquireWorkerRequest]) (*connect.Response[seqv1.WorkerGrant], error) {
 	return route(s, ctx, req, seqv1connect.IdServiceAcquireWorkerProcedure,
 		func(ctx context.Context) (*seqv1.WorkerGrant, error) {
-			op, err := holderOp(req.Msg)
+			op, err := s.acquireOp(req.Msg.GetNamespace(), req.Msg.GetHolder(), req.Msg.GetLabel())
 			if err != nil {
 				return nil, err
 			}
-			op.Type, op.Label, op.Span = cluster.OpAcquire, req.Msg.GetLabel(), s.spanUnits(op.Namespace)
 			return s.flakeOp(ctx, op)
 		},
 		func(ctx context.Context, p *peer, r *connect.Request[seqv1.AcquireWorkerRequest]) (*connect.Response[seqv1.WorkerGrant], error) {
@@ -234,11 +263,10 @@ func (s *Server) AcquireWorker(ctx context.Context, req *connect.Request[seqv1.A
 func (s *Server) RenewWorker(ctx context.Context, req *connect.Request[seqv1.RenewWorkerRequest]) (*connect.Response[seqv1.WorkerGrant], error) {
 	return route(s, ctx, req, seqv1connect.IdServiceRenewWorkerProcedure,
 		func(ctx context.Context) (*seqv1.WorkerGrant, error) {
-			op, err := holderOp(req.Msg)
+			op, err := s.renewOp(req.Msg.GetNamespace(), req.Msg.GetHolder(), uint64(req.Msg.GetWorker()), req.Msg.GetToken())
 			if err != nil {
 				return nil, err
 			}
-			op.Type, op.Worker, op.Token, op.Span = cluster.OpRenew, uint64(req.Msg.GetWorker()), req.Msg.GetToken(), s.spanUnits(op.Namespace)
 			return s.flakeOp(ctx, op)
 		},
 		func(ctx context.Context, p *peer, r *connect.Request[seqv1.RenewWorkerRequest]) (*connect.Response[seqv1.WorkerGrant], error) {
@@ -250,12 +278,11 @@ func (s *Server) RenewWorker(ctx context.Context, req *connect.Request[seqv1.Ren
 func (s *Server) ReleaseWorker(ctx context.Context, req *connect.Request[seqv1.ReleaseWorkerRequest]) (*connect.Response[seqv1.ReleaseWorkerResponse], error) {
 	return route(s, ctx, req, seqv1connect.IdServiceReleaseWorkerProcedure,
 		func(ctx context.Context) (*seqv1.ReleaseWorkerResponse, error) {
-			op, err := holderOp(req.Msg)
+			op, err := releaseOp(req.Msg.GetNamespace(), req.Msg.GetHolder(), uint64(req.Msg.GetWorker()), req.Msg.GetToken())
 			if err != nil {
 				return nil, err
 			}
-			op.Type, op.Worker, op.Token = cluster.OpRelease, uint64(req.Msg.GetWorker()), req.Msg.GetToken()
-			if _, err := s.flakeOp(ctx, op); err != nil {
+			if _, err := s.applyGrant(ctx, op); err != nil {
 				return nil, err
 			}
 			return &seqv1.ReleaseWorkerResponse{}, nil
@@ -263,29 +290,4 @@ func (s *Server) ReleaseWorker(ctx context.Context, req *connect.Request[seqv1.R
 		func(ctx context.Context, p *peer, r *connect.Request[seqv1.ReleaseWorkerRequest]) (*connect.Response[seqv1.ReleaseWorkerResponse], error) {
 			return p.id.ReleaseWorker(ctx, r)
 		})
-}
-
-// granter is this server's own holders' way to the leader: the leader
-// decides locally, a follower asks the leader over IdService.
-type granter struct{ s *Server }
-
-func (g granter) Acquire(ctx context.Context, namespace, holder, label string) (flake.Grant, error) {
-	resp, err := g.s.AcquireWorker(ctx, connect.NewRequest(&seqv1.AcquireWorkerRequest{Namespace: namespace, Holder: holder, Label: label}))
-	if err != nil {
-		return flake.Grant{}, idmsg.HolderError(err)
-	}
-	return idmsg.Grant(resp.Msg), nil
-}
-
-func (g granter) Renew(ctx context.Context, gr flake.Grant, holder string) (flake.Grant, error) {
-	resp, err := g.s.RenewWorker(ctx, connect.NewRequest(&seqv1.RenewWorkerRequest{Namespace: gr.Namespace, Worker: uint32(gr.Worker), Token: gr.Token, Holder: holder}))
-	if err != nil {
-		return flake.Grant{}, idmsg.HolderError(err)
-	}
-	return idmsg.Grant(resp.Msg), nil
-}
-
-func (g granter) Release(ctx context.Context, gr flake.Grant, holder string) error {
-	_, err := g.s.ReleaseWorker(ctx, connect.NewRequest(&seqv1.ReleaseWorkerRequest{Namespace: gr.Namespace, Worker: uint32(gr.Worker), Token: gr.Token, Holder: holder}))
-	return idmsg.HolderError(err)
 }
