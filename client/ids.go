@@ -197,7 +197,7 @@ func (g *Generator) init(ctx context.Context) error {
 			return
 		}
 		l, obf := idmsg.Layout(m)
-		if obf != "" {
+		if obf != flake.ObfuscateNone {
 			g.err = ErrObfuscated
 			return
 		}

@@ -216,7 +216,7 @@ func describeNamespace(n *seqv1.Namespace) string {
 			fields += " sequence_first=true"
 		}
 	}
-	if obf == "" {
+	if obf == flake.ObfuscateNone {
 		obf = "none"
 	}
 	return fmt.Sprintf("%s time_bits=%d%s worker_bits=%d sequence_bits=%d unit_ms=%d epoch=%s end=%s obfuscation=%s",
