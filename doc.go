@@ -21,8 +21,9 @@
 //     coalesces concurrent calls into one, sends the coalesced Next requests
 //     as messages of one NextStream per server (stream.go, frames.go; see
 //     docs/streaming.md), and retries unavailable errors. Its embedded
-//     flake Generator is a flake.Holder over IdService; its Segment hands
-//     out one key's values from reserved ranges (Leaf's segment mode).
+//     flake Generator is a holder.Holder (flake/holder) over IdService; its
+//     Segment hands out one key's values from reserved ranges (Leaf's
+//     segment mode).
 //   - api/: the Connect handlers (Connect, gRPC and gRPC-Web on one port):
 //     sequence.go, stream.go (NextStream: each message served as a unary
 //     Next) and frames.go (its framed transport on an upgraded HTTP/1.1
@@ -39,6 +40,9 @@
 //     in-process Next, Current and Reserve of the other front ends) and
 //     leaf.go (Leaf's HTTP API). api/proto/ holds the protos and
 //     api/gen/ the generated code (scripts/gen.sh).
+//   - api/idmsg/: the one conversion between the flake ids' messages
+//     (layouts, namespaces, grants, runs of ids) and flake's types, and the
+//     Connect codes a holder acts on, shared by api/ and client/.
 //   - resp/: the Redis protocol front end (on redcon) over a Backend it is
 //     given (api's Sequences); client/python/: the Python client.
 //   - cluster/: the host, one per process: the raft listener behind the gate
@@ -56,8 +60,12 @@
 //   - sections/: the allocator, pure: per section max, floor and cur[key],
 //     raises ahead of need, and the lease check under the same lock as the
 //     increment.
-//   - flake/ (and flake/ff1): flake ids, pure: layouts, decode, the
-//     range-bounded Generator, the Holder, obfuscation (FF1).
+//   - flake/: flake ids, pure, what a user of ids needs: layouts and their
+//     presets, composing and decoding ids, a namespace's settings and their
+//     validation, obfuscation, the Grant of a worker's time range and the
+//     range-bounded Generator. flake/holder: the Holder that holds granted
+//     workers and issues their ids (its Granter, its Reference clock);
+//     flake/ff1: the FF1 cipher.
 //   - bootclock/: the clock that counts suspension, timing both leases.
 //   - fsm/: a group's replicated state in bbolt: the command registry and
 //     codec, apply, snapshot, the file format, backup and the restore margin;
@@ -94,7 +102,8 @@
 // cluster/ never imports api/ or server/ (it asks peers through functions
 // server/ hands it); api/ never imports fsm/ or sections/; flake/ and
 // bootclock/ import only the standard library, this package and each
-// other; client/ imports only this package, flake/, bootclock/ and
+// other; client/ imports only this package, flake/, bootclock/, api/idmsg
+// and generated code, and api/idmsg only this package, flake/ and
 // generated code; lease/ imports only the standard library, cluster/admit/
 // only this package, internal/leasemodel only this package, lease/ and
 // cluster/admit/; resp/ imports only this package of seqd's own.

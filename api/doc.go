@@ -43,6 +43,14 @@
 //     per space and group on the serving path of a Connect call.
 //   - leaf.go: Leaf's HTTP API (GET /api/segment/get/{tag},
 //     /api/snowflake/get/{key}), plain text.
+//   - id.go, id_admin.go, id_granter.go: IdService and the flake part of
+//     AdminService: service mode (one flake/holder Holder per namespace),
+//     decode, namespaces and workers; applyGrant, the one place group 0's
+//     leader decides a grant, and the granter of this server's own holders,
+//     which applies through group 0 on its leader (never through a handler
+//     of its own) and asks the leader over IdService elsewhere. The
+//     conversions to and from the messages are idmsg/'s, shared with
+//     client/.
 //
 // What api never does: touch raft, the state machine (fsm/) or the
 // allocator (sections/) directly. It reaches replicated state only through

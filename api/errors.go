@@ -11,6 +11,7 @@ import (
 	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/cluster"
 	"github.com/seqd/seqd/flake"
+	"github.com/seqd/seqd/flake/holder"
 )
 
 var (
@@ -75,7 +76,7 @@ func classify(err error) (connect.Code, string) {
 		return connect.CodeAlreadyExists, err.Error()
 	case errors.Is(err, seqd.ErrFenced), errors.Is(err, flake.ErrNoSecret), errors.Is(err, seqd.ErrNotOwner):
 		return connect.CodeFailedPrecondition, err.Error()
-	case errors.Is(err, flake.ErrClosed):
+	case errors.Is(err, holder.ErrClosed):
 		return connect.CodeUnavailable, err.Error()
 	case errors.Is(err, cluster.ErrUnknownServer):
 		return connect.CodeNotFound, err.Error()

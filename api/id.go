@@ -12,8 +12,9 @@ import (
 	"github.com/seqd/seqd"
 	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
 	"github.com/seqd/seqd/api/gen/seq/v1/seqv1connect"
-	"github.com/seqd/seqd/cluster"
+	"github.com/seqd/seqd/api/idmsg"
 	"github.com/seqd/seqd/flake"
+	"github.com/seqd/seqd/flake/holder"
 )
 
 // The grants this server hands out (service mode and embedded generators
@@ -36,7 +37,7 @@ type ids struct {
 	secret []byte
 
 	mu      sync.Mutex
-	holders map[string]*flake.Holder
+	holders map[string]*holder.Holder
 	obf     map[string]*flake.Obfuscator
 	closed  bool
 }
@@ -92,11 +93,7 @@ func (s *Server) nextIDs(ctx context.Context, namespace string, count uint32, sh
 		if err != nil {
 			return nil, err
 		}
-		out := make([]*seqv1.IdRun, len(runs))
-		for i, r := range runs {
-			out[i] = &seqv1.IdRun{First: r.First, Count: uint32(r.Count)}
-		}
-		return &seqv1.NextIdsResponse{Runs: out}, nil
+		return &seqv1.NextIdsResponse{Runs: idmsg.RunsMsg(runs)}, nil
 	}
 	ids, err := h.NextShard(ctx, int(count), shard)
 	if err != nil {
@@ -112,7 +109,7 @@ func (s *Server) nextIDs(ctx context.Context, namespace string, count uint32, sh
 
 // holder returns the namespace's holder, creating it on first use once the
 // namespace is known (here, or else at the leader).
-func (s *Server) holder(ctx context.Context, name string) (*flake.Holder, *flake.Obfuscator, error) {
+func (s *Server) holder(ctx context.Context, name string) (*holder.Holder, *flake.Obfuscator, error) {
 	s.ids.mu.Lock()
 	h, ok := s.ids.holders[name]
 	obf := s.ids.obf[name]
@@ -120,7 +117,7 @@ func (s *Server) holder(ctx context.Context, name string) (*flake.Holder, *flake
 	s.ids.mu.Unlock()
 	switch {
 	case closed:
-		return nil, nil, flake.ErrClosed
+		return nil, nil, holder.ErrClosed
 	case ok && s.node.NamespaceDeleted(name):
 		// Deleted since this holder was made (its grants are fenced).
 		s.dropHolder(ctx, name)
@@ -132,7 +129,7 @@ func (s *Server) holder(ctx context.Context, name string) (*flake.Holder, *flake
 	if err != nil {
 		return nil, nil, err
 	}
-	if ns.Obfuscation != cluster.ObfuscateNone {
+	if ns.Obfuscation != flake.ObfuscateNone {
 		if obf, err = s.obfuscator(ns); err != nil {
 			return nil, nil, err
 		}
@@ -140,15 +137,15 @@ func (s *Server) holder(ctx context.Context, name string) (*flake.Holder, *flake
 	s.ids.mu.Lock()
 	defer s.ids.mu.Unlock()
 	if s.ids.closed {
-		return nil, nil, flake.ErrClosed
+		return nil, nil, holder.ErrClosed
 	}
 	if h, ok := s.ids.holders[name]; ok {
 		return h, s.ids.obf[name], nil
 	}
 	if s.ids.holders == nil {
-		s.ids.holders, s.ids.obf = map[string]*flake.Holder{}, map[string]*flake.Obfuscator{}
+		s.ids.holders, s.ids.obf = map[string]*holder.Holder{}, map[string]*flake.Obfuscator{}
 	}
-	h = flake.NewHolder(flake.HolderConfig{Granter: granter{s}, Namespace: name, Label: s.node.ID(), Logger: s.log,
+	h = holder.New(holder.Config{Granter: granter{s}, Namespace: name, Label: s.node.ID(), Logger: s.log,
 		Workers: serviceWorkers(ns.Layout), Layout: ns.Layout})
 	s.ids.holders[name], s.ids.obf[name] = h, obf
 	return h, obf, nil
@@ -165,7 +162,7 @@ func serviceWorkers(l flake.Layout) int {
 
 // obfuscator derives the namespace's permutation from the cluster secret,
 // refusing a secret other than the one the namespace was created with.
-func (s *Server) obfuscator(ns cluster.Namespace) (*flake.Obfuscator, error) {
+func (s *Server) obfuscator(ns flake.Namespace) (*flake.Obfuscator, error) {
 	if len(s.ids.secret) == 0 {
 		return nil, fmt.Errorf("%w: this server has no cluster secret", flake.ErrNoSecret)
 	}
@@ -181,7 +178,7 @@ func (s *Server) obfuscator(ns cluster.Namespace) (*flake.Obfuscator, error) {
 
 // namespace reads a namespace from this server's state, or from the
 // leader's when this one has not applied its creation yet.
-func (s *Server) namespace(ctx context.Context, name string) (cluster.Namespace, error) {
+func (s *Server) namespace(ctx context.Context, name string) (flake.Namespace, error) {
 	if ns, ok := s.node.Namespace(name); ok {
 		return ns, nil
 	}
@@ -200,11 +197,11 @@ func (s *Server) namespace(ctx context.Context, name string) (cluster.Namespace,
 			return p.admin.ListNamespaces(ctx, r)
 		})
 	if err != nil {
-		return cluster.Namespace{}, err
+		return flake.Namespace{}, err
 	}
 	for _, m := range resp.Msg.GetNamespaces() {
 		if m.GetName() == name {
-			return namespaceFromMsg(m), nil
+			return idmsg.Namespace(m), nil
 		}
 	}
 	if name == DefaultNamespace {
@@ -212,11 +209,11 @@ func (s *Server) namespace(ctx context.Context, name string) (cluster.Namespace,
 		// default layout, as the default space does.
 		cr, err := s.CreateNamespace(ctx, connect.NewRequest(&seqv1.CreateNamespaceRequest{Name: DefaultNamespace}))
 		if err != nil {
-			return cluster.Namespace{}, err
+			return flake.Namespace{}, err
 		}
-		return namespaceFromMsg(cr.Msg.GetNamespace()), nil
+		return idmsg.Namespace(cr.Msg.GetNamespace()), nil
 	}
-	return cluster.Namespace{}, fmt.Errorf("%w: %q", seqd.ErrUnknownNamespace, name)
+	return flake.Namespace{}, fmt.Errorf("%w: %q", seqd.ErrUnknownNamespace, name)
 }
 
 // dropHolder stops this server's holder of a deleted namespace (its
@@ -271,7 +268,7 @@ func (s *Server) decode(ctx context.Context, req *connect.Request[seqv1.DecodeRe
 		return nil, err
 	}
 	id := req.Msg.GetId()
-	if ns.Obfuscation != cluster.ObfuscateNone {
+	if ns.Obfuscation != flake.ObfuscateNone {
 		if s.token != "" {
 			if err := s.checkToken(req.Header().Get("Authorization")); err != nil {
 				return nil, err
@@ -331,7 +328,7 @@ func decodeWarning(d flake.ID, granted bool, hwm uint64, nowMs int64) string {
 // GetLayout implements IdService.GetLayout.
 func (s *Server) GetLayout(ctx context.Context, req *connect.Request[seqv1.GetLayoutRequest]) (*connect.Response[seqv1.GetLayoutResponse], error) {
 	name, err := nsName(req.Msg.GetNamespace())
-	var ns cluster.Namespace
+	var ns flake.Namespace
 	if err == nil {
 		ns, err = s.namespace(ctx, name)
 	}
@@ -340,51 +337,13 @@ func (s *Server) GetLayout(ctx context.Context, req *connect.Request[seqv1.GetLa
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(layoutMsg(ns)), nil
-}
-
-// layoutFields is GetLayoutResponse.obfuscation for a layout with fields
-// beyond time, worker and sequence (see id.proto): not obfuscated, and
-// refused by clients that predate the fields, which check only this.
-const layoutFields = "fields"
-
-func layoutMsg(ns cluster.Namespace) *seqv1.GetLayoutResponse {
-	l := ns.Layout
-	m := &seqv1.GetLayoutResponse{EpochUnixMs: l.EpochMs, UnitMs: l.UnitMs, TimeBits: uint32(l.TimeBits),
-		WorkerBits: uint32(l.WorkerBits), SequenceBits: uint32(l.SequenceBits), Obfuscation: ns.Obfuscation,
-		ShardBits: uint32(l.ShardBits), ClusterBits: uint32(l.ClusterBits), Cluster: l.Cluster, SequenceFirst: l.SequenceFirst}
-	if !l.Plain() {
-		m.Obfuscation = layoutFields
-	}
-	return m
-}
-
-// layoutFromMsg reads a layout; the layout fields count only where the
-// obfuscation says "fields", and the obfuscation is then none.
-func layoutFromMsg(m *seqv1.GetLayoutResponse) (flake.Layout, string) {
-	l := flake.Layout{EpochMs: m.GetEpochUnixMs(), UnitMs: m.GetUnitMs(), TimeBits: uint8(min(m.GetTimeBits(), 255)),
-		WorkerBits: uint8(min(m.GetWorkerBits(), 255)), SequenceBits: uint8(min(m.GetSequenceBits(), 255))}
-	if m.GetObfuscation() != layoutFields {
-		return l, m.GetObfuscation()
-	}
-	l.ShardBits, l.ClusterBits = uint8(min(m.GetShardBits(), 255)), uint8(min(m.GetClusterBits(), 255))
-	l.Cluster, l.SequenceFirst = m.GetCluster(), m.GetSequenceFirst()
-	return l, ""
-}
-
-func namespaceMsg(ns cluster.Namespace) *seqv1.Namespace {
-	return &seqv1.Namespace{Name: ns.Name, Layout: layoutMsg(ns), FloorUnixMs: ns.Layout.UnitStart(ns.Floor), EndUnixMs: ns.Layout.End(), KeyCheck: ns.KeyCheck}
-}
-
-func namespaceFromMsg(m *seqv1.Namespace) cluster.Namespace {
-	l, obf := layoutFromMsg(m.GetLayout())
-	return cluster.Namespace{Name: m.GetName(), Layout: l, Obfuscation: obf, KeyCheck: m.GetKeyCheck()}
+	return connect.NewResponse(idmsg.LayoutMsg(ns.Layout, ns.Obfuscation)), nil
 }
 
 // FlakeStat describes this server's holder of one namespace, for metrics.
 type FlakeStat struct {
 	Namespace string
-	flake.HolderStats
+	holder.Stats
 	// Capacity is the layout's number of workers; LifetimeRemaining the
 	// time until the layout can express no more ids.
 	Capacity          uint64
@@ -394,14 +353,14 @@ type FlakeStat struct {
 // FlakeStats reports the namespaces this server issues ids of.
 func (s *Server) FlakeStats() []FlakeStat {
 	s.ids.mu.Lock()
-	hs := make(map[string]*flake.Holder, len(s.ids.holders))
+	hs := make(map[string]*holder.Holder, len(s.ids.holders))
 	for name, h := range s.ids.holders {
 		hs[name] = h
 	}
 	s.ids.mu.Unlock()
 	out := make([]FlakeStat, 0, len(hs))
 	for name, h := range hs {
-		st := FlakeStat{Namespace: name, HolderStats: h.Stats()}
+		st := FlakeStat{Namespace: name, Stats: h.Stats()}
 		if ns, ok := s.node.Namespace(name); ok {
 			st.Capacity = ns.Layout.Workers()
 			st.LifetimeRemaining = time.Duration(ns.Layout.End()-s.node.WallMs()) * time.Millisecond

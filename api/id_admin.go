@@ -9,6 +9,7 @@ import (
 	"github.com/seqd/seqd"
 	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
 	"github.com/seqd/seqd/api/gen/seq/v1/seqv1connect"
+	"github.com/seqd/seqd/api/idmsg"
 	"github.com/seqd/seqd/cluster"
 	"github.com/seqd/seqd/flake"
 )
@@ -36,7 +37,7 @@ func (s *Server) CreateNamespace(ctx context.Context, req *connect.Request[seqv1
 				}
 				defer s.node.PublishFlakeClusters()
 			}
-			if op.Obfuscation != cluster.ObfuscateNone {
+			if op.Obfuscation != flake.ObfuscateNone {
 				// The leader derives the key check from its own secret.
 				_, check, err := flake.DeriveKey(s.ids.secret, op.Namespace)
 				if err != nil {
@@ -52,7 +53,7 @@ func (s *Server) CreateNamespace(ctx context.Context, req *connect.Request[seqv1
 				return nil, res[0].Err
 			}
 			ns, _ := s.node.Namespace(op.Namespace)
-			return &seqv1.CreateNamespaceResponse{Namespace: namespaceMsg(ns), Created: !existed}, nil
+			return &seqv1.CreateNamespaceResponse{Namespace: idmsg.NamespaceMsg(ns), Created: !existed}, nil
 		},
 		func(ctx context.Context, p *peer, r *connect.Request[seqv1.CreateNamespaceRequest]) (*connect.Response[seqv1.CreateNamespaceResponse], error) {
 			return p.admin.CreateNamespace(ctx, r)
@@ -97,10 +98,10 @@ func (s *Server) createOp(m *seqv1.CreateNamespaceRequest) (cluster.FlakeOp, err
 		}
 		op.Layout = l
 	}
-	if err := cluster.ValidateNamespace(op.Namespace, op.Layout, op.Obfuscation); err != nil {
+	if err := flake.ValidateNamespace(op.Namespace, op.Layout, op.Obfuscation); err != nil {
 		return op, err
 	}
-	if op.Obfuscation != cluster.ObfuscateNone && len(s.ids.secret) == 0 {
+	if op.Obfuscation != flake.ObfuscateNone && len(s.ids.secret) == 0 {
 		return op, fmt.Errorf("%w: start every server with --cluster-secret-file (or SEQD_CLUSTER_SECRET_FILE)", flake.ErrNoSecret)
 	}
 	return op, nil
@@ -120,7 +121,7 @@ func (s *Server) ListNamespaces(ctx context.Context, req *connect.Request[seqv1.
 			}
 			out := &seqv1.ListNamespacesResponse{}
 			for _, ns := range s.node.Namespaces() {
-				out.Namespaces = append(out.Namespaces, namespaceMsg(ns))
+				out.Namespaces = append(out.Namespaces, idmsg.NamespaceMsg(ns))
 			}
 			return out, nil
 		},
@@ -175,19 +176,26 @@ func (s *Server) ReclaimWorker(ctx context.Context, req *connect.Request[seqv1.R
 		})
 }
 
-// flakeOp applies one op on the leader and answers its grant.
-func (s *Server) flakeOp(ctx context.Context, op cluster.FlakeOp) (*seqv1.WorkerGrant, error) {
+// applyGrant applies one op through group 0 on its leader and answers its
+// grant (none for a release or a reclaim): the one place a grant is
+// decided, for IdService's handlers and this server's own holders alike.
+func (s *Server) applyGrant(ctx context.Context, op cluster.FlakeOp) (flake.Grant, error) {
 	res, err := s.node.ApplyFlake(ctx, []cluster.FlakeOp{op})
+	if err != nil {
+		return flake.Grant{}, err
+	}
+	return res[0].Grant, res[0].Err
+}
+
+// flakeOp applies one op on the leader and answers its grant as a
+// message.
+func (s *Server) flakeOp(ctx context.Context, op cluster.FlakeOp) (*seqv1.WorkerGrant, error) {
+	g, err := s.applyGrant(ctx, op)
 	if err != nil {
 		return nil, err
 	}
-	if res[0].Err != nil {
-		return nil, res[0].Err
-	}
-	g := res[0].Grant
 	ns, _ := s.node.Namespace(op.Namespace)
-	return &seqv1.WorkerGrant{Namespace: g.Namespace, Worker: uint32(g.Worker), Token: g.Token, Lo: g.Lo, Hi: g.Hi,
-		LeaderUnixMs: g.NowMs, LeaseMs: uint32(grantLease.Milliseconds()), Layout: layoutMsg(ns)}, nil
+	return idmsg.GrantMsg(g, ns.Obfuscation), nil
 }
 
 // spanUnits is the range length of a grant: rangeLeases leases of the
@@ -200,29 +208,50 @@ func (s *Server) spanUnits(name string) uint64 {
 	return max(1, uint64(rangeLeases*grantLease.Milliseconds())/uint64(ns.Layout.UnitMs))
 }
 
-func holderOp(m interface {
-	GetNamespace() string
-	GetHolder() string
-}) (cluster.FlakeOp, error) {
-	name, err := nsName(m.GetNamespace())
+// holderOp is the op of holder on namespace ("" is the default), with
+// this server's lease.
+func holderOp(namespace, holder string) (cluster.FlakeOp, error) {
+	name, err := nsName(namespace)
 	if err != nil {
 		return cluster.FlakeOp{}, err
 	}
-	if m.GetHolder() == "" {
+	if holder == "" {
 		return cluster.FlakeOp{}, fmt.Errorf("%w: holder is required", seqd.ErrInvalidArgument)
 	}
-	return cluster.FlakeOp{Namespace: name, Holder: m.GetHolder(), LeaseMs: uint64(grantLease.Milliseconds())}, nil
+	return cluster.FlakeOp{Namespace: name, Holder: holder, LeaseMs: uint64(grantLease.Milliseconds())}, nil
+}
+
+// acquireOp is an acquire by holder (named label for people), with this
+// server's lease and span.
+func (s *Server) acquireOp(namespace, holder, label string) (cluster.FlakeOp, error) {
+	op, err := holderOp(namespace, holder)
+	op.Type, op.Label, op.Span = cluster.OpAcquire, label, s.spanUnits(op.Namespace)
+	return op, err
+}
+
+// renewOp is holder's renewal of its worker, with this server's lease and
+// span.
+func (s *Server) renewOp(namespace, holder string, worker, token uint64) (cluster.FlakeOp, error) {
+	op, err := holderOp(namespace, holder)
+	op.Type, op.Worker, op.Token, op.Span = cluster.OpRenew, worker, token, s.spanUnits(op.Namespace)
+	return op, err
+}
+
+// releaseOp is holder's release of its worker.
+func releaseOp(namespace, holder string, worker, token uint64) (cluster.FlakeOp, error) {
+	op, err := holderOp(namespace, holder)
+	op.Type, op.Worker, op.Token = cluster.OpRelease, worker, token
+	return op, err
 }
 
 // AcquireWorker implements IdService.AcquireWorker (answered by the leader).
 func (s *Server) AcquireWorker(ctx context.Context, req *connect.Request[seqv1.AcquireWorkerRequest]) (*connect.Response[seqv1.WorkerGrant], error) {
 	return route(s, ctx, req, seqv1connect.IdServiceAcquireWorkerProcedure,
 		func(ctx context.Context) (*seqv1.WorkerGrant, error) {
-			op, err := holderOp(req.Msg)
+			op, err := s.acquireOp(req.Msg.GetNamespace(), req.Msg.GetHolder(), req.Msg.GetLabel())
 			if err != nil {
 				return nil, err
 			}
-			op.Type, op.Label, op.Span = cluster.OpAcquire, req.Msg.GetLabel(), s.spanUnits(op.Namespace)
 			return s.flakeOp(ctx, op)
 		},
 		func(ctx context.Context, p *peer, r *connect.Request[seqv1.AcquireWorkerRequest]) (*connect.Response[seqv1.WorkerGrant], error) {
@@ -234,11 +263,10 @@ func (s *Server) AcquireWorker(ctx context.Context, req *connect.Request[seqv1.A
 func (s *Server) RenewWorker(ctx context.Context, req *connect.Request[seqv1.RenewWorkerRequest]) (*connect.Response[seqv1.WorkerGrant], error) {
 	return route(s, ctx, req, seqv1connect.IdServiceRenewWorkerProcedure,
 		func(ctx context.Context) (*seqv1.WorkerGrant, error) {
-			op, err := holderOp(req.Msg)
+			op, err := s.renewOp(req.Msg.GetNamespace(), req.Msg.GetHolder(), uint64(req.Msg.GetWorker()), req.Msg.GetToken())
 			if err != nil {
 				return nil, err
 			}
-			op.Type, op.Worker, op.Token, op.Span = cluster.OpRenew, uint64(req.Msg.GetWorker()), req.Msg.GetToken(), s.spanUnits(op.Namespace)
 			return s.flakeOp(ctx, op)
 		},
 		func(ctx context.Context, p *peer, r *connect.Request[seqv1.RenewWorkerRequest]) (*connect.Response[seqv1.WorkerGrant], error) {
@@ -250,12 +278,11 @@ func (s *Server) RenewWorker(ctx context.Context, req *connect.Request[seqv1.Ren
 func (s *Server) ReleaseWorker(ctx context.Context, req *connect.Request[seqv1.ReleaseWorkerRequest]) (*connect.Response[seqv1.ReleaseWorkerResponse], error) {
 	return route(s, ctx, req, seqv1connect.IdServiceReleaseWorkerProcedure,
 		func(ctx context.Context) (*seqv1.ReleaseWorkerResponse, error) {
-			op, err := holderOp(req.Msg)
+			op, err := releaseOp(req.Msg.GetNamespace(), req.Msg.GetHolder(), uint64(req.Msg.GetWorker()), req.Msg.GetToken())
 			if err != nil {
 				return nil, err
 			}
-			op.Type, op.Worker, op.Token = cluster.OpRelease, uint64(req.Msg.GetWorker()), req.Msg.GetToken()
-			if _, err := s.flakeOp(ctx, op); err != nil {
+			if _, err := s.applyGrant(ctx, op); err != nil {
 				return nil, err
 			}
 			return &seqv1.ReleaseWorkerResponse{}, nil
@@ -263,50 +290,4 @@ func (s *Server) ReleaseWorker(ctx context.Context, req *connect.Request[seqv1.R
 		func(ctx context.Context, p *peer, r *connect.Request[seqv1.ReleaseWorkerRequest]) (*connect.Response[seqv1.ReleaseWorkerResponse], error) {
 			return p.id.ReleaseWorker(ctx, r)
 		})
-}
-
-// granter is this server's own holders' way to the leader: the leader
-// decides locally, a follower asks the leader over IdService.
-type granter struct{ s *Server }
-
-func (g granter) Acquire(ctx context.Context, namespace, holder, label string) (flake.Grant, error) {
-	resp, err := g.s.AcquireWorker(ctx, connect.NewRequest(&seqv1.AcquireWorkerRequest{Namespace: namespace, Holder: holder, Label: label}))
-	if err != nil {
-		return flake.Grant{}, FromConnect(err)
-	}
-	return GrantFromMsg(resp.Msg), nil
-}
-
-func (g granter) Renew(ctx context.Context, gr flake.Grant, holder string) (flake.Grant, error) {
-	resp, err := g.s.RenewWorker(ctx, connect.NewRequest(&seqv1.RenewWorkerRequest{Namespace: gr.Namespace, Worker: uint32(gr.Worker), Token: gr.Token, Holder: holder}))
-	if err != nil {
-		return flake.Grant{}, FromConnect(err)
-	}
-	return GrantFromMsg(resp.Msg), nil
-}
-
-func (g granter) Release(ctx context.Context, gr flake.Grant, holder string) error {
-	_, err := g.s.ReleaseWorker(ctx, connect.NewRequest(&seqv1.ReleaseWorkerRequest{Namespace: gr.Namespace, Worker: uint32(gr.Worker), Token: gr.Token, Holder: holder}))
-	return FromConnect(err)
-}
-
-// GrantFromMsg converts a WorkerGrant. The layout is the one its ids are
-// composed in (an obfuscated namespace's before the permutation).
-func GrantFromMsg(m *seqv1.WorkerGrant) flake.Grant {
-	l, _ := layoutFromMsg(m.GetLayout())
-	return flake.Grant{Namespace: m.GetNamespace(), Layout: l, Worker: uint64(m.GetWorker()),
-		Token: m.GetToken(), Lo: m.GetLo(), Hi: m.GetHi(), LeaderMs: m.GetLeaderUnixMs(), LeaseMs: m.GetLeaseMs()}
-}
-
-// FromConnect turns the Connect codes a holder acts on back into the root
-// package's errors: failed_precondition is seqd.ErrFenced and
-// resource_exhausted seqd.ErrNoWorker; anything else is kept (wrapped).
-func FromConnect(err error) error {
-	switch connect.CodeOf(err) {
-	case connect.CodeFailedPrecondition:
-		return fmt.Errorf("%w: %v", seqd.ErrFenced, err)
-	case connect.CodeResourceExhausted:
-		return fmt.Errorf("%w: %v", seqd.ErrNoWorker, err)
-	}
-	return err
 }

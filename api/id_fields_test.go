@@ -145,7 +145,10 @@ func TestDeleteNamespaceKeepsItsMarks(t *testing.T) {
 	}
 	for _, a := range c.APIAddrs() {
 		_, err := idClient(a).NextIds(ctx, connect.NewRequest(&seqv1.NextIdsRequest{Namespace: "orders", Count: 1}))
-		for err != nil && connect.CodeOf(err) == connect.CodeUnavailable { // a follower a heartbeat behind
+		// The call returns once the leader applied the deletion. A follower
+		// a heartbeat behind has not: it still issues from its holder's
+		// range (its grant is fenced, its lease not over), or is unavailable.
+		for (err == nil || connect.CodeOf(err) == connect.CodeUnavailable) && ctx.Err() == nil {
 			time.Sleep(20 * time.Millisecond)
 			_, err = idClient(a).NextIds(ctx, connect.NewRequest(&seqv1.NextIdsRequest{Namespace: "orders", Count: 1}))
 		}

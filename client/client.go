@@ -45,6 +45,7 @@ import (
 	"github.com/seqd/seqd/api/gen/grpc/health/v1/healthv1connect"
 	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
 	"github.com/seqd/seqd/api/gen/seq/v1/seqv1connect"
+	"github.com/seqd/seqd/api/idmsg"
 )
 
 // Client calls a seqd cluster. It is safe for concurrent use.
@@ -251,7 +252,7 @@ func (c *Client) multi(ctx context.Context, kind batchKind, space string, keys [
 		if err != nil {
 			return nil, err
 		}
-		runs, err := runsOf(resp, uint32(len(keys)))
+		runs, err := idmsg.Runs(resp, uint32(len(keys)))
 		if err != nil {
 			return nil, err
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"sync"
 	"time"
@@ -13,7 +12,9 @@ import (
 
 	"github.com/seqd/seqd"
 	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
+	"github.com/seqd/seqd/api/idmsg"
 	"github.com/seqd/seqd/flake"
+	"github.com/seqd/seqd/flake/holder"
 )
 
 // NextIds returns count flake ids of the namespace ("" is "default"),
@@ -56,7 +57,7 @@ func (c *Client) NextIdRuns(ctx context.Context, namespace string, count uint32)
 	if err != nil {
 		return nil, err
 	}
-	return runsOf(resp, count)
+	return idmsg.Runs(resp, count)
 }
 
 // NextShardIds returns count flake ids of the namespace with shard in the
@@ -72,50 +73,11 @@ func (c *Client) NextShardIds(ctx context.Context, namespace string, count uint3
 	if err != nil {
 		return nil, err
 	}
-	runs, err := runsOf(resp, count)
+	runs, err := idmsg.Runs(resp, count)
 	if err != nil {
 		return nil, err
 	}
 	return flake.AppendIDs(make([]int64, 0, count), runs...), nil
-}
-
-// runsOf returns a NextIds answer's ids as runs, in whichever form the
-// server sent them: as runs, or one by one (an obfuscated namespace, or a
-// server older than runs), merged where consecutive. It checks that they
-// are count ids, all positive, and, given as runs, strictly increasing (an
-// obfuscated namespace's ids, given one by one, are in no order).
-func runsOf(resp *seqv1.NextIdsResponse, count uint32) ([]flake.Run, error) {
-	var runs []flake.Run
-	got := 0
-	if len(resp.GetRuns()) > 0 {
-		runs = make([]flake.Run, 0, len(resp.GetRuns()))
-		last := int64(0)
-		for _, r := range resp.GetRuns() {
-			first, n := r.GetFirst(), int64(r.GetCount())
-			if n == 0 || int64(got)+n > int64(count) || first <= last || first > math.MaxInt64-n+1 {
-				return nil, fmt.Errorf("client: server returned an invalid run of ids (first %d, count %d, after %d)", first, n, last)
-			}
-			runs = append(runs, flake.Run{First: first, Count: int(n)})
-			got += int(n)
-			last = first + n - 1
-		}
-	} else {
-		for _, id := range resp.GetIds() {
-			if id <= 0 {
-				return nil, fmt.Errorf("client: server returned id %d", id)
-			}
-			if k := len(runs) - 1; k >= 0 && runs[k].Last()+1 == id {
-				runs[k].Count++
-			} else {
-				runs = append(runs, flake.Run{First: id, Count: 1})
-			}
-		}
-		got = len(resp.GetIds())
-	}
-	if got != int(count) {
-		return nil, fmt.Errorf("client: server returned %d ids for %d", got, count)
-	}
-	return runs, nil
 }
 
 // maxCoalescedIDs is the largest NextIds call that is coalesced.
@@ -193,7 +155,7 @@ type GeneratorOptions struct {
 }
 
 // Generator issues flake ids in this process, without an RPC per id, from
-// workers the cluster grants it (see flake.Holder): it acquires a worker on
+// workers the cluster grants it (see holder.Holder in flake/holder): it acquires a worker on
 // first use, renews in the background, stops issuing at the first of its
 // lease's end or its range's end, acquires anew when fenced, and releases
 // its workers on Close. No restart, clock step or reschedule can make it
@@ -206,7 +168,7 @@ type Generator struct {
 	ns     string
 	opts   GeneratorOptions
 	once   sync.Once
-	holder *flake.Holder
+	holder *holder.Holder
 	err    error
 }
 
@@ -234,32 +196,15 @@ func (g *Generator) init(ctx context.Context) error {
 			g.err = err
 			return
 		}
-		l, obf := layoutOf(m)
-		if obf != "" {
+		l, obf := idmsg.Layout(m)
+		if obf != flake.ObfuscateNone {
 			g.err = ErrObfuscated
 			return
 		}
-		g.holder = flake.NewHolder(flake.HolderConfig{Granter: granter{g.c}, Namespace: g.ns, Label: g.opts.Label,
+		g.holder = holder.New(holder.Config{Granter: granter{g.c}, Namespace: g.ns, Label: g.opts.Label,
 			Workers: g.opts.Workers, Lead: g.opts.Lead, Logger: g.c.opts.Logger, Layout: l})
 	})
 	return g.err
-}
-
-// layoutFields is GetLayoutResponse.obfuscation for a layout with fields
-// beyond time, worker and sequence (not obfuscated; see id.proto).
-const layoutFields = "fields"
-
-// layoutOf reads a layout and its obfuscation ("" for none): the layout
-// fields count only where the obfuscation says "fields".
-func layoutOf(m *seqv1.GetLayoutResponse) (flake.Layout, string) {
-	l := flake.Layout{EpochMs: m.GetEpochUnixMs(), UnitMs: m.GetUnitMs(), TimeBits: uint8(min(m.GetTimeBits(), 255)),
-		WorkerBits: uint8(min(m.GetWorkerBits(), 255)), SequenceBits: uint8(min(m.GetSequenceBits(), 255))}
-	if m.GetObfuscation() != layoutFields {
-		return l, m.GetObfuscation()
-	}
-	l.ShardBits, l.ClusterBits = uint8(min(m.GetShardBits(), 255)), uint8(min(m.GetClusterBits(), 255))
-	l.Cluster, l.SequenceFirst = m.GetCluster(), m.GetSequenceFirst()
-	return l, ""
 }
 
 // Next returns one id.
@@ -301,7 +246,7 @@ func (g *Generator) NextShardN(ctx context.Context, n int, shard uint64) ([]int6
 
 // Close releases the generator's workers (within ctx); Next fails after it.
 func (g *Generator) Close(ctx context.Context) error {
-	g.once.Do(func() { g.err = flake.ErrClosed })
+	g.once.Do(func() { g.err = holder.ErrClosed })
 	if g.holder == nil {
 		return nil
 	}
@@ -332,27 +277,12 @@ func (g granter) Release(ctx context.Context, gr flake.Grant, holder string) err
 		r, err := n.id.ReleaseWorker(ctx, connect.NewRequest(&seqv1.ReleaseWorkerRequest{Namespace: gr.Namespace, Worker: uint32(gr.Worker), Token: gr.Token, Holder: holder}))
 		return msg(r, err)
 	})
-	return holderErr(err)
+	return idmsg.HolderError(err)
 }
 
 func grantFrom(m *seqv1.WorkerGrant, err error) (flake.Grant, error) {
 	if err != nil {
-		return flake.Grant{}, holderErr(err)
+		return flake.Grant{}, idmsg.HolderError(err)
 	}
-	l, _ := layoutOf(m.GetLayout()) // the holder refuses another layout than the namespace's
-	return flake.Grant{Namespace: m.GetNamespace(), Worker: uint64(m.GetWorker()), Token: m.GetToken(), Lo: m.GetLo(), Hi: m.GetHi(),
-		LeaderMs: m.GetLeaderUnixMs(), LeaseMs: m.GetLeaseMs(), Layout: l}, nil
-}
-
-// holderErr turns the codes a holder acts on into the root package's
-// errors: failed_precondition is a fenced grant, resource_exhausted no
-// free worker.
-func holderErr(err error) error {
-	switch connect.CodeOf(err) {
-	case connect.CodeFailedPrecondition:
-		return fmt.Errorf("%w: %v", seqd.ErrFenced, err)
-	case connect.CodeResourceExhausted:
-		return fmt.Errorf("%w: %v", seqd.ErrNoWorker, err)
-	}
-	return err
+	return idmsg.Grant(m), nil
 }

@@ -10,6 +10,7 @@ import (
 	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
 	"github.com/seqd/seqd/client"
 	"github.com/seqd/seqd/flake"
+	"github.com/seqd/seqd/flake/holder"
 	"github.com/seqd/seqd/internal/testcluster"
 )
 
@@ -100,7 +101,7 @@ func TestEmbeddedGenerators(t *testing.T) {
 	if err := gens[0].Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := gens[0].Next(ctx); !errors.Is(err, flake.ErrClosed) {
+	if _, err := gens[0].Next(ctx); !errors.Is(err, holder.ErrClosed) {
 		t.Fatalf("Next after Close: %v", err)
 	}
 	again := cl.NewGenerator("", client.GeneratorOptions{Label: "g1-restarted"})

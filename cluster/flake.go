@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 
+	"github.com/seqd/seqd/flake"
 	"github.com/seqd/seqd/fsm"
 )
 
@@ -11,12 +12,11 @@ import (
 type (
 	FlakeOp     = fsm.FlakeOp
 	FlakeResult = fsm.FlakeResult
-	Namespace   = fsm.Namespace
 	Worker      = fsm.Worker
 	WorkerUse   = fsm.Use
 )
 
-// The flake operations and obfuscation settings (see fsm).
+// The flake operations (see fsm).
 const (
 	OpCreateNamespace = fsm.OpCreateNamespace
 	OpAcquire         = fsm.OpAcquire
@@ -25,15 +25,7 @@ const (
 	OpReclaim         = fsm.OpReclaim
 
 	ReclaimedHolder = fsm.ReclaimedHolder
-
-	ObfuscateNone    = fsm.ObfuscateNone
-	ObfuscateFF1     = fsm.ObfuscateFF1
-	ObfuscateFF1Hour = fsm.ObfuscateFF1Hour
 )
-
-// ValidateNamespace checks a namespace's name, layout and obfuscation
-// (see fsm.ValidateNamespace).
-var ValidateNamespace = fsm.ValidateNamespace
 
 // ApplyFlake decides flake operations on the leader (see
 // group.Group.ApplyFlake).
@@ -42,14 +34,14 @@ func (n *Node) ApplyFlake(ctx context.Context, ops []fsm.FlakeOp) ([]fsm.FlakeRe
 }
 
 // Namespace returns a flake namespace as this server's state has it.
-func (n *Node) Namespace(name string) (fsm.Namespace, bool) { return n.fsm.Namespace(name) }
+func (n *Node) Namespace(name string) (flake.Namespace, bool) { return n.fsm.Namespace(name) }
 
 // NamespaceDeleted reports whether this server's state has the namespace
 // as deleted.
 func (n *Node) NamespaceDeleted(name string) bool { return n.fsm.NamespaceDeleted(name) }
 
 // Namespaces returns every flake namespace as this server's state has it.
-func (n *Node) Namespaces() []fsm.Namespace { return n.fsm.Namespaces() }
+func (n *Node) Namespaces() []flake.Namespace { return n.fsm.Namespaces() }
 
 // Workers returns a namespace's workers as this server's state has it.
 func (n *Node) Workers(name string) ([]fsm.Worker, bool) { return n.fsm.Workers(name) }

@@ -4,15 +4,18 @@
 //	id = T·2^(w+s) | W·2^s | S
 //
 // where T counts time units since a namespace's epoch, W is a worker and S a
-// sequence within one unit. It holds the pure parts: layouts (Layout, the
-// presets and their validation), composing and decoding ids, the Generator
-// that issues ids from a worker's granted time range, and the Reference
-// clock a holder measures time with.
+// sequence within one unit. It holds the pure parts, what a user of ids
+// needs: layouts (Layout, the presets and their validation), composing and
+// decoding ids, a namespace's settings (Namespace, ValidateNamespace, the
+// obfuscation settings) and its obfuscation (Obfuscator), the Grant of a
+// worker's time range, and the Generator that issues ids from it. The
+// machinery that holds workers (the Holder, its Granter and its Reference
+// clock) is the subpackage flake/holder; flake/ff1 is the FF1 cipher.
 //
 // # Where uniqueness comes from
 //
-// Uniqueness never rests on a clock. A holder (a seqd node serving ids, or an
-// embedded generator in a client) issues ids for worker W only from a time
+// Uniqueness never rests on a clock. A holder (flake/holder: a seqd node
+// serving ids, or an embedded generator in a client) issues ids for worker W only from a time
 // range (Lo, Hi] that the cluster granted it through the Raft log; the state
 // machine keeps, per worker, the highest time ever granted (hwm) and grants a
 // new range only from Lo ≥ hwm, so ranges of one worker never overlap. A

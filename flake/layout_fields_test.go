@@ -148,7 +148,7 @@ func TestObfuscatorRefusesFields(t *testing.T) {
 	key, _, _ := DeriveKey([]byte("0123456789abcdef-cluster-secret"), "n")
 	for _, name := range []string{"sonyflake", "instagram"} {
 		l, _ := Preset(name)
-		if _, err := NewObfuscator(l, ModeFF1, key); !errors.Is(err, ErrInvalidLayout) {
+		if _, err := NewObfuscator(l, ObfuscateFF1, key); !errors.Is(err, ErrInvalidLayout) {
 			t.Errorf("%s: NewObfuscator = %v, want ErrInvalidLayout", name, err)
 		}
 	}

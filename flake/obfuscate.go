@@ -13,12 +13,6 @@ import (
 	"github.com/seqd/seqd/flake/ff1"
 )
 
-// The obfuscation modes of a namespace (see fsm.Namespace.Obfuscation).
-const (
-	ModeFF1     = "ff1"
-	ModeFF1Hour = "ff1-hour"
-)
-
 // MinSecretLen is the shortest cluster secret obfuscation accepts.
 const MinSecretLen = 16
 
@@ -43,9 +37,9 @@ func DeriveKey(secret []byte, namespace string) (key []byte, check string, err e
 	return key, hex.EncodeToString(m.Sum(nil)[:12]), nil
 }
 
-// Obfuscator applies a namespace's keyed permutation to its ids. ModeFF1
+// Obfuscator applies a namespace's keyed permutation to its ids. ObfuscateFF1
 // permutes all the layout's bits, so ids reveal neither time, worker nor
-// volume; ModeFF1Hour keeps the time's high bits in the clear down to a
+// volume; ObfuscateFF1Hour keeps the time's high bits in the clear down to a
 // bucket of at least an hour (a power of two of units) and permutes the
 // bits below them, with the bucket as tweak, for insert locality. Both are
 // bijections on the layout's positive ids, so distinct ids stay distinct.
@@ -53,7 +47,7 @@ func DeriveKey(secret []byte, namespace string) (key []byte, check string, err e
 type Obfuscator struct {
 	bits   *ff1.Bits
 	n      int // permuted low bits
-	clear  int // bits kept in the clear above them (ModeFF1Hour)
+	clear  int // bits kept in the clear above them (ObfuscateFF1Hour)
 	layout Layout
 }
 
@@ -64,8 +58,8 @@ func NewObfuscator(l Layout, mode string, key []byte) (*Obfuscator, error) {
 	}
 	o := &Obfuscator{layout: l, n: l.Bits()}
 	switch mode {
-	case ModeFF1:
-	case ModeFF1Hour:
+	case ObfuscateFF1:
+	case ObfuscateFF1Hour:
 		// k time bits below the clear bucket: 2^k units span at least an hour.
 		k := bits.Len64(uint64((3_600_000 + int64(l.UnitMs) - 1) / int64(l.UnitMs)))
 		k = min(k, int(l.TimeBits))

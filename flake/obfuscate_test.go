@@ -32,7 +32,7 @@ func TestObfuscatorIsAPermutation(t *testing.T) {
 		if !l.Plain() {
 			continue // not obfuscated: TestObfuscatorRefusesFields
 		}
-		for _, mode := range []string{ModeFF1, ModeFF1Hour} {
+		for _, mode := range []string{ObfuscateFF1, ObfuscateFF1Hour} {
 			o, err := NewObfuscator(l, mode, key)
 			if err != nil {
 				t.Fatalf("%s %s: %v", name, mode, err)
@@ -63,11 +63,11 @@ func TestObfuscatorIsAPermutation(t *testing.T) {
 					t.Fatalf("%s %s: Decode(Encode(%d)) = %d, %v", name, mode, id, d, err)
 				}
 				seen[e] = true
-				if mode == ModeFF1Hour && e>>o.n != id>>o.n {
+				if mode == ObfuscateFF1Hour && e>>o.n != id>>o.n {
 					t.Fatalf("%s: the hour bucket changed: %d -> %d", name, id>>o.n, e>>o.n)
 				}
 			}
-			if mode == ModeFF1 {
+			if mode == ObfuscateFF1 {
 				// Consecutive ids must not look consecutive.
 				if d := o.Encode(ids[1]) - o.Encode(ids[0]); d > -1000 && d < 1000 {
 					t.Fatalf("%s: neighbours encode %d apart", name, d)
@@ -83,14 +83,14 @@ func TestObfuscatorRejects(t *testing.T) {
 	if _, err := NewObfuscator(l, "rot13", key); err == nil {
 		t.Fatal("an unknown mode was accepted")
 	}
-	o, _ := NewObfuscator(l, ModeFF1, key)
+	o, _ := NewObfuscator(l, ObfuscateFF1, key)
 	for _, bad := range []int64{0, -5} {
 		if _, err := o.Decode(bad); !errors.Is(err, ErrInvalidID) {
 			t.Fatalf("Decode(%d) = %v", bad, err)
 		}
 	}
 	js, _ := Preset("js")
-	oj, _ := NewObfuscator(js, ModeFF1, key)
+	oj, _ := NewObfuscator(js, ObfuscateFF1, key)
 	if _, err := oj.Decode(1 << 53); !errors.Is(err, ErrInvalidID) {
 		t.Fatalf("a 54-bit id in a 53-bit layout: %v", err)
 	}
@@ -98,7 +98,7 @@ func TestObfuscatorRejects(t *testing.T) {
 
 func BenchmarkObfuscate(b *testing.B) {
 	l, _ := Preset("snowflake")
-	o, _ := NewObfuscator(l, ModeFF1, make([]byte, 32))
+	o, _ := NewObfuscator(l, ObfuscateFF1, make([]byte, 32))
 	b.ReportAllocs()
 	for i := int64(1); b.Loop(); i++ {
 		_ = o.Encode(l.Compose(uint64(i>>12)+1, 1, uint64(i)&4095))

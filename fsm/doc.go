@@ -43,6 +43,13 @@
 //     that earlier builds cannot express, and a deleted namespace, ride in
 //     the key check of an ff1 namespace of the same widths, which earlier
 //     builds apply alike and refuse to serve (flake_wire.go).
+//   - The flake id family's replicated state: namespaces (a
+//     flake.Namespace each; their settings and validation are the package
+//     flake's) and workers, and their reads (flake.go); applying a
+//     KindFlake command, whose acquire and renewal answer the very
+//     flake.Grant a holder uses (flake_apply.go); its codec
+//     (flake_codec.go), its bbolt records (flake_bolt.go) and the key
+//     check that carries what older builds cannot express (flake_wire.go).
 //   - Snapshots, restore (snapshot.go) and backups (backup.go): each is the
 //     bbolt file itself, validated in full before it replaces any state. A
 //     backup of several raft groups is merged from each group's into one

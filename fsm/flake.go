@@ -1,16 +1,10 @@
 package fsm
 
 import (
-	"errors"
-	"fmt"
 	"maps"
 	"slices"
 	"strings"
 
-	"github.com/hashicorp/raft"
-	bolt "go.etcd.io/bbolt"
-
-	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/flake"
 )
 
@@ -23,25 +17,6 @@ import (
 // the ranges of one worker never overlap. No apply reads a clock: the
 // leader's time travels in the entry (Command.NowMs).
 
-// obfuscationName is an obfuscation setting as people read it.
-func obfuscationName(o string) string {
-	if o == ObfuscateNone {
-		return "none"
-	}
-	return o
-}
-
-// Obfuscation settings of a namespace.
-const (
-	// ObfuscateNone leaves ids in the clear (decodable by anyone).
-	ObfuscateNone = ""
-	// ObfuscateFF1 applies a keyed permutation (FF1) to every id's bits.
-	ObfuscateFF1 = "ff1"
-	// ObfuscateFF1Hour keeps the hour in the clear, for insert locality,
-	// and permutes the bits below it.
-	ObfuscateFF1Hour = "ff1-hour"
-)
-
 // Limits of the flake commands.
 const (
 	// MaxHolderLen bounds a holder's incarnation id.
@@ -51,24 +26,6 @@ const (
 	// historyLen is how many past uses each worker remembers.
 	historyLen = 8
 )
-
-// Namespace is a flake namespace: its ids' layout and obfuscation, fixed at
-// creation, and its reference floor, in time units of the layout, that no
-// grant starts below. The floor rises with the leader time of every grant
-// and renewal and with a restore's time floor, and never falls, so the
-// cluster's notion of a namespace's time never goes back even when a
-// leader's wall clock does.
-type Namespace struct {
-	Name        string
-	Layout      flake.Layout
-	Obfuscation string
-	// KeyCheck identifies the obfuscation key (derived from the cluster
-	// secret, never the key itself): a server whose secret derives another
-	// check refuses to serve the namespace, since ids permuted under two
-	// keys could collide.
-	KeyCheck string
-	Floor    uint64
-}
 
 // Worker is the replicated state of one worker of a namespace.
 type Worker struct {
@@ -112,19 +69,6 @@ type Permit struct {
 	Worker, Token, RenewedIndex uint64
 }
 
-// Grant is the answer to an acquire or renew: worker Worker of Namespace,
-// fencing token Token, and the time units (Lo, Hi] its holder may issue ids
-// in. NowMs is the leader's time the entry carried.
-type Grant struct {
-	Namespace    string
-	Worker       uint64
-	Token        uint64
-	Lo, Hi       uint64
-	NowMs        int64
-	Reclaimed    bool   // the worker was taken from a holder whose lease had lapsed
-	ReclaimedOld string // that holder's label
-}
-
 // OpType is the type of one operation in a KindFlake command.
 type OpType uint8
 
@@ -164,12 +108,14 @@ type FlakeOp struct {
 	Permits     []Permit
 }
 
-// FlakeResult answers one FlakeOp: Grant for acquire and renew, and Err,
+// FlakeResult answers one FlakeOp: Grant for acquire and renew (the grant
+// its holder uses, with the namespace's layout, the leader's time the entry
+// carried and the op's lease), and Err,
 // nil or an error wrapping one of the root package's errors
 // (ErrUnknownNamespace, ErrInvalidNamespace, ErrNamespaceExists, ErrNoWorker,
 // ErrLifetimeOver, ErrFenced). A failed op changes nothing.
 type FlakeResult struct {
-	Grant Grant
+	Grant flake.Grant
 	Err   error
 }
 
@@ -182,7 +128,7 @@ type FlakeResponse struct {
 // flakeNS is one namespace in the mirror. A deleted namespace keeps its
 // layout, floor and workers (see namespace_delete.go).
 type flakeNS struct {
-	ns      Namespace
+	ns      flake.Namespace
 	deleted bool
 	workers map[uint64]Worker
 }
@@ -195,27 +141,27 @@ type flakeState struct {
 
 // Namespace returns the named namespace, its floor raised to the
 // cluster-wide time floor.
-func (f *FSM) Namespace(name string) (Namespace, bool) {
+func (f *FSM) Namespace(name string) (flake.Namespace, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	n, ok := f.flake.spaces[name]
 	if !ok || n.deleted {
-		return Namespace{}, false
+		return flake.Namespace{}, false
 	}
 	return f.flake.effective(n.ns), true
 }
 
 // Namespaces returns every namespace, sorted by name.
-func (f *FSM) Namespaces() []Namespace {
+func (f *FSM) Namespaces() []flake.Namespace {
 	f.mu.RLock()
-	out := make([]Namespace, 0, len(f.flake.spaces))
+	out := make([]flake.Namespace, 0, len(f.flake.spaces))
 	for _, n := range f.flake.spaces {
 		if !n.deleted {
 			out = append(out, f.flake.effective(n.ns))
 		}
 	}
 	f.mu.RUnlock()
-	slices.SortFunc(out, func(a, b Namespace) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b flake.Namespace) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
@@ -263,7 +209,7 @@ func cmpU64(a, b uint64) int {
 }
 
 // effective returns ns with its floor raised to the cluster's time floor.
-func (s *flakeState) effective(ns Namespace) Namespace {
+func (s *flakeState) effective(ns flake.Namespace) flake.Namespace {
 	if s.floorMs > 0 {
 		ns.Floor = max(ns.Floor, unitCeil(ns.Layout, s.floorMs))
 	}
@@ -279,349 +225,3 @@ func unitCeil(l flake.Layout, ms int64) uint64 {
 	}
 	return t
 }
-
-// applyFlake applies the ops of one KindFlake command against a working
-// copy of the touched namespaces, writes what changed in one transaction,
-// and then installs it in the mirror.
-func (f *FSM) applyFlake(l *raft.Log, nowMs int64, ops []FlakeOp) any {
-	if l.Index <= f.loaded.Load() {
-		// A replay: when a server restarts, raft applies its log again
-		// from the last snapshot, over a file that already holds every
-		// entry up to the index it was opened at. Unlike the sequence
-		// commands, flake ops are not idempotent (an acquire takes the
-		// next free worker and raises its token), so applying one twice
-		// would make this replica diverge from the others.
-		res := make([]FlakeResult, len(ops))
-		for i := range res {
-			res[i].Err = fmt.Errorf("%w: entry %d", errReplayed, l.Index)
-		}
-		return &FlakeResponse{Results: res}
-	}
-	f.mu.RLock()
-	w := flakeTxn{index: l.Index, now: nowMs, floorMs: f.flake.floorMs, base: f.flake.spaces, touched: map[string]*flakeNS{},
-		trustClock: f.trustClock.Load()}
-	res := make([]FlakeResult, len(ops))
-	for i, op := range ops {
-		res[i] = w.apply(op)
-	}
-	f.mu.RUnlock()
-	if len(w.touched) > 0 || w.floorMs != f.flake.floorMs {
-		if err := f.write(l, func(tx *bolt.Tx) error { return w.persist(tx) }); err != nil {
-			return err
-		}
-		f.mu.Lock()
-		f.flake.floorMs = w.floorMs
-		maps.Copy(f.flake.spaces, w.touched)
-		f.mu.Unlock()
-	}
-	return &FlakeResponse{Results: res}
-}
-
-// errReplayed answers a flake entry applied before (see applyFlake).
-var errReplayed = errors.New("fsm: flake entry already applied")
-
-// flakeTxn is one command's working copy: namespaces it changed are copied
-// into touched (copy on write), the mirror (base) is only read.
-type flakeTxn struct {
-	index    uint64 // the entry's raft log index
-	now      int64
-	floorMs  int64
-	base     map[string]*flakeNS
-	touched  map[string]*flakeNS
-	dirtyWks map[string]map[uint64]bool
-	// trustClock is SetUnsafeFlakeTrustClock's setting (testing only).
-	trustClock bool
-}
-
-// get returns the namespace's working copy, copying it from base first.
-func (t *flakeTxn) get(name string) (*flakeNS, bool) {
-	if n, ok := t.touched[name]; ok {
-		return n, true
-	}
-	b, ok := t.base[name]
-	if !ok {
-		return nil, false
-	}
-	n := &flakeNS{ns: b.ns, deleted: b.deleted, workers: maps.Clone(b.workers)}
-	t.touched[name] = n
-	return n, true
-}
-
-func (t *flakeTxn) dirty(ns string, w uint64) {
-	if t.dirtyWks == nil {
-		t.dirtyWks = map[string]map[uint64]bool{}
-	}
-	if t.dirtyWks[ns] == nil {
-		t.dirtyWks[ns] = map[uint64]bool{}
-	}
-	t.dirtyWks[ns][w] = true
-}
-
-func (t *flakeTxn) apply(op FlakeOp) FlakeResult {
-	switch op.Type {
-	case OpCreateNamespace:
-		return FlakeResult{Err: t.create(op)}
-	case OpFloor:
-		t.floorMs = max(t.floorMs, op.FloorMs)
-		return FlakeResult{}
-	}
-	n, ok := t.touched[op.Namespace]
-	if !ok {
-		n, ok = t.base[op.Namespace]
-	}
-	switch {
-	case !ok:
-		return FlakeResult{Err: fmt.Errorf("%w: %q", seqd.ErrUnknownNamespace, op.Namespace)}
-	case n.deleted && (op.Type == OpRenew || op.Type == OpRelease):
-		// Its holders were fenced by the delete: they stop and acquire
-		// anew, which finds no namespace.
-		return FlakeResult{Err: fmt.Errorf("%w: namespace %q was deleted", seqd.ErrFenced, op.Namespace)}
-	case n.deleted:
-		return FlakeResult{Err: fmt.Errorf("%w: %q", seqd.ErrUnknownNamespace, op.Namespace)}
-	}
-	switch op.Type {
-	case OpAcquire:
-		return t.acquire(op)
-	case OpRenew:
-		return t.renew(op)
-	case OpRelease:
-		return FlakeResult{Err: t.release(op)}
-	case OpReclaim:
-		return FlakeResult{Err: t.reclaim(op)}
-	}
-	return FlakeResult{Err: fmt.Errorf("%w: flake op %d", seqd.ErrInvalidArgument, op.Type)}
-}
-
-// ValidateNamespace checks a namespace's name, layout and obfuscation.
-func ValidateNamespace(name string, l flake.Layout, obfuscation string) error {
-	if !seqd.ValidName(name) {
-		return fmt.Errorf("%w: name %q (want 1 to %d of a-z, 0-9, and _ . - after the first)", seqd.ErrInvalidNamespace, name, seqd.MaxNameLen)
-	}
-	if err := l.Validate(); err != nil {
-		return fmt.Errorf("%w: %w", seqd.ErrInvalidNamespace, err)
-	}
-	switch obfuscation {
-	case ObfuscateNone:
-	case ObfuscateFF1, ObfuscateFF1Hour:
-		if l.Bits() < 20 {
-			return fmt.Errorf("%w: obfuscation needs a layout of at least 20 bits", seqd.ErrInvalidNamespace)
-		}
-		if !l.Plain() {
-			return fmt.Errorf("%w: a layout with a shard or cluster field, or the sequence above the worker, cannot be obfuscated (its fields are meant to be read)", seqd.ErrInvalidNamespace)
-		}
-	default:
-		return fmt.Errorf("%w: obfuscation %q (want %q, %q or none)", seqd.ErrInvalidNamespace, obfuscation, ObfuscateFF1, ObfuscateFF1Hour)
-	}
-	return nil
-}
-
-func (t *flakeTxn) create(op FlakeOp) error {
-	if err := ValidateNamespace(op.Namespace, op.Layout, op.Obfuscation); err != nil {
-		return err
-	}
-	if (op.Obfuscation == ObfuscateNone) != (op.KeyCheck == "") || len(op.KeyCheck) > MaxHolderLen {
-		return fmt.Errorf("%w: an obfuscated namespace needs a key check, and only it", seqd.ErrInvalidNamespace)
-	}
-	n, ok := t.touched[op.Namespace]
-	if !ok {
-		n, ok = t.base[op.Namespace]
-	}
-	if ok {
-		same := n.ns.Layout == op.Layout && n.ns.Obfuscation == op.Obfuscation && n.ns.KeyCheck == op.KeyCheck
-		switch {
-		case !same && n.deleted:
-			return fmt.Errorf("%w: %q was deleted, and keeps its workers' time marks: create it again with its layout (%s), or use another name", seqd.ErrNamespaceExists, op.Namespace, describeLayout(n.ns.Layout))
-		case !same:
-			return fmt.Errorf("%w: %q has layout %s, obfuscation %s; this call asked for layout %s, obfuscation %s",
-				seqd.ErrNamespaceExists, op.Namespace, n.ns.Layout, obfuscationName(n.ns.Obfuscation), op.Layout, obfuscationName(op.Obfuscation))
-		case !n.deleted:
-			return nil // created before with the same settings
-		}
-		// Created again after a delete: back with its workers and floor
-		// (see namespace_delete.go).
-		n, _ = t.get(op.Namespace)
-		n.deleted = false
-		n.ns.Floor = max(n.ns.Floor, unitCeil(n.ns.Layout, max(t.now, t.floorMs)))
-		return nil
-	}
-	if op.Layout.EpochMs > t.now {
-		return fmt.Errorf("%w: epoch %s is after the leader's time %s", seqd.ErrInvalidNamespace, seqd.Date(op.Layout.EpochMs), seqd.Date(t.now))
-	}
-	if op.Layout.End() <= t.now {
-		return fmt.Errorf("%w: %q ended at %s", seqd.ErrLifetimeOver, op.Namespace, seqd.Date(op.Layout.End()))
-	}
-	t.touched[op.Namespace] = &flakeNS{
-		ns:      Namespace{Name: op.Namespace, Layout: op.Layout, Obfuscation: op.Obfuscation, KeyCheck: op.KeyCheck, Floor: unitCeil(op.Layout, max(t.now, t.floorMs))},
-		workers: map[uint64]Worker{},
-	}
-	return nil
-}
-
-// floorFor is the namespace's floor raised to the leader's time and the
-// restore floor; an op that succeeds stores it.
-func (t *flakeTxn) floorFor(n *flakeNS) uint64 {
-	return max(n.ns.Floor, n.ns.Layout.Unit(t.now), unitCeil(n.ns.Layout, t.floorMs))
-}
-
-// bounds returns what a grant or an extension of worker w starts at or
-// above: the namespace's floor (floorFor) and the worker's high-water mark.
-// A range starting above both is what keeps the ranges of one worker apart,
-// whatever the clocks do.
-//
-// With SetUnsafeFlakeTrustClock (testing only) it returns the leader's time
-// unit and no mark instead: a naive Snowflake, whose ranges start wherever
-// the leader's clock says, so that one worker's ranges can overlap.
-func (t *flakeTxn) bounds(n *flakeNS, w Worker) (floor, mark uint64) {
-	if t.trustClock {
-		return n.ns.Layout.Unit(t.now), 0
-	}
-	return t.floorFor(n), w.HWM
-}
-
-// grantTime is the time a grant tells its holder: the leader's time, or
-// the floor's if the leader's clock is behind it (after a step back), so
-// that a new holder's reference starts where its range does.
-func (t *flakeTxn) grantTime(n *flakeNS, floor uint64) int64 {
-	return max(t.now, n.ns.Layout.UnitStart(floor))
-}
-
-func validHolder(op FlakeOp) error {
-	switch {
-	case op.Holder == "" || len(op.Holder) > MaxHolderLen || op.Holder[0] == 0:
-		return fmt.Errorf("%w: holder id of %d bytes (want 1 to %d)", seqd.ErrInvalidArgument, len(op.Holder), MaxHolderLen)
-	case len(op.Label) > MaxLabelLen:
-		return fmt.Errorf("%w: label of %d bytes (at most %d)", seqd.ErrInvalidArgument, len(op.Label), MaxLabelLen)
-	case op.Span == 0 || op.LeaseMs == 0:
-		return fmt.Errorf("%w: span and lease must be positive", seqd.ErrInvalidArgument)
-	}
-	return nil
-}
-
-func (t *flakeTxn) acquire(op FlakeOp) FlakeResult {
-	if err := validHolder(op); err != nil {
-		return FlakeResult{Err: err}
-	}
-	n, _ := t.get(op.Namespace)
-	floor := t.floorFor(n)
-	if floor >= n.ns.Layout.MaxUnit() {
-		return FlakeResult{Err: fmt.Errorf("%w: %q", seqd.ErrLifetimeOver, op.Namespace)}
-	}
-	permitted := map[uint64]Permit{}
-	for _, p := range op.Permits {
-		permitted[p.Worker] = p
-	}
-	// A free worker (released, or held under a valid permit) whose range
-	// would start soonest: its hwm may lie up to a range ahead of the
-	// floor, and the new holder's ids would have to wait for time to
-	// reach it. One never used (the used ones are 0 to len-1) starts at
-	// the floor; it is taken when no free used worker does as well.
-	id, found := uint64(0), false
-	for wid, w := range n.workers {
-		if p, ok := permitted[wid]; w.Holder != "" && (!ok || p.Token != w.Token || p.RenewedIndex != w.RenewedIndex) {
-			continue
-		}
-		if !found || w.HWM < n.workers[id].HWM || (w.HWM == n.workers[id].HWM && wid < id) {
-			id, found = wid, true
-		}
-	}
-	unused := uint64(len(n.workers))
-	if (!found || n.workers[id].HWM > floor) && unused < n.ns.Layout.Workers() {
-		id, found = unused, true
-	}
-	if !found {
-		return FlakeResult{Err: fmt.Errorf("%w: all %d workers of %q are held", seqd.ErrNoWorker, n.ns.Layout.Workers(), op.Namespace)}
-	}
-	w := n.workers[id]
-	floor, mark := t.bounds(n, w)
-	n.ns.Floor = max(n.ns.Floor, floor)
-	g := Grant{Namespace: op.Namespace, Worker: id, NowMs: t.grantTime(n, floor)}
-	if w.Holder != "" {
-		g.Reclaimed, g.ReclaimedOld = true, w.Label
-	}
-	w.ID = id
-	w.Token++
-	g.Token = w.Token
-	g.Lo = max(mark, floor)
-	g.Hi = g.Lo + min(op.Span, n.ns.Layout.MaxUnit()-g.Lo)
-	w.HWM = g.Hi
-	w.Holder, w.Label, w.LeaseMs, w.RenewedMs, w.RenewedIndex = op.Holder, op.Label, op.LeaseMs, t.now, t.index
-	w.History = append(w.History, Use{Label: op.Label, Token: w.Token, Lo: g.Lo, Hi: g.Hi})
-	if len(w.History) > historyLen {
-		w.History = slices.Clone(w.History[len(w.History)-historyLen:])
-	}
-	n.workers[id] = w
-	t.dirty(op.Namespace, id)
-	return FlakeResult{Grant: g}
-}
-
-// fenced checks that op's holder still holds the worker with op's token.
-func (t *flakeTxn) fenced(n *flakeNS, op FlakeOp) (Worker, error) {
-	w, ok := n.workers[op.Worker]
-	if !ok || w.Holder == "" || w.Holder != op.Holder || w.Token != op.Token || op.Holder[0] == 0 {
-		return w, fmt.Errorf("%w: worker %d of %q (token %d)", seqd.ErrFenced, op.Worker, op.Namespace, op.Token)
-	}
-	return w, nil
-}
-
-func (t *flakeTxn) renew(op FlakeOp) FlakeResult {
-	if err := validHolder(op); err != nil {
-		return FlakeResult{Err: err}
-	}
-	n, _ := t.get(op.Namespace)
-	w, err := t.fenced(n, op)
-	if err != nil {
-		return FlakeResult{Err: err}
-	}
-	floor, mark := t.bounds(n, w)
-	n.ns.Floor = max(n.ns.Floor, floor)
-	hi := max(mark, floor+min(op.Span, n.ns.Layout.MaxUnit()-min(floor, n.ns.Layout.MaxUnit())))
-	lo := w.HWM
-	if k := len(w.History); k > 0 && w.History[k-1].Token == w.Token {
-		lo = w.History[k-1].Lo
-		w.History = slices.Clone(w.History)
-		w.History[k-1].Hi = hi
-	}
-	w.HWM = hi
-	w.LeaseMs, w.RenewedMs, w.RenewedIndex = op.LeaseMs, t.now, t.index
-	n.workers[op.Worker] = w
-	t.dirty(op.Namespace, op.Worker)
-	return FlakeResult{Grant: Grant{Namespace: op.Namespace, Worker: w.ID, Token: w.Token, Lo: lo, Hi: hi, NowMs: t.grantTime(n, floor)}}
-}
-
-func (t *flakeTxn) release(op FlakeOp) error {
-	n, _ := t.get(op.Namespace)
-	w, err := t.fenced(n, op)
-	if err != nil {
-		return err
-	}
-	w.Holder = ""
-	n.workers[op.Worker] = w
-	t.dirty(op.Namespace, op.Worker)
-	return nil
-}
-
-func (t *flakeTxn) reclaim(op FlakeOp) error {
-	n, _ := t.get(op.Namespace)
-	w, ok := n.workers[op.Worker]
-	if !ok {
-		return fmt.Errorf("%w: worker %d of %q was never used", seqd.ErrInvalidArgument, op.Worker, op.Namespace)
-	}
-	if w.Holder == "" || w.Holder == ReclaimedHolder {
-		return nil
-	}
-	// The holder is fenced at once (its token is gone), but it may issue
-	// until its own lease ends: the worker stays held, by no one, until a
-	// leader watched this entry stand for two leases (a permit), so that
-	// no new holder's ids can come before the old one's last (G2).
-	w.Holder = ReclaimedHolder
-	w.Token++
-	w.RenewedMs, w.RenewedIndex = t.now, t.index
-	n.workers[op.Worker] = w
-	t.dirty(op.Namespace, op.Worker)
-	return nil
-}
-
-// ReclaimedHolder holds a worker an operator reclaimed until a permit
-// frees it. It starts with a zero byte, which validHolder refuses in a
-// real holder's id.
-const ReclaimedHolder = "\x00reclaimed"

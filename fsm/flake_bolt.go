@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/seqd/seqd/flake"
 )
 
 // The flake bucket (format 3): a sub-bucket per namespace, named by it,
@@ -70,7 +72,7 @@ func (t *flakeTxn) persist(tx *bolt.Tx) error {
 // encodeNamespace writes a namespace's record; a layout with fields beyond
 // time, worker and sequence, and a deletion, ride in the key check (see
 // flake_wire.go).
-func encodeNamespace(ns Namespace, deleted bool) []byte {
+func encodeNamespace(ns flake.Namespace, deleted bool) []byte {
 	l, obf, check := toWire(ns.Layout, ns.Obfuscation, ns.KeyCheck, deleted)
 	b := binary.AppendUvarint(nil, uint64(l.EpochMs))
 	b = binary.AppendUvarint(b, uint64(l.UnitMs))
@@ -80,21 +82,21 @@ func encodeNamespace(ns Namespace, deleted bool) []byte {
 	return binary.AppendUvarint(b, ns.Floor)
 }
 
-func decodeNamespace(name string, v []byte) (Namespace, bool, error) {
+func decodeNamespace(name string, v []byte) (flake.Namespace, bool, error) {
 	ns, err := decodeWireNamespace(name, v)
 	if err != nil {
 		return ns, false, err
 	}
 	var deleted bool
 	ns.Layout, ns.Obfuscation, ns.KeyCheck, deleted = fromWire(ns.Layout, ns.Obfuscation, ns.KeyCheck)
-	return ns, deleted, ValidateNamespace(name, ns.Layout, ns.Obfuscation)
+	return ns, deleted, flake.ValidateNamespace(name, ns.Layout, ns.Obfuscation)
 }
 
 // decodeWireNamespace decodes a record as builds before layout fields
 // wrote it, and validates it as they do.
-func decodeWireNamespace(name string, v []byte) (Namespace, error) {
+func decodeWireNamespace(name string, v []byte) (flake.Namespace, error) {
 	d := decoder{b: v}
-	ns := Namespace{Name: name}
+	ns := flake.Namespace{Name: name}
 	ns.Layout.EpochMs = int64(d.uvarint("epoch"))
 	unit := d.uvarint("unit")
 	ns.Layout.UnitMs = uint32(min(unit, 1<<32-1))
@@ -114,7 +116,7 @@ func decodeWireNamespace(name string, v []byte) (Namespace, error) {
 	if err := ns.Layout.Validate(); err == nil && ns.Floor > ns.Layout.MaxUnit() {
 		return ns, fmt.Errorf("floor %d past the layout's last unit %d", ns.Floor, ns.Layout.MaxUnit())
 	}
-	return ns, ValidateNamespace(name, ns.Layout, ns.Obfuscation)
+	return ns, flake.ValidateNamespace(name, ns.Layout, ns.Obfuscation)
 }
 
 func encodeWorker(w Worker) []byte {

@@ -32,7 +32,7 @@ func (a *applier) flake(nowMs int64, ops ...FlakeOp) []FlakeResult {
 	return r.Results
 }
 
-func (a *applier) grant(nowMs int64, op FlakeOp) Grant {
+func (a *applier) grant(nowMs int64, op FlakeOp) flake.Grant {
 	a.t.Helper()
 	r := a.flake(nowMs, op)[0]
 	if r.Err != nil {
@@ -58,13 +58,13 @@ func acquire(ns, holder string) FlakeOp {
 	return FlakeOp{Type: OpAcquire, Namespace: ns, Holder: holder, Label: "label-" + holder, Span: 1000, LeaseMs: 3000}
 }
 
-func renew(g Grant, holder string) FlakeOp {
+func renew(g flake.Grant, holder string) FlakeOp {
 	return FlakeOp{Type: OpRenew, Namespace: g.Namespace, Worker: g.Worker, Token: g.Token, Holder: holder, Span: 1000, LeaseMs: 3000}
 }
 
 func TestFlakeCodecRoundTrip(t *testing.T) {
 	ops := []FlakeOp{
-		{Type: OpCreateNamespace, Namespace: "orders", Layout: snowflake(), Obfuscation: ObfuscateFF1, KeyCheck: "k1"},
+		{Type: OpCreateNamespace, Namespace: "orders", Layout: snowflake(), Obfuscation: flake.ObfuscateFF1, KeyCheck: "k1"},
 		{Type: OpAcquire, Namespace: "orders", Holder: "h1", Label: "node-1", Span: 30000, LeaseMs: 3000},
 		{Type: OpAcquire, Namespace: "orders", Holder: "h2", Span: 1, LeaseMs: 1, Permits: []Permit{{Worker: 3, Token: 4, RenewedIndex: 5}, {Worker: 1 << 30}}},
 		{Type: OpRenew, Namespace: "orders", Worker: 7, Token: 9, Holder: "h1", Span: 30000, LeaseMs: 3000},
@@ -116,15 +116,15 @@ func TestFlakeNamespaces(t *testing.T) {
 		want error
 	}{
 		{create("orders", son), seqd.ErrNamespaceExists},
-		{FlakeOp{Type: OpCreateNamespace, Namespace: "orders", Layout: snowflake(), Obfuscation: ObfuscateFF1, KeyCheck: "k"}, seqd.ErrNamespaceExists},
-		{FlakeOp{Type: OpCreateNamespace, Namespace: "secret", Layout: snowflake(), Obfuscation: ObfuscateFF1}, seqd.ErrInvalidNamespace},
+		{FlakeOp{Type: OpCreateNamespace, Namespace: "orders", Layout: snowflake(), Obfuscation: flake.ObfuscateFF1, KeyCheck: "k"}, seqd.ErrNamespaceExists},
+		{FlakeOp{Type: OpCreateNamespace, Namespace: "secret", Layout: snowflake(), Obfuscation: flake.ObfuscateFF1}, seqd.ErrInvalidNamespace},
 		{FlakeOp{Type: OpCreateNamespace, Namespace: "clear", Layout: snowflake(), KeyCheck: "k"}, seqd.ErrInvalidNamespace},
 		{create("Bad Name", snowflake()), seqd.ErrInvalidNamespace},
 		{create("wide", bad), seqd.ErrInvalidNamespace},
 		{create("later", future), seqd.ErrInvalidNamespace},
 		{FlakeOp{Type: OpCreateNamespace, Namespace: "x", Layout: snowflake(), Obfuscation: "rot13"}, seqd.ErrInvalidNamespace},
 		{acquire("nope", "h"), seqd.ErrUnknownNamespace},
-		{renew(Grant{Namespace: "nope"}, "h"), seqd.ErrUnknownNamespace},
+		{renew(flake.Grant{Namespace: "nope"}, "h"), seqd.ErrUnknownNamespace},
 	} {
 		if r := a.flake(t0, c.op); !errors.Is(r[0].Err, c.want) {
 			t.Errorf("%+v: %v, want %v", c.op, r[0].Err, c.want)
@@ -151,7 +151,7 @@ func TestFlakeGrantsNeverOverlap(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	now := t0
 	type held struct {
-		g      Grant
+		g      flake.Grant
 		holder string
 	}
 	var holders []held
@@ -235,7 +235,7 @@ func TestFlakeFencingAndReclaim(t *testing.T) {
 	if g1r.Lo != g1.Lo || g1r.Hi != l.Unit(t0+500)+1000 || g1r.Token != g1.Token {
 		t.Fatalf("renewal %+v of %+v", g1r, g1)
 	}
-	for _, op := range []FlakeOp{renew(g1, "two"), renew(Grant{Namespace: "n", Worker: 0, Token: g1.Token + 1}, "one")} {
+	for _, op := range []FlakeOp{renew(g1, "two"), renew(flake.Grant{Namespace: "n", Worker: 0, Token: g1.Token + 1}, "one")} {
 		if r := a.flake(t0+500, op)[0]; !errors.Is(r.Err, seqd.ErrFenced) {
 			t.Fatalf("%+v: %v, want ErrFenced", op, r.Err)
 		}
@@ -332,7 +332,7 @@ func TestFlakeBatchAndFailedOps(t *testing.T) {
 func TestFlakeStateSurvives(t *testing.T) {
 	f, path := openTest(t)
 	a := &applier{t: t, f: f}
-	a.flake(t0, create("n", snowflake()), FlakeOp{Type: OpCreateNamespace, Namespace: "m", Layout: snowflake(), Obfuscation: ObfuscateFF1Hour, KeyCheck: "k"})
+	a.flake(t0, create("n", snowflake()), FlakeOp{Type: OpCreateNamespace, Namespace: "m", Layout: snowflake(), Obfuscation: flake.ObfuscateFF1Hour, KeyCheck: "k"})
 	g := a.grant(t0, acquire("n", "a"))
 	a.grant(t0+100, renew(g, "a"))
 	a.grant(t0+100, acquire("m", "b"))
@@ -482,7 +482,7 @@ func TestFlakeGrantTimeNeverBehindTheFloor(t *testing.T) {
 	mustFlake(t, a.flake(t0, create("n", snowflake())))
 	a.grant(t0, acquire("n", "a"))
 	g := a.grant(t0-3_600_000, acquire("n", "b"))
-	if g.NowMs != snowflake().UnitStart(snowflake().Unit(t0)) || g.Lo != snowflake().Unit(t0) {
+	if g.LeaderMs != snowflake().UnitStart(snowflake().Unit(t0)) || g.Lo != snowflake().Unit(t0) {
 		t.Fatalf("grant after a step back: %+v, want the floor's time %d", g, t0)
 	}
 	// A failed acquire changes nothing, not even the floor.
@@ -548,7 +548,7 @@ func TestFlakeUnsafeTrustClock(t *testing.T) {
 		a := &applier{t: t, f: f}
 		l := flake.Layout{EpochMs: flake.DefaultEpoch.UnixMilli(), UnitMs: 1, TimeBits: 41, WorkerBits: 1, SequenceBits: 12}
 		mustFlake(t, a.flake(t0, create("n", l)))
-		release := func(g Grant, holder string) {
+		release := func(g flake.Grant, holder string) {
 			t.Helper()
 			mustFlake(t, a.flake(t0, FlakeOp{Type: OpRelease, Namespace: "n", Worker: g.Worker, Token: g.Token, Holder: holder}))
 		}
@@ -570,8 +570,8 @@ func TestFlakeUnsafeTrustClock(t *testing.T) {
 		if overlap != trust {
 			t.Errorf("trust %v: worker %d granted (%d, %d] after (%d, %d]: overlap %v", trust, g3.Worker, g3.Lo, g3.Hi, prev.Lo, prev.Hi, overlap)
 		}
-		if trust && (g3.Lo != l.Unit(t0-back) || g3.NowMs != t0-back) {
-			t.Errorf("trust: grant starts at unit %d with time %d, want the leader's %d and %d", g3.Lo, g3.NowMs, l.Unit(t0-back), t0-back)
+		if trust && (g3.Lo != l.Unit(t0-back) || g3.LeaderMs != t0-back) {
+			t.Errorf("trust: grant starts at unit %d with time %d, want the leader's %d and %d", g3.Lo, g3.LeaderMs, l.Unit(t0-back), t0-back)
 		}
 		// A renewal with the clock still behind extends from the leader's
 		// time too (trust), or from the worker's mark (not).
@@ -579,5 +579,25 @@ func TestFlakeUnsafeTrustClock(t *testing.T) {
 		if back := r.Hi < prev.Hi; back != trust {
 			t.Errorf("trust %v: renewal ends at %d, the previous holder's range at %d", trust, r.Hi, prev.Hi)
 		}
+	}
+}
+
+// TestFlakeGrantIsTheHoldersGrant: an acquire's and a renewal's grant is
+// the one its holder uses as it is: the namespace's layout (fields and
+// all), the leader's time, and the lease the op asked for.
+func TestFlakeGrantIsTheHoldersGrant(t *testing.T) {
+	f, _ := openTest(t)
+	a := &applier{t: t, f: f}
+	l, _ := flake.Preset("instagram")
+	mustFlake(t, a.flake(t0, create("n", l)))
+	op := acquire("n", "a")
+	op.LeaseMs = 7000
+	g := a.grant(t0, op)
+	if g.Layout != l || g.LeaseMs != 7000 || g.LeaderMs != t0 || g.Namespace != "n" {
+		t.Fatalf("acquire's grant %+v, want layout %v, lease 7000, time %d", g, l, t0)
+	}
+	r := a.grant(t0+5, FlakeOp{Type: OpRenew, Namespace: "n", Worker: g.Worker, Token: g.Token, Holder: "a", Span: 100, LeaseMs: 9000})
+	if r.Layout != l || r.LeaseMs != 9000 || r.LeaderMs != t0+5 || r.Token != g.Token || r.Lo != g.Lo {
+		t.Fatalf("renewal's grant %+v after %+v", r, g)
 	}
 }

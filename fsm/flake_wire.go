@@ -52,13 +52,13 @@ func toWire(l flake.Layout, obfuscation, keyCheck string, deleted bool) (flake.L
 	e := wireExt{deleted: deleted, clusterBits: l.ClusterBits, cluster: l.Cluster, shardBits: l.ShardBits,
 		sequenceFirst: l.SequenceFirst, obfuscation: obfuscation, keyCheck: keyCheck}
 	base := flake.Layout{EpochMs: l.EpochMs, UnitMs: l.UnitMs, TimeBits: l.TimeBits, WorkerBits: l.WorkerBits, SequenceBits: l.SequenceBits}
-	return base, ObfuscateFF1, e.String()
+	return base, flake.ObfuscateFF1, e.String()
 }
 
 // fromWire undoes toWire. A key check that does not parse is kept as it
 // is (an obfuscated namespace no secret serves).
 func fromWire(base flake.Layout, obfuscation, keyCheck string) (l flake.Layout, obf, check string, deleted bool) {
-	if obfuscation != ObfuscateFF1 || !strings.HasPrefix(keyCheck, extPrefix) {
+	if obfuscation != flake.ObfuscateFF1 || !strings.HasPrefix(keyCheck, extPrefix) {
 		return base, obfuscation, keyCheck, false
 	}
 	e, ok := parseExt(keyCheck)

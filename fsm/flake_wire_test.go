@@ -44,7 +44,7 @@ func TestWireLayoutFields(t *testing.T) {
 		// What a build without the fields reads: a valid obfuscated
 		// namespace of the widths, whose key check no secret derives.
 		base, obf, check := toWire(c.l, "", "", false)
-		if err := ValidateNamespace("n", base, obf); err != nil || !base.Plain() || check != c.check || len(check) > MaxHolderLen {
+		if err := flake.ValidateNamespace("n", base, obf); err != nil || !base.Plain() || check != c.check || len(check) > MaxHolderLen {
 			t.Fatalf("%s: wire form %+v %q %q: %v", name, base, obf, check, err)
 		}
 		if base.TimeBits != c.l.TimeBits || base.WorkerBits != c.l.WorkerBits || base.Workers() != c.l.Workers() {
@@ -54,7 +54,7 @@ func TestWireLayoutFields(t *testing.T) {
 	// A key check after "x:" that is not canonical stays as it is: an
 	// obfuscated namespace that no secret serves, as older builds keep it.
 	for _, odd := range []string{"x:", "x:s13,s13", "x:q,s13", "x:s013", "x:z", "x:c3", "x:okff1"} {
-		op := FlakeOp{Type: OpCreateNamespace, Namespace: "n", Layout: snowflake(), Obfuscation: ObfuscateFF1, KeyCheck: odd}
+		op := FlakeOp{Type: OpCreateNamespace, Namespace: "n", Layout: snowflake(), Obfuscation: flake.ObfuscateFF1, KeyCheck: odd}
 		data := EncodeFlake(t0, []FlakeOp{op})
 		dec, err := Decode(data)
 		if err != nil || !reflect.DeepEqual(dec.Flake, []FlakeOp{op}) || !bytes.Equal(encode(dec), data) {
@@ -75,7 +75,7 @@ func TestLayoutFieldsNamespace(t *testing.T) {
 	if g.Worker != 0 || g.Lo != ig.Unit(t0) {
 		t.Fatalf("grant %+v", g)
 	}
-	if err := ValidateNamespace("secret", ig, ObfuscateFF1); err == nil || !strings.Contains(err.Error(), "cannot be obfuscated") {
+	if err := flake.ValidateNamespace("secret", ig, flake.ObfuscateFF1); err == nil || !strings.Contains(err.Error(), "cannot be obfuscated") {
 		t.Fatalf("an obfuscated layout with a shard field: %v", err)
 	}
 	snap := snapshotBytes(t, f)

@@ -115,7 +115,7 @@ func TestDeleteNamespace(t *testing.T) {
 // deletion keeps the same workers' marks, so whichever build leads next
 // grants ranges above the same marks; it only lists the namespace.
 func TestDeleteNamespaceSkippedByAnOlderBuild(t *testing.T) {
-	run := func() (*FSM, Grant) {
+	run := func() (*FSM, flake.Grant) {
 		f, _ := openTest(t)
 		a := &applier{t: t, f: f}
 		mustFlake(t, a.flake(t0, create("orders", snowflake())))

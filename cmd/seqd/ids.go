@@ -9,6 +9,7 @@ import (
 
 	"github.com/seqd/seqd"
 	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
+	"github.com/seqd/seqd/api/idmsg"
 	"github.com/seqd/seqd/flake"
 	"github.com/seqd/seqd/internal/cli"
 )
@@ -203,7 +204,7 @@ func cmdIDNamespace(args []string) error {
 func describeNamespace(n *seqv1.Namespace) string {
 	l := n.GetLayout()
 	obf, fields := l.GetObfuscation(), ""
-	if obf == "fields" {
+	if obf == idmsg.ObfuscationFields {
 		obf = ""
 		if l.GetClusterBits() > 0 {
 			fields += fmt.Sprintf(" cluster_bits=%d cluster=%d", l.GetClusterBits(), l.GetCluster())
@@ -215,7 +216,7 @@ func describeNamespace(n *seqv1.Namespace) string {
 			fields += " sequence_first=true"
 		}
 	}
-	if obf == "" {
+	if obf == flake.ObfuscateNone {
 		obf = "none"
 	}
 	return fmt.Sprintf("%s time_bits=%d%s worker_bits=%d sequence_bits=%d unit_ms=%d epoch=%s end=%s obfuscation=%s",

@@ -1,4 +1,4 @@
-package client
+package idmsg
 
 import (
 	"math"
@@ -8,11 +8,11 @@ import (
 	"github.com/seqd/seqd/flake"
 )
 
-// TestRunsOf checks how the client reads a NextIds answer in either form:
+// TestRuns checks how a NextIds answer is read a NextIds answer in either form:
 // runs are taken as they are only when they are positive, strictly
 // increasing, free of overflow and add up to the count asked for; ids one by
 // one are merged into runs where consecutive and must be positive.
-func TestRunsOf(t *testing.T) {
+func TestRuns(t *testing.T) {
 	run := func(first int64, count uint32) *seqv1.IdRun { return &seqv1.IdRun{First: first, Count: count} }
 	good := []struct {
 		name  string
@@ -26,7 +26,7 @@ func TestRunsOf(t *testing.T) {
 		{"the last id", &seqv1.NextIdsResponse{Runs: []*seqv1.IdRun{run(math.MaxInt64-1, 2)}}, 2, []flake.Run{{First: math.MaxInt64 - 1, Count: 2}}},
 	}
 	for _, c := range good {
-		got, err := runsOf(c.resp, c.count)
+		got, err := Runs(c.resp, c.count)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
@@ -59,7 +59,7 @@ func TestRunsOf(t *testing.T) {
 		{"ids too few", &seqv1.NextIdsResponse{Ids: []int64{5}}, 2},
 	}
 	for _, c := range bad {
-		if got, err := runsOf(c.resp, c.count); err == nil {
+		if got, err := Runs(c.resp, c.count); err == nil {
 			t.Fatalf("%s: %v accepted", c.name, got)
 		}
 	}

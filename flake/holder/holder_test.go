@@ -1,4 +1,4 @@
-package flake_test
+package holder_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/flake"
+	"github.com/seqd/seqd/flake/holder"
 	"github.com/seqd/seqd/fsm"
 )
 
@@ -55,14 +56,8 @@ func (g *fsmGranter) apply(op fsm.FlakeOp) fsm.FlakeResult {
 	return resp.(*fsm.FlakeResponse).Results[0]
 }
 
-func (g *fsmGranter) grant(r fsm.FlakeResult) (flake.Grant, error) {
-	if r.Err != nil {
-		return flake.Grant{}, r.Err
-	}
-	ns, _ := g.f.Namespace(r.Grant.Namespace)
-	return flake.Grant{Namespace: r.Grant.Namespace, Layout: ns.Layout, Worker: r.Grant.Worker, Token: r.Grant.Token,
-		Lo: r.Grant.Lo, Hi: r.Grant.Hi, LeaderMs: r.Grant.NowMs, LeaseMs: g.leaseMs}, nil
-}
+// grant answers the state machine's grant as it is: the holder's grant.
+func (g *fsmGranter) grant(r fsm.FlakeResult) (flake.Grant, error) { return r.Grant, r.Err }
 
 func (g *fsmGranter) Acquire(_ context.Context, ns, holder, label string) (flake.Grant, error) {
 	if g.down.Load() {
@@ -103,9 +98,9 @@ func TestHoldersNeverRepeat(t *testing.T) {
 	l := layout(t)
 	g := newGranter(t, l)
 	ctx := ctxT(t)
-	var hs []*flake.Holder
+	var hs []*holder.Holder
 	for i := range 3 {
-		h := flake.NewHolder(flake.HolderConfig{Granter: g, Namespace: "n", Label: "h" + string(rune('0'+i))})
+		h := holder.New(holder.Config{Granter: g, Namespace: "n", Label: "h" + string(rune('0'+i))})
 		t.Cleanup(func() { _ = h.Close(context.Background()) })
 		hs = append(hs, h)
 	}
@@ -150,7 +145,7 @@ func TestHolderTimeComesFromTheGrant(t *testing.T) {
 	g := newGranter(t, l)
 	var mono atomic.Int64
 	clock := func() time.Duration { return time.Duration(mono.Load()) }
-	h := flake.NewHolder(flake.HolderConfig{Granter: g, Namespace: "n", Clock: clock})
+	h := holder.New(holder.Config{Granter: g, Namespace: "n", Clock: clock})
 	defer h.Close(context.Background())
 	ctx := ctxT(t)
 	ids, err := h.Next(ctx, 10)
@@ -186,7 +181,7 @@ func TestHolderStopsAtLeaseEnd(t *testing.T) {
 	g := newGranter(t, l)
 	var mono atomic.Int64
 	clock := func() time.Duration { return time.Duration(mono.Load()) }
-	h := flake.NewHolder(flake.HolderConfig{Granter: g, Namespace: "n", Clock: clock})
+	h := holder.New(holder.Config{Granter: g, Namespace: "n", Clock: clock})
 	defer h.Close(context.Background())
 	ctx := ctxT(t)
 	if _, err := h.Next(ctx, 1); err != nil {
@@ -198,7 +193,7 @@ func TestHolderStopsAtLeaseEnd(t *testing.T) {
 		t.Fatalf("within the lease: %v", err)
 	}
 	mono.Add(int64(2 * time.Millisecond))
-	if ids, err := h.Next(ctx, 1); !errors.Is(err, flake.ErrLeaseLapsed) {
+	if ids, err := h.Next(ctx, 1); !errors.Is(err, holder.ErrLeaseLapsed) {
 		t.Fatalf("after the lease: %v, %v; want ErrLeaseLapsed", ids, err)
 	}
 	// It does not pile up workers while the leader is away: the one it
@@ -212,7 +207,7 @@ func TestHolderStopsAtLeaseEnd(t *testing.T) {
 		if ids, err = h.Next(ctx, 1); err == nil {
 			break
 		}
-		if !errors.Is(err, flake.ErrLeaseLapsed) || time.Now().After(deadline) {
+		if !errors.Is(err, holder.ErrLeaseLapsed) || time.Now().After(deadline) {
 			t.Fatalf("after the leader came back: %v", err)
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -235,7 +230,7 @@ func TestHolderCloseReleases(t *testing.T) {
 	l := layout(t)
 	g := newGranter(t, l)
 	ctx := ctxT(t)
-	h := flake.NewHolder(flake.HolderConfig{Granter: g, Namespace: "n"})
+	h := holder.New(holder.Config{Granter: g, Namespace: "n"})
 	ids, err := h.Next(ctx, 5)
 	if err != nil {
 		t.Fatal(err)
@@ -243,10 +238,10 @@ func TestHolderCloseReleases(t *testing.T) {
 	if err := h.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.Next(ctx, 1); !errors.Is(err, flake.ErrClosed) {
+	if _, err := h.Next(ctx, 1); !errors.Is(err, holder.ErrClosed) {
 		t.Fatalf("Next after Close: %v", err)
 	}
-	h2 := flake.NewHolder(flake.HolderConfig{Granter: g, Namespace: "n"})
+	h2 := holder.New(holder.Config{Granter: g, Namespace: "n"})
 	defer h2.Close(ctx)
 	more, err := h2.Next(ctx, 1)
 	if err != nil {
@@ -268,7 +263,7 @@ func TestHolderCloseReleases(t *testing.T) {
 func TestHolderDeadlineTooShort(t *testing.T) {
 	l := flake.Layout{EpochMs: flake.DefaultEpoch.UnixMilli(), UnitMs: 1000, TimeBits: 31, WorkerBits: 20, SequenceBits: 4} // 16 ids per second
 	g := newGranter(t, l)
-	h := flake.NewHolder(flake.HolderConfig{Granter: g, Namespace: "n", Lead: time.Second})
+	h := holder.New(holder.Config{Granter: g, Namespace: "n", Lead: time.Second})
 	defer h.Close(context.Background())
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
@@ -282,7 +277,7 @@ func TestHolderDeadlineTooShort(t *testing.T) {
 // count is invalid_argument at once (it used to spin).
 func TestHolderNextRunsAndBadCounts(t *testing.T) {
 	g := newGranter(t, layout(t))
-	h := flake.NewHolder(flake.HolderConfig{Granter: g, Namespace: "n"})
+	h := holder.New(holder.Config{Granter: g, Namespace: "n"})
 	defer h.Close(context.Background())
 	ctx := ctxT(t)
 	runs, err := h.NextRuns(ctx, 5000)
@@ -321,13 +316,13 @@ func TestLeaderClockStepDoesNotReclaim(t *testing.T) {
 	g := newGranter(t, l)
 	g.leaseMs = 3000
 	ctx := ctxT(t)
-	a := flake.NewHolder(flake.HolderConfig{Granter: g, Namespace: "n", Label: "a"})
+	a := holder.New(holder.Config{Granter: g, Namespace: "n", Label: "a"})
 	defer a.Close(ctx)
 	if _, err := a.Next(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
 	g.nowMs.Add(3_600_000) // the leader's clock an hour ahead
-	b := flake.NewHolder(flake.HolderConfig{Granter: g, Namespace: "n", Label: "b", Lead: time.Hour})
+	b := holder.New(holder.Config{Granter: g, Namespace: "n", Label: "b", Lead: time.Hour})
 	defer b.Close(ctx)
 	x, err := b.Next(ctx, 1)
 	if err != nil {
@@ -352,7 +347,7 @@ func TestHolderExtraWorkerUnavailableWaits(t *testing.T) {
 	l := flake.Layout{EpochMs: flake.DefaultEpoch.UnixMilli(), UnitMs: 100, TimeBits: 40, WorkerBits: 10, SequenceBits: 4} // 160 ids per second
 	g := newGranter(t, l)
 	g.leaseMs = 60000 // no renewal within the test
-	h := flake.NewHolder(flake.HolderConfig{Granter: g, Namespace: "n", Workers: 4, Lead: 200 * time.Millisecond})
+	h := holder.New(holder.Config{Granter: g, Namespace: "n", Workers: 4, Lead: 200 * time.Millisecond})
 	defer h.Close(context.Background())
 	if _, err := h.Next(ctxT(t), 16); err != nil {
 		t.Fatal(err)
@@ -402,7 +397,7 @@ func TestHolderTimeDoesNotLeadTheLeader(t *testing.T) {
 	g.span = 10_000    // units (ms): room for an id 3 s ahead, had the holder led
 	g.leaseMs = 10_000 // the lease, counted from the request, outlasts its 3 s
 	clock := func() time.Duration { return time.Duration(mono.Load()) }
-	h := flake.NewHolder(flake.HolderConfig{Granter: g, Namespace: "n", Clock: clock})
+	h := holder.New(holder.Config{Granter: g, Namespace: "n", Clock: clock})
 	defer h.Close(context.Background())
 	ids, err := h.Next(ctxT(t), 1)
 	if err != nil {

@@ -1,4 +1,4 @@
-package flake
+package holder
 
 import (
 	"context"
@@ -13,36 +13,23 @@ import (
 
 	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/bootclock"
+	"github.com/seqd/seqd/flake"
 )
-
-// Grant is a worker granted to a holder: worker Worker of Namespace with
-// fencing token Token, the time units (Lo, Hi] of Layout it may issue ids
-// in, the leader's time LeaderMs when the grant was decided, and the lease
-// LeaseMs within which the holder must renew.
-type Grant struct {
-	Namespace string
-	Layout    Layout
-	Worker    uint64
-	Token     uint64
-	Lo, Hi    uint64
-	LeaderMs  int64
-	LeaseMs   uint32
-}
 
 // Granter is the cluster as a holder sees it: the leader decides grants
 // through the Raft log. Renew answers an error wrapping seqd.ErrFenced when
 // the grant was taken back.
 type Granter interface {
-	Acquire(ctx context.Context, namespace, holder, label string) (Grant, error)
-	Renew(ctx context.Context, g Grant, holder string) (Grant, error)
-	Release(ctx context.Context, g Grant, holder string) error
+	Acquire(ctx context.Context, namespace, holder, label string) (flake.Grant, error)
+	Renew(ctx context.Context, g flake.Grant, holder string) (flake.Grant, error)
+	Release(ctx context.Context, g flake.Grant, holder string) error
 }
 
 // ErrClosed means the holder was closed.
 var ErrClosed = errors.New("flake: holder closed")
 
-// HolderConfig configures a Holder.
-type HolderConfig struct {
+// Config configures a Holder.
+type Config struct {
 	Granter   Granter
 	Namespace string
 	// Label names the holder for people (a node id, a host or pod name).
@@ -62,13 +49,13 @@ type HolderConfig struct {
 	// holder's owner read it: a grant that carries another layout (from a
 	// leader of a build that predates some of its fields) is refused
 	// with ErrLayoutMismatch, rather than issuing ids of another shape.
-	Layout Layout
+	Layout flake.Layout
 	// Logger receives the holder's logs (default: none).
 	Logger *slog.Logger
 }
 
 // ErrLayoutMismatch means a grant carried another layout than the
-// namespace's (HolderConfig.Layout): the leader runs a build that does not
+// namespace's (Config.Layout): the leader runs a build that does not
 // know some of the layout's fields. The acquisition may be retried.
 var ErrLayoutMismatch = fmt.Errorf("%w: the leader's layout of the namespace differs from this holder's (a leader of an older build?)", seqd.ErrNotServing)
 
@@ -84,7 +71,7 @@ var ErrLayoutMismatch = fmt.Errorf("%w: the leader's layout of the namespace dif
 // this Holder alone and is never persisted, so no restart, clock step or
 // reschedule can use one range twice. A Holder is safe for concurrent use.
 type Holder struct {
-	cfg       HolderConfig
+	cfg       Config
 	id        string
 	log       *slog.Logger
 	stop      chan struct{}
@@ -103,8 +90,8 @@ type Holder struct {
 	renewNs        atomic.Int64 // the last renewal's round trip
 }
 
-// HolderStats describe a holder for metrics.
-type HolderStats struct {
+// Stats describe a holder for metrics.
+type Stats struct {
 	// Issued counts the ids issued; Fenced the grants found fenced.
 	Issued, Fenced uint64
 	// Workers is how many workers are held and usable now.
@@ -118,8 +105,8 @@ type HolderStats struct {
 }
 
 // Stats reports the holder's state.
-func (h *Holder) Stats() HolderStats {
-	st := HolderStats{Issued: h.issued.Load(), Fenced: h.fenced.Load(), LastRenewal: time.Duration(h.renewNs.Load())}
+func (h *Holder) Stats() Stats {
+	st := Stats{Issued: h.issued.Load(), Fenced: h.fenced.Load(), LastRenewal: time.Duration(h.renewNs.Load())}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	now := h.cfg.Clock()
@@ -141,15 +128,15 @@ func (h *Holder) Stats() HolderStats {
 
 // held is one grant and its generator.
 type held struct {
-	g        Grant
-	gen      *Generator
+	g        flake.Grant
+	gen      *flake.Generator
 	leaseEnd time.Duration // a Clock reading: issue only before it
 	fenced   bool
 	kick     chan struct{} // renew now (the range ran out)
 }
 
 // NewHolder returns a holder; it acquires nothing until the first Next.
-func NewHolder(cfg HolderConfig) *Holder {
+func New(cfg Config) *Holder {
 	if cfg.Clock == nil {
 		cfg.Clock = bootclock.Now
 	}
@@ -173,9 +160,9 @@ func NewHolder(cfg HolderConfig) *Holder {
 // ID is the holder's incarnation id.
 func (h *Holder) ID() string { return h.id }
 
-// Layout is the layout the holder was configured with (HolderConfig.Layout;
+// Layout is the layout the holder was configured with (Config.Layout;
 // zero if none).
-func (h *Holder) Layout() Layout { return h.cfg.Layout }
+func (h *Holder) Layout() flake.Layout { return h.cfg.Layout }
 
 // Next returns n ids, strictly increasing, from one of the holder's
 // workers. It waits, up to ctx's deadline, for a grant, for a range
@@ -189,29 +176,29 @@ func (h *Holder) Next(ctx context.Context, n int) ([]int64, error) { return h.Ne
 // call strictly increase; the ids of calls with one shard value do too,
 // call after call, and ids of different shard values never collide.
 func (h *Holder) NextShard(ctx context.Context, n int, sh uint64) ([]int64, error) {
-	var buf [4]Run
+	var buf [4]flake.Run
 	runs, err := h.nextRuns(ctx, n, sh, buf[:0])
 	if err != nil {
 		return nil, err
 	}
-	return AppendIDs(make([]int64, 0, n), runs...), nil
+	return flake.AppendIDs(make([]int64, 0, n), runs...), nil
 }
 
 // NextRuns is Next with the ids as runs of consecutive ids, in order (the
 // ids of one time unit are consecutive: a call's ids are a few runs). Its
 // cost grows with the runs, about one per 4,096 ids in the default layout,
 // where Next's grows with every id. A layout whose ids are not consecutive
-// (Layout.Consecutive) answers runs of one id.
-func (h *Holder) NextRuns(ctx context.Context, n int) ([]Run, error) {
+// (flake.Layout.Consecutive) answers runs of one id.
+func (h *Holder) NextRuns(ctx context.Context, n int) ([]flake.Run, error) {
 	return h.nextRuns(ctx, n, 0, nil)
 }
 
 // NextShardRuns is NextRuns with the shard value sh (see NextShard).
-func (h *Holder) NextShardRuns(ctx context.Context, n int, sh uint64) ([]Run, error) {
+func (h *Holder) NextShardRuns(ctx context.Context, n int, sh uint64) ([]flake.Run, error) {
 	return h.nextRuns(ctx, n, sh, nil)
 }
 
-func (h *Holder) nextRuns(ctx context.Context, n int, sh uint64, runs []Run) ([]Run, error) {
+func (h *Holder) nextRuns(ctx context.Context, n int, sh uint64, runs []flake.Run) ([]flake.Run, error) {
 	if n < 0 {
 		return nil, fmt.Errorf("%w: %d ids", seqd.ErrInvalidArgument, n)
 	}
@@ -260,7 +247,7 @@ var ErrGrantLost = fmt.Errorf("%w: flake worker's lease ended during the call", 
 // from *bound if set and otherwise from the first usable worker (round
 // robin), which it then binds. It answers runs and got, and how long to
 // wait before trying again (0: at once).
-func (h *Holder) try(ctx context.Context, runs []Run, got, n int, sh uint64, bound **held) ([]Run, int, time.Duration, error) {
+func (h *Holder) try(ctx context.Context, runs []flake.Run, got, n int, sh uint64, bound **held) ([]flake.Run, int, time.Duration, error) {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
@@ -303,7 +290,7 @@ func (h *Holder) try(ctx context.Context, runs []Run, got, n int, sh uint64, bou
 	before, ref := got, w.g.Layout.Unit(refMs)
 	var err error
 	for got < n && err == nil {
-		var r Run
+		var r flake.Run
 		if r, err = w.gen.NextShardRun(n-got, ref, sh); r.Count > 0 {
 			runs = append(runs, r)
 			got += r.Count
@@ -319,9 +306,9 @@ func (h *Holder) try(ctx context.Context, runs []Run, got, n int, sh uint64, bou
 	switch {
 	case err == nil:
 		return runs, got, 0, nil
-	case errors.Is(err, ErrLifetime):
+	case errors.Is(err, flake.ErrLifetime):
 		return runs, got, 0, fmt.Errorf("%w: %v", seqd.ErrLifetimeOver, err)
-	case errors.Is(err, ErrRangeEnd):
+	case errors.Is(err, flake.ErrRangeEnd):
 		w.kickRenew() // the renewal extends the range
 		return runs, got, min(unit, 5*time.Millisecond), nil
 	}
@@ -339,194 +326,4 @@ func (h *Holder) try(ctx context.Context, runs []Run, got, n int, sh uint64, bou
 		}
 	}
 	return runs, got, unit, nil
-}
-
-// kickRenew asks w's renewal loop to renew at once.
-func (w *held) kickRenew() {
-	select {
-	case w.kick <- struct{}{}:
-	default:
-	}
-}
-
-// acquireOne acquires one more worker; concurrent callers share one
-// acquisition.
-func (h *Holder) acquireOne(ctx context.Context) error {
-	h.mu.Lock()
-	if h.closed {
-		h.mu.Unlock()
-		return ErrClosed
-	}
-	ch := h.acquire
-	if ch == nil {
-		// The acquisition runs on its own, not under the caller's context:
-		// a grant committed after the caller gave up is still installed,
-		// rather than left to hold a worker until its lease lapses.
-		ch = make(chan struct{})
-		h.acquire = ch
-		h.wg.Add(1)
-		go h.acquireAsync(ch)
-	}
-	h.mu.Unlock()
-	select {
-	case <-ch:
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		return h.acqErr
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// acquireTimeout bounds one acquisition.
-const acquireTimeout = 10 * time.Second
-
-// acquireAsync acquires one worker and installs it, then closes ch.
-func (h *Holder) acquireAsync(ch chan struct{}) {
-	defer h.wg.Done()
-	ctx, cancel := context.WithTimeout(context.Background(), acquireTimeout)
-	defer cancel()
-	go func() {
-		select {
-		case <-h.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	sent := h.cfg.Clock()
-	g, err := h.cfg.Granter.Acquire(ctx, h.cfg.Namespace, h.id, h.cfg.Label)
-	got := h.cfg.Clock()
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	defer func() { h.acquire = nil; close(ch) }()
-	h.acqErr = err
-	if err != nil {
-		return
-	}
-	if h.cfg.Layout.UnitMs > 0 && g.Layout != h.cfg.Layout {
-		h.acqErr = ErrLayoutMismatch
-		rctx, rcancel := context.WithTimeout(context.Background(), time.Second)
-		defer rcancel()
-		_ = h.cfg.Granter.Release(rctx, g, h.id)
-		return
-	}
-	gen, err := NewGenerator(g.Layout, g.Worker, g.Lo, g.Hi, leadUnits(g.Layout, h.cfg.Lead))
-	if err != nil {
-		h.acqErr = err
-		return
-	}
-	if h.closed {
-		h.acqErr = ErrClosed
-		rctx, rcancel := context.WithTimeout(context.Background(), time.Second)
-		defer rcancel()
-		_ = h.cfg.Granter.Release(rctx, g, h.id)
-		return
-	}
-	h.ref.Observe(g.LeaderMs, got)
-	w := &held{g: g, gen: gen, leaseEnd: sent + time.Duration(g.LeaseMs)*time.Millisecond, kick: make(chan struct{}, 1)}
-	h.workers = append(h.workers, w)
-	h.log.Info("flake worker acquired", "worker", g.Worker, "token", g.Token, "lo", g.Lo, "hi", g.Hi)
-	h.wg.Add(1)
-	go h.renewLoop(w)
-}
-
-func leadUnits(l Layout, lead time.Duration) uint64 {
-	return max(1, uint64(lead.Milliseconds())/uint64(l.UnitMs))
-}
-
-// renewLoop renews w every third of its lease until the holder closes or
-// the grant is fenced.
-func (h *Holder) renewLoop(w *held) {
-	defer h.wg.Done()
-	failed := false
-	for {
-		h.mu.Lock()
-		period := time.Duration(w.g.LeaseMs) * time.Millisecond / 3
-		h.mu.Unlock()
-		if failed {
-			// Retry soon: a failover takes a few seconds, and the lease
-			// must not lapse for want of a retry.
-			period = min(period, renewRetry)
-		}
-		t := time.NewTimer(period)
-		select {
-		case <-h.stop:
-			t.Stop()
-			return
-		case <-w.kick:
-			t.Stop()
-		case <-t.C:
-		}
-		keep, ok := h.renew(w)
-		if !keep {
-			return
-		}
-		failed = !ok
-	}
-}
-
-// renewRetry is how soon a failed renewal is retried.
-const renewRetry = 250 * time.Millisecond
-
-// renew renews w once; it answers keep false once w is fenced, and ok
-// whether the renewal succeeded.
-func (h *Holder) renew(w *held) (keep, ok bool) {
-	h.mu.Lock()
-	g := w.g
-	h.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(g.LeaseMs)*time.Millisecond/3)
-	defer cancel()
-	sent := h.cfg.Clock()
-	ng, err := h.cfg.Granter.Renew(ctx, g, h.id)
-	got := h.cfg.Clock()
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	switch {
-	case errors.Is(err, seqd.ErrFenced):
-		h.fenced.Add(1)
-		w.fenced = true
-		h.drop(w)
-		h.log.Warn("flake worker fenced: acquiring anew", "worker", g.Worker, "token", g.Token)
-		return false, false
-	case err != nil:
-		h.log.Warn("flake worker renewal failed", "worker", g.Worker, "err", err)
-		return true, false
-	}
-	h.renewNs.Store(int64(got - sent))
-	h.ref.Observe(ng.LeaderMs, got)
-	w.g.Hi, w.g.LeaseMs = ng.Hi, ng.LeaseMs
-	w.gen.Extend(ng.Hi)
-	w.leaseEnd = max(w.leaseEnd, sent+time.Duration(ng.LeaseMs)*time.Millisecond)
-	return true, true
-}
-
-// drop removes w from the held workers; the caller holds h.mu.
-func (h *Holder) drop(w *held) {
-	for i, x := range h.workers {
-		if x == w {
-			h.workers = append(h.workers[:i], h.workers[i+1:]...)
-			return
-		}
-	}
-}
-
-// Close stops issuing, stops the renewals and releases every worker (best
-// effort, within ctx).
-func (h *Holder) Close(ctx context.Context) error {
-	var errs error
-	h.closeOnce.Do(func() {
-		h.mu.Lock()
-		h.closed = true
-		ws := h.workers
-		h.workers = nil
-		h.mu.Unlock()
-		close(h.stop)
-		h.wg.Wait()
-		for _, w := range ws {
-			if err := h.cfg.Granter.Release(ctx, w.g, h.id); err != nil && !errors.Is(err, seqd.ErrFenced) {
-				errs = errors.Join(errs, err)
-			}
-		}
-	})
-	return errs
 }
