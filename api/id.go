@@ -188,7 +188,7 @@ func (s *Server) namespace(ctx context.Context, name string) (flake.Namespace, e
 			// only while the leader holds its lease: a leader deposed but
 			// not yet stepped down (or one still waiting out its
 			// predecessor's lease) may lack a namespace created since.
-			if !s.node.Allocator().Serving() {
+			if !s.node.Group(0).Allocator().Serving() {
 				return nil, fmt.Errorf("%w: namespace %q is not in the state of a leader that does not hold its lease", seqd.ErrNotServing, name)
 			}
 			return &seqv1.ListNamespacesResponse{}, nil

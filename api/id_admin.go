@@ -27,7 +27,7 @@ func (s *Server) CreateNamespace(ctx context.Context, req *connect.Request[seqv1
 			// Only a leader holding its lease creates, as for spaces: a
 			// namespace created while an older leader still served could be
 			// not_found there after this call returned.
-			if !s.node.Allocator().Serving() {
+			if !s.node.Group(0).Allocator().Serving() {
 				return nil, seqd.ErrLeaseNotHeld
 			}
 			_, existed := s.node.Namespace(op.Namespace)
@@ -116,7 +116,7 @@ func (s *Server) ListNamespaces(ctx context.Context, req *connect.Request[seqv1.
 			// does not find a namespace asks the leader (Server.namespace)
 			// and answers not_found from this list, which a leader
 			// deposed, or waiting out its predecessor's lease, may lack.
-			if !s.node.Allocator().Serving() {
+			if !s.node.Group(0).Allocator().Serving() {
 				return nil, fmt.Errorf("%w: the namespaces are listed by a leader that holds its lease", seqd.ErrNotServing)
 			}
 			out := &seqv1.ListNamespacesResponse{}
