@@ -75,7 +75,7 @@ func (n *Node) sampleClocks() {
 	if n.cfg.PeerClock == nil || !n.IsLeader() {
 		return
 	}
-	cf := n.raft.GetConfiguration()
+	cf := n.authority().Raft().GetConfiguration()
 	if cf.Error() != nil {
 		return
 	}
@@ -125,7 +125,7 @@ func (n *Node) gossipMember(id string) (Member, bool) {
 // lone voter has nothing to compare with and agrees. Samples older than
 // 10 s do not count.
 func (n *Node) WallClockOK() error {
-	cf := n.raft.GetConfiguration()
+	cf := n.authority().Raft().GetConfiguration()
 	if cf.Error() != nil {
 		return cf.Error()
 	}

@@ -57,12 +57,12 @@ func (g *gossip) loop() {
 // the leader runs membership (see membership.go).
 func (g *gossip) reconcile() {
 	n := g.n
-	cf := n.raft.GetConfiguration()
+	cf := n.authority().Raft().GetConfiguration()
 	if cf.Error() != nil {
 		return
 	}
 	conf := cf.Configuration()
-	n.routingVersion.Store(routingVersion(n.raft.CurrentTerm(), conf))
+	n.routingVersion.Store(routingVersion(n.authority().Raft().CurrentTerm(), conf))
 	if len(conf.Servers) > 0 && !n.hasState.Load() {
 		g.setHasState()
 	}

@@ -15,7 +15,6 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/seqd/seqd"
-	"github.com/seqd/seqd/fsm"
 	"github.com/seqd/seqd/group"
 	"github.com/seqd/seqd/internal/logbridge"
 	"github.com/seqd/seqd/sections"
@@ -36,18 +35,11 @@ type Node struct {
 	cfg Config
 	log *slog.Logger
 
-	// groups are the node's raft groups, one transport each over mux.
-	// grp is group 0, the authority; raft, fsm, alloc and logStore are its
-	// parts, named here for the host's membership and vouching code.
+	// groups are the node's raft groups, one transport each over mux;
+	// group 0 is the authority (see authority).
 	groups     []*group.Group
 	transports []*raft.NetworkTransport
 	mux        *muxLayer
-	grp        *group.Group
-	raft       *raft.Raft
-	fsm        *fsm.FSM
-	alloc      *sections.Allocator
-	logStore   raft.LogStore
-	transport  *raft.NetworkTransport
 	// gates is each group's admission state (admission.go); each group's
 	// raft gate is in mux (muxLayer.Open, Shut).
 	gates []*gate
@@ -170,7 +162,6 @@ func (n *Node) open() error {
 		t := raft.NewNetworkTransport(n.mux.Group(i), 3, 10*time.Second, logbridge.NewWriter(n.log, "raft", cfg.RaftLogLevel))
 		n.transports = append(n.transports, t)
 	}
-	n.transport = n.transports[0]
 	// Before anything is opened (which creates the files): a group
 	// directory lost while group 0 holds state must stay refused on the
 	// next start too.
@@ -222,8 +213,11 @@ func (n *Node) open() error {
 		}
 		if i > 0 {
 			gc.Authority = n.groups[0].FSM()
-			gc.AskSpace = n.askSpace
 			gc.Logger = n.log.With("group", i)
+		}
+		if i > 0 || (count > 1 && cfg.PeerSpace != nil) {
+			// Group 0 asks only for routing (LookupSpace).
+			gc.AskSpace = n.askSpace
 		}
 		g, err := group.Open(gc)
 		if err != nil {
@@ -232,7 +226,6 @@ func (n *Node) open() error {
 		n.groups = append(n.groups, g)
 	}
 	g := n.groups[0]
-	n.grp, n.raft, n.fsm, n.alloc, n.logStore = g, g.Raft(), g.FSM(), g.Allocator(), g.LogStore()
 	// A change of a space in group 0 reaches every group's allocator: the
 	// others read group 0's settings until they have their own record.
 	g.FSM().SetSpaceHook(n.spaceChanged)
@@ -259,8 +252,13 @@ func (n *Node) closeTransports() {
 	}
 }
 
+// authority returns group 0, which decides spaces, namespaces, membership
+// and the group count: the host's membership, vouching and space code read
+// it through here, visibly.
+func (n *Node) authority() *group.Group { return n.groups[0] }
+
 // Allocator returns group 0's allocator (it serves only on the leader).
-func (n *Node) Allocator() *sections.Allocator { return n.alloc }
+func (n *Node) Allocator() *sections.Allocator { return n.authority().Allocator() }
 
 // Groups returns how many raft groups the cluster runs.
 func (n *Node) Groups() int { return len(n.groups) }
@@ -318,19 +316,19 @@ func (n *Node) GroupLeader(i int) (id, apiAddr string) {
 func (n *Node) ID() string { return n.cfg.ID }
 
 // RaftAddr returns the address other servers use to reach this node's raft.
-func (n *Node) RaftAddr() string { return string(n.transport.LocalAddr()) }
+func (n *Node) RaftAddr() string { return string(n.transports[0].LocalAddr()) }
 
 // GossipAddr returns the address other servers use to reach this node's gossip.
 func (n *Node) GossipAddr() string { return n.gossipAddr }
 
 // IsLeader reports whether raft considers this node the leader. Serving also
 // needs the lease: see Allocator().Serving().
-func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+func (n *Node) IsLeader() bool { return n.authority().Raft().State() == raft.Leader }
 
 // Leader returns the ID and API address of the current leader as this node
 // knows it; empty strings when unknown.
 func (n *Node) Leader() (id, apiAddr string) {
-	_, lid := n.raft.LeaderWithID()
+	_, lid := n.authority().Raft().LeaderWithID()
 	return n.leaderAddr(string(lid))
 }
 
@@ -351,32 +349,34 @@ func (n *Node) leaderAddr(id string) (string, string) {
 // TransferLeadership asks raft to hand leadership to server id (any voter
 // when id is empty) and waits for the outcome; see group.TransferLeadership.
 func (n *Node) TransferLeadership(id string) error {
-	return n.grp.TransferLeadership(id, ErrUnknownServer)
+	return n.authority().TransferLeadership(id, ErrUnknownServer)
 }
 
 // Snapshot makes raft take a snapshot of this node's state now (and
 // compact its log behind it, keeping the trailing entries).
-func (n *Node) Snapshot() error { return n.grp.Snapshot() }
+func (n *Node) Snapshot() error { return n.authority().Snapshot() }
 
 // ClusterID returns the cluster's ID ("" until the cluster has one).
-func (n *Node) ClusterID() string { return n.fsm.ClusterID() }
+func (n *Node) ClusterID() string { return n.authority().FSM().ClusterID() }
 
 // Space returns a committed space from this node's FSM.
-func (n *Node) Space(name string) (seqd.Space, bool) { return n.fsm.Space(name) }
+func (n *Node) Space(name string) (seqd.Space, bool) { return n.authority().FSM().Space(name) }
 
 // ServerSeen reports whether the cluster recorded server id holding raft
 // state, and the highest raft index recorded for its log.
-func (n *Node) ServerSeen(id string) (bool, uint64) { return n.fsm.ServerSeen(id) }
+func (n *Node) ServerSeen(id string) (bool, uint64) { return n.authority().FSM().ServerSeen(id) }
 
 // Max returns the high-water mark of a section in this node's FSM.
-func (n *Node) Max(space string, section uint64) uint64 { return n.fsm.Max(space, section) }
+func (n *Node) Max(space string, section uint64) uint64 {
+	return n.authority().FSM().Max(space, section)
+}
 
 // Spaces returns every committed space in this node's FSM.
-func (n *Node) Spaces() []seqd.Space { return n.fsm.Spaces() }
+func (n *Node) Spaces() []seqd.Space { return n.authority().FSM().Spaces() }
 
 // CreateSpace creates a space through raft; see group.CreateSpace.
 func (n *Node) CreateSpace(ctx context.Context, s seqd.Space) (created bool, err error) {
-	return n.grp.CreateSpace(ctx, s)
+	return n.authority().CreateSpace(ctx, s)
 }
 
 // Shutdown stops the node gracefully: a leader first drops its lease and

@@ -67,19 +67,19 @@ func kindsApplied(conf raft.Configuration, self string, member func(id string) (
 // UpdateSpace changes a space's step on group 0's serving leader (see
 // group.Group.UpdateSpace).
 func (n *Node) UpdateSpace(ctx context.Context, name string, step uint64) error {
-	return n.grp.UpdateSpace(ctx, name, step)
+	return n.authority().UpdateSpace(ctx, name, step)
 }
 
 // DeleteSpace deletes a space on group 0's serving leader (see
 // group.Group.DeleteSpace).
 func (n *Node) DeleteSpace(ctx context.Context, name string) error {
-	return n.grp.DeleteSpace(ctx, name)
+	return n.authority().DeleteSpace(ctx, name)
 }
 
 // SpaceDeleted reports whether this server's copy of group 0 holds the
 // space as deleted.
 func (n *Node) SpaceDeleted(name string) bool {
-	_, deleted := n.fsm.Deleted(name)
+	_, deleted := n.authority().FSM().Deleted(name)
 	return deleted
 }
 
@@ -89,7 +89,7 @@ func (n *Node) SpaceDeleted(name string) bool {
 // no such space or a deleted one.
 func (n *Node) askSpace(ctx context.Context, name string) (seqd.Space, bool, error) {
 	if n.servesAuthority() {
-		sp, ok := n.fsm.Space(name)
+		sp, ok := n.authority().FSM().Space(name)
 		return sp, ok, nil
 	}
 	return n.askLeader(ctx, name)
@@ -126,7 +126,7 @@ func (n *Node) spaceChanged(name string) {
 // keeping its floor and its workers' marks (see fsm's namespace deletion);
 // deleting a deleted one succeeds.
 func (n *Node) DeleteNamespace(ctx context.Context, name string) error {
-	return n.grp.DeleteNamespace(ctx, name)
+	return n.authority().DeleteNamespace(ctx, name)
 }
 
 // flakeClusterValues lists the cluster values of this cluster's namespaces
@@ -134,7 +134,7 @@ func (n *Node) DeleteNamespace(ctx context.Context, name string) error {
 // a value another cluster in gossip uses is refused (ClusterValueInUse).
 func (n *Node) flakeClusterValues() []uint64 {
 	var out []uint64
-	for _, ns := range n.fsm.Namespaces() {
+	for _, ns := range n.authority().FSM().Namespaces() {
 		if ns.Layout.ClusterBits > 0 && !slices.Contains(out, ns.Layout.Cluster) {
 			out = append(out, ns.Layout.Cluster)
 		}
@@ -161,7 +161,7 @@ func (n *Node) ClusterValueInUse(v uint64) error {
 	if n.gossip == nil {
 		return nil
 	}
-	return clusterValueInUse(n.Members(), n.fsm.ClusterID(), v)
+	return clusterValueInUse(n.Members(), n.authority().FSM().ClusterID(), v)
 }
 
 // clusterValueInUse decides ClusterValueInUse from the members seen.

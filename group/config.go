@@ -49,10 +49,11 @@ type Config struct {
 	// required when Index > 0, and nil for group 0.
 	Authority Authority
 	// AskSpace asks group 0's serving leader for a space's committed
-	// settings (found false: no such space, or a deleted one), for a group
-	// other than group 0 whose record of a space differs from this
-	// server's copy of group 0, which may lag (see copySpaces). nil: the
-	// differences wait.
+	// settings (found false: no such space, or a deleted one): the last
+	// step of ResolveSpace, when neither the group's record nor this
+	// server's copy of group 0 (which may lag) holds the space, and how a
+	// group other than group 0 settles a record that differs from the copy
+	// (see copySpaces). nil: nothing is asked (a cluster of one group).
 	AskSpace func(ctx context.Context, name string) (sp seqd.Space, found bool, err error)
 	// Groups is how many groups the cluster runs (0: one). The group serves
 	// only while group 0's record of the count agrees (see lead).
