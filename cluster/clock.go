@@ -13,9 +13,6 @@ import (
 	"github.com/seqd/seqd/bootclock"
 )
 
-// PeerClock asks a server for its wall clock (Unix ms) over its API.
-type PeerClock func(ctx context.Context, apiAddr string) (int64, error)
-
 // DefaultMaxClockSkew is how far a leader's wall clock may be from its
 // peers' before it refuses flake grants.
 const DefaultMaxClockSkew = time.Second
@@ -72,7 +69,7 @@ func (n *Node) WallMs() int64 {
 // sampleClocks reads every other voter's clock, on the leader, in parallel
 // and within a second.
 func (n *Node) sampleClocks() {
-	if n.cfg.PeerClock == nil || !n.IsLeader() {
+	if n.cfg.Peers == nil || !n.IsLeader() {
 		return
 	}
 	cf := n.authority().Raft().GetConfiguration()
@@ -95,7 +92,7 @@ func (n *Node) sampleClocks() {
 		go func(id, addr string) {
 			defer wg.Done()
 			start := bootclock.Now()
-			peer, err := n.cfg.PeerClock(ctx, addr)
+			peer, err := n.cfg.Peers.Clock(ctx, addr)
 			end := bootclock.Now()
 			if err != nil {
 				return

@@ -71,34 +71,24 @@ type Config struct {
 	// leader removes it from the configuration (default 0: never; operators
 	// remove servers with RemoveServer).
 	DeadServerGrace time.Duration
-	// PeerProgress asks a server for its raft progress over its API; the
-	// leader needs it to promote non-voters (without it, joiners stay
-	// non-voters).
-	PeerProgress PeerProgress
+	// Peers asks the other servers over their API (see Peers; nil: this
+	// server asks nobody).
+	Peers Peers
 	// AssumeGone names voters that are gone for good (dead, their disks
 	// lost): when no leader can vouch for this server (a full-cluster
 	// restart), they count as having answered. It is how a cluster that lost
 	// servers for good restarts; it is safe only if no server runs on an
 	// older copy of its data directory (see vouch.go).
 	AssumeGone []string
-	// PeerVouch asks another server to vouch for this one (see vouch.go).
-	// Without it, a server trusts itself at once (tests of single nodes).
-	PeerVouch PeerVouch
-	// PeerSpace asks group 0's leader for a space this server's copy of
-	// group 0 does not hold yet (see spaces.go). Without it, such a space
-	// is unknown here until the copy catches up.
-	PeerSpace PeerSpace
 	// LeaseClock times the lease (default sections.BootClock, which counts
 	// time the host spends suspended).
 	LeaseClock sections.Clock
 	// WallClock reads the wall clock in Unix ms (default time.Now); a
 	// leader puts its reading in flake grants.
 	WallClock func() int64
-	// PeerClock reads another server's wall clock; MaxClockSkew (default
-	// DefaultMaxClockSkew) is how far the leader's may be from a majority
-	// of the voters' before it refuses flake grants. Without PeerClock a
-	// leader with peers refuses them.
-	PeerClock    PeerClock
+	// MaxClockSkew (default DefaultMaxClockSkew) is how far the leader's
+	// wall clock may be from a majority of the voters' (Peers.Clock)
+	// before it refuses flake grants.
 	MaxClockSkew time.Duration
 
 	// Lease is the leader lease L (default 1s); LeaseMargin (default L/10,

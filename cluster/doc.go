@@ -11,6 +11,6 @@
 // server is vouched for, when every server speaks a newer protocol, and
 // sees every log write to notice a full disk. The lease itself follows
 // DESIGN.md §4 and lives in group/lease.go. cluster never imports api/ or
-// server/; it asks other servers through the PeerProgress and PeerVouch
-// functions the assembly (server/) gives it.
+// server/; it asks other servers through one Peers service (progress,
+// vouching, spaces, clocks) the assembly (server/) gives it.
 package cluster

@@ -49,13 +49,6 @@ var (
 	ErrLastVoter = errors.New("refusing to remove the last voter")
 )
 
-// PeerProgress reports a server's raft term and applied index, as the
-// server itself answers (over its API). The leader uses it to decide when a
-// non-voter has caught up.
-// It answers for group group of the asked server (group 0 for a server of
-// a build without groups).
-type PeerProgress func(ctx context.Context, apiAddr string, group int) (term, applied uint64, err error)
-
 // membership runs on the leader each reconcile pass.
 //
 // Changes pass prevIndex 0: hashicorp/raft does not expose the index of the
@@ -234,7 +227,7 @@ func (n *Node) recordIn(i int, members []Member, needApplied bool) {
 // peerProgress asks server m for its applied index of group i, unless it
 // failed to answer within the last progressBackoff.
 func (n *Node) peerProgress(m Member, i int) (uint64, error) {
-	if n.cfg.PeerProgress == nil || m.APIAddr == "" {
+	if n.cfg.Peers == nil || m.APIAddr == "" {
 		return 0, errors.New("no way to ask")
 	}
 	n.memMu.Lock()
@@ -245,7 +238,7 @@ func (n *Node) peerProgress(m Member, i int) (uint64, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	_, a, err := n.cfg.PeerProgress(ctx, m.APIAddr, i)
+	_, a, err := n.cfg.Peers.Progress(ctx, m.APIAddr, i)
 	if err != nil {
 		n.memMu.Lock()
 		n.progressFailed[m.APIAddr] = time.Now().Add(progressBackoff)
@@ -257,12 +250,12 @@ func (n *Node) peerProgress(m Member, i int) (uint64, error) {
 // caughtUp reports whether a non-voter has kept up with the leader for
 // promoteStable.
 func (n *Node) caughtUp(m Member) bool {
-	if n.cfg.PeerProgress == nil || m.APIAddr == "" {
+	if n.cfg.Peers == nil || m.APIAddr == "" {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	term, applied, err := n.cfg.PeerProgress(ctx, m.APIAddr, 0)
+	term, applied, err := n.cfg.Peers.Progress(ctx, m.APIAddr, 0)
 	lead := n.authority().Raft().CommitIndex()
 	ok := err == nil && term == n.authority().Raft().CurrentTerm() && applied+promoteLag >= lead
 	n.memMu.Lock()

@@ -215,7 +215,7 @@ func (n *Node) open() error {
 			gc.Authority = n.groups[0].FSM()
 			gc.Logger = n.log.With("group", i)
 		}
-		if i > 0 || (count > 1 && cfg.PeerSpace != nil) {
+		if i > 0 || (count > 1 && cfg.Peers != nil) {
 			// Group 0 asks only for routing (LookupSpace).
 			gc.AskSpace = n.askSpace
 		}

@@ -20,7 +20,7 @@ import (
 // group 0's (group's spaces.go). A copy may also lag a create: a space
 // created a heartbeat ago through group 0's leader may be missing here. So
 // a server that does not find a space asks group 0's serving leader
-// (PeerSpace) before it answers not_found: CreateSpace returns only once
+// (Peers.Space) before it answers not_found: CreateSpace returns only once
 // group 0's leader has applied the space, and a later leader has applied it
 // before it serves, so a call that starts after CreateSpace returned finds
 // the space, whichever server it reaches. Every path finds a space in that
@@ -33,12 +33,6 @@ import (
 // Concurrent lookups of one space share one question. A server that leads
 // group 0 and serves answers from its own state; so does a cluster of one
 // group (whose leader serves every key, and holds every committed space).
-
-// PeerSpace asks the server at apiAddr, which this server takes for group
-// 0's leader, for a space's committed settings: found false when there is
-// no such space. A server that does not lead group 0 and serve fails (an
-// error wrapping seqd.ErrNotLeader or a wire error).
-type PeerSpace func(ctx context.Context, apiAddr, name string) (sp seqd.Space, found bool, err error)
 
 // lookups coalesces concurrent questions about one space.
 type lookups struct {
@@ -71,7 +65,7 @@ func (n *Node) LookupSpace(ctx context.Context, name string) (seqd.Space, error)
 	return sp, nil
 }
 
-// askLeader asks group 0's leader about a space (PeerSpace), sharing one
+// askLeader asks group 0's leader about a space (Peers.Space), sharing one
 // question among concurrent callers: found false for no such space, or a
 // deleted one.
 func (n *Node) askLeader(ctx context.Context, name string) (seqd.Space, bool, error) {
@@ -107,13 +101,13 @@ func (n *Node) lookupRemote(name string, l *lookup) {
 		close(l.done)
 	}()
 	id, addr := n.GroupLeader(0)
-	if id == "" || addr == "" || n.cfg.PeerSpace == nil {
+	if id == "" || addr == "" || n.cfg.Peers == nil {
 		l.err = fmt.Errorf("%w: space %q is not in this server's copy of group 0, and group 0's leader is unknown", seqd.ErrNoLeader, name)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
 	defer cancel()
-	sp, found, err := n.cfg.PeerSpace(ctx, addr, name)
+	sp, found, err := n.cfg.Peers.Space(ctx, addr, name)
 	if err != nil {
 		n.log.Debug("asking group 0's leader for a space failed", "space", name, "leader", id, "err", err)
 		l.err = fmt.Errorf("%w: space %q: group 0's leader %s did not answer", seqd.ErrNotLeader, name, id)
@@ -133,7 +127,7 @@ func (n *Node) servesAuthority() bool {
 	return n.authority().IsLeader() && n.authority().Allocator().Serving()
 }
 
-// AnswerSpace answers another server's PeerSpace question: a space from
+// AnswerSpace answers another server's Peers.Space question: a space from
 // this server's state, which is authoritative only while it leads group 0
 // and serves it; otherwise an error wrapping seqd.ErrNotLeader.
 func (n *Node) AnswerSpace(name string) (seqd.Space, bool, error) {

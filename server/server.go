@@ -32,9 +32,9 @@ import (
 // `seqd serve` documents; a zero field of Cluster falls back to cluster's
 // own default.
 type Config struct {
-	// Cluster configures the host and its raft group. Its PeerProgress,
-	// PeerVouch and OnRaise are filled by New (the API's peer client and
-	// the metrics) unless set.
+	// Cluster configures the host and its raft groups. Its Peers and
+	// OnRaise are filled by New (the API's peer client and the metrics)
+	// unless set.
 	Cluster cluster.Config
 
 	// APIAddr is the API's listen address, unless APIListener is given (a
@@ -145,17 +145,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.TLS != nil && peers.TLS == nil {
 		peers.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
-	if cc.PeerProgress == nil {
-		cc.PeerProgress = peers.Progress()
-	}
-	if cc.PeerClock == nil {
-		cc.PeerClock = peers.Clock()
-	}
-	if cc.PeerVouch == nil {
-		cc.PeerVouch = peers.Vouch()
-	}
-	if cc.PeerSpace == nil {
-		cc.PeerSpace = peers.Space()
+	if cc.Peers == nil {
+		cc.Peers = peers.Host()
 	}
 	met := metrics.New()
 	if cc.OnRaise == nil {
