@@ -203,13 +203,7 @@ func (n *Node) open() error {
 		gc := group.Config{
 			ID: cfg.ID, Dir: groupDir(cfg.DataDir, i), Transport: noPipeline{n.transports[i]}, Host: n,
 			Index: i, Groups: count, Owns: ownsFunc(i, count),
-			Lease: cfg.Lease, LeaseMargin: cfg.LeaseMargin, UnsafeDisableLease: cfg.UnsafeDisableLease, LeaseHandoff: cfg.LeaseHandoff,
-			UnsafeFlakeTrustClock: cfg.UnsafeFlakeTrustClock,
-			LeaseClock:            cfg.LeaseClock, WallClock: n.WallMs, MaxKeysPerSection: cfg.MaxKeysPerSection, OnRaise: cfg.OnRaise,
-			HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout,
-			LeaderLeaseTimeout: cfg.LeaderLeaseTimeout, CommitTimeout: cfg.CommitTimeout,
-			SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval, TrailingLogs: cfg.TrailingLogs,
-			Logger: n.log, RaftLogLevel: cfg.RaftLogLevel,
+			Options: cfg.Options, WallClock: n.WallMs, Logger: n.log,
 		}
 		if i > 0 {
 			gc.Authority = n.groups[0].FSM()

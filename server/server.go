@@ -23,6 +23,7 @@ import (
 
 	"github.com/seqd/seqd/api"
 	"github.com/seqd/seqd/cluster"
+	"github.com/seqd/seqd/group"
 	"github.com/seqd/seqd/metrics"
 	"github.com/seqd/seqd/resp"
 	"github.com/seqd/seqd/ui"
@@ -96,22 +97,24 @@ func DefaultConfig() Config {
 	return Config{
 		APIAddr: DefaultAPIAddr,
 		Cluster: cluster.Config{
-			ID:                 host,
-			DataDir:            DefaultDataDir,
-			RaftAddr:           DefaultRaftAddr,
-			GossipAddr:         DefaultGossipAddr,
-			BootstrapExpect:    1,
-			Lease:              cluster.DefaultLease,
-			LeaseHandoff:       true,
-			HeartbeatTimeout:   500 * time.Millisecond,
-			ElectionTimeout:    500 * time.Millisecond,
-			LeaderLeaseTimeout: 500 * time.Millisecond,
-			CommitTimeout:      50 * time.Millisecond,
-			SnapshotThreshold:  8192,
-			SnapshotInterval:   2 * time.Minute,
-			MaxVoters:          cluster.DefaultMaxVoters,
-			MinVoters:          cluster.DefaultMinVoters,
-			RaftLogLevel:       slog.LevelWarn,
+			ID:              host,
+			DataDir:         DefaultDataDir,
+			RaftAddr:        DefaultRaftAddr,
+			GossipAddr:      DefaultGossipAddr,
+			BootstrapExpect: 1,
+			MaxVoters:       cluster.DefaultMaxVoters,
+			MinVoters:       cluster.DefaultMinVoters,
+			Options: group.Options{
+				Lease:              cluster.DefaultLease,
+				LeaseHandoff:       true,
+				HeartbeatTimeout:   500 * time.Millisecond,
+				ElectionTimeout:    500 * time.Millisecond,
+				LeaderLeaseTimeout: 500 * time.Millisecond,
+				CommitTimeout:      50 * time.Millisecond,
+				SnapshotThreshold:  8192,
+				SnapshotInterval:   2 * time.Minute,
+				RaftLogLevel:       slog.LevelWarn,
+			},
 		},
 	}
 }
