@@ -45,7 +45,7 @@ type clocks struct {
 }
 
 // startClockSample starts sampleClocks unless a sampling still runs: it
-// may wait up to a second for a slow peer, and the gossip loop must not.
+// may wait up to a second for a slow peer, and the host loop (loop.go) must not.
 func (n *Node) startClockSample() {
 	if !n.clocks.running.CompareAndSwap(false, true) {
 		return

@@ -108,7 +108,7 @@ type gossip struct {
 	mu      sync.RWMutex
 	members map[string]Member // by ID
 
-	kick chan struct{} // nudges the reconcile loop
+	kick chan struct{} // nudges the host loop (loop.go)
 	done chan struct{}
 
 	published  atomic.Pointer[Meta] // the metadata last published
@@ -156,9 +156,7 @@ func (n *Node) startGossip() error {
 	n.gossipStarted = time.Now()
 	// Read once, before anything else can update the local node.
 	n.gossipAddr = ml.LocalNode().Address()
-	n.wg.Add(2)
-	go g.loop()
-	go n.contactLoop()
+	n.startLoops()
 	return nil
 }
 
