@@ -69,7 +69,7 @@ func (n *Node) WallMs() int64 {
 // sampleClocks reads every other voter's clock, on the leader, in parallel
 // and within a second.
 func (n *Node) sampleClocks() {
-	if n.cfg.Peers == nil || !n.IsLeader() {
+	if n.cfg.Peers == nil || !n.authority().IsLeader() {
 		return
 	}
 	cf := n.authority().Raft().GetConfiguration()

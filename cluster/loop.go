@@ -103,7 +103,7 @@ func (g *gossip) reconcile() {
 	if !n.GroupAdmitted(0) {
 		return
 	}
-	if n.IsLeader() {
+	if n.authority().IsLeader() {
 		n.membership(conf)
 	}
 	for i := 1; i < len(n.groups); i++ {

@@ -17,7 +17,6 @@ import (
 	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/group"
 	"github.com/seqd/seqd/internal/logbridge"
-	"github.com/seqd/seqd/sections"
 )
 
 // applyTimeout bounds how long a raft membership change may wait to be
@@ -246,14 +245,6 @@ func (n *Node) closeTransports() {
 	}
 }
 
-// authority returns group 0, which decides spaces, namespaces, membership
-// and the group count: the host's membership, vouching and space code read
-// it through here, visibly.
-func (n *Node) authority() *group.Group { return n.groups[0] }
-
-// Allocator returns group 0's allocator (it serves only on the leader).
-func (n *Node) Allocator() *sections.Allocator { return n.authority().Allocator() }
-
 // Groups returns how many raft groups the cluster runs.
 func (n *Node) Groups() int { return len(n.groups) }
 
@@ -315,17 +306,6 @@ func (n *Node) RaftAddr() string { return string(n.transports[0].LocalAddr()) }
 // GossipAddr returns the address other servers use to reach this node's gossip.
 func (n *Node) GossipAddr() string { return n.gossipAddr }
 
-// IsLeader reports whether raft considers this node the leader. Serving also
-// needs the lease: see Allocator().Serving().
-func (n *Node) IsLeader() bool { return n.authority().Raft().State() == raft.Leader }
-
-// Leader returns the ID and API address of the current leader as this node
-// knows it; empty strings when unknown.
-func (n *Node) Leader() (id, apiAddr string) {
-	_, lid := n.authority().Raft().LeaderWithID()
-	return n.leaderAddr(string(lid))
-}
-
 // leaderAddr returns id with its API address ("" if unknown).
 func (n *Node) leaderAddr(id string) (string, string) {
 	switch {
@@ -338,39 +318,6 @@ func (n *Node) leaderAddr(id string) (string, string) {
 		return id, m.APIAddr
 	}
 	return id, ""
-}
-
-// TransferLeadership asks raft to hand leadership to server id (any voter
-// when id is empty) and waits for the outcome; see group.TransferLeadership.
-func (n *Node) TransferLeadership(id string) error {
-	return n.authority().TransferLeadership(id, ErrUnknownServer)
-}
-
-// Snapshot makes raft take a snapshot of this node's state now (and
-// compact its log behind it, keeping the trailing entries).
-func (n *Node) Snapshot() error { return n.authority().Snapshot() }
-
-// ClusterID returns the cluster's ID ("" until the cluster has one).
-func (n *Node) ClusterID() string { return n.authority().FSM().ClusterID() }
-
-// Space returns a committed space from this node's FSM.
-func (n *Node) Space(name string) (seqd.Space, bool) { return n.authority().FSM().Space(name) }
-
-// ServerSeen reports whether the cluster recorded server id holding raft
-// state, and the highest raft index recorded for its log.
-func (n *Node) ServerSeen(id string) (bool, uint64) { return n.authority().FSM().ServerSeen(id) }
-
-// Max returns the high-water mark of a section in this node's FSM.
-func (n *Node) Max(space string, section uint64) uint64 {
-	return n.authority().FSM().Max(space, section)
-}
-
-// Spaces returns every committed space in this node's FSM.
-func (n *Node) Spaces() []seqd.Space { return n.authority().FSM().Spaces() }
-
-// CreateSpace creates a space through raft; see group.CreateSpace.
-func (n *Node) CreateSpace(ctx context.Context, s seqd.Space) (created bool, err error) {
-	return n.authority().CreateSpace(ctx, s)
 }
 
 // Shutdown stops the node gracefully: a leader first drops its lease and

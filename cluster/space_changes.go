@@ -64,25 +64,6 @@ func kindsApplied(conf raft.Configuration, self string, member func(id string) (
 	return nil
 }
 
-// UpdateSpace changes a space's step on group 0's serving leader (see
-// group.Group.UpdateSpace).
-func (n *Node) UpdateSpace(ctx context.Context, name string, step uint64) error {
-	return n.authority().UpdateSpace(ctx, name, step)
-}
-
-// DeleteSpace deletes a space on group 0's serving leader (see
-// group.Group.DeleteSpace).
-func (n *Node) DeleteSpace(ctx context.Context, name string) error {
-	return n.authority().DeleteSpace(ctx, name)
-}
-
-// SpaceDeleted reports whether this server's copy of group 0 holds the
-// space as deleted.
-func (n *Node) SpaceDeleted(name string) bool {
-	_, deleted := n.authority().FSM().Deleted(name)
-	return deleted
-}
-
 // askSpace answers a space's settings as group 0's serving leader has
 // them: this server's own state when it is that leader, else the leader's
 // answer (askLeader, shared among concurrent callers). found is false for
