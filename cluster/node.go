@@ -219,9 +219,6 @@ func (n *Node) open() error {
 		n.groups = append(n.groups, g)
 	}
 	g := n.groups[0]
-	// A change of a space in group 0 reaches every group's allocator: the
-	// others read group 0's settings until they have their own record.
-	g.FSM().SetSpaceHook(n.spaceChanged)
 	n.hasState.Store(g.HadState())
 	return nil
 }

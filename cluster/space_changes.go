@@ -94,15 +94,6 @@ func (n *Node) FollowSpace(ctx context.Context, g int, name string) error {
 	return grp.FollowSpace(ctx, name, sp, found)
 }
 
-// spaceChanged tells every group's allocator on this server that group 0
-// changed a space (name; "" for any): a group other than group 0 reads
-// group 0's settings until it has its own record (see group.store).
-func (n *Node) spaceChanged(name string) {
-	for _, g := range n.groups {
-		g.Allocator().SpaceChanged(name)
-	}
-}
-
 // DeleteNamespace deletes a flake namespace on group 0's serving leader,
 // keeping its floor and its workers' marks (see fsm's namespace deletion);
 // deleting a deleted one succeeds.
