@@ -189,7 +189,9 @@ func (a *Allocator) Raises() uint64 { return a.raiseCalls.Load() }
 func (a *Allocator) ValuesTaken() uint64 { return a.taken.Load() }
 
 // find makes the Store hold space before a call loads it (see SpaceFinder).
-// A space already loaded costs one map read under the read lock.
+// A space already loaded costs one map read under the read lock; an
+// allocator without the lease asks nobody (the call then fails on the
+// lease, as before any finding).
 func (a *Allocator) find(ctx context.Context, space string) error {
 	f, ok := a.store.(SpaceFinder)
 	if !ok {
@@ -198,8 +200,8 @@ func (a *Allocator) find(ctx context.Context, space string) error {
 	a.mu.RLock()
 	loaded := a.spaces[space] != nil
 	a.mu.RUnlock()
-	if loaded {
-		return nil
+	if loaded || !a.Serving() {
+		return nil // without the lease, the call fails as it would
 	}
 	return f.FindSpace(ctx, space)
 }

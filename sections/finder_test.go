@@ -73,3 +73,17 @@ func TestSpaceFinderFirstCall(t *testing.T) {
 		t.Fatalf("Next when finding out failed: %v, want that failure", err)
 	}
 }
+
+// TestSpaceFinderNotAskedWithoutLease: an allocator that does not hold the
+// lease asks its Store nothing: the call fails on the lease.
+func TestSpaceFinderNotAskedWithoutLease(t *testing.T) {
+	s := &findingStore{fsmStore: newStore(t), elsewhere: map[string]seqd.Space{"a": {Name: "a", Step: 10, SectionSize: 100}}}
+	a := sections.New(s, sections.Options{})
+	t.Cleanup(a.Close)
+	if _, err := a.Next(context.Background(), "a", []uint64{1}); !errors.Is(err, seqd.ErrLeaseNotHeld) {
+		t.Fatalf("Next without the lease: %v, want lease not held", err)
+	}
+	if n := s.finds.Load(); n != 0 {
+		t.Fatalf("the Store was asked %d times without the lease", n)
+	}
+}
