@@ -32,8 +32,9 @@
 //     a group's leader once), guard.go (what every call passes first),
 //     admin.go, cluster_status.go, node_changes.go and backup.go
 //     (AdminService, by concept), errors.go (the one map from errors to
-//     Connect codes; internal text is logged, never sent), front.go and codec.go (what a request meets before a handler:
-//     the body limit, one-line 404 and 415 bodies, strict JSON), headers.go,
+//     Connect codes; internal text is logged, never sent), front.go and
+//     codec.go (what a request meets before a handler: the body limit,
+//     one-line 404 and 415 bodies, strict JSON), headers.go,
 //     auth.go, cors.go, health.go, peers.go (the internal PeerService), and
 //     id.go, id_admin.go (flake ids), space_changes.go (floors, changing
 //     and deleting spaces and namespaces); frontends.go (Sequences: the
