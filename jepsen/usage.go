@@ -15,7 +15,8 @@ waits --recovery, reads every key, and checks the history:
                 C3 Current bounds (DESIGN.md §2), over successful calls
   linear        every key's successful calls linearizable under the model of
                 C1-C3, by an independent checker (porcupine), bounded by
-                --linear-timeout and --linear-budget: undecided is unknown
+                --linear-timeout (then decided by the forced order, exact
+                for this model) and --linear-budget: unreached is unknown
   shape         one value per key, values from 1, Reserve's count, and
                 increasing values for a key listed twice in one Next
   restart       after a full-cluster restart (kill-all) every value is above

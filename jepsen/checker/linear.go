@@ -131,7 +131,10 @@ func porcupineOps(ops []history.Op, byIndex map[int64]record.Op) []porcupine.Ope
 // CounterModel. Its counts: "L" segments found not linearizable (each an
 // anomaly, up to limit), "unknown" segments not decided within the bounds.
 // Its notes say how many keys and segments were checked and, for every
-// undecided segment, which (the verdict is then unknown).
+// undecided segment, which (the verdict is then unknown). A segment
+// porcupine does not decide in time is decided by the forced order
+// (linear_order.go; counted as "decided by order"), which must agree with
+// porcupine wherever porcupine decides.
 func Linear(ops []record.Op, opt LinearOptions, limit int) *Result {
 	if opt.SegmentTimeout <= 0 {
 		opt.SegmentTimeout = DefaultSegmentTimeout
@@ -152,7 +155,7 @@ func Linear(ops []record.Op, opt LinearOptions, limit int) *Result {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	r := &Result{Valid: Valid, Counts: map[string]int{"L": 0, "unknown": 0}}
+	r := &Result{Valid: Valid, Counts: map[string]int{"L": 0, "unknown": 0, "decided by order": 0}}
 	start := time.Now()
 	nseg, largest := 0, 0
 	var slowest time.Duration
@@ -170,6 +173,30 @@ func Linear(ops []record.Op, opt LinearOptions, limit int) *Result {
 			t0 := time.Now()
 			res, info := porcupine.CheckOperationsVerbose(CounterModel(s.init), porcupineOps(s.ops, byIndex), min(opt.SegmentTimeout, left))
 			slowest = max(slowest, time.Since(t0))
+			// The exact check of the forced order (linear_order.go)
+			// decides what porcupine's search could not in time, and
+			// must agree with it where it did.
+			fast, fi, fj := forcedOrder(s)
+			switch {
+			case res == porcupine.Unknown && fast:
+				res = porcupine.Ok
+				r.Counts["decided by order"]++
+			case res == porcupine.Unknown:
+				res = porcupine.Illegal
+				r.Counts["decided by order"]++
+				badKeys[k] = true
+				if r.Counts["L"] < limit {
+					r.Anomalies = append(r.Anomalies, orderAnomaly(s, fi, fj, byIndex))
+				}
+				r.Counts["L"]++
+				continue
+			case (res == porcupine.Ok) != fast:
+				unknownKeys[k] = true
+				r.Counts["unknown"]++
+				r.Notes = append(r.Notes, fmt.Sprintf("key %d: the two checks disagree on a segment of %d calls (%.3fs .. %.3fs): porcupine %v, the forced order %v",
+					k, len(s.ops), s.ops[0].Start.Seconds(), segEnd(s).Seconds(), res, fast))
+				continue
+			}
 			switch res {
 			case porcupine.Ok:
 			case porcupine.Illegal:
@@ -201,6 +228,21 @@ func Linear(ops []record.Op, opt LinearOptions, limit int) *Result {
 		r.Valid = Unknown
 	}
 	return r
+}
+
+// orderAnomaly describes a segment the forced order found not
+// linearizable: the call that fits nowhere (i == j), or call i that
+// completed before call j began but must come after it.
+func orderAnomaly(s segment, i, j int, byIndex map[int64]record.Op) Anomaly {
+	a := Anomaly{Rule: "L", Key: s.key, Ops: []record.Op{byIndex[s.ops[i].Ref]}}
+	what := describeHistoryOp(s.ops[i]) + " fits nowhere"
+	if i != j {
+		a.Ops = append(a.Ops, byIndex[s.ops[j].Ref])
+		what = fmt.Sprintf("%s completed before %s began, but must come after it", describeHistoryOp(s.ops[i]), describeHistoryOp(s.ops[j]))
+	}
+	a.Msg = fmt.Sprintf("key %d: the %d calls from %.3fs to %.3fs (before them: last %d, read %d) are not linearizable: %s",
+		s.key, len(s.ops), s.ops[0].Start.Seconds(), segEnd(s).Seconds(), s.init.Last, s.init.Bound, what)
+	return a
 }
 
 func segEnd(s segment) time.Duration {
