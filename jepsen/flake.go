@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/seqd/seqd/api/idmsg"
+
 	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
 	"github.com/seqd/seqd/client"
 	"github.com/seqd/seqd/flake"
@@ -39,14 +41,12 @@ func createNamespaces(ctx context.Context, cfg *config, admin *client.Client, re
 		if err != nil {
 			return fmt.Errorf("creating namespace %q: %w", req.GetName(), err)
 		}
-		l := resp.GetNamespace().GetLayout()
-		layout := flake.Layout{EpochMs: l.GetEpochUnixMs(), UnitMs: l.GetUnitMs(), TimeBits: uint8(l.GetTimeBits()),
-			WorkerBits: uint8(l.GetWorkerBits()), SequenceBits: uint8(l.GetSequenceBits())}
+		layout, obfuscation := idmsg.Layout(resp.GetNamespace().GetLayout())
 		if err := layout.Validate(); err != nil {
 			return fmt.Errorf("namespace %q: the cluster answered %w", req.GetName(), err)
 		}
 		rec.Add(record.Op{Client: record.HarnessClient, F: record.NamespaceInfo, Namespace: req.GetName(), Layout: &layout,
-			Obfuscation: l.GetObfuscation(), Type: record.Info, Invoke: rec.Now(), Complete: rec.Now()})
+			Obfuscation: obfuscation, Type: record.Info, Invoke: rec.Now(), Complete: rec.Now()})
 	}
 	return nil
 }
