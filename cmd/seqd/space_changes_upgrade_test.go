@@ -87,8 +87,17 @@ func TestSpaceChangesInAMixedCluster(t *testing.T) {
 	if err := cl.SetFloor(ctx, "s", 1_000_000, 1); err != nil {
 		t.Fatalf("SetFloor in a mixed cluster: %v", err)
 	}
-	if _, err := cl.NextIds(ctx, "", 1); err != nil {
-		t.Fatal(err)
+	// Flake ids need the cluster's protocol moved up, which this build's
+	// leader does once gossip shows it every server's: wait for it.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		_, err := cl.NextIds(ctx, "", 1)
+		if err == nil {
+			break
+		}
+		if connect.CodeOf(err) != connect.CodeUnavailable || time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	refused := map[string]error{
 		"UpdateSpace":     second(cl.UpdateSpace(ctx, "s", 500)),
