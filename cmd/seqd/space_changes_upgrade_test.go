@@ -35,16 +35,33 @@ func TestSpaceChangesInAMixedCluster(t *testing.T) {
 	t.Logf("%v: built %s", time.Since(began).Round(time.Second), lastBuildWithoutSpaceChanges)
 	ps := proctest.New(t, 3, "--groups", "1", "--lease", "500ms", "--raft-heartbeat-timeout", "300ms",
 		"--raft-election-timeout", "300ms", "--raft-leader-lease-timeout", "150ms")
+	// A rolling upgrade starts from a cluster of the previous build (on
+	// its protocol); then p1 runs this build. A leader of this build
+	// moves a cluster only to its own protocol, so a cluster formed
+	// mixed would stay on protocol 1.
 	var addrs []string
-	for i, p := range ps {
-		if i > 0 {
-			p.Bin = prev
-		}
+	for _, p := range ps {
+		p.Bin = prev
 		p.Start(t)
 		addrs = append(addrs, p.API)
 	}
 	proctest.WaitLeader(t, ps, nil, 30*time.Second)
 	alive := func(stage string) { t.Helper(); allAlive(t, ps, stage) }
+	if oc, err := client.New(addrs, client.Options{}); err == nil {
+		// The previous build's first leader moved the cluster to its
+		// protocol: flake ids are served.
+		octx, ocancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, err := oc.NextIds(octx, "", 1)
+		ocancel()
+		if err != nil {
+			t.Fatalf("the previous build's cluster: %v", err)
+		}
+	}
+	ps[0].Signal(15)
+	<-ps[0].Done()
+	ps[0].Bin = ""
+	ps[0].Start(t)
+	proctest.WaitAdmitted(t, ps[0], 30*time.Second)
 	restart := func(p *proctest.Proc) {
 		t.Helper()
 		p.Signal(15)
