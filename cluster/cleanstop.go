@@ -83,7 +83,7 @@ func (n *Node) writeCleanStops(admitted []bool) {
 // stopped with, gracefully, last time (see above).
 func (n *Node) stoppedCleanly(i int) bool {
 	c, r := n.cleanStops[i], n.groups[i].Raft()
-	// The index first: once the log has moved on, raft's Stats (which asks
-	// its main loop) is not needed.
+	// The index first: once the log has moved on, raft's Stats (which
+	// formats every statistic) is not needed.
 	return c.index != 0 && c.index == r.LastIndex() && c == lastLog(r)
 }
