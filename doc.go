@@ -51,11 +51,15 @@
 //     (memberlist) for discovery and bootstrap, membership, admission
 //     (admission.go applies the verdicts of cluster/admit) and fencing by
 //     generations (fence.go), the disk-full rule, the routing version,
-//     offline restore, and its raft groups (groups.go, mux.go, placement.go).
+//     offline restore, and its raft groups (groups.go, mux.go, placement.go);
+//     group 0, the authority, is read through authority.go, the periodic
+//     tasks run on the host loop (loop.go), and other servers are asked
+//     through one Peers interface (peers.go).
 //   - cluster/admit/: who may take part in a raft group, as pure decisions
 //     with typed verdicts (Decide, Fence, Bootstrap, AdoptCount).
 //   - group/: one raft group: raft with its log and snapshot stores, the
-//     state machine, the allocator, and the lease loop.
+//     state machine, the allocator, the lease loop, and the space resolver
+//     (store.go: own record, this server's group 0, group 0's leader).
 //   - lease/: the lease rules, pure: when a new leader may serve
 //     (Deadline), what a release certifies (Handoff), the listen rule.
 //   - sections/: the allocator, pure: per section max, floor and cur[key],
@@ -100,8 +104,8 @@
 // only the standard library; sections/ and fsm/ never import group/,
 // cluster/, api/ or server/, and sections/ never imports raft; group/ never
 // imports cluster/ (the host owns its groups, not the other way round);
-// cluster/ never imports api/ or server/ (it asks peers through functions
-// server/ hands it); api/ never imports fsm/ or sections/; flake/ and
+// cluster/ never imports api/ or server/ (it asks peers through the Peers
+// interface server/ hands it); api/ never imports fsm/ or sections/; flake/ and
 // bootclock/ import only the standard library, this package and each
 // other; client/ imports only this package, flake/, bootclock/, api/idmsg
 // and generated code, and api/idmsg only this package, flake/ and

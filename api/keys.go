@@ -184,32 +184,22 @@ func (s *Server) serveShare(ctx context.Context, c *keysCall, sh share,
 	return vals, leader, fwd, term, nil
 }
 
-// localShare serves a share of c on this server, its group's leader.
+// localShare serves a share of c on this server, its group's leader. A
+// space this server's copies lag is found by the group's allocator itself
+// (group.Group.ResolveSpace): an unknown space here is one that does not
+// exist.
 func (s *Server) localShare(ctx context.Context, c *keysCall, sh share) ([]uint64, error) {
-	group, keys := sh.group, sh.keys
-	serve := func() ([]uint64, error) {
-		alloc := s.node.Group(group).Allocator()
-		switch c.kind {
-		case kindFloor:
-			return make([]uint64, len(keys)), alloc.SetFloors(ctx, c.space, keys, c.shareFloors(sh))
-		case kindCurrent:
-			return alloc.Current(ctx, c.space, keys)
-		case kindReserve:
-			first, err := alloc.Reserve(ctx, c.space, keys[0], uint64(c.count))
-			return []uint64{first}, err
-		}
-		return alloc.Next(ctx, c.space, keys)
+	alloc, keys := s.node.Group(sh.group).Allocator(), sh.keys
+	switch c.kind {
+	case kindFloor:
+		return make([]uint64, len(keys)), alloc.SetFloors(ctx, c.space, keys, c.shareFloors(sh))
+	case kindCurrent:
+		return alloc.Current(ctx, c.space, keys)
+	case kindReserve:
+		first, err := alloc.Reserve(ctx, c.space, keys[0], uint64(c.count))
+		return []uint64{first}, err
 	}
-	vals, err := serve()
-	if errors.Is(err, seqd.ErrUnknownSpace) {
-		// This server's copies of the group and of group 0 may lag a
-		// space created a heartbeat ago: ask group 0's leader, copy it
-		// into the group, and try again (an unknown space took no value).
-		if err = s.node.EnsureGroupSpace(ctx, group, c.space); err == nil {
-			vals, err = serve()
-		}
-	}
-	return vals, err
+	return alloc.Next(ctx, c.space, keys)
 }
 
 // remoteShare sends a share of c to the leader p with the header h.

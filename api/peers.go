@@ -181,19 +181,29 @@ func (p peerService) Space(ctx context.Context, req *connect.Request[peerv1.Spac
 	return connect.NewResponse(&peerv1.SpaceResponse{Found: found, Step: sp.Step, SectionSize: sp.SectionSize}), nil
 }
 
+// Host returns the client through which the cluster host asks other
+// servers (cluster.Peers): one HTTP client shared by all its calls.
+func (p Peers) Host() cluster.Peers {
+	return peerClient{p: p, h: p.client(), listing: p.listing()}
+}
+
+// peerClient implements cluster.Peers over the other servers' APIs.
+type peerClient struct {
+	p       Peers
+	h       *http.Client
+	listing func(ctx context.Context, apiAddr, id string) (listed, seen bool, index uint64, err error)
+}
+
 // Space asks the server at apiAddr, group 0's leader, for a space
-// (PeerService.Space). It implements cluster.PeerSpace.
-func (p Peers) Space() cluster.PeerSpace {
-	h := p.client()
-	return func(ctx context.Context, apiAddr, name string) (seqd.Space, bool, error) {
-		c := peerv1connect.NewPeerServiceClient(h, p.scheme()+apiAddr, p.options()...)
-		resp, err := c.Space(ctx, connect.NewRequest(&peerv1.SpaceRequest{Name: name}))
-		if err != nil {
-			return seqd.Space{}, false, err
-		}
-		m := resp.Msg
-		return seqd.Space{Name: name, Step: m.GetStep(), SectionSize: m.GetSectionSize()}, m.GetFound(), nil
+// (PeerService.Space).
+func (c peerClient) Space(ctx context.Context, apiAddr, name string) (seqd.Space, bool, error) {
+	pc := peerv1connect.NewPeerServiceClient(c.h, c.p.scheme()+apiAddr, c.p.options()...)
+	resp, err := pc.Space(ctx, connect.NewRequest(&peerv1.SpaceRequest{Name: name}))
+	if err != nil {
+		return seqd.Space{}, false, err
 	}
+	m := resp.Msg
+	return seqd.Space{Name: name, Step: m.GetStep(), SectionSize: m.GetSectionSize()}, m.GetFound(), nil
 }
 
 // Clock implements PeerService.Clock: this server's wall clock.
@@ -202,58 +212,50 @@ func (p peerService) Clock(context.Context, *connect.Request[peerv1.ClockRequest
 }
 
 // Clock reads the wall clock of the server at apiAddr (PeerService.Clock).
-// It implements cluster.PeerClock.
-func (p Peers) Clock() cluster.PeerClock {
-	h := p.client()
-	return func(ctx context.Context, apiAddr string) (int64, error) {
-		c := peerv1connect.NewPeerServiceClient(h, p.scheme()+apiAddr, p.options()...)
-		resp, err := c.Clock(ctx, connect.NewRequest(&peerv1.ClockRequest{}))
-		if err != nil {
-			return 0, err
-		}
-		return resp.Msg.GetUnixMs(), nil
+func (c peerClient) Clock(ctx context.Context, apiAddr string) (int64, error) {
+	pc := peerv1connect.NewPeerServiceClient(c.h, c.p.scheme()+apiAddr, c.p.options()...)
+	resp, err := pc.Clock(ctx, connect.NewRequest(&peerv1.ClockRequest{}))
+	if err != nil {
+		return 0, err
 	}
+	return resp.Msg.GetUnixMs(), nil
 }
 
 // Vouch asks the server at apiAddr to vouch for this one (PeerService.Vouch).
 // A server of the first release does not serve PeerService: it is asked
 // through ClusterStatus instead, as that release did, and its answer is
-// never authoritative. It implements cluster.PeerVouch.
-func (p Peers) Vouch() cluster.PeerVouch {
-	h := p.client()
-	listing := p.listing()
-	return func(ctx context.Context, apiAddr string, req cluster.VouchRequest) (cluster.VouchAnswer, error) {
-		c := peerv1connect.NewPeerServiceClient(h, p.scheme()+apiAddr, p.options()...)
-		resp, err := c.Vouch(ctx, connect.NewRequest(&peerv1.VouchRequest{
-			Id: req.ID, ClusterId: req.Generation.Cluster, Lineage: req.Generation.Lineage, Generation: req.Generation.Number,
-			Group: uint32(req.Group), HasState: req.HasState, LastIndex: req.LastIndex,
-		}))
-		if connect.CodeOf(err) == connect.CodeUnimplemented {
-			if req.Group != 0 {
-				return cluster.VouchAnswer{}, err // the first release runs one group
-			}
-			voter, seen, index, lerr := listing(ctx, apiAddr, req.ID)
-			if lerr != nil {
-				return cluster.VouchAnswer{}, lerr
-			}
-			// The first release answers from the leader's view when it
-			// knows one; LastIndex is unknown, so it never counts as a
-			// just-bootstrapped cluster.
-			return cluster.VouchAnswer{InConfiguration: voter, Voter: voter, Seen: seen, RecordedIndex: index, LastIndex: 1<<64 - 1}, nil
+// never authoritative.
+func (c peerClient) Vouch(ctx context.Context, apiAddr string, req cluster.VouchRequest) (cluster.VouchAnswer, error) {
+	pc := peerv1connect.NewPeerServiceClient(c.h, c.p.scheme()+apiAddr, c.p.options()...)
+	resp, err := pc.Vouch(ctx, connect.NewRequest(&peerv1.VouchRequest{
+		Id: req.ID, ClusterId: req.Generation.Cluster, Lineage: req.Generation.Lineage, Generation: req.Generation.Number,
+		Group: uint32(req.Group), HasState: req.HasState, LastIndex: req.LastIndex,
+	}))
+	if connect.CodeOf(err) == connect.CodeUnimplemented {
+		if req.Group != 0 {
+			return cluster.VouchAnswer{}, err // the first release runs one group
 		}
-		if err != nil {
-			return cluster.VouchAnswer{}, err
+		voter, seen, index, lerr := c.listing(ctx, apiAddr, req.ID)
+		if lerr != nil {
+			return cluster.VouchAnswer{}, lerr
 		}
-		m := resp.Msg
-		return cluster.VouchAnswer{
-			Generation: peerGeneration(m.GetLineage(), m.GetGeneration(), m.GetClusterId()), Admitted: m.GetAdmitted(), ContactMs: m.GetContactMs(),
-			Group: int(m.GetGroup()), Authoritative: m.GetAuthoritative(), NodeID: m.GetNodeId(),
-			LeaderID: m.GetLeaderId(), LeaderAPIAddr: m.GetLeaderApiAddr(),
-			InConfiguration: m.GetInConfiguration(), Voter: m.GetVoter(),
-			Seen: m.GetSeenWithState(), RecordedIndex: m.GetRecordedIndex(), RecordedTerm: m.GetRecordedTerm(),
-			LastIndex: m.GetLastIndex(), Protocol: m.GetProtocol(), Voters: m.GetVoters(),
-		}, nil
+		// The first release answers from the leader's view when it
+		// knows one; LastIndex is unknown, so it never counts as a
+		// just-bootstrapped cluster.
+		return cluster.VouchAnswer{InConfiguration: voter, Voter: voter, Seen: seen, RecordedIndex: index, LastIndex: 1<<64 - 1}, nil
 	}
+	if err != nil {
+		return cluster.VouchAnswer{}, err
+	}
+	m := resp.Msg
+	return cluster.VouchAnswer{
+		Generation: peerGeneration(m.GetLineage(), m.GetGeneration(), m.GetClusterId()), Admitted: m.GetAdmitted(), ContactMs: m.GetContactMs(),
+		Group: int(m.GetGroup()), Authoritative: m.GetAuthoritative(), NodeID: m.GetNodeId(),
+		LeaderID: m.GetLeaderId(), LeaderAPIAddr: m.GetLeaderApiAddr(),
+		InConfiguration: m.GetInConfiguration(), Voter: m.GetVoter(),
+		Seen: m.GetSeenWithState(), RecordedIndex: m.GetRecordedIndex(), RecordedTerm: m.GetRecordedTerm(),
+		LastIndex: m.GetLastIndex(), Protocol: m.GetProtocol(), Voters: m.GetVoters(),
+	}, nil
 }
 
 // peerGeneration is the generation a peer message carries. A server of a
@@ -297,29 +299,26 @@ func (p Peers) listing() func(ctx context.Context, apiAddr, id string) (listed, 
 }
 
 // Progress asks the node at apiAddr for its own raft term and applied
-// index in a group (ClusterStatus answered locally). It implements cluster.PeerProgress.
-func (p Peers) Progress() cluster.PeerProgress {
-	h := p.client()
-	return func(ctx context.Context, apiAddr string, group int) (uint64, uint64, error) {
-		c := seqv1connect.NewAdminServiceClient(h, p.scheme()+apiAddr, p.options()...)
-		r := connect.NewRequest(&seqv1.ClusterStatusRequest{})
-		r.Header().Set(seqd.HeaderLocalOnly, "1")
-		resp, err := c.ClusterStatus(ctx, r)
-		if err != nil {
-			return 0, 0, err
-		}
-		if len(resp.Msg.GetNodes()) != 1 {
-			return 0, 0, fmt.Errorf("peer %s answered with %d nodes", apiAddr, len(resp.Msg.GetNodes()))
-		}
-		n := resp.Msg.GetNodes()[0]
-		if group == 0 && len(n.GetGroups()) == 0 {
-			return n.GetTerm(), n.GetAppliedIndex(), nil // a build without groups
-		}
-		for _, g := range n.GetGroups() {
-			if int(g.GetGroup()) == group {
-				return g.GetTerm(), g.GetAppliedIndex(), nil
-			}
-		}
-		return 0, 0, fmt.Errorf("peer %s runs no group %d", apiAddr, group)
+// index in a group (ClusterStatus answered locally).
+func (c peerClient) Progress(ctx context.Context, apiAddr string, group int) (uint64, uint64, error) {
+	ac := seqv1connect.NewAdminServiceClient(c.h, c.p.scheme()+apiAddr, c.p.options()...)
+	r := connect.NewRequest(&seqv1.ClusterStatusRequest{})
+	r.Header().Set(seqd.HeaderLocalOnly, "1")
+	resp, err := ac.ClusterStatus(ctx, r)
+	if err != nil {
+		return 0, 0, err
 	}
+	if len(resp.Msg.GetNodes()) != 1 {
+		return 0, 0, fmt.Errorf("peer %s answered with %d nodes", apiAddr, len(resp.Msg.GetNodes()))
+	}
+	n := resp.Msg.GetNodes()[0]
+	if group == 0 && len(n.GetGroups()) == 0 {
+		return n.GetTerm(), n.GetAppliedIndex(), nil // a build without groups
+	}
+	for _, g := range n.GetGroups() {
+		if int(g.GetGroup()) == group {
+			return g.GetTerm(), g.GetAppliedIndex(), nil
+		}
+	}
+	return 0, 0, fmt.Errorf("peer %s runs no group %d", apiAddr, group)
 }

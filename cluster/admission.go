@@ -71,9 +71,6 @@ type VouchAnswer struct {
 	Voters                  []string // the voters of the answering server's configuration
 }
 
-// PeerVouch asks the server at apiAddr about a group (see Node.Vouch).
-type PeerVouch func(ctx context.Context, apiAddr string, req VouchRequest) (VouchAnswer, error)
-
 // gate is one group's admission state on this server; the gate itself is
 // in the multiplexer (muxLayer.Open, Shut).
 type gate struct {
@@ -267,7 +264,7 @@ func (n *Node) facts(i int, joined bool, members []admit.Member) (admit.Facts, b
 			}
 		}
 	}
-	f := admit.Facts{Group: i, Self: self, Members: members, Joined: joined, CanAsk: n.cfg.PeerVouch != nil, SinceGossip: time.Since(n.gossipStarted)}
+	f := admit.Facts{Group: i, Self: self, Members: members, Joined: joined, CanAsk: n.cfg.Peers != nil, SinceGossip: time.Since(n.gossipStarted)}
 	if (!has && !joined) || !f.CanAsk {
 		return f, true
 	}
@@ -350,7 +347,7 @@ func (n *Node) ask(servers []Member, req VouchRequest) []VouchAnswer {
 			asked[addr] = true
 			wg.Go(func() {
 				ctx, cancel := context.WithTimeout(context.Background(), vouchTimeout)
-				a, err := n.cfg.PeerVouch(ctx, addr, req)
+				a, err := n.cfg.Peers.Vouch(ctx, addr, req)
 				cancel()
 				if err == nil && a.Group != req.Group {
 					err = fmt.Errorf("answered for group %d", a.Group)

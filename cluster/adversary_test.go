@@ -469,13 +469,13 @@ func TestRestoreMarginCountsValuesOfFailedCalls(t *testing.T) {
 	takenBefore := a.ValuesTaken()
 	var counted uint64 // values of successful calls: what seqd_values_issued_total counts
 	deadline := time.Now().Add(60 * time.Second)
-	for n.Max("f", 0) < sum.HighestBefore+1_200_000 && time.Now().Before(deadline) {
-		before := n.Max("f", 0)
+	for n.Group(0).FSM().Max("f", 0) < sum.HighestBefore+1_200_000 && time.Now().Before(deadline) {
+		before := n.Group(0).FSM().Max("f", 0)
 		if vs, err := a.Next(done, "f", keys); err == nil {
 			counted += uint64(len(vs))
 		}
 		// Let the raise the failed call started commit before the next call.
-		for i := 0; i < 200 && n.Max("f", 0) == before; i++ {
+		for i := 0; i < 200 && n.Group(0).FSM().Max("f", 0) == before; i++ {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}

@@ -13,9 +13,6 @@ import (
 	"github.com/seqd/seqd/bootclock"
 )
 
-// PeerClock asks a server for its wall clock (Unix ms) over its API.
-type PeerClock func(ctx context.Context, apiAddr string) (int64, error)
-
 // DefaultMaxClockSkew is how far a leader's wall clock may be from its
 // peers' before it refuses flake grants.
 const DefaultMaxClockSkew = time.Second
@@ -48,7 +45,7 @@ type clocks struct {
 }
 
 // startClockSample starts sampleClocks unless a sampling still runs: it
-// may wait up to a second for a slow peer, and the gossip loop must not.
+// may wait up to a second for a slow peer, and the host loop (loop.go) must not.
 func (n *Node) startClockSample() {
 	if !n.clocks.running.CompareAndSwap(false, true) {
 		return
@@ -72,10 +69,10 @@ func (n *Node) WallMs() int64 {
 // sampleClocks reads every other voter's clock, on the leader, in parallel
 // and within a second.
 func (n *Node) sampleClocks() {
-	if n.cfg.PeerClock == nil || !n.IsLeader() {
+	if n.cfg.Peers == nil || !n.authority().IsLeader() {
 		return
 	}
-	cf := n.raft.GetConfiguration()
+	cf := n.authority().Raft().GetConfiguration()
 	if cf.Error() != nil {
 		return
 	}
@@ -95,7 +92,7 @@ func (n *Node) sampleClocks() {
 		go func(id, addr string) {
 			defer wg.Done()
 			start := bootclock.Now()
-			peer, err := n.cfg.PeerClock(ctx, addr)
+			peer, err := n.cfg.Peers.Clock(ctx, addr)
 			end := bootclock.Now()
 			if err != nil {
 				return
@@ -125,7 +122,7 @@ func (n *Node) gossipMember(id string) (Member, bool) {
 // lone voter has nothing to compare with and agrees. Samples older than
 // 10 s do not count.
 func (n *Node) WallClockOK() error {
-	cf := n.raft.GetConfiguration()
+	cf := n.authority().Raft().GetConfiguration()
 	if cf.Error() != nil {
 		return cf.Error()
 	}

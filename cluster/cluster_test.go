@@ -316,7 +316,7 @@ func TestLaggingFollowerCatchesUpFromSnapshot(t *testing.T) {
 	for {
 		caught := true
 		for k := range issued {
-			if lagger.Node().Max("snap", k/10) < leader.Node().Max("snap", k/10) {
+			if lagger.Node().Group(0).FSM().Max("snap", k/10) < leader.Node().Group(0).FSM().Max("snap", k/10) {
 				caught = false
 			}
 		}

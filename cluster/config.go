@@ -9,7 +9,6 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/seqd/seqd/group"
-	"github.com/seqd/seqd/sections"
 )
 
 // Defaults for the Config fields left at zero.
@@ -71,83 +70,32 @@ type Config struct {
 	// leader removes it from the configuration (default 0: never; operators
 	// remove servers with RemoveServer).
 	DeadServerGrace time.Duration
-	// PeerProgress asks a server for its raft progress over its API; the
-	// leader needs it to promote non-voters (without it, joiners stay
-	// non-voters).
-	PeerProgress PeerProgress
+	// Peers asks the other servers over their API (see Peers; nil: this
+	// server asks nobody).
+	Peers Peers
 	// AssumeGone names voters that are gone for good (dead, their disks
 	// lost): when no leader can vouch for this server (a full-cluster
 	// restart), they count as having answered. It is how a cluster that lost
 	// servers for good restarts; it is safe only if no server runs on an
 	// older copy of its data directory (see vouch.go).
 	AssumeGone []string
-	// PeerVouch asks another server to vouch for this one (see vouch.go).
-	// Without it, a server trusts itself at once (tests of single nodes).
-	PeerVouch PeerVouch
-	// PeerSpace asks group 0's leader for a space this server's copy of
-	// group 0 does not hold yet (see spaces.go). Without it, such a space
-	// is unknown here until the copy catches up.
-	PeerSpace PeerSpace
-	// LeaseClock times the lease (default sections.BootClock, which counts
-	// time the host spends suspended).
-	LeaseClock sections.Clock
 	// WallClock reads the wall clock in Unix ms (default time.Now); a
 	// leader puts its reading in flake grants.
 	WallClock func() int64
-	// PeerClock reads another server's wall clock; MaxClockSkew (default
-	// DefaultMaxClockSkew) is how far the leader's may be from a majority
-	// of the voters' before it refuses flake grants. Without PeerClock a
-	// leader with peers refuses them.
-	PeerClock    PeerClock
+	// MaxClockSkew (default DefaultMaxClockSkew) is how far the leader's
+	// wall clock may be from a majority of the voters' (Peers.Clock)
+	// before it refuses flake grants.
 	MaxClockSkew time.Duration
 
-	// Lease is the leader lease L (default 1s); LeaseMargin (default L/10,
-	// at least 50ms) is added to a new leader's wait for clock-rate drift.
-	Lease       time.Duration
-	LeaseMargin time.Duration
+	// Options are every group's tunables (lease, raft timing, snapshots,
+	// the allocator's bound, raft's log level), given to each group as
+	// they are. Here, Lease defaults to DefaultLease, LeaseMargin to L/10
+	// (at least 50ms) and RaftLogLevel to Warn, which also applies to
+	// memberlist's own logs.
+	group.Options
 
-	// Raft timing; defaults are hashicorp/raft's (1s, 1s, 500ms, 50ms).
-	HeartbeatTimeout   time.Duration
-	ElectionTimeout    time.Duration
-	LeaderLeaseTimeout time.Duration
-	CommitTimeout      time.Duration
-	// SnapshotThreshold and SnapshotInterval control raft snapshots
-	// (defaults 8192 entries, 120s).
-	SnapshotThreshold uint64
-	SnapshotInterval  time.Duration
-	// TrailingLogs is how many entries stay in the log after a snapshot
-	// (default 10240); a follower further behind gets the snapshot.
-	TrailingLogs uint64
-
-	// LeaseHandoff makes planned leadership moves (balancing, graceful
-	// shutdown, transfers) release the lease, so that the new leader serves
-	// without a lease wait (see group.Config.LeaseHandoff).
-	LeaseHandoff bool
-
-	// UnsafeDisableLease is for testing the test harness only: a new leader
-	// serves at once, without waiting out the previous leader's lease, and
-	// keeps serving until raft reports the loss of leadership. It breaks the
-	// order guarantees (C2, C3) when an old leader is paused or cut off.
-	UnsafeDisableLease bool
-
-	// UnsafeFlakeTrustClock is for testing the chaos test only: flake
-	// grants start at the leader's time, ignoring each worker's high-water
-	// mark and the namespace's floor, and a leader whose clock is far from
-	// its peers' still grants (a naive Snowflake). Ids repeat when clocks
-	// step back and workers are reused. Every server must have the same
-	// setting.
-	UnsafeFlakeTrustClock bool
-
-	// OnRaise, when set, is called after every raise entry (for metrics).
-	OnRaise func(marks int, took time.Duration, err error)
-
-	// MaxKeysPerSection bounds the allocator's memory (0: unbounded).
-	MaxKeysPerSection int
-
-	// Logger receives the node's logs (default slog.Default()). RaftLogLevel
-	// sets the level of raft's and memberlist's own logs (default Warn).
-	Logger       *slog.Logger
-	RaftLogLevel slog.Level
+	// Logger receives the node's logs (default slog.Default()).
+	Logger *slog.Logger
 
 	// RaftTLS, when set, runs raft over mutual TLS.
 	RaftTLS RaftTLS

@@ -57,22 +57,6 @@ func readContact(dir string) int64 {
 	return contact
 }
 
-// contactLoop tracks, every contactEvery, when this server last heard from
-// each group's leader, and records it (see above), until the node closes.
-func (n *Node) contactLoop() {
-	defer n.wg.Done()
-	t := time.NewTicker(contactEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-n.closing:
-			return
-		case <-t.C:
-			n.writeContacts()
-		}
-	}
-}
-
 // writeContacts notes when this server last heard from each group's
 // leader and records it in the group's directory (see above). A server
 // that leads counts now; a follower counts raft's last contact while it

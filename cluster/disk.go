@@ -87,7 +87,7 @@ func (n *Node) setFSMDisk(full bool, err error) {
 	}
 }
 
-// probeDisk runs on the gossip loop: while the raft log found the disk
+// probeDisk runs on the host loop (loop.go): while the raft log found the disk
 // full, it checks every probe interval whether the file system has room
 // again.
 func (n *Node) probeDisk() {

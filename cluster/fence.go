@@ -63,7 +63,7 @@ func readFence(dataDir string) (*fenceRecord, error) {
 // records only the cluster it came from (restored-from): its lineage is
 // that cluster, its number 1.
 func (n *Node) Generation() seqd.Generation {
-	g := n.fsm.Generation()
+	g := n.authority().FSM().Generation()
 	if g.Known() && g.Number == 0 && n.legacySource != "" && n.legacySource != g.Cluster {
 		g.Lineage, g.Number = n.legacySource, 1
 	}

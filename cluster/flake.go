@@ -30,18 +30,20 @@ const (
 // ApplyFlake decides flake operations on the leader (see
 // group.Group.ApplyFlake).
 func (n *Node) ApplyFlake(ctx context.Context, ops []fsm.FlakeOp) ([]fsm.FlakeResult, error) {
-	return n.grp.ApplyFlake(ctx, ops)
+	return n.authority().ApplyFlake(ctx, ops)
 }
 
 // Namespace returns a flake namespace as this server's state has it.
-func (n *Node) Namespace(name string) (flake.Namespace, bool) { return n.fsm.Namespace(name) }
+func (n *Node) Namespace(name string) (flake.Namespace, bool) {
+	return n.authority().FSM().Namespace(name)
+}
 
 // NamespaceDeleted reports whether this server's state has the namespace
 // as deleted.
-func (n *Node) NamespaceDeleted(name string) bool { return n.fsm.NamespaceDeleted(name) }
+func (n *Node) NamespaceDeleted(name string) bool { return n.authority().FSM().NamespaceDeleted(name) }
 
 // Namespaces returns every flake namespace as this server's state has it.
-func (n *Node) Namespaces() []flake.Namespace { return n.fsm.Namespaces() }
+func (n *Node) Namespaces() []flake.Namespace { return n.authority().FSM().Namespaces() }
 
 // Workers returns a namespace's workers as this server's state has it.
-func (n *Node) Workers(name string) ([]fsm.Worker, bool) { return n.fsm.Workers(name) }
+func (n *Node) Workers(name string) ([]fsm.Worker, bool) { return n.authority().FSM().Workers(name) }

@@ -108,7 +108,7 @@ type gossip struct {
 	mu      sync.RWMutex
 	members map[string]Member // by ID
 
-	kick chan struct{} // nudges the reconcile loop
+	kick chan struct{} // nudges the host loop (loop.go)
 	done chan struct{}
 
 	published  atomic.Pointer[Meta] // the metadata last published
@@ -156,9 +156,7 @@ func (n *Node) startGossip() error {
 	n.gossipStarted = time.Now()
 	// Read once, before anything else can update the local node.
 	n.gossipAddr = ml.LocalNode().Address()
-	n.wg.Add(2)
-	go g.loop()
-	go n.contactLoop()
+	n.startLoops()
 	return nil
 }
 
@@ -181,14 +179,14 @@ func (g *gossip) nudge() {
 func (g *gossip) meta() Meta {
 	n := g.n
 	m := Meta{ID: n.cfg.ID, RaftAddr: n.cfg.RaftAdvertise, APIAddr: n.cfg.APIAddr, HasState: n.hasState.Load(),
-		Cluster: n.fsm.ClusterID(), Proto: fsm.ProtocolVersion, Ready: g.ready(), Admitted: n.GroupAdmitted(0), FencedBy: n.FencedBy()}
+		Cluster: n.authority().FSM().ClusterID(), Proto: fsm.ProtocolVersion, Ready: g.ready(), Admitted: n.GroupAdmitted(0), FencedBy: n.FencedBy()}
 	if len(n.groups) > 1 {
 		m.Groups = len(n.groups)
 	}
 	m.Drained = n.drained.Load()
 	m.Kinds, m.FlakeClusters = fsm.KindsApplied(), n.flakeClusterValues()
-	if n.transport != nil {
-		m.RaftAddr = string(n.transport.LocalAddr())
+	if n.transports[0] != nil {
+		m.RaftAddr = string(n.transports[0].LocalAddr())
 	}
 	if gen := n.Generation(); gen.Known() {
 		m.Lineage, m.Number = gen.Lineage, gen.Number

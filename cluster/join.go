@@ -114,7 +114,7 @@ func (g *gossip) rejoin() {
 	if time.Since(time.Unix(0, g.lastRejoin.Load())) < rejoinInterval || g.rejoining.Load() {
 		return
 	}
-	cf := n.raft.GetConfiguration()
+	cf := n.authority().Raft().GetConfiguration()
 	if cf.Error() != nil {
 		return
 	}

@@ -49,13 +49,6 @@ var (
 	ErrLastVoter = errors.New("refusing to remove the last voter")
 )
 
-// PeerProgress reports a server's raft term and applied index, as the
-// server itself answers (over its API). The leader uses it to decide when a
-// non-voter has caught up.
-// It answers for group group of the asked server (group 0 for a server of
-// a build without groups).
-type PeerProgress func(ctx context.Context, apiAddr string, group int) (term, applied uint64, err error)
-
 // membership runs on the leader each reconcile pass.
 //
 // Changes pass prevIndex 0: hashicorp/raft does not expose the index of the
@@ -70,8 +63,8 @@ func (n *Node) membership(conf raft.Configuration) {
 			voters++
 		}
 	}
-	n.grp.EnsureProtocol(context.Background())
-	mine, proto := n.fsm.ClusterID(), n.fsm.Protocol()
+	n.authority().EnsureProtocol(context.Background())
+	mine, proto := n.authority().FSM().ClusterID(), n.authority().FSM().Protocol()
 	var members []Member
 	for _, m := range n.Members() {
 		if m.Cluster != "" && mine != "" && m.Cluster != mine {
@@ -99,7 +92,7 @@ func (n *Node) membership(conf raft.Configuration) {
 				"id", m.ID, "raft", m.RaftAddr)
 		case !ok:
 			n.log.Info("adding server as a non-voter", "id", m.ID, "raft", m.RaftAddr)
-			if err := n.await(n.raft.AddNonvoter(raft.ServerID(m.ID), raft.ServerAddress(m.RaftAddr), confIndex, applyTimeout)); err != nil {
+			if err := n.await(n.authority().Raft().AddNonvoter(raft.ServerID(m.ID), raft.ServerAddress(m.RaftAddr), confIndex, applyTimeout)); err != nil {
 				n.log.Warn("adding non-voter failed", "id", m.ID, "err", err)
 			}
 			n.markNonvoter(m.ID)
@@ -108,21 +101,21 @@ func (n *Node) membership(conf raft.Configuration) {
 			n.log.Info("server moved; updating its raft address", "id", m.ID, "from", s.Address, "to", m.RaftAddr)
 			var f raft.IndexFuture
 			if s.Suffrage == raft.Voter {
-				f = n.raft.AddVoter(s.ID, raft.ServerAddress(m.RaftAddr), confIndex, applyTimeout)
+				f = n.authority().Raft().AddVoter(s.ID, raft.ServerAddress(m.RaftAddr), confIndex, applyTimeout)
 			} else {
-				f = n.raft.AddNonvoter(s.ID, raft.ServerAddress(m.RaftAddr), confIndex, applyTimeout)
+				f = n.authority().Raft().AddNonvoter(s.ID, raft.ServerAddress(m.RaftAddr), confIndex, applyTimeout)
 			}
 			if err := n.await(f); err != nil {
 				n.log.Warn("updating address failed", "id", m.ID, "err", err)
 			}
 			return
 		case s.Suffrage != raft.Voter && voters < n.cfg.MaxVoters:
-			if seen, _ := n.fsm.ServerSeen(m.ID); !seen {
+			if seen, _ := n.authority().FSM().ServerSeen(m.ID); !seen {
 				continue // recorded first (recordProgress), promoted on a later pass
 			}
 			if n.caughtUp(m) {
 				n.log.Info("promoting caught-up non-voter to voter", "id", m.ID)
-				if err := n.await(n.raft.AddVoter(s.ID, s.Address, confIndex, applyTimeout)); err != nil {
+				if err := n.await(n.authority().Raft().AddVoter(s.ID, s.Address, confIndex, applyTimeout)); err != nil {
 					n.log.Warn("promotion failed", "id", m.ID, "err", err)
 				}
 				return
@@ -147,7 +140,7 @@ func (n *Node) recordProgress(in map[string]raft.Server, members []Member) {
 		if _, ok := in[m.ID]; !ok || !m.Alive || !m.HasState {
 			continue
 		}
-		if m.ID != n.cfg.ID && m.Cluster == "" && n.fsm.Protocol() >= 2 {
+		if m.ID != n.cfg.ID && m.Cluster == "" && n.authority().FSM().Protocol() >= 2 {
 			continue // not sure yet that it holds this cluster's state
 		}
 		due = append(due, m)
@@ -164,7 +157,7 @@ func (n *Node) recordGroupProgress(i int) {
 	if cf.Error() != nil {
 		return
 	}
-	mine := n.fsm.ClusterID()
+	mine := n.authority().FSM().ClusterID()
 	var due []Member
 	for _, s := range cf.Configuration().Servers {
 		m, ok := n.gossip.member(string(s.ID))
@@ -234,7 +227,7 @@ func (n *Node) recordIn(i int, members []Member, needApplied bool) {
 // peerProgress asks server m for its applied index of group i, unless it
 // failed to answer within the last progressBackoff.
 func (n *Node) peerProgress(m Member, i int) (uint64, error) {
-	if n.cfg.PeerProgress == nil || m.APIAddr == "" {
+	if n.cfg.Peers == nil || m.APIAddr == "" {
 		return 0, errors.New("no way to ask")
 	}
 	n.memMu.Lock()
@@ -245,7 +238,7 @@ func (n *Node) peerProgress(m Member, i int) (uint64, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	_, a, err := n.cfg.PeerProgress(ctx, m.APIAddr, i)
+	_, a, err := n.cfg.Peers.Progress(ctx, m.APIAddr, i)
 	if err != nil {
 		n.memMu.Lock()
 		n.progressFailed[m.APIAddr] = time.Now().Add(progressBackoff)
@@ -257,14 +250,14 @@ func (n *Node) peerProgress(m Member, i int) (uint64, error) {
 // caughtUp reports whether a non-voter has kept up with the leader for
 // promoteStable.
 func (n *Node) caughtUp(m Member) bool {
-	if n.cfg.PeerProgress == nil || m.APIAddr == "" {
+	if n.cfg.Peers == nil || m.APIAddr == "" {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	term, applied, err := n.cfg.PeerProgress(ctx, m.APIAddr, 0)
-	lead := n.raft.CommitIndex()
-	ok := err == nil && term == n.raft.CurrentTerm() && applied+promoteLag >= lead
+	term, applied, err := n.cfg.Peers.Progress(ctx, m.APIAddr, 0)
+	lead := n.authority().Raft().CommitIndex()
+	ok := err == nil && term == n.authority().Raft().CurrentTerm() && applied+promoteLag >= lead
 	n.memMu.Lock()
 	defer n.memMu.Unlock()
 	if !ok {
@@ -306,7 +299,7 @@ func (n *Node) cleanupDead(conf raft.Configuration, confIndex uint64, voters int
 			continue
 		}
 		n.log.Warn("removing dead server", "id", id, "down_for", time.Since(m.DownSince).Round(time.Second))
-		if err := n.await(n.raft.RemoveServer(s.ID, confIndex, applyTimeout)); err != nil {
+		if err := n.await(n.authority().Raft().RemoveServer(s.ID, confIndex, applyTimeout)); err != nil {
 			n.log.Warn("removing dead server failed", "id", id, "err", err)
 		}
 		return // never more than one at a time

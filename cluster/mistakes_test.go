@@ -307,7 +307,7 @@ func TestWipedVoterAfterFullRestartWithRolledBackPeer(t *testing.T) {
 		t.Fatal(err)
 	}
 	n1, n2, n3 := c.Nodes[0], c.Nodes[1], c.Nodes[2]
-	if err := n1.Node().Snapshot(); err != nil {
+	if err := n1.Node().Group(0).Snapshot(); err != nil {
 		t.Fatal(err)
 	}
 	// Replace n3 by n4.

@@ -15,10 +15,8 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/seqd/seqd"
-	"github.com/seqd/seqd/fsm"
 	"github.com/seqd/seqd/group"
 	"github.com/seqd/seqd/internal/logbridge"
-	"github.com/seqd/seqd/sections"
 )
 
 // applyTimeout bounds how long a raft membership change may wait to be
@@ -36,18 +34,11 @@ type Node struct {
 	cfg Config
 	log *slog.Logger
 
-	// groups are the node's raft groups, one transport each over mux.
-	// grp is group 0, the authority; raft, fsm, alloc and logStore are its
-	// parts, named here for the host's membership and vouching code.
+	// groups are the node's raft groups, one transport each over mux;
+	// group 0 is the authority (see authority).
 	groups     []*group.Group
 	transports []*raft.NetworkTransport
 	mux        *muxLayer
-	grp        *group.Group
-	raft       *raft.Raft
-	fsm        *fsm.FSM
-	alloc      *sections.Allocator
-	logStore   raft.LogStore
-	transport  *raft.NetworkTransport
 	// gates is each group's admission state (admission.go); each group's
 	// raft gate is in mux (muxLayer.Open, Shut).
 	gates []*gate
@@ -176,7 +167,6 @@ func (n *Node) open() error {
 		t := raft.NewNetworkTransport(n.mux.Group(i), 3, 10*time.Second, logbridge.NewWriter(n.log, "raft", cfg.RaftLogLevel))
 		n.transports = append(n.transports, t)
 	}
-	n.transport = n.transports[0]
 	// Before anything is opened (which creates the files): a group
 	// directory lost while group 0 holds state must stay refused on the
 	// next start too.
@@ -219,18 +209,15 @@ func (n *Node) open() error {
 		gc := group.Config{
 			ID: cfg.ID, Dir: groupDir(cfg.DataDir, i), Transport: noPipeline{n.transports[i]}, Host: n,
 			Index: i, Groups: count, Owns: ownsFunc(i, count),
-			Lease: cfg.Lease, LeaseMargin: cfg.LeaseMargin, UnsafeDisableLease: cfg.UnsafeDisableLease, LeaseHandoff: cfg.LeaseHandoff,
-			UnsafeFlakeTrustClock: cfg.UnsafeFlakeTrustClock,
-			LeaseClock:            cfg.LeaseClock, WallClock: n.WallMs, MaxKeysPerSection: cfg.MaxKeysPerSection, OnRaise: cfg.OnRaise,
-			HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout,
-			LeaderLeaseTimeout: cfg.LeaderLeaseTimeout, CommitTimeout: cfg.CommitTimeout,
-			SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval, TrailingLogs: cfg.TrailingLogs,
-			Logger: n.log, RaftLogLevel: cfg.RaftLogLevel,
+			Options: cfg.Options, WallClock: n.WallMs, Logger: n.log,
 		}
 		if i > 0 {
 			gc.Authority = n.groups[0].FSM()
-			gc.AskSpace = n.askSpace
 			gc.Logger = n.log.With("group", i)
+		}
+		if i > 0 || (count > 1 && cfg.Peers != nil) {
+			// Group 0 asks only for routing (LookupSpace).
+			gc.AskSpace = n.askSpace
 		}
 		g, err := group.Open(gc)
 		if err != nil {
@@ -239,10 +226,6 @@ func (n *Node) open() error {
 		n.groups = append(n.groups, g)
 	}
 	g := n.groups[0]
-	n.grp, n.raft, n.fsm, n.alloc, n.logStore = g, g.Raft(), g.FSM(), g.Allocator(), g.LogStore()
-	// A change of a space in group 0 reaches every group's allocator: the
-	// others read group 0's settings until they have their own record.
-	g.FSM().SetSpaceHook(n.spaceChanged)
 	n.hasState.Store(g.HadState())
 	return nil
 }
@@ -265,9 +248,6 @@ func (n *Node) closeTransports() {
 		_ = n.mux.Close()
 	}
 }
-
-// Allocator returns group 0's allocator (it serves only on the leader).
-func (n *Node) Allocator() *sections.Allocator { return n.alloc }
 
 // Groups returns how many raft groups the cluster runs.
 func (n *Node) Groups() int { return len(n.groups) }
@@ -325,21 +305,10 @@ func (n *Node) GroupLeader(i int) (id, apiAddr string) {
 func (n *Node) ID() string { return n.cfg.ID }
 
 // RaftAddr returns the address other servers use to reach this node's raft.
-func (n *Node) RaftAddr() string { return string(n.transport.LocalAddr()) }
+func (n *Node) RaftAddr() string { return string(n.transports[0].LocalAddr()) }
 
 // GossipAddr returns the address other servers use to reach this node's gossip.
 func (n *Node) GossipAddr() string { return n.gossipAddr }
-
-// IsLeader reports whether raft considers this node the leader. Serving also
-// needs the lease: see Allocator().Serving().
-func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
-
-// Leader returns the ID and API address of the current leader as this node
-// knows it; empty strings when unknown.
-func (n *Node) Leader() (id, apiAddr string) {
-	_, lid := n.raft.LeaderWithID()
-	return n.leaderAddr(string(lid))
-}
 
 // leaderAddr returns id with its API address ("" if unknown).
 func (n *Node) leaderAddr(id string) (string, string) {
@@ -353,37 +322,6 @@ func (n *Node) leaderAddr(id string) (string, string) {
 		return id, m.APIAddr
 	}
 	return id, ""
-}
-
-// TransferLeadership asks raft to hand leadership to server id (any voter
-// when id is empty) and waits for the outcome; see group.TransferLeadership.
-func (n *Node) TransferLeadership(id string) error {
-	return n.grp.TransferLeadership(id, ErrUnknownServer)
-}
-
-// Snapshot makes raft take a snapshot of this node's state now (and
-// compact its log behind it, keeping the trailing entries).
-func (n *Node) Snapshot() error { return n.grp.Snapshot() }
-
-// ClusterID returns the cluster's ID ("" until the cluster has one).
-func (n *Node) ClusterID() string { return n.fsm.ClusterID() }
-
-// Space returns a committed space from this node's FSM.
-func (n *Node) Space(name string) (seqd.Space, bool) { return n.fsm.Space(name) }
-
-// ServerSeen reports whether the cluster recorded server id holding raft
-// state, and the highest raft index recorded for its log.
-func (n *Node) ServerSeen(id string) (bool, uint64) { return n.fsm.ServerSeen(id) }
-
-// Max returns the high-water mark of a section in this node's FSM.
-func (n *Node) Max(space string, section uint64) uint64 { return n.fsm.Max(space, section) }
-
-// Spaces returns every committed space in this node's FSM.
-func (n *Node) Spaces() []seqd.Space { return n.fsm.Spaces() }
-
-// CreateSpace creates a space through raft; see group.CreateSpace.
-func (n *Node) CreateSpace(ctx context.Context, s seqd.Space) (created bool, err error) {
-	return n.grp.CreateSpace(ctx, s)
 }
 
 // Shutdown stops the node gracefully: a leader first drops its lease and

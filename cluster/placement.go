@@ -160,7 +160,7 @@ func (n *Node) logChange(i int, what string, id raft.ServerID, err error) {
 // within promoteLag of this leader's commit index, in this term.
 func (n *Node) groupCaughtUp(i int, id string) bool {
 	m, ok := n.gossip.member(id)
-	if !ok || !m.Alive || m.APIAddr == "" || n.cfg.PeerProgress == nil {
+	if !ok || !m.Alive || m.APIAddr == "" || n.cfg.Peers == nil {
 		return false
 	}
 	// A server whose API failed to answer is not asked again for
@@ -175,7 +175,7 @@ func (n *Node) groupCaughtUp(i int, id string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	r := n.groups[i].Raft()
-	term, applied, err := n.cfg.PeerProgress(ctx, m.APIAddr, i)
+	term, applied, err := n.cfg.Peers.Progress(ctx, m.APIAddr, i)
 	if err != nil {
 		n.memMu.Lock()
 		n.progressFailed[m.APIAddr] = time.Now().Add(progressBackoff)

@@ -42,7 +42,7 @@ func (n *Node) ProtocolReady(conf raft.Configuration) bool {
 			m, ok = n.gossip.member(string(s.ID))
 		}
 		if !ok || !m.Alive || m.protocol() < fsm.ProtocolVersion {
-			if n.fsm.Protocol() < fsm.ProtocolVersion {
+			if n.authority().FSM().Protocol() < fsm.ProtocolVersion {
 				n.warnOnce("protocol-wait:"+string(s.ID), "the cluster stays on protocol 1 until every server runs this build (or a later one)",
 					"waiting_for", s.ID, "alive", ok && m.Alive, "protocol", m.protocol())
 			}

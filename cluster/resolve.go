@@ -13,7 +13,7 @@ import (
 // own record appears once the pod has an IP, and the other pods' as they are
 // scheduled, in any order. So:
 //
-//   - a --join name is resolved again on every pass of the gossip loop (once
+//   - a --join name is resolved again on every pass of the host loop (once
 //     a second), never only once at start;
 //   - an advertised name is waited for at start (up to resolveWait) and must
 //     resolve to a routable IP. The raft address stays the name: raft dials

@@ -331,7 +331,7 @@ func (n *Node) Backup(w io.Writer) (int64, error) {
 	if len(n.groups) > 1 {
 		return 0, fmt.Errorf("cluster: a cluster of %d groups is backed up by every group's leader (BackupGroups)", len(n.groups))
 	}
-	return n.grp.Backup(w)
+	return n.authority().Backup(w)
 }
 
 // BackupGroup writes group g's part of a backup to w: a copy of the

@@ -64,32 +64,13 @@ func kindsApplied(conf raft.Configuration, self string, member func(id string) (
 	return nil
 }
 
-// UpdateSpace changes a space's step on group 0's serving leader (see
-// group.Group.UpdateSpace).
-func (n *Node) UpdateSpace(ctx context.Context, name string, step uint64) error {
-	return n.grp.UpdateSpace(ctx, name, step)
-}
-
-// DeleteSpace deletes a space on group 0's serving leader (see
-// group.Group.DeleteSpace).
-func (n *Node) DeleteSpace(ctx context.Context, name string) error {
-	return n.grp.DeleteSpace(ctx, name)
-}
-
-// SpaceDeleted reports whether this server's copy of group 0 holds the
-// space as deleted.
-func (n *Node) SpaceDeleted(name string) bool {
-	_, deleted := n.fsm.Deleted(name)
-	return deleted
-}
-
 // askSpace answers a space's settings as group 0's serving leader has
 // them: this server's own state when it is that leader, else the leader's
 // answer (askLeader, shared among concurrent callers). found is false for
 // no such space or a deleted one.
 func (n *Node) askSpace(ctx context.Context, name string) (seqd.Space, bool, error) {
 	if n.servesAuthority() {
-		sp, ok := n.fsm.Space(name)
+		sp, ok := n.authority().FSM().Space(name)
 		return sp, ok, nil
 	}
 	return n.askLeader(ctx, name)
@@ -113,20 +94,11 @@ func (n *Node) FollowSpace(ctx context.Context, g int, name string) error {
 	return grp.FollowSpace(ctx, name, sp, found)
 }
 
-// spaceChanged tells every group's allocator on this server that group 0
-// changed a space (name; "" for any): a group other than group 0 reads
-// group 0's settings until it has its own record (see group.store).
-func (n *Node) spaceChanged(name string) {
-	for _, g := range n.groups {
-		g.Allocator().SpaceChanged(name)
-	}
-}
-
 // DeleteNamespace deletes a flake namespace on group 0's serving leader,
 // keeping its floor and its workers' marks (see fsm's namespace deletion);
 // deleting a deleted one succeeds.
 func (n *Node) DeleteNamespace(ctx context.Context, name string) error {
-	return n.grp.DeleteNamespace(ctx, name)
+	return n.authority().DeleteNamespace(ctx, name)
 }
 
 // flakeClusterValues lists the cluster values of this cluster's namespaces
@@ -134,7 +106,7 @@ func (n *Node) DeleteNamespace(ctx context.Context, name string) error {
 // a value another cluster in gossip uses is refused (ClusterValueInUse).
 func (n *Node) flakeClusterValues() []uint64 {
 	var out []uint64
-	for _, ns := range n.fsm.Namespaces() {
+	for _, ns := range n.authority().FSM().Namespaces() {
 		if ns.Layout.ClusterBits > 0 && !slices.Contains(out, ns.Layout.Cluster) {
 			out = append(out, ns.Layout.Cluster)
 		}
@@ -161,7 +133,7 @@ func (n *Node) ClusterValueInUse(v uint64) error {
 	if n.gossip == nil {
 		return nil
 	}
-	return clusterValueInUse(n.Members(), n.fsm.ClusterID(), v)
+	return clusterValueInUse(n.Members(), n.authority().FSM().ClusterID(), v)
 }
 
 // clusterValueInUse decides ClusterValueInUse from the members seen.

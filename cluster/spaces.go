@@ -20,22 +20,19 @@ import (
 // group 0's (group's spaces.go). A copy may also lag a create: a space
 // created a heartbeat ago through group 0's leader may be missing here. So
 // a server that does not find a space asks group 0's serving leader
-// (PeerSpace) before it answers not_found: CreateSpace returns only once
+// (Peers.Space) before it answers not_found: CreateSpace returns only once
 // group 0's leader has applied the space, and a later leader has applied it
 // before it serves, so a call that starts after CreateSpace returned finds
-// the space, whichever server it reaches. A group's leader that learns a
-// space this way copies it into its group (a raft entry of the group)
-// before it serves it, so that it never depends on the lookup again.
+// the space, whichever server it reaches. Every path finds a space in that
+// one order (group.Group.ResolveSpace): the group's own record, this
+// server's copy of group 0, group 0's serving leader. A group's leader
+// copies a space into its group (a raft entry of the group) before its
+// allocator first loads it (group's store.FindSpace), so that it never
+// depends on the lookup again.
 //
 // Concurrent lookups of one space share one question. A server that leads
 // group 0 and serves answers from its own state; so does a cluster of one
 // group (whose leader serves every key, and holds every committed space).
-
-// PeerSpace asks the server at apiAddr, which this server takes for group
-// 0's leader, for a space's committed settings: found false when there is
-// no such space. A server that does not lead group 0 and serve fails (an
-// error wrapping seqd.ErrNotLeader or a wire error).
-type PeerSpace func(ctx context.Context, apiAddr, name string) (sp seqd.Space, found bool, err error)
 
 // lookups coalesces concurrent questions about one space.
 type lookups struct {
@@ -50,31 +47,25 @@ type lookup struct {
 	err   error
 }
 
-// LookupSpace returns a space's committed settings: from this server's
-// copy of group 0, or, when the copy does not hold it and the cluster runs
-// several groups, from group 0's serving leader (see above). An unknown
-// space is an error wrapping seqd.ErrUnknownSpace; a question that could
-// not be answered (no leader known, the leader unreachable) is an error
-// wrapping seqd.ErrNoLeader or seqd.ErrNotLeader, which callers retry.
+// LookupSpace returns a space's committed settings as routing needs them:
+// from this server's copy of group 0, or, when the copy does not hold it
+// and the cluster runs several groups, from group 0's serving leader (see
+// above and group.Group.ResolveSpace, the one resolver). An unknown space
+// is an error wrapping seqd.ErrUnknownSpace; a question that could not be
+// answered (no leader known, the leader unreachable) is an error wrapping
+// seqd.ErrNoLeader or seqd.ErrNotLeader, which callers retry.
 func (n *Node) LookupSpace(ctx context.Context, name string) (seqd.Space, error) {
-	if sp, ok := n.fsm.Space(name); ok {
-		return sp, nil
-	}
-	unknown := fmt.Errorf("%w %q", seqd.ErrUnknownSpace, name)
-	if len(n.groups) == 1 || n.cfg.PeerSpace == nil || n.servesAuthority() {
-		return seqd.Space{}, unknown
-	}
-	sp, found, err := n.askLeader(ctx, name)
+	sp, found, err := n.authority().ResolveSpace(ctx, name)
 	switch {
 	case err != nil:
 		return seqd.Space{}, err
 	case !found:
-		return seqd.Space{}, unknown
+		return seqd.Space{}, fmt.Errorf("%w %q", seqd.ErrUnknownSpace, name)
 	}
 	return sp, nil
 }
 
-// askLeader asks group 0's leader about a space (PeerSpace), sharing one
+// askLeader asks group 0's leader about a space (Peers.Space), sharing one
 // question among concurrent callers: found false for no such space, or a
 // deleted one.
 func (n *Node) askLeader(ctx context.Context, name string) (seqd.Space, bool, error) {
@@ -110,13 +101,13 @@ func (n *Node) lookupRemote(name string, l *lookup) {
 		close(l.done)
 	}()
 	id, addr := n.GroupLeader(0)
-	if id == "" || addr == "" || n.cfg.PeerSpace == nil {
+	if id == "" || addr == "" || n.cfg.Peers == nil {
 		l.err = fmt.Errorf("%w: space %q is not in this server's copy of group 0, and group 0's leader is unknown", seqd.ErrNoLeader, name)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
 	defer cancel()
-	sp, found, err := n.cfg.PeerSpace(ctx, addr, name)
+	sp, found, err := n.cfg.Peers.Space(ctx, addr, name)
 	if err != nil {
 		n.log.Debug("asking group 0's leader for a space failed", "space", name, "leader", id, "err", err)
 		l.err = fmt.Errorf("%w: space %q: group 0's leader %s did not answer", seqd.ErrNotLeader, name, id)
@@ -133,52 +124,16 @@ func (n *Node) lookupRemote(name string, l *lookup) {
 // servesAuthority reports whether this server leads group 0 and serves it:
 // its copy of group 0 then holds every committed space.
 func (n *Node) servesAuthority() bool {
-	return n.grp.IsLeader() && n.alloc.Serving()
+	return n.authority().IsLeader() && n.authority().Allocator().Serving()
 }
 
-// AnswerSpace answers another server's PeerSpace question: a space from
+// AnswerSpace answers another server's Peers.Space question: a space from
 // this server's state, which is authoritative only while it leads group 0
 // and serves it; otherwise an error wrapping seqd.ErrNotLeader.
 func (n *Node) AnswerSpace(name string) (seqd.Space, bool, error) {
 	if !n.servesAuthority() {
 		return seqd.Space{}, false, fmt.Errorf("%w: asked about a space of group 0", seqd.ErrNotLeader)
 	}
-	sp, ok := n.fsm.Space(name)
+	sp, ok := n.authority().FSM().Space(name)
 	return sp, ok, nil
-}
-
-// EnsureGroupSpace makes group i, which this server leads, hold space name
-// when it is committed in group 0 but missing from both the group's copy
-// and this server's copy of group 0 (see above): it looks the space up
-// and copies it into the group. It returns an error wrapping
-// seqd.ErrUnknownSpace when group 0 has no such space.
-func (n *Node) EnsureGroupSpace(ctx context.Context, i int, name string) error {
-	g := n.groups[i]
-	if _, ok := g.FSM().Space(name); ok {
-		return nil
-	}
-	if _, deleted := g.FSM().Deleted(name); deleted && i > 0 {
-		// The group's record says deleted; group 0 may have created it
-		// again since, which this server's copy of group 0 may or may not
-		// show yet: follow group 0's serving leader.
-		if err := n.FollowSpace(ctx, i, name); err != nil {
-			return err
-		}
-		if _, ok := g.FSM().Space(name); !ok {
-			return fmt.Errorf("%w %q", seqd.ErrUnknownSpace, name)
-		}
-		return nil
-	}
-	if _, ok := n.fsm.Space(name); ok {
-		return nil // the group copies it at its first raise
-	}
-	sp, err := n.LookupSpace(ctx, name)
-	if err != nil {
-		return err
-	}
-	if i == 0 {
-		return nil
-	}
-	_, err = g.CreateSpace(ctx, sp)
-	return err
 }

@@ -117,7 +117,7 @@ type LocalStatus struct {
 
 // Status reports this node's view of itself and the leader.
 func (n *Node) Status() LocalStatus {
-	g := n.grp.Status()
+	g := n.authority().Status()
 	st := LocalStatus{
 		ID:             n.cfg.ID,
 		APIAddr:        n.cfg.APIAddr,
@@ -195,7 +195,7 @@ type ConfigServer struct {
 
 // Configuration returns the latest raft configuration known to this node.
 func (n *Node) Configuration() ([]ConfigServer, error) {
-	cf := n.raft.GetConfiguration()
+	cf := n.authority().Raft().GetConfiguration()
 	if err := cf.Error(); err != nil {
 		return nil, err
 	}

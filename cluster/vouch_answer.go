@@ -28,7 +28,7 @@ func (n *Node) Vouch(req VouchRequest) (VouchAnswer, error) {
 	n.learn(admit.Learned{Generation: req.Generation, From: req.ID})
 	g := n.groups[i]
 	r := g.Raft()
-	a := VouchAnswer{Generation: n.Generation(), Admitted: n.GroupAdmitted(i), ContactMs: n.contactMs(i), Group: i, NodeID: n.cfg.ID, LastIndex: r.LastIndex(), Protocol: n.fsm.Protocol()}
+	a := VouchAnswer{Generation: n.Generation(), Admitted: n.GroupAdmitted(i), ContactMs: n.contactMs(i), Group: i, NodeID: n.cfg.ID, LastIndex: r.LastIndex(), Protocol: n.authority().FSM().Protocol()}
 	a.LeaderID, a.LeaderAPIAddr = n.GroupLeader(i)
 	a.Authoritative = g.IsLeader() && g.Allocator().Serving()
 	if cf := r.GetConfiguration(); cf.Error() == nil {

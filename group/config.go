@@ -12,7 +12,6 @@ import (
 
 	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/internal/logbridge"
-	"github.com/seqd/seqd/sections"
 )
 
 // ErrInvalidConfig wraps every configuration error Open returns.
@@ -49,10 +48,11 @@ type Config struct {
 	// required when Index > 0, and nil for group 0.
 	Authority Authority
 	// AskSpace asks group 0's serving leader for a space's committed
-	// settings (found false: no such space, or a deleted one), for a group
-	// other than group 0 whose record of a space differs from this
-	// server's copy of group 0, which may lag (see copySpaces). nil: the
-	// differences wait.
+	// settings (found false: no such space, or a deleted one): the last
+	// step of ResolveSpace, when neither the group's record nor this
+	// server's copy of group 0 (which may lag) holds the space, and how a
+	// group other than group 0 settles a record that differs from the copy
+	// (see copySpaces). nil: nothing is asked (a cluster of one group).
 	AskSpace func(ctx context.Context, name string) (sp seqd.Space, found bool, err error)
 	// Groups is how many groups the cluster runs (0: one). The group serves
 	// only while group 0's record of the count agrees (see lead).
@@ -61,41 +61,14 @@ type Config struct {
 	// nil: every section, a cluster of one group).
 	Owns func(space string, section uint64) bool
 
-	// Lease is how long a renewal lets the allocator serve, and
-	// LeaseMargin what a new leader adds to the longest earlier lease.
-	Lease, LeaseMargin time.Duration
-	// LeaseHandoff makes a planned leadership move hand the lease over: the
-	// leader stops serving, commits a lease release, then transfers, and a
-	// new leader that finds the release as the last lease entry serves
-	// without waiting out a lease (see Group.TransferLeadership and lead).
-	LeaseHandoff bool
-	// UnsafeDisableLease serves without a lease (tests that show why it is
-	// needed only).
-	UnsafeDisableLease bool
-	// UnsafeFlakeTrustClock makes flake grants a naive Snowflake's (see
-	// fsm.FSM.SetUnsafeFlakeTrustClock) and turns off the leader's clock
-	// skew refusal: testing the chaos test only. It breaks flake id
-	// uniqueness when clocks step back.
-	UnsafeFlakeTrustClock bool
-	// LeaseClock times the lease (nil: sections' boot-time clock).
-	LeaseClock sections.Clock
+	// Options are the tunables the host passes on as they are.
+	Options
 	// WallClock reads the wall clock, in Unix ms, for the time a leader
 	// puts in flake grants (nil: time.Now).
 	WallClock func() int64
-	// MaxKeysPerSection bounds the allocator's memory (0: unbounded).
-	MaxKeysPerSection int
-	// OnRaise observes every high-water-mark raise (metrics).
-	OnRaise func(marks int, took time.Duration, err error)
-
-	// Raft timings and log compaction (0: hashicorp/raft's default).
-	HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout, CommitTimeout time.Duration
-	SnapshotThreshold                                                    uint64
-	SnapshotInterval                                                     time.Duration
-	TrailingLogs                                                         uint64
 
 	// Logger receives the group's logs, raft's at RaftLogLevel and above.
-	Logger       *slog.Logger
-	RaftLogLevel slog.Level
+	Logger *slog.Logger
 }
 
 func (c *Config) check() error {

@@ -50,9 +50,11 @@ func open(t *testing.T, dir string, h *host) (*group.Group, raft.ServerAddress) 
 	}
 	g, err := group.Open(group.Config{
 		ID: "s1", Dir: dir, Transport: tr, Host: h,
-		Lease: 200 * time.Millisecond, LeaseMargin: 50 * time.Millisecond,
-		HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond,
-		LeaderLeaseTimeout: 50 * time.Millisecond,
+		Options: group.Options{
+			Lease: 200 * time.Millisecond, LeaseMargin: 50 * time.Millisecond,
+			HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond,
+			LeaderLeaseTimeout: 50 * time.Millisecond,
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -150,7 +152,7 @@ func TestGroupServesAfterVouchAndResumesAboveAfterReopen(t *testing.T) {
 
 // Open refuses a configuration without the parts only the host can give.
 func TestOpenRefusesIncompleteConfig(t *testing.T) {
-	_, err := group.Open(group.Config{ID: "s1", Dir: t.TempDir(), Lease: time.Second})
+	_, err := group.Open(group.Config{ID: "s1", Dir: t.TempDir(), Options: group.Options{Lease: time.Second}})
 	if !errors.Is(err, group.ErrInvalidConfig) {
 		t.Fatalf("Open without transport and host: %v", err)
 	}

@@ -22,9 +22,9 @@ import (
 // leader (Config.AskSpace) and follows its answer, never the copy: a group
 // never goes back to a step or a space that group 0 has since changed.
 //
-// A group serves a space from its own record when it has one, deleted or
-// not (store.Space), and from this server's copy of group 0 only until its
-// first record of it. A deleted space keeps its marks everywhere: however a
+// A group serves a space only from its own record (store.Space), which
+// its store makes before the allocator first loads the space
+// (store.FindSpace, through ResolveSpace). A deleted space keeps its marks everywhere: however a
 // record lags, no value is handed out twice.
 
 // ErrNotUpgraded means a server of the group's configuration runs a build

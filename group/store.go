@@ -7,50 +7,65 @@ import (
 	"github.com/seqd/seqd/fsm"
 )
 
-// store adapts the group to sections.Store.
+// store adapts the group to sections.Store and sections.SpaceFinder.
 type store struct{ g *Group }
 
-// Space reads the group's own copy of a space, or group 0's committed
-// settings until the copy is made (see copySpaces). A space the group's own
-// record says is deleted is not found, whatever this server's copy of group
-// 0 says (it may lag the deletion; a space created again reaches the group
-// through FollowSpace).
-func (s store) Space(name string) (seqd.Space, bool) {
-	if sp, ok := s.g.fsm.Space(name); ok || s.g.cfg.Authority == nil {
-		return sp, ok
+// Space reads the group's own record of a space: the allocator serves a
+// space only from it (FindSpace makes it first).
+func (s store) Space(name string) (seqd.Space, bool) { return s.g.fsm.Space(name) }
+
+// FindSpace implements sections.SpaceFinder: before the allocator loads a
+// space, a group other than group 0 that has no record of it (or a record
+// of its deletion) resolves it (ResolveSpace) and, when it exists, copies
+// it into its own state (a raft entry of the group), so that it never
+// depends on the lookup again. Group 0 decides spaces: its own record is
+// the answer.
+func (s store) FindSpace(ctx context.Context, name string) error {
+	g := s.g
+	if g.cfg.Authority == nil {
+		return nil
 	}
-	if _, deleted := s.g.fsm.Deleted(name); deleted {
-		return seqd.Space{}, false
+	if _, ok := g.fsm.Space(name); ok {
+		return nil
 	}
-	return s.g.cfg.Authority.Space(name)
+	sp, found, err := g.ResolveSpace(ctx, name)
+	if err != nil || !found {
+		return err
+	}
+	// New here, or created again after a deletion: a create every build
+	// applies (as FollowSpace's).
+	return g.apply(ctx, fsm.EncodeCreateSpace(sp))
+}
+
+// ResolveSpace returns a space's committed settings, found in one order by
+// every path: the group's own record; else this server's copy of group 0
+// (Config.Authority); else group 0's serving leader (Config.AskSpace, one
+// peer call). A record of a deletion is not final outside group 0, since
+// group 0 may have created the space again: such a group asks group 0's
+// leader, never the copy, which may lag. found is false for a space that
+// does not exist (or is deleted); an error is one of asking (no leader
+// known, the leader unreachable), which callers may retry.
+func (g *Group) ResolveSpace(ctx context.Context, name string) (sp seqd.Space, found bool, err error) {
+	if sp, ok := g.fsm.Space(name); ok {
+		return sp, true, nil
+	}
+	_, deleted := g.fsm.Deleted(name)
+	if a := g.cfg.Authority; a != nil && !deleted {
+		if sp, ok := a.Space(name); ok {
+			return sp, true, nil
+		}
+	}
+	if g.cfg.AskSpace == nil || (deleted && g.cfg.Authority == nil) {
+		return seqd.Space{}, false, nil
+	}
+	return g.cfg.AskSpace(ctx, name)
 }
 
 func (s store) Max(space string, section uint64) uint64 { return s.g.fsm.Max(space, section) }
 
+// Raise makes marks durable: the group holds their spaces already (the
+// allocator loads a space only after FindSpace).
 func (s store) Raise(ctx context.Context, marks []seqd.Mark) error {
-	if s.g.cfg.Authority != nil {
-		// A space this group has not copied yet (created in group 0 since
-		// the last copy pass): the group's state machine refuses marks of
-		// a space it does not hold, so copy it first.
-		for i, m := range marks {
-			if i > 0 && m.Space == marks[i-1].Space {
-				continue
-			}
-			if _, ok := s.g.fsm.Space(m.Space); ok {
-				continue
-			}
-			if _, deleted := s.g.fsm.Deleted(m.Space); deleted {
-				continue // a raise of a deleted space is applied as it is
-			}
-			sp, ok := s.g.cfg.Authority.Space(m.Space)
-			if !ok {
-				continue // the raise fails as the state machine says
-			}
-			if err := s.g.apply(ctx, fsm.EncodeCreateSpace(sp)); err != nil {
-				return err
-			}
-		}
-	}
 	return s.g.apply(ctx, s.g.encodeRaise(marks))
 }
 

@@ -43,7 +43,7 @@ type Metrics struct {
 	raiseTime prometheus.Histogram
 
 	mu    sync.Mutex
-	node  *cluster.Node
+	node  Source
 	flake func() []FlakeStat
 }
 
@@ -126,8 +126,16 @@ var (
 	descFlakeLeaderSkew = prometheus.NewDesc("seqd_flake_leader_clock_skew_seconds", "On the leader: the largest distance between its wall clock and a voter's, as last read.", nil, nil)
 )
 
+// Source is what the node collector reads of a running server
+// (*cluster.Node is one): its status, and on a leader the skew between
+// its wall clock and the voters'.
+type Source interface {
+	Status() cluster.LocalStatus
+	ClockSkew() time.Duration
+}
+
 // SetNode points the node collector at n (set once the node has started).
-func (m *Metrics) SetNode(n *cluster.Node) {
+func (m *Metrics) SetNode(n Source) {
 	m.mu.Lock()
 	m.node = n
 	m.mu.Unlock()

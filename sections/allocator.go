@@ -23,6 +23,18 @@ type Store interface {
 	Raise(ctx context.Context, marks []seqd.Mark) error
 }
 
+// SpaceFinder is implemented by a Store whose spaces may lag the state
+// that decides them (a raft group other than the one deciding spaces). A
+// call for a space the allocator has not loaded calls FindSpace first,
+// without holding any of the allocator's locks: it makes the Store hold the
+// space if it exists anywhere (Space returns it afterwards), asking
+// elsewhere if it must. A space that exists nowhere is not an error (the
+// call then fails as for an unknown space); an error is one of finding out
+// (no leader to ask, say), which the call returns.
+type SpaceFinder interface {
+	FindSpace(ctx context.Context, name string) error
+}
+
 // Options tunes an Allocator. The zero value is valid.
 type Options struct {
 	// MaxKeysPerSection bounds the keys held in memory per section; 0 means
@@ -175,6 +187,24 @@ func (a *Allocator) Raises() uint64 { return a.raiseCalls.Load() }
 // with the values taken, not only with those returned, which is why a
 // restore's margin is bounded by values taken (see fsm.MinMargin).
 func (a *Allocator) ValuesTaken() uint64 { return a.taken.Load() }
+
+// find makes the Store hold space before a call loads it (see SpaceFinder).
+// A space already loaded costs one map read under the read lock; an
+// allocator without the lease asks nobody (the call then fails on the
+// lease, as before any finding).
+func (a *Allocator) find(ctx context.Context, space string) error {
+	f, ok := a.store.(SpaceFinder)
+	if !ok {
+		return nil
+	}
+	a.mu.RLock()
+	loaded := a.spaces[space] != nil
+	a.mu.RUnlock()
+	if loaded || !a.Serving() {
+		return nil // without the lease, the call fails as it would
+	}
+	return f.FindSpace(ctx, space)
+}
 
 // section returns the in-memory state of (space, section of key), loading it
 // from the Store at its committed max if needed. Sections are loaded only

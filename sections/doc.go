@@ -47,6 +47,11 @@
 // held), the lease (epochs, Grant, Withhold, Revoke) and the clock that times
 // it, and the batching of raises into Store.Raise.
 //
+// A Store whose spaces may lag the state that decides them also implements
+// SpaceFinder: a call for a space not loaded yet asks it to find the space
+// first (outside the allocator's locks), so the allocator never answers
+// "unknown space" for a space that exists.
+//
 // It never imports raft, nor fsm/, group/, cluster/ or api/: it imports only
 // the root package, and the consensus layer is behind Store. It never writes
 // anything durable itself (a mark is durable once Store.Raise returns nil),

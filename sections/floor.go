@@ -51,6 +51,9 @@ func (a *Allocator) SetFloors(ctx context.Context, space string, keys, floors []
 		order[i] = i
 	}
 	slices.SortFunc(order, func(x, y int) int { return cmp.Compare(keys[x], keys[y]) })
+	if err := a.find(ctx, space); err != nil {
+		return err
+	}
 	now := a.callNow()
 	var reqs []raiseReq
 	type pending struct {

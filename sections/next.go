@@ -20,6 +20,9 @@ func (a *Allocator) Next(ctx context.Context, space string, keys []uint64) ([]ui
 	if len(keys) == 0 {
 		return nil, fmt.Errorf("%w: no keys", seqd.ErrInvalidArgument)
 	}
+	if err := a.find(ctx, space); err != nil {
+		return nil, err
+	}
 	now := a.callNow()
 	out := make([]uint64, len(keys))
 	raised := len(keys) == 1 // take alone raises for a single key
@@ -59,6 +62,9 @@ func (a *Allocator) Reserve(ctx context.Context, space string, key, count uint64
 	if count == 0 {
 		return 0, fmt.Errorf("%w: count must be at least 1", seqd.ErrInvalidArgument)
 	}
+	if err := a.find(ctx, space); err != nil {
+		return 0, err
+	}
 	now := a.callNow()
 	sec, err := a.section(space, key, now)
 	if err != nil {
@@ -72,6 +78,9 @@ func (a *Allocator) Reserve(ctx context.Context, space string, key, count uint64
 func (a *Allocator) Current(ctx context.Context, space string, keys []uint64) ([]uint64, error) {
 	if len(keys) == 0 {
 		return nil, fmt.Errorf("%w: no keys", seqd.ErrInvalidArgument)
+	}
+	if err := a.find(ctx, space); err != nil {
+		return nil, err
 	}
 	now := a.callNow()
 	out := make([]uint64, len(keys))

@@ -23,6 +23,7 @@ import (
 
 	"github.com/seqd/seqd/api"
 	"github.com/seqd/seqd/cluster"
+	"github.com/seqd/seqd/group"
 	"github.com/seqd/seqd/metrics"
 	"github.com/seqd/seqd/resp"
 	"github.com/seqd/seqd/ui"
@@ -32,9 +33,9 @@ import (
 // `seqd serve` documents; a zero field of Cluster falls back to cluster's
 // own default.
 type Config struct {
-	// Cluster configures the host and its raft group. Its PeerProgress,
-	// PeerVouch and OnRaise are filled by New (the API's peer client and
-	// the metrics) unless set.
+	// Cluster configures the host and its raft groups. Its Peers and
+	// OnRaise are filled by New (the API's peer client and the metrics)
+	// unless set.
 	Cluster cluster.Config
 
 	// APIAddr is the API's listen address, unless APIListener is given (a
@@ -96,22 +97,24 @@ func DefaultConfig() Config {
 	return Config{
 		APIAddr: DefaultAPIAddr,
 		Cluster: cluster.Config{
-			ID:                 host,
-			DataDir:            DefaultDataDir,
-			RaftAddr:           DefaultRaftAddr,
-			GossipAddr:         DefaultGossipAddr,
-			BootstrapExpect:    1,
-			Lease:              cluster.DefaultLease,
-			LeaseHandoff:       true,
-			HeartbeatTimeout:   500 * time.Millisecond,
-			ElectionTimeout:    500 * time.Millisecond,
-			LeaderLeaseTimeout: 500 * time.Millisecond,
-			CommitTimeout:      50 * time.Millisecond,
-			SnapshotThreshold:  8192,
-			SnapshotInterval:   2 * time.Minute,
-			MaxVoters:          cluster.DefaultMaxVoters,
-			MinVoters:          cluster.DefaultMinVoters,
-			RaftLogLevel:       slog.LevelWarn,
+			ID:              host,
+			DataDir:         DefaultDataDir,
+			RaftAddr:        DefaultRaftAddr,
+			GossipAddr:      DefaultGossipAddr,
+			BootstrapExpect: 1,
+			MaxVoters:       cluster.DefaultMaxVoters,
+			MinVoters:       cluster.DefaultMinVoters,
+			Options: group.Options{
+				Lease:              cluster.DefaultLease,
+				LeaseHandoff:       true,
+				HeartbeatTimeout:   500 * time.Millisecond,
+				ElectionTimeout:    500 * time.Millisecond,
+				LeaderLeaseTimeout: 500 * time.Millisecond,
+				CommitTimeout:      50 * time.Millisecond,
+				SnapshotThreshold:  8192,
+				SnapshotInterval:   2 * time.Minute,
+				RaftLogLevel:       slog.LevelWarn,
+			},
 		},
 	}
 }
@@ -145,17 +148,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.TLS != nil && peers.TLS == nil {
 		peers.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
-	if cc.PeerProgress == nil {
-		cc.PeerProgress = peers.Progress()
-	}
-	if cc.PeerClock == nil {
-		cc.PeerClock = peers.Clock()
-	}
-	if cc.PeerVouch == nil {
-		cc.PeerVouch = peers.Vouch()
-	}
-	if cc.PeerSpace == nil {
-		cc.PeerSpace = peers.Space()
+	if cc.Peers == nil {
+		cc.Peers = peers.Host()
 	}
 	met := metrics.New()
 	if cc.OnRaise == nil {

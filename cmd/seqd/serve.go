@@ -21,6 +21,7 @@ import (
 	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/cluster"
 	"github.com/seqd/seqd/flake"
+	"github.com/seqd/seqd/group"
 	"github.com/seqd/seqd/internal/cli"
 	"github.com/seqd/seqd/internal/clockoffset"
 	"github.com/seqd/seqd/server"
@@ -176,14 +177,17 @@ func serve(args []string) error {
 			RaftAddr: *raftAddr, RaftAdvertise: *advRaft,
 			GossipAddr: *gossipAddr, GossipAdvertise: *advGossip,
 			APIAddr: *advAPI, Join: joins, BootstrapExpect: *expect, AssumeGone: gone, Groups: *groups,
-			Lease: *lease, LeaseMargin: *leaseMargin, LeaseHandoff: *handoff,
-			HeartbeatTimeout: *heartbeat, ElectionTimeout: *election,
-			LeaderLeaseTimeout: *leaderLease, CommitTimeout: *commit,
-			SnapshotThreshold: *snapThreshold, SnapshotInterval: *snapInterval,
-			MaxKeysPerSection: *maxKeys, UnsafeDisableLease: *unsafeNoLease, UnsafeFlakeTrustClock: *unsafeTrust,
+			Options: group.Options{
+				Lease: *lease, LeaseMargin: *leaseMargin, LeaseHandoff: *handoff,
+				HeartbeatTimeout: *heartbeat, ElectionTimeout: *election,
+				LeaderLeaseTimeout: *leaderLease, CommitTimeout: *commit,
+				SnapshotThreshold: *snapThreshold, SnapshotInterval: *snapInterval,
+				MaxKeysPerSection: *maxKeys, UnsafeDisableLease: *unsafeNoLease, UnsafeFlakeTrustClock: *unsafeTrust,
+				RaftLogLevel: rlvl,
+			},
 			MaxVoters: *maxVoters, MinVoters: *minVoters, DeadServerGrace: *deadGrace,
 			RaftTLS: cluster.RaftTLS{CertFile: *raftCert, KeyFile: *raftKey, CAFile: *raftCA}, GossipKey: gkey,
-			RaftLogLevel: rlvl, WallClock: wallClock,
+			WallClock: wallClock,
 		},
 		ClusterSecret: secret,
 		TLS:           serverTLS, PeerTLS: peerTLS,

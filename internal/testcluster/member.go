@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/seqd/seqd/cluster"
+	"github.com/seqd/seqd/group"
 	"github.com/seqd/seqd/server"
 )
 
@@ -77,13 +78,17 @@ func (m *Member) start(expect int) error {
 			StreamLayer: layer, RaftAdvertise: m.RaftAddr,
 			GossipAddr: gossipBind, APIAddr: m.APIAddr,
 			Join: joins, BootstrapExpect: expect, AssumeGone: m.AssumeGone,
-			Lease: lease, LeaseClock: m.LeaseClock, WallClock: m.WallClock, HeartbeatTimeout: hb, ElectionTimeout: hb,
-			LeaderLeaseTimeout: hb / 2, CommitTimeout: 5 * time.Millisecond,
-			MaxKeysPerSection: m.c.opts.MaxKeysPerSection,
-			SnapshotThreshold: m.c.opts.SnapshotThreshold, TrailingLogs: m.c.opts.TrailingLogs,
-			SnapshotInterval: snapshotInterval(m.c.opts.SnapshotThreshold),
-			MinVoters:        m.c.opts.MinVoters, DeadServerGrace: m.c.opts.DeadServerGrace,
-			Groups: m.groups(), LeaseHandoff: m.c.opts.LeaseHandoff && !m.NoLeaseHandoff,
+			WallClock: m.WallClock,
+			Options: group.Options{
+				Lease: lease, LeaseClock: m.LeaseClock, HeartbeatTimeout: hb, ElectionTimeout: hb,
+				LeaderLeaseTimeout: hb / 2, CommitTimeout: 5 * time.Millisecond,
+				MaxKeysPerSection: m.c.opts.MaxKeysPerSection,
+				SnapshotThreshold: m.c.opts.SnapshotThreshold, TrailingLogs: m.c.opts.TrailingLogs,
+				SnapshotInterval: snapshotInterval(m.c.opts.SnapshotThreshold),
+				LeaseHandoff:     m.c.opts.LeaseHandoff && !m.NoLeaseHandoff,
+			},
+			MinVoters: m.c.opts.MinVoters, DeadServerGrace: m.c.opts.DeadServerGrace,
+			Groups: m.groups(),
 		},
 		ClusterSecret: m.c.opts.ClusterSecret,
 		Token:         m.c.opts.Token, TokenSequence: m.c.opts.TokenSequence,

@@ -1,0 +1,29 @@
+package cluster
+
+import (
+	"context"
+
+	"github.com/seqd/seqd"
+)
+
+// Peers is how this server asks the other servers, over their API: one
+// service (server/ builds it from api's peer client). Without it (nil, in
+// tests of single servers) a server asks nobody: it trusts itself at once
+// (vouch.go), promotes no joiner, balances no leaders, samples no clocks
+// (so a leader with peers refuses flake grants), and a space its copy of
+// group 0 lacks is unknown until the copy catches up.
+type Peers interface {
+	// Progress reports the server's raft term and applied index in a
+	// group, as its own raft has them (membership.go, placement.go).
+	Progress(ctx context.Context, apiAddr string, group int) (term, applied uint64, err error)
+	// Vouch asks the server about this one in a group (admission.go,
+	// vouch.go).
+	Vouch(ctx context.Context, apiAddr string, req VouchRequest) (VouchAnswer, error)
+	// Space asks the server, which this one takes for group 0's leader,
+	// for a space's committed settings: found false when there is no such
+	// space. A server that does not lead group 0 and serve fails (an error
+	// wrapping seqd.ErrNotLeader or a wire error); see spaces.go.
+	Space(ctx context.Context, apiAddr, name string) (sp seqd.Space, found bool, err error)
+	// Clock reads the server's wall clock (Unix ms; clock.go).
+	Clock(ctx context.Context, apiAddr string) (int64, error)
+}
