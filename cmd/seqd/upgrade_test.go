@@ -118,20 +118,20 @@ func rollingUpgrade(t *testing.T, commit string, prevProtocol uint64) {
 		first = ps[1]
 	}
 	upgrade(first)
+	// An attempt is one restart of a serving leader: a new leader still
+	// in its listen window serves nothing yet, and is waited for.
 	for attempt := 0; ; attempt++ {
-		l := proctest.LeaderOf(ps)
+		l := proctest.WaitLeader(t, ps, nil, 30*time.Second)
 		if l == first {
 			break
 		}
 		if attempt == 8 {
 			t.Fatalf("leadership never reached the upgraded server %s", first.ID)
 		}
-		if l != nil {
-			l.Signal(15)
-			<-l.Done()
-			l.Start(t) // the old build again
-			waitVoters(t, addrs, "p1", "p2", "p3")
-		}
+		l.Signal(15)
+		<-l.Done()
+		l.Start(t) // the old build again
+		waitVoters(t, addrs, "p1", "p2", "p3")
 		w.WaitOK(t, 50, 30*time.Second)
 	}
 	w.WaitOK(t, 300, 30*time.Second)

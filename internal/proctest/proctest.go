@@ -233,14 +233,22 @@ func LeaderOf(ps []*Proc) *Proc {
 		if err != nil {
 			continue
 		}
+		// A server that lost leadership may still say it serves until
+		// it hears of the new term: the highest term decides.
+		var leader *Proc
+		var term uint64
 		for _, n := range st.GetNodes() {
-			if n.GetServing() {
-				for _, p := range ps {
-					if p.ID == n.GetId() {
-						return p
-					}
+			if !n.GetServing() || (leader != nil && n.GetTerm() <= term) {
+				continue
+			}
+			for _, p := range ps {
+				if p.ID == n.GetId() {
+					leader, term = p, n.GetTerm()
 				}
 			}
+		}
+		if leader != nil {
+			return leader
 		}
 	}
 	return nil
