@@ -255,7 +255,7 @@ func (n *Node) facts(i int, joined bool, members []admit.Member) (admit.Facts, b
 	has := n.groupHasState(i)
 	r := n.groups[i].Raft()
 	self := admit.Self{ID: n.cfg.ID, Generation: n.Generation(), HasState: has, LastIndex: r.LastIndex(), AssumeGone: n.cfg.AssumeGone,
-		ContactMs: n.recordedContact[i], CleanStop: n.stoppedCleanly(i)}
+		ContactMs: n.recordedContact[i]}
 	if cf := r.GetConfiguration(); cf.Error() == nil {
 		self.ConfigKnown = true
 		for _, s := range cf.Configuration().Servers {

@@ -12,15 +12,15 @@ import (
 )
 
 // Contact records: when a server last heard from a leader of each group.
-// Admission without a leader counts the answers of voters that heard from a
-// leader of the group no earlier than the asking server did (admit,
-// majority): such a voter holds every record the group's leaders wrote of
+// Admission without a leader admits on the answer of a voter that heard
+// from a leader of the group no earlier than the asking server did (admit,
+// witnessed): such a voter holds every record the group's leaders wrote of
 // the asking server's log (they describe what it acknowledged, and it
 // acknowledged nothing after its last contact), so an older copy of the
 // asking server's data directory is found by it, even after a full-cluster
 // restart. A voter that lost touch with the leaders before the asking
-// server did (it lagged) may miss such a record, and counts only under the
-// rule that needs every record's holders (admit, everyRecord).
+// server did (it lagged) may miss such a record; it counts toward a
+// majority with the asking server (admit, majorityAnswered).
 //
 // Every contactEvery, while the server is admitted in a group, the group's
 // directory gets a file contactFile: this server's wall clock then and

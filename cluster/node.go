@@ -59,13 +59,7 @@ type Node struct {
 	// leader of the group before it last stopped (Unix ms, 0: no record);
 	// contacts the same since it started (contact.go).
 	recordedContact []int64
-	// cleanStops are, per group, the clean-stop record found at start
-	// (cleanstop.go); stopAdmitted is set by Shutdown (the groups this
-	// server was admitted in when it began to stop), so that close writes
-	// new ones for them.
-	cleanStops   []cleanStop
-	stopAdmitted atomic.Pointer[[]bool]
-	contacts     []atomic.Int64
+	contacts        []atomic.Int64
 
 	ml            *memberlist.Memberlist
 	gossipAddr    string // host:port other servers reach this node's gossip on
@@ -205,7 +199,6 @@ func (n *Node) open() error {
 			return err
 		}
 		n.recordedContact = append(n.recordedContact, readContact(groupDir(cfg.DataDir, i)))
-		n.cleanStops = append(n.cleanStops, readCleanStop(groupDir(cfg.DataDir, i)))
 		gc := group.Config{
 			ID: cfg.ID, Dir: groupDir(cfg.DataDir, i), Transport: noPipeline{n.transports[i]}, Host: n,
 			Index: i, Groups: count, Owns: ownsFunc(i, count),
@@ -332,10 +325,6 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	// group back here between its handover and the gossip leave; this
 	// server's own balancer stops (the handovers below move its groups).
 	n.stopping.Store(true)
-	admitted := make([]bool, len(n.groups))
-	for i := range admitted {
-		admitted[i] = n.GroupAdmitted(i)
-	}
 	n.writeContacts()
 	if !n.drained.Swap(true) && n.gossip != nil && n.ml != nil {
 		n.gossip.refreshMeta()
@@ -350,7 +339,6 @@ func (n *Node) Shutdown(ctx context.Context) error {
 			n.log.Debug("gossip leave", "err", err)
 		}
 	}
-	n.stopAdmitted.Store(&admitted)
 	return n.close()
 }
 
@@ -381,9 +369,6 @@ func (n *Node) close() error {
 		wg.Wait()
 		if n.closeErr = errors.Join(errs...); errors.Is(n.closeErr, group.ErrShutdownStuck) {
 			return // the stores stay open under raft's goroutines
-		}
-		if adm := n.stopAdmitted.Load(); n.closeErr == nil && adm != nil {
-			n.writeCleanStops(*adm)
 		}
 		n.wg.Wait()
 		n.closeErr = n.closeGroups()

@@ -67,9 +67,6 @@ type Self struct {
 	// ContactMs is when the server last heard from a leader of the group
 	// before it last stopped (its contact record, Unix ms; 0: none).
 	ContactMs int64
-	// CleanStop is whether the server's last stop was a graceful one and
-	// its log of the group is the same (last index and term) as then.
-	CleanStop bool
 }
 
 // Member is a server as gossip shows it.
@@ -284,11 +281,8 @@ func decideState(f Facts, own []Answer) Verdict {
 		kind = ByWitness
 		if !witnessed(me, judge) {
 			kind = ByAnswers
-			if missing, ok := everyRecord(me, judge); !ok {
-				if !me.CleanStop || !voterAnswered(me, judge) {
-					return Verdict{Outcome: Wait, Kind: QuorumWait, Missing: missing}
-				}
-				kind = ByCleanStop
+			if missing, ok := majorityAnswered(me, judge); !ok {
+				return Verdict{Outcome: Wait, Kind: QuorumWait, Missing: missing}
 			}
 		}
 	}
@@ -346,7 +340,7 @@ func Witnesses(askerMs, contactMs int64) bool {
 
 func witnessed(me Self, answers []Answer) bool {
 	if me.ContactMs <= 0 {
-		return false // no record of its own (a build before them): every record's holders must answer
+		return false // no record of its own (a build before them): a majority must answer
 	}
 	for _, a := range answers {
 		if slices.Contains(me.Voters, a.By) && Witnesses(me.ContactMs, a.ContactMs) {
@@ -356,41 +350,28 @@ func witnessed(me Self, answers []Answer) bool {
 	return false
 }
 
-// voterAnswered reports whether a voter of this server's configuration
-// answered from a log of the group (the clean-stop rule).
+// majorityAnswered reports whether enough voters answered from a log of
+// the group to make a majority with this server (one other of 3, two of
+// 5), and if not which voters are still to answer. Voters named gone count
+// as answered.
 //
-// Why a clean stop stands in for a witness: what is in doubt is whether
-// this server's log is an older copy of its data directory. A server that
-// stopped gracefully notes its log's last index and term after raft
-// stopped (cluster's clean-stop record); a log that still ends there is
-// the log it stopped with, so it is an older copy only if the server ran
-// again after that stop and acknowledged more, and such a copy was taken
-// while it was stopped. That is what remains (DESIGN.md §6): a copy of a
-// stopped server put back after it ran again, while every voter that
-// answers lost touch with the leaders before that run, and every voter
-// that took part in it is away. Without the rule, servers that stopped one
-// by one (a maintenance window, a StatefulSet scaled to zero) could not
-// serve again, a majority of them back on their own data, until the last
-// one stopped came back too.
-func voterAnswered(me Self, answers []Answer) bool {
-	for _, a := range answers {
-		if slices.Contains(me.Voters, a.By) {
-			return true
-		}
-	}
-	return false
-}
-
-// everyRecord reports whether enough voters answered to include every
-// committed record of this server, whoever they are, and if not which
-// voters are still to answer: N - majority + 1 other voters of N (both
-// others of 3, three others of 5). A committed record sits on a majority,
-// which may include this server itself (whose copy is the one in doubt),
-// so that many other voters always include one that holds it. This is the
-// rule when too few answering voters heard from a leader after this server
-// did: a voter that lagged behind holds no record of what it missed.
-// Voters named gone count as answered.
-func everyRecord(me Self, answers []Answer) (missing []string, ok bool) {
+// Why a majority with itself, and not the answer of every record's holder:
+// raft elects a leader from any majority, and so must admission (the
+// availability rule: whenever a majority of a group's voters run on their
+// own current data, the group serves again, whatever else is down). A
+// rule that waits for more than a majority turns a crash that meets a
+// restart, or servers that stop one by one and come back without the last
+// one, into an outage only an operator ends. The protection against an
+// older copy of a data directory rests on what that majority holds: the
+// progress records every answering voter has (a record beyond the asker's
+// log refuses it, kind stale), and a witness among them holds every record
+// of the asker's log. What remains (DESIGN.md §6): an older copy of a
+// server's directory, put back while every voter that took part after the
+// copy was taken is away and every voter that answers had lost touch with
+// the leaders before it: an operator's mistake that meets the loss of the
+// servers that could tell, two faults, where the answering majority holds
+// nothing that could.
+func majorityAnswered(me Self, answers []Answer) (missing []string, ok bool) {
 	if !me.ConfigKnown {
 		return []string{"(configuration unknown)"}, false
 	}
@@ -406,7 +387,7 @@ func everyRecord(me Self, answers []Answer) (missing []string, ok bool) {
 	if !slices.Contains(me.Voters, me.ID) {
 		voters++ // judged as the voter it would be
 	}
-	need := voters - (voters/2 + 1) + 1
+	need := voters / 2 // with this server, a majority
 	got := 0
 	for _, id := range others {
 		if answered[id] {

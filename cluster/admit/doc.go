@@ -22,11 +22,12 @@
 //   - A server is let into a group only on the strength of the group's
 //     serving leader (it applied every committed entry), or, while no
 //     leader answers, of a voter that heard from a leader no earlier than
-//     it did (a witness, holding every record of its log), or of enough
-//     voters to include every record's holders, none of which recorded its
-//     log beyond what it holds; or, as the only voter of its configuration,
-//     after seeing no other server of its cluster for SoloWait. So a crash
-//     that meets a restart leaves the group available as raft would be.
+//     it did (a witness, holding every record of its log), or of voters
+//     that make a majority with it, none of which recorded its log beyond
+//     what it holds; or, as the only voter of its configuration, after
+//     seeing no other server of its cluster for SoloWait. So whenever a
+//     majority of voters runs on its own data the group serves, as raft
+//     alone would.
 //   - A server without state joins only through a serving leader, or a
 //     cluster that has just bootstrapped.
 //   - A server is refused when a server of another cluster lists it, when

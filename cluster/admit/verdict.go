@@ -44,15 +44,10 @@ const (
 	// every record of this server's log) answered, and no answer recorded
 	// its log beyond what it holds.
 	ByWitness Kind = "witness"
-	// ByAnswers: no leader answers; enough voters answered to include
-	// every committed record of this server, and none recorded its log
-	// beyond what it holds.
+	// ByAnswers: no leader answers; enough voters answered from a log of
+	// the group to make a majority with this server, and none recorded its
+	// log beyond what it holds.
 	ByAnswers Kind = "answers"
-	// ByCleanStop: no leader answers, and no voter that answered heard from
-	// a leader as late as this server did; but this server stopped cleanly
-	// (a graceful stop) and its log has not changed since, and a voter of
-	// its configuration answered from a log, recording nothing beyond it.
-	ByCleanStop Kind = "clean-stop"
 	// BySolo: the only voter of its configuration, and no other server of
 	// its cluster seen for SoloWait.
 	BySolo Kind = "solo"
@@ -166,9 +161,7 @@ func (v Verdict) Message(self string) string {
 	case ByWitness:
 		s = fmt.Sprintf("no leader answers; %d voters answered, one of which heard from a leader no earlier than this server did (it holds every record of this server's log), and none recorded this server's log beyond what it holds", v.Answers)
 	case ByAnswers:
-		s = fmt.Sprintf("no leader answers; %d voters answered, enough to include every committed record of this server, and none recorded its log beyond what it holds", v.Answers)
-	case ByCleanStop:
-		s = fmt.Sprintf("no leader answers; this server stopped cleanly and its log has not changed since, and %d voters answered, none recording its log beyond what it holds", v.Answers)
+		s = fmt.Sprintf("no leader answers; %d voters answered, a majority with this server, and none recorded its log beyond what it holds", v.Answers)
 	case BySolo:
 		s = "the only voter of its configuration, and no other server of its cluster is seen"
 	case ByJoin:
@@ -184,7 +177,7 @@ func (v Verdict) Message(self string) string {
 	case NoAnswer:
 		s = "servers of its cluster are seen but none answered yet"
 	case QuorumWait:
-		s = fmt.Sprintf("no leader answers, and admission without one needs an answer from a voter that heard from a leader no earlier than this server did, or answers from enough voters to include every committed record: waiting for %v. "+
+		s = fmt.Sprintf("no leader answers, and admission without one needs answers from enough voters to make a majority with this server, as raft's election does: waiting for %v. "+
 			"If they are gone for good (dead, their disks lost) and no server runs on an older copy of its data directory, restart the survivors with --assume-gone naming them",
 			v.Missing)
 	case LeaderWait:

@@ -20,8 +20,7 @@ func (m *Model) ask(s *server) {
 	}
 	c := m.clusters[s.c]
 	f := admit.Facts{Joined: true, CanAsk: true, SinceGossip: time.Duration(s.local(m.now) - s.startLocal)}
-	f.Self = admit.Self{ID: s.id, Generation: c.gen, HasState: true, LastIndex: s.lastIndex(), ConfigKnown: true, ContactMs: s.recContact / 1e6,
-		CleanStop: s.cleanStopped()}
+	f.Self = admit.Self{ID: s.id, Generation: c.gen, HasState: true, LastIndex: s.lastIndex(), ConfigKnown: true, ContactMs: s.recContact / 1e6}
 	for _, i := range c.voters {
 		f.Self.Voters = append(f.Self.Voters, m.servers[i].id)
 	}

@@ -78,6 +78,13 @@ func (m *Model) check() {
 	}
 	for i, a := range holders {
 		for _, b := range holders[i+1:] {
+			// A paused server's lease counts against its own cluster
+			// only: it answers nothing while paused, and no server of
+			// another generation can hear of it then (DESIGN §8; the
+			// clients' generation fence orders the two).
+			if a.c != b.c && (a.paused || b.paused) {
+				continue
+			}
 			m.violate(Overlap, fmt.Sprintf("%s and %s hold leases at once", m.leaseOf(a), m.leaseOf(b)))
 		}
 	}
@@ -125,20 +132,20 @@ func (m *Model) required(c int) bool {
 }
 
 // majorityCanServe reports whether a majority of c's voters run unpaused,
-// not stopping, not fenced, reach each other, and can all be admitted from
-// each other's answers alone: each is admitted already, or has a witness
-// among them (admit.Witnesses: one that heard from a leader no earlier
-// than it did), or answers from enough of them to include every record's
-// holders. When the voter that heard from a leader last is down, the
-// others may not tell a current log from an older copy without it, and
-// admission waits for it (or an operator's --assume-gone): availability
-// is required of the rule as it stands, so the checker finds a change of
-// it (the old rule's mutant) and a loss of liveness after admission.
+// not stopping, not fenced, and reach each other: raft's own condition for
+// electing a leader, which admission must keep (issue 25's availability
+// rule). Admission without a leader needs answers from voters making a
+// majority with the asker, which such a majority gives every member; so
+// the checker finds any rule that needs more (the old rule's mutant) and a
+// loss of liveness after admission. The only voter of its configuration
+// (a restored cluster's first server) is counted once admitted: before,
+// it waits by the restore's own rules (admit.SoloWait, and
+// admit.SourceQuiet after it saw the cluster it replaces), not raft's.
 func (m *Model) majorityCanServe(c int) bool {
 	voters := m.clusters[c].voters
 	var ok []*server
 	for _, i := range voters {
-		if s := m.servers[i]; s.up && !s.paused && !s.stopping && !s.fenced {
+		if s := m.servers[i]; s.up && !s.paused && !s.stopping && !s.fenced && (len(voters) > 1 || s.admitted) {
 			ok = append(ok, s)
 		}
 	}
@@ -155,34 +162,11 @@ func (m *Model) majorityCanServe(c int) bool {
 				}
 			}
 		}
-		if connected && m.admissible(ok, set, len(voters)) {
+		if connected {
 			return true
 		}
 	}
 	return false
-}
-
-// admissible reports whether every member of set (a subset of ok) can be
-// admitted from the others' answers (see majorityCanServe).
-func (m *Model) admissible(ok []*server, set uint, voters int) bool {
-	everyRecord := voters - (voters/2 + 1) + 1 // other voters that must answer without a witness
-	for i, s := range ok {
-		if set&(1<<i) == 0 || s.admitted {
-			continue
-		}
-		others, witnessed := 0, false
-		for j, o := range ok {
-			if j == i || set&(1<<j) == 0 {
-				continue
-			}
-			others++
-			witnessed = witnessed || admit.Witnesses(s.recContact/1e6, m.contactOf(o)/1e6)
-		}
-		if !witnessed && others < everyRecord && (!s.cleanStopped() || others == 0) {
-			return false
-		}
-	}
-	return true
 }
 
 func (m *Model) violate(property, detail string) {

@@ -177,7 +177,6 @@ func (m *Model) fire(s *server, kind int) {
 	case tExit:
 		m.note(s, "exits")
 		m.down(s)
-		s.cleanIdx, s.cleanTerm = s.lastIndex(), s.termAt(s.lastIndex())
 	}
 }
 

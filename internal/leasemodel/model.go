@@ -126,9 +126,6 @@ type server struct {
 	// contact.go; 0: none). Wall clocks are taken to agree here; the
 	// decision allows admit.ContactSlack for them.
 	recContact int64
-	// cleanIdx and cleanTerm are the last index and term of its log when
-	// it last stopped gracefully (cluster's clean-stop record; 0: none).
-	cleanIdx, cleanTerm uint64
 	// learnedNewer: the server has heard of a generation superseding its
 	// own that has served (ground truth for property (b), whatever Fence
 	// says).
@@ -183,12 +180,6 @@ func (s *server) realAt(l int64) int64 {
 func (s *server) dur(d time.Duration) int64 { return (int64(d)*1000 + s.rate - 1) / s.rate }
 
 func (s *server) lastIndex() uint64 { return uint64(len(s.log)) }
-
-// cleanStopped reports whether the server's last stop was graceful and its
-// log is still the one it stopped with (cluster's clean-stop record).
-func (s *server) cleanStopped() bool {
-	return s.cleanIdx != 0 && s.cleanIdx == s.lastIndex() && s.cleanTerm == s.termAt(s.cleanIdx)
-}
 
 func (s *server) termAt(i uint64) uint64 {
 	if i == 0 || i > uint64(len(s.log)) {

@@ -45,28 +45,20 @@ func (noFence) Decide(f admit.Facts) admit.Verdict {
 	return admit.Decide(f)
 }
 
-// oldAvailability is the rule before issue 25: without a leader, N -
-// majority + 1 other voters must answer (both others of 3), so a restart
-// that meets a crash of another voter waits for the dead one.
+// oldAvailability is the rule before issue 25: without a leader, enough
+// voters to include every record's holders must answer (N - majority + 1
+// others: both others of 3), so a restart that meets a crash of another
+// voter, or servers that stop one by one without the last, wait for the
+// dead one.
 type oldAvailability struct{ Real }
 
 func (oldAvailability) Decide(f admit.Facts) admit.Verdict {
 	v := admit.Decide(f)
 	n := len(f.Self.Voters)
-	if need := n - (n/2 + 1) + 1; v.Kind == admit.ByWitness && v.Answers < need {
+	if need := n - (n/2 + 1) + 1; (v.Kind == admit.ByWitness || v.Kind == admit.ByAnswers) && v.Answers < need {
 		return admit.Verdict{Outcome: admit.Wait, Kind: admit.QuorumWait, Group: f.Group}
 	}
 	return v
-}
-
-// noCleanStop ignores clean stops: a server that stopped gracefully after
-// the voter that answers it waits for every record's holders, the absent
-// one included (servers stopped one by one stay down as a majority).
-type noCleanStop struct{ Real }
-
-func (noCleanStop) Decide(f admit.Facts) admit.Verdict {
-	f.Self.CleanStop = false
-	return admit.Decide(f)
 }
 
 // noMargin waits the lease without the margin, which covers the clocks'

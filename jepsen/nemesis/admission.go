@@ -22,7 +22,7 @@ import (
 // admitted reports whether a verdict of kind k opens a group's gate.
 func admitted(k string) bool {
 	switch admit.Kind(k) {
-	case admit.ByLeader, admit.ByWitness, admit.ByAnswers, admit.ByCleanStop, admit.BySolo, admit.ByJoin, admit.ByFresh, admit.ByBootstrap, admit.Unchecked:
+	case admit.ByLeader, admit.ByWitness, admit.ByAnswers, admit.BySolo, admit.ByJoin, admit.ByFresh, admit.ByBootstrap, admit.Unchecked:
 		return true
 	}
 	return false

@@ -79,11 +79,11 @@ func describePlan(steps []startStep) string {
 }
 
 // wipeRestart is a full-cluster restart during which one voter's data
-// directory is wiped. With no leader, the survivors vouch for each other
-// only with the answers of N - majority + 1 other voters: on 5 voters they
-// elect a leader without the wiped one; on 3 they wait for it, and README's
-// procedure (vouching: "waiting for voters") is to restart them with
-// --assume-gone ID. The wiped voter must then refuse to vote or serve until
+// directory is wiped. With no leader, the survivors let each other in on
+// the answers of voters that make a majority with them: on 3 voters as on
+// 5 they elect a leader without the wiped one (were they to wait, README's
+// procedure is to restart them with --assume-gone ID, which healing then
+// tries, reporting it). The wiped voter must then refuse to vote or serve until
 // an operator runs `seqd node remove` (README: "Replace a dead server, same
 // ID, new disk"). Healing does all that, each step waiting for its
 // condition, and waits until the wiped server is a voter again.
@@ -206,20 +206,18 @@ func wipeRestart(ctx context.Context, e *Env, rng *rand.Rand) ([]string, func() 
 	}
 	heal := func() ([]string, error) {
 		var out []string
-		// The survivors cannot know whether the wiped voter held a
-		// committed record of one of them: without a leader, each needs
-		// the answers of N - majority + 1 other voters (both others of 3,
-		// three of the other four of 5; voters that restarted too are not
-		// admitted, so the majority rule does not apply). On 5 voters the
-		// three other survivors suffice and they elect a leader; on 3 they
-		// wait for the wiped voter, which has nothing to answer with, and
-		// say so (admission=quorum-wait): README's procedure is then to
-		// restart the survivors with --assume-gone ID.
-		mustWait := nv-2 < nv-nv/2
+		// Without a leader, each survivor is let in on the answers of
+		// voters that make a majority with it (as raft's election needs),
+		// none of which recorded its log beyond what it holds: the
+		// survivors are a majority on their own data, and elect a leader
+		// without the wiped voter's answer, on 3 voters as on 5. A wait
+		// (admission=quorum-wait) would be an outage raft alone would not
+		// have; README's --assume-gone procedure is then tried.
+		mustWait := nv-2 < nv/2
 		lead, waited, took := e.leaderOrWait(survivors, recoverTimeout)
 		switch {
 		case lead != nil && mustWait:
-			out = append(out, fmt.Sprintf("UNEXPECTED: the survivors elected %s without %s's answer (%d voters: vouching without a leader needs both others of 3), %v after the heal began",
+			out = append(out, fmt.Sprintf("UNEXPECTED: the survivors elected %s without %s's answer (%d voters: too few others with state to make a majority), %v after the heal began",
 				lead.ID, w.ID, nv, took.Round(100*time.Millisecond)))
 		case lead != nil:
 			out = append(out, fmt.Sprintf("the survivors elected %s without %s (%d voters: the %d others with state answered), %v after the heal began",
