@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/cluster/admit"
-	"github.com/seqd/seqd/lease"
 )
 
 // Fencing by generations (DESIGN.md §6). Every cluster has a generation
@@ -68,30 +66,6 @@ func (n *Node) Generation() seqd.Generation {
 		g.Lineage, g.Number = n.legacySource, 1
 	}
 	return g
-}
-
-// WaitListening implements group.Host: it waits until gossip has run for
-// lease.ListenWindow since it started, and since since when that is later
-// (the listen rule: a restored cluster's servers knock every
-// lease.KnockInterval, so a server of the cluster it replaced hears of it
-// and is fenced before it could serve beside it).
-func (n *Node) WaitListening(ctx context.Context, since time.Time) bool {
-	from := n.gossipStarted
-	if since.After(from) {
-		from = since
-	}
-	d := time.Until(from.Add(lease.ListenWindow))
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // Fenced reports whether this server has been fenced (see above).

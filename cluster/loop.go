@@ -4,8 +4,8 @@ import (
 	"time"
 )
 
-// The host's periodic work runs on two loops, both started here
-// (startLoops) when gossip is up, and both stopped when the node closes:
+// The host's periodic work runs on three loops, all started here
+// (startLoops) when gossip is up, and all stopped when the node closes:
 //
 // The host loop (hostLoop) runs, every second and whenever gossip nudges
 // it, these tasks in this order:
@@ -27,10 +27,15 @@ import (
 // contactEvery (contact.go): on a timer of its own, since a record must be
 // written well within admit.ContactSlack and a pass of the host loop may
 // wait on raft (a membership change, a leadership transfer).
+//
+// The stall loop (stallLoop) ticks every stallTick, so that the listen
+// rule counts only time this process ran (stall.go).
 func (n *Node) startLoops() {
-	n.wg.Add(2)
+	n.stall.start(time.Now())
+	n.wg.Add(3)
 	go n.hostLoop()
 	go n.contactLoop()
+	go n.stallLoop()
 }
 
 // hostLoop runs the host's periodic tasks (see above) until gossip closes.

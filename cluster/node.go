@@ -60,6 +60,8 @@ type Node struct {
 	// contacts the same since it started (contact.go).
 	recordedContact []int64
 	contacts        []atomic.Int64
+	// stall watches for stalls of this process (stall.go).
+	stall *stallWatch
 
 	ml            *memberlist.Memberlist
 	gossipAddr    string // host:port other servers reach this node's gossip on
@@ -109,7 +111,7 @@ func Start(cfg Config) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), closing: make(chan struct{}), restart: make(chan struct{}),
 		caughtSince: map[string]time.Time{}, warned: map[string]time.Time{}, recordedAt: map[string]time.Time{},
-		aliveSince: map[string]time.Time{}, balanceRetry: map[int]time.Time{}, missingSince: map[string]time.Time{}, progressFailed: map[string]time.Time{}}
+		aliveSince: map[string]time.Time{}, balanceRetry: map[int]time.Time{}, missingSince: map[string]time.Time{}, progressFailed: map[string]time.Time{}, stall: newStallWatch()}
 	if err := n.open(); err != nil {
 		n.closeGroups()
 		n.closeTransports()

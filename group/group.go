@@ -34,6 +34,11 @@ type Host interface {
 	// cluster: since it started, and since since when that is later; or
 	// until ctx ends. It reports whether it has.
 	WaitListening(ctx context.Context, since time.Time) bool
+	// StalledSince reports whether this server's process stalled (was
+	// paused, or not scheduled, long enough to miss news of the cluster)
+	// after t, or is stalled now: a lease renewal whose listening such a
+	// stall interrupted grants nothing, and the leader listens again.
+	StalledSince(t time.Time) bool
 	// ProtocolReady reports whether every server in conf runs a build that
 	// speaks fsm.ProtocolVersion, so that the leader may move the group to
 	// it (a server of an older build stops on a kind it does not know).

@@ -17,12 +17,16 @@ import (
 // group. vouched gates the lease loop as the real host's gate does.
 type host struct {
 	vouched  atomic.Bool
+	stalled  atomic.Bool  // StalledSince answers this
+	listens  atomic.Int64 // WaitListening calls
 	changes  atomic.Int64
 	moved    atomic.Int64
 	logWrite atomic.Int64
 }
 
-func (h *host) WaitListening(context.Context, time.Time) bool { return true }
+func (h *host) WaitListening(context.Context, time.Time) bool { h.listens.Add(1); return true }
+
+func (h *host) StalledSince(time.Time) bool { return h.stalled.Load() }
 
 func (h *host) WaitAdmitted(ctx context.Context, _ int) bool {
 	for !h.vouched.Load() {
@@ -148,6 +152,26 @@ func TestGroupServesAfterVouchAndResumesAboveAfterReopen(t *testing.T) {
 	if h2.logWrite.Load() == 0 {
 		t.Fatal("the host saw no log write")
 	}
+}
+
+// A leader whose process stalled between listening and a renewal (paused:
+// it heard nothing meanwhile) grants itself no lease from that renewal: it
+// listens again first, and serves once a renewal was not interrupted.
+func TestStallDuringRenewalGrantsNothing(t *testing.T) {
+	h := &host{}
+	h.stalled.Store(true)
+	g, addr := open(t, t.TempDir(), h)
+	if err := g.Raft().BootstrapCluster(raft.Configuration{Servers: []raft.Server{{ID: "s1", Address: addr}}}).Error(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "raft leadership", g.IsLeader)
+	h.vouched.Store(true)
+	waitFor(t, "renewals while stalled", func() bool { return g.Status().Renewals == 0 && h.listens.Load() >= 3 })
+	if g.Allocator().Serving() {
+		t.Fatal("a leader serves on a renewal its process stalled through")
+	}
+	h.stalled.Store(false)
+	waitFor(t, "serving once no stall interrupts a renewal", g.Allocator().Serving)
 }
 
 // Open refuses a configuration without the parts only the host can give.

@@ -178,17 +178,23 @@ func (g *Group) lead(ctx context.Context, epoch uint64) {
 		}
 	}
 	// 4. Renew the lease from committed entries.
-	first := true
+	first, stalled := true, false
 	var until time.Duration // the end of the last lease granted (alloc clock)
 	for round := 1; ; round++ {
 		// Serve only once this server has listened long enough to hear of
 		// a restore that replaced its cluster (cluster's fence): before
-		// its first grant (it may have just started), and again after its
+		// its first grant (it may have just started), again after its
 		// lease lapsed (its process was paused, or its followers were out
-		// of reach, while a restore may have served elsewhere).
-		if first || g.alloc.Now() >= until {
+		// of reach, while a restore may have served elsewhere), and after
+		// a stall of its process interrupted a renewal (the host's
+		// listening counts only time the process ran).
+		if first || stalled || g.alloc.Now() >= until {
 			since := time.Time{}
-			if !first {
+			switch {
+			case stalled:
+				since = time.Now()
+				g.log.Info("this process stalled while renewing the lease: listening for news of the cluster before serving again", "term", g.raft.CurrentTerm())
+			case !first:
 				since = time.Now()
 				g.log.Info("the lease lapsed: listening for news of the cluster before serving again", "term", g.raft.CurrentTerm())
 			}
@@ -196,6 +202,8 @@ func (g *Group) lead(ctx context.Context, epoch uint64) {
 				return
 			}
 		}
+		stalled = false
+		heard := time.Now()
 		t := g.alloc.Now()
 		start := time.Now()
 		renewal := fsm.EncodeNoop()
@@ -210,6 +218,12 @@ func (g *Group) lead(ctx context.Context, epoch uint64) {
 		err := g.apply(ctx, renewal)
 		if g.fenced.Load() {
 			return
+		}
+		if err == nil && g.host.StalledSince(heard) {
+			// Paused between listening and this grant: what it did not
+			// hear may have started serving meanwhile.
+			stalled = true
+			continue
 		}
 		if err == nil {
 			g.alloc.Grant(epoch, t+g.cfg.Lease)

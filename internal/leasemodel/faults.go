@@ -260,6 +260,7 @@ func (m *Model) applyFault(f fault) {
 		s.paused = true
 	case fResume:
 		s.paused = false
+		s.stalledAt = s.local(m.now)
 	case fCut, fHeal:
 		m.cut[f.a][f.b] = f.kind == fCut
 		m.cut[f.b][f.a] = f.kind == fCut

@@ -75,6 +75,16 @@ func (m *Model) leadProgress(s *server) {
 			return
 		}
 		s.pending = false
+		if s.stalledAt >= s.renewT {
+			// group.lead: a stall between listening and the grant grants
+			// nothing; the leader listens again.
+			s.listenSince = s.stalledAt
+			m.note(s, "stalled while renewing: listens before serving")
+			m.stats.add("listened after a stall")
+			s.phase = listening
+			s.t[tLead] = s.realAt(s.listenSince + int64(m.rules.ListenWindow()))
+			return
+		}
 		lapsed := s.grant <= s.renewT
 		if exp := s.renewT + int64(s.lease); exp > s.grant {
 			s.grant = exp
@@ -120,7 +130,7 @@ func (m *Model) renewOrListen(s *server) {
 		m.renew(s)
 		return
 	}
-	if end := s.listenSince + int64(m.rules.ListenWindow()); now < end {
+	if end := max(s.listenSince, s.stalledAt) + int64(m.rules.ListenWindow()); now < end {
 		s.phase = listening
 		s.t[tLead] = s.realAt(end)
 		return

@@ -110,6 +110,10 @@ type server struct {
 	// (its start), or when its lease lapsed, whichever is later (the listen
 	// rule: lease.ListenWindow).
 	listenSince int64
+	// stalledAt (local) is when the server last resumed from a pause (the
+	// host's stall watch, cluster/stall.go; 0: never): listening counts
+	// only time after it.
+	stalledAt int64
 
 	// Kept across restarts: raft's log, term and vote; the fence and the
 	// state machine's file (lease record, progress records).
