@@ -35,7 +35,9 @@
 #              rates for seqd alone, and the bare handler at half;
 #              transports: 64 callers of the Go client with its coalesced
 #              requests as unary calls (the default before NextStream) and on
-#              Connect's HTTP/2 stream, next to the headline's framed stream
+#              Connect's HTTP/2 stream, next to the headline's framed stream;
+#              inflight: 64 callers with 1 and 2 coalesced requests in flight
+#              per space and group (the default is 4); not in the default set
 #              seqd-resp: seqd's Redis protocol front end through rueidis
 #              and redis-benchmark (with Redis through both, -r as for
 #              seqd); leaf: Leaf's GET /api/segment/get/{tag} over HTTP/1.1
@@ -212,7 +214,7 @@ start_seqd() {
   done
   printf -v "${name}_pids" '%s' "$list"
 }
-if want seqd || want seqd-unary || want seqd-h2c || want seqd-batch || want seqd-half || want tail || want transports || want seqd-ids || want seqd-resp || want leaf || want memory; then
+if want seqd || want seqd-unary || want seqd-h2c || want seqd-batch || want seqd-half || want tail || want transports || want inflight || want seqd-ids || want seqd-resp || want leaf || want memory; then
   log "starting seqd, 3 nodes (${SEQD_GROUPS:+--groups $SEQD_GROUPS, }defaults otherwise)"
   start_seqd seqd "${seqd_api[@]}" ${SEQD_GROUPS:+--groups "$SEQD_GROUPS"}
 fi
@@ -364,6 +366,12 @@ for r in $(seq 1 "$RUNS"); do
     sd "seqd-ids1000-c16" --concurrency 16 --mix ids=1 --batch 1000
     sd "seqd-runs1000-c16" --concurrency 16 --mix runs=1 --batch 1000
     sd "seqd-embedded-c64" --concurrency 64 --mix embedded=1
+  fi
+  if want inflight; then
+    # The same 64 callers with fewer coalesced requests in flight per space
+    # and group (larger requests; the client's default is 4).
+    sd "seqd-next-coalesced-inflight1-c64" --concurrency 64 --max-in-flight 1
+    sd "seqd-next-coalesced-inflight2-c64" --concurrency 64 --max-in-flight 2
   fi
   if want transports; then
     # The same 64 callers, the coalesced requests as unary calls (HTTP/1.1,
