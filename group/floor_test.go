@@ -137,3 +137,31 @@ func bootstrapServing(t *testing.T, dir string) *group.Group {
 	waitFor(t, "serving", g.Allocator().Serving)
 	return g
 }
+
+// A section whose raise budget is spent answers seqd.ErrRateLimited
+// (resource_exhausted at the API, DESIGN.md §5: "gets resource_exhausted
+// until time catches up"), for a floor and for a Next alike, not
+// seqd.ErrNotServing (unavailable, which a client retries at once and
+// which points it at another leader).
+//
+// The sequence: floors of seqd.MaxFloorRise back to back on one section
+// until the budget refuses one; then a Next that needs a raise.
+func TestASectionOutOfBudgetAnswersRateLimited(t *testing.T) {
+	g := bootstrapServing(t, t.TempDir())
+	ctx := context.Background()
+	if _, err := g.CreateSpace(ctx, seqd.Space{Name: "m", Step: 1000, SectionSize: 10}); err != nil {
+		t.Fatal(err)
+	}
+	a := g.Allocator()
+	var err error
+	for i := 0; i < 10 && err == nil; i++ {
+		err = a.SetFloor(ctx, "m", []uint64{1}, g.FSM().Max("m", 0)+seqd.MaxFloorRise)
+	}
+	if !errors.Is(err, seqd.ErrRateLimited) || errors.Is(err, seqd.ErrNotServing) {
+		t.Fatalf("a floor beyond the section's budget: %v, want seqd.ErrRateLimited", err)
+	}
+	_, err = a.Reserve(ctx, "m", 2, 1_000_000) // past the committed mark: needs a raise
+	if !errors.Is(err, seqd.ErrRateLimited) || errors.Is(err, seqd.ErrNotServing) {
+		t.Fatalf("a Reserve on a section out of budget: %v, want seqd.ErrRateLimited", err)
+	}
+}
