@@ -128,9 +128,16 @@ func TestCurrentNeverShowsAFloorThatDidNotCommit(t *testing.T) {
 // bootstraps it and waits until it serves.
 func bootstrapServing(t *testing.T, dir string) *group.Group {
 	t.Helper()
+	return bootstrapServingWith(t, dir, nil)
+}
+
+// bootstrapServingWith is bootstrapServing with the config changed by
+// change.
+func bootstrapServingWith(t *testing.T, dir string, change func(*group.Config)) *group.Group {
+	t.Helper()
 	h := &host{}
 	h.vouched.Store(true)
-	g, addr := open(t, dir, h)
+	g, addr := openWith(t, dir, h, change)
 	if err := g.Raft().BootstrapCluster(raft.Configuration{Servers: []raft.Server{{ID: "s1", Address: addr}}}).Error(); err != nil {
 		t.Fatal(err)
 	}
