@@ -100,14 +100,7 @@ func TestCurrentNeverShowsAFloorThatDidNotCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("committed mark %d, Current %d after the refused floor %d", mark, cur[0], refused)
-	if err := g.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	h2 := &host{}
-	h2.vouched.Store(true)
-	g2, _ := open(t, dir, h2)
-	waitFor(t, "serving after reopen", g2.Allocator().Serving)
+	g2 := restartServing(t, g, dir)
 	// The section's budget is spent for some seconds: Next is refused until
 	// time catches up (a client retries).
 	var v []uint64
@@ -171,4 +164,58 @@ func TestASectionOutOfBudgetAnswersRateLimited(t *testing.T) {
 	if !errors.Is(err, seqd.ErrRateLimited) || errors.Is(err, seqd.ErrNotServing) {
 		t.Fatalf("a Reserve on a section out of budget: %v, want seqd.ErrRateLimited", err)
 	}
+}
+
+// A space at the largest step a space may have (seqd.MaxStep, which
+// UpdateSpace accepts) serves again within seconds of a failover, as any
+// space does (DESIGN.md §4: the unavailability window after a failover is
+// about a lease).
+//
+// The sequence: a space of step 2^40; one Next (its section's mark rises by
+// 2^40, which costs the raise budget about 268 s, far more than the 20 s
+// of window the budget lends); a restart (a full-cluster restart, or any
+// failover). The new leader loads the section at its mark and must raise
+// it by a step before it hands out anything, and the budget refuses that
+// raise for about four minutes.
+func TestTheLargestStepServesSoonAfterAFailover(t *testing.T) {
+	dir := t.TempDir()
+	g := bootstrapServing(t, dir)
+	ctx := context.Background()
+	if _, err := g.CreateSpace(ctx, seqd.Space{Name: "big", Step: seqd.MaxStep, SectionSize: 10}); err != nil {
+		t.Fatal(err)
+	}
+	v, err := g.Allocator().Next(ctx, "big", []uint64{1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g2 := restartServing(t, g, dir)
+	start := time.Now()
+	for {
+		w, err := g2.Allocator().Next(ctx, "big", []uint64{1})
+		if err == nil {
+			if w[0] <= v[0] {
+				t.Fatalf("Next after the restart = %d, not above %d", w[0], v[0])
+			}
+			return
+		}
+		if time.Since(start) > 20*time.Second {
+			t.Fatalf("the space of step 2^40 still refuses Next %v after the new leader began serving: %v", time.Since(start).Round(time.Second), err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// restartServing closes g, opens its data directory dir again, and waits
+// until the group serves: a full restart, the new leader loading every
+// section at its committed mark.
+func restartServing(t *testing.T, g *group.Group, dir string) *group.Group {
+	t.Helper()
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h := &host{}
+	h.vouched.Store(true)
+	g2, _ := open(t, dir, h)
+	waitFor(t, "serving after reopen", g2.Allocator().Serving)
+	return g2
 }
