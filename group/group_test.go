@@ -48,18 +48,28 @@ func (h *host) FSMDisk(bool, error)                           {}
 
 func open(t *testing.T, dir string, h *host) (*group.Group, raft.ServerAddress) {
 	t.Helper()
+	return openWith(t, dir, h, nil)
+}
+
+// openWith is open with the config changed by change (nil: as it is).
+func openWith(t *testing.T, dir string, h *host, change func(*group.Config)) (*group.Group, raft.ServerAddress) {
+	t.Helper()
 	tr, err := raft.NewTCPTransport("127.0.0.1:0", nil, 3, time.Second, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := group.Open(group.Config{
+	cfg := group.Config{
 		ID: "s1", Dir: dir, Transport: tr, Host: h,
 		Options: group.Options{
 			Lease: 200 * time.Millisecond, LeaseMargin: 50 * time.Millisecond,
 			HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond,
 			LeaderLeaseTimeout: 50 * time.Millisecond,
 		},
-	})
+	}
+	if change != nil {
+		change(&cfg)
+	}
+	g, err := group.Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

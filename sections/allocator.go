@@ -103,6 +103,10 @@ type section struct {
 	id    uint64
 	epoch uint64    // lease epoch this section was loaded in
 	keys  *keyCount // the keys counter of that epoch
+	// dropped: SpaceChanged dropped the section (its space was deleted);
+	// it serves no call any more, since a section loaded again from the
+	// committed mark may hand out what a raise of this one would cover.
+	dropped bool
 
 	max   uint64 // committed high-water mark; every value returned is <= max
 	floor uint64 // a key not in memory continues from here

@@ -146,9 +146,11 @@ func (a *Allocator) raiseTo(ctx context.Context, sec *section, target uint64) er
 // step applies to the raises from then on, and a space the Store no longer
 // holds (deleted) is dropped with its sections, so that calls for it fail
 // as for an unknown space, and a space created again later is loaded from
-// its committed marks. A call that took a dropped section before may still
-// finish from it: every value it hands out is at or below the section's
-// committed mark, which a reload starts above (as after Revoke).
+// its committed marks. A call that took a dropped section before fails
+// (seqd.ErrLeaseNotHeld, as after Revoke) when it next checks the section:
+// a raise of the dropped section that commits after the reload read the
+// mark (one in flight, or one the call starts) would cover values the
+// reloaded section hands out too.
 func (a *Allocator) SpaceChanged(name string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -166,6 +168,7 @@ func (a *Allocator) SpaceChanged(name string) {
 			sec.mu.Lock()
 			sec.keys.n.Add(-int64(len(sec.young) + len(sec.old)))
 			sec.keys = new(keyCount) // detached: a call still on it counts there
+			sec.dropped = true
 			sec.mu.Unlock()
 		}
 	}

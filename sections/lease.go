@@ -148,7 +148,7 @@ func (a *Allocator) LeaseRemaining() time.Duration {
 // the clock (see callNow). Call with sec.mu held.
 func (a *Allocator) checkLocked(sec *section, now time.Duration) error {
 	l := a.lease.Load()
-	if l.epoch != sec.epoch || now >= l.expiry {
+	if l.epoch != sec.epoch || now >= l.expiry || sec.dropped {
 		return seqd.ErrLeaseNotHeld
 	}
 	return nil
