@@ -138,15 +138,12 @@ func bootstrapServingWith(t *testing.T, dir string, change func(*group.Config)) 
 	return g
 }
 
-// A section whose raise budget is spent answers seqd.ErrRateLimited
-// (resource_exhausted at the API, DESIGN.md §5: "gets resource_exhausted
-// until time catches up"), for a floor and for a Next alike, not
-// seqd.ErrNotServing (unavailable, which a client retries at once and
-// which points it at another leader).
-//
-// The sequence: floors of seqd.MaxFloorRise back to back on one section
-// until the budget refuses one; then a Next that needs a raise.
-func TestASectionOutOfBudgetAnswersRateLimited(t *testing.T) {
+// A section whose raise budget is spent refuses calls that need a raise
+// as unavailable (seqd.ErrNotServing, which clients retry within their
+// deadline; DESIGN.md §5), for a floor and for a Reserve alike, and serves
+// them again once time has caught up with the budget: a budget refusal is
+// a wait, never bad input and never a final answer.
+func TestASectionOutOfBudgetIsRetriedUntilTimeCatchesUp(t *testing.T) {
 	g := bootstrapServing(t, t.TempDir())
 	ctx := context.Background()
 	if _, err := g.CreateSpace(ctx, seqd.Space{Name: "m", Step: 1000, SectionSize: 10}); err != nil {
@@ -157,12 +154,25 @@ func TestASectionOutOfBudgetAnswersRateLimited(t *testing.T) {
 	for i := 0; i < 10 && err == nil; i++ {
 		err = a.SetFloor(ctx, "m", []uint64{1}, g.FSM().Max("m", 0)+seqd.MaxFloorRise)
 	}
-	if !errors.Is(err, seqd.ErrRateLimited) || errors.Is(err, seqd.ErrNotServing) {
-		t.Fatalf("a floor beyond the section's budget: %v, want seqd.ErrRateLimited", err)
+	if !errors.Is(err, seqd.ErrNotServing) {
+		t.Fatalf("a floor beyond the section's budget: %v, want seqd.ErrNotServing (retried)", err)
 	}
+	mark := g.FSM().Max("m", 0)
 	_, err = a.Reserve(ctx, "m", 2, 1_000_000) // past the committed mark: needs a raise
-	if !errors.Is(err, seqd.ErrRateLimited) || errors.Is(err, seqd.ErrNotServing) {
-		t.Fatalf("a Reserve on a section out of budget: %v, want seqd.ErrRateLimited", err)
+	if !errors.Is(err, seqd.ErrNotServing) {
+		t.Fatalf("a Reserve on a section out of budget: %v, want seqd.ErrNotServing (retried)", err)
+	}
+	for deadline := time.Now().Add(40 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		v, err := a.Reserve(ctx, "m", 2, 1_000_000)
+		if err == nil {
+			if v <= mark {
+				t.Fatalf("Reserve once the budget caught up = %d, not above the mark %d", v, mark)
+			}
+			return
+		}
+		if !errors.Is(err, seqd.ErrNotServing) || time.Now().After(deadline) {
+			t.Fatalf("Reserve while the budget catches up: %v", err)
+		}
 	}
 }
 

@@ -91,6 +91,20 @@ type spaceState struct {
 	sections    map[uint64]*section
 }
 
+// MaxRaiseStep is the most a section is raised ahead of need at once: a
+// space's step, or this when the step is larger (2^32, about a second of
+// the raise budget, fsm.RaiseRatePerUs). The budget lends a section some
+// 10 s of raises; a step far above that (up to seqd.MaxStep, 2^40: about
+// 268 s) would spend a section's budget in one raise, and a new leader,
+// which must raise a section before it hands out anything, would then wait
+// minutes for the budget after a failover. Raising less than the step
+// loses nothing: a step only bounds how far ahead the mark runs (the gap a
+// failover leaves).
+const MaxRaiseStep = 1 << 32
+
+// raiseStep is how far ahead of need the space's sections are raised.
+func (s *spaceState) raiseStep() uint64 { return min(s.step.Load(), MaxRaiseStep) }
+
 func newSpaceState(sp seqd.Space) *spaceState {
 	s := &spaceState{name: sp.Name, sectionSize: sp.SectionSize, sections: make(map[uint64]*section)}
 	s.step.Store(sp.Step)

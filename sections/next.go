@@ -94,7 +94,10 @@ func (a *Allocator) Current(ctx context.Context, space string, keys []uint64) ([
 			sec.mu.Unlock()
 			return nil, err
 		}
-		out[i] = sec.get(k)
+		// Nothing above the committed mark is reported: a floor whose
+		// raise has not committed (or failed) is not there yet, and a
+		// leader after a restart continues from the mark.
+		out[i] = min(sec.get(k), sec.max)
 		sec.mu.Unlock()
 	}
 	return out, nil
@@ -112,7 +115,7 @@ func (a *Allocator) take(ctx context.Context, sec *section, key, count uint64, n
 			return first, err
 		}
 		if !sec.raising {
-			a.startRaiseLocked(sec, addCap(last, sec.space.step.Load()))
+			a.startRaiseLocked(sec, addCap(last, sec.space.raiseStep()))
 		}
 		wait := sec.raiseDone
 		sec.mu.Unlock()
@@ -155,7 +158,7 @@ func (a *Allocator) takeLocked(sec *section, key, count uint64, now time.Duratio
 		sec.hi = last
 	}
 	// Raise ahead of need once less than half a step is left.
-	if step := sec.space.step.Load(); !sec.raising && sec.max < seqd.MaxValue && sec.max-sec.hi < step/2+1 {
+	if step := sec.space.raiseStep(); !sec.raising && sec.max < seqd.MaxValue && sec.max-sec.hi < step/2+1 {
 		a.startRaiseLocked(sec, addCap(sec.max, step))
 	}
 	return cur + 1, last, true, nil

@@ -57,7 +57,7 @@ func (a *Allocator) raiseForCall(space string, keys []uint64, now time.Duration)
 		if need > sec.max && !sec.raising {
 			sec.raising = true
 			sec.raiseDone = make(chan struct{})
-			reqs = append(reqs, raiseReq{sec: sec, target: addCap(need, sec.space.step.Load())})
+			reqs = append(reqs, raiseReq{sec: sec, target: addCap(need, sec.space.raiseStep())})
 		}
 		sec.mu.Unlock()
 		i = j
