@@ -421,9 +421,10 @@ func TestLeaseChangeRollingNeverOverlaps(t *testing.T) {
 		t.Fatalf("the new leader (100 ms lease) served at %v, before the old leader's 4 s lease ran out at %v",
 			newStart.Format(time.StampMilli), expiry.Format(time.StampMilli))
 	}
-	if w := next.Node().Status().LeaseWait; w < 4*time.Second {
-		t.Fatalf("the new leader waited %v, less than the old leader's 4 s lease", w)
-	}
+	// Its own wait counts from its election or the last renewal it stored,
+	// so an election that took most of the lease (a loaded machine) leaves
+	// less than 4 s to wait: the check is the one above, on the clock.
+	t.Logf("the new leader waited %v after its election", next.Node().Status().LeaseWait)
 }
 
 // TestRemoveSelfFailureResumesServing: RemoveServer(self) drops the lease

@@ -75,7 +75,7 @@ func (m *Model) leadProgress(s *server) {
 			return
 		}
 		s.pending = false
-		if s.stalledAt >= s.renewT {
+		if s.stalledAt > s.renewT {
 			// group.lead: a stall between listening and the grant grants
 			// nothing; the leader listens again.
 			s.listenSince = s.stalledAt
