@@ -311,26 +311,29 @@ const ContactSlack = time.Second
 // group no earlier than ContactSlack before this server did (before it
 // stopped): a witness for it.
 //
-// Why one witness suffices: this server's own log is what is in doubt (an
-// older copy of its directory put back). The group's leaders record how far
-// its log reached; a record that damns a copy describes an acknowledgement
-// the server made after the copy was taken, so it was committed within the
-// record interval of that, and reached every voter in touch with a leader
-// after it. A voter that heard from a leader no earlier than this server
-// did (its copy's contact record says when: a copy carries the copy's)
-// holds every such record but those of a short window, and finds the copy
-// stale if it is. Raft's own election still needs a majority. So a
-// restart that meets a crash of another voter, or a full-cluster restart
-// with voters gone, elects as raft alone would as soon as one voter that
-// stayed in touch as long answers; a voter that lost touch with the
-// leaders well before this server did (it lagged: a partition, an earlier
-// stop) is no witness, and neither is a server's own admission (admitted
-// after a restart with no leader, it has heard from none since). What
-// remains (DESIGN.md §6): a copy taken within ContactSlack plus the record
-// interval after the witness lost touch with the leaders; a witness whose
-// log lagged behind its leader while it still received heartbeats; two
-// older copies that witness for each other; wall clocks further apart than
-// the slack.
+// Why a witness is let stand for the records: this server's own log is
+// what is in doubt (an older copy of its directory put back). The group's
+// leaders record how far its log reached; a record that damns a copy
+// describes an acknowledgement the server made after the copy's log ends,
+// and reaches every voter in touch with a leader from about a record
+// interval after it. When the server ran on after the copy was taken, a
+// voter that heard from a leader no earlier than this server did (its
+// copy's contact record says when: a copy carries the copy's) holds every
+// such record but those of a short window, and finds the copy stale if it
+// is. Raft's own election still needs a majority. So a restart that meets
+// a crash of another voter, or a full-cluster restart with voters gone,
+// elects as raft alone would as soon as one voter that stayed in touch as
+// long answers; a voter that lost touch with the leaders well before this
+// server did (it lagged: a partition, an earlier stop) is no witness, and
+// neither is a server's own admission (admitted after a restart with no
+// leader, it has heard from none since). What remains (DESIGN.md §6): a
+// copy of a server that was down when it was taken and acknowledged more
+// only after it returned, with the witness out of touch by then; a copy
+// taken within the record interval before, or ContactSlack after, the
+// witness lost touch with the leaders; a witness whose log lagged behind
+// its leader while it still received heartbeats; two older copies that
+// witness for each other; wall clocks further apart than the slack.
+//
 // Witnesses reports whether a voter that heard from a leader at contactMs
 // witnesses for a server that heard from one at askerMs (Unix ms; see
 // witnessed).
@@ -364,13 +367,11 @@ func witnessed(me Self, answers []Answer) bool {
 // one, into an outage only an operator ends. The protection against an
 // older copy of a data directory rests on what that majority holds: the
 // progress records every answering voter has (a record beyond the asker's
-// log refuses it, kind stale), and a witness among them holds every record
-// of the asker's log. What remains (DESIGN.md §6): an older copy of a
-// server's directory, put back while every voter that took part after the
-// copy was taken is away and every voter that answers had lost touch with
-// the leaders before it: an operator's mistake that meets the loss of the
-// servers that could tell, two faults, where the answering majority holds
-// nothing that could.
+// log refuses it, kind stale). What remains (DESIGN.md §6): an older copy
+// of a server's directory put back while every voter that holds a record
+// of its log beyond the copy is away (down or wiped): an operator's mistake
+// that meets the loss of the servers that could tell, two faults, where
+// the answering majority holds nothing that could.
 func majorityAnswered(me Self, answers []Answer) (missing []string, ok bool) {
 	if !me.ConfigKnown {
 		return []string{"(configuration unknown)"}, false
