@@ -307,6 +307,13 @@ func decideState(f Facts, own []Answer) Verdict {
 // loss) must witness for each other.
 const ContactSlack = time.Second
 
+// Witnesses reports whether a voter that heard from a leader at contactMs
+// witnesses for a server that heard from one at askerMs (Unix ms; see
+// witnessed).
+func Witnesses(askerMs, contactMs int64) bool {
+	return askerMs > 0 && contactMs > 0 && contactMs >= askerMs-ContactSlack.Milliseconds()
+}
+
 // witnessed reports whether an answering voter heard from a leader of the
 // group no earlier than ContactSlack before this server did (before it
 // stopped): a witness for it.
@@ -333,14 +340,6 @@ const ContactSlack = time.Second
 // witness lost touch with the leaders; a witness whose log lagged behind
 // its leader while it still received heartbeats; two older copies that
 // witness for each other; wall clocks further apart than the slack.
-//
-// Witnesses reports whether a voter that heard from a leader at contactMs
-// witnesses for a server that heard from one at askerMs (Unix ms; see
-// witnessed).
-func Witnesses(askerMs, contactMs int64) bool {
-	return askerMs > 0 && contactMs > 0 && contactMs >= askerMs-ContactSlack.Milliseconds()
-}
-
 func witnessed(me Self, answers []Answer) bool {
 	if me.ContactMs <= 0 {
 		return false // no record of its own (a build before them): a majority must answer
