@@ -439,7 +439,14 @@ func TestRemoveSelfFailureResumesServing(t *testing.T) {
 			target = m
 		}
 	}
-	target.Isolate() // the transfer cannot complete: it stays in progress for an election timeout
+	// The transfer cannot complete while the target lags behind the log:
+	// raft waits for it to catch up, for an election timeout. (A target
+	// already caught up fails the transfer at once, when TimeoutNow cannot
+	// reach it, and leaves no transfer in progress to observe.)
+	target.Isolate()
+	if _, err := leader.Node().CreateSpace(context.Background(), seqd.Space{Name: "behind", Step: 1, SectionSize: 1}); err != nil {
+		t.Fatalf("an entry the cut-off target misses: %v", err)
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- leader.Node().TransferLeadership(target.ID) }()
 	n := leader.Node()
