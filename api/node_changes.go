@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -21,8 +22,8 @@ import (
 // RemoveNode implements AdminService.RemoveNode: on group 0's leader (the
 // call is forwarded there), it removes the server from group 0, then from
 // every other group on that group's leader, in parallel (see
-// removeFromGroups). A request naming a group is answered only by that
-// group's leader.
+// removeFromGroups). It answers not_found when no group's leader listed the
+// server. A request naming a group is answered only by that group's leader.
 func (s *Server) RemoveNode(ctx context.Context, req *connect.Request[seqv1.RemoveNodeRequest]) (*connect.Response[seqv1.RemoveNodeResponse], error) {
 	id := req.Msg.GetId()
 	if id == "" {
@@ -43,31 +44,25 @@ func (s *Server) RemoveNode(ctx context.Context, req *connect.Request[seqv1.Remo
 	return route(s, ctx, req, seqv1connect.AdminServiceRemoveNodeProcedure,
 		func(ctx context.Context) (*seqv1.RemoveNodeResponse, error) {
 			err := s.node.RemoveServer(ctx, id)
-			if errors.Is(err, cluster.ErrUnknownServer) && s.node.Groups() > 1 && s.inAnyGroup(id) {
-				err = nil // removed from group 0 before; the others still list it
-			}
-			if err == nil {
-				err = s.removeFromGroups(ctx, req.Header(), id)
-			}
-			if err != nil {
+			if err != nil && !errors.Is(err, cluster.ErrUnknownServer) {
 				return nil, err
+			}
+			// Group 0 no longer listing the server may mean an earlier
+			// removal stopped part way: the other groups' leaders say
+			// whether they still list it (this server's copy of their
+			// configurations may lag behind a removal they committed).
+			removed, rerr := s.removeFromGroups(ctx, req.Header(), id)
+			if rerr != nil {
+				return nil, rerr
+			}
+			if err != nil && removed == 0 {
+				return nil, err // no group listed it
 			}
 			return &seqv1.RemoveNodeResponse{}, nil
 		},
 		func(ctx context.Context, p *peer, r *connect.Request[seqv1.RemoveNodeRequest]) (*connect.Response[seqv1.RemoveNodeResponse], error) {
 			return p.admin.RemoveNode(ctx, r)
 		})
-}
-
-// inAnyGroup reports whether a group other than group 0 lists server id,
-// as this server knows their configurations.
-func (s *Server) inAnyGroup(id string) bool {
-	for g := 1; g < s.node.Groups(); g++ {
-		if s.node.InGroup(g, id) {
-			return true
-		}
-	}
-	return false
 }
 
 // removeFromGroups removes server id, already removed from group 0, from
@@ -80,16 +75,22 @@ func (s *Server) inAnyGroup(id string) bool {
 // retried RemoveNode would remove the same ID again, and a wiped server
 // may have rejoined under it as a new one meanwhile); the group removes
 // it later by itself, following group 0 (see cluster.mirrorMembership).
-func (s *Server) removeFromGroups(ctx context.Context, hdr http.Header, id string) error {
+// removed counts the groups whose leader removed the server in this call.
+func (s *Server) removeFromGroups(ctx context.Context, hdr http.Header, id string) (removed int, err error) {
+	var n atomic.Int32
 	left, first := s.onEveryGroup(ctx, removeWait, func(ctx context.Context, g int) error {
-		return s.removeFromGroup(ctx, hdr, g, id)
+		did, err := s.removeFromGroup(ctx, hdr, g, id)
+		if did {
+			n.Add(1)
+		}
+		return err
 	})
 	if first == nil {
-		return nil
+		return int(n.Load()), nil
 	}
 	s.log.Warn("a removed server is still listed by groups that could not remove it in time; they remove it by themselves once they can",
 		"id", id, "groups", left, "err", first)
-	return fmt.Errorf("%w: %s was removed from group 0, but group(s) %s still list it (%v); each removes it by itself once it has a leader: check with seqd status",
+	return int(n.Load()), fmt.Errorf("%w: %s was removed from group 0, but group(s) %s still list it (%v); each removes it by itself once it has a leader: check with seqd status",
 		errRemovePartial, id, strings.Join(left, ", "), first)
 }
 
@@ -100,9 +101,9 @@ const removeWait = 15 * time.Second
 // forwarded once to the leader this server knows. A server that knows no
 // leader of the group (the removed server itself, refused by the group)
 // asks every other server in turn: only the group's leader does it. A
-// group that does not list the server is done.
-func (s *Server) removeFromGroup(ctx context.Context, hdr http.Header, g int, id string) error {
-	var err error
+// group that does not list the server is done; removed says whether the
+// leader removed it now.
+func (s *Server) removeFromGroup(ctx context.Context, hdr http.Header, g int, id string) (removed bool, err error) {
 	send := func(ctx context.Context, p *peer, h http.Header) error {
 		r := connect.NewRequest(&seqv1.RemoveNodeRequest{Id: id, Group: proto.Uint32(uint32(g))})
 		maps.Copy(r.Header(), h)
@@ -125,18 +126,16 @@ func (s *Server) removeFromGroup(ctx context.Context, hdr http.Header, g int, id
 			actx, cancel := context.WithTimeout(ctx, forwardTimeout)
 			e := send(actx, s.peer(m.APIAddr), forwardHeader(s.node.ID(), hdr))
 			cancel()
-			if e == nil || connect.CodeOf(e) == connect.CodeNotFound {
-				return nil
-			}
-			if connect.CodeOf(e) != connect.CodeUnavailable {
-				return e
+			if e == nil || connect.CodeOf(e) != connect.CodeUnavailable {
+				err = e
+				break
 			}
 		}
 	}
 	if errors.Is(err, cluster.ErrUnknownServer) || connect.CodeOf(err) == connect.CodeNotFound {
-		return nil // not (or no longer) in the group
+		return false, nil // not (or no longer) in the group
 	}
-	return err
+	return err == nil, err
 }
 
 // retryRemove reports whether a group's removal failed for want of a
