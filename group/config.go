@@ -21,6 +21,9 @@ var ErrInvalidConfig = errors.New("invalid configuration")
 // group's stores are then left open under raft's running goroutines.
 var ErrShutdownStuck = errors.New("raft did not shut down in time")
 
+// ErrStopped answers a wait on raft that the group's stop cut short.
+var ErrStopped = errors.New("group stopped")
+
 // applyTimeout bounds how long a raft Apply may wait to be enqueued.
 const applyTimeout = 5 * time.Second
 

@@ -258,7 +258,23 @@ func (g *Group) Fence() {
 
 // Snapshot makes raft take a snapshot of the group's state now (and compact
 // its log behind it, keeping the trailing entries).
-func (g *Group) Snapshot() error { return g.raft.Snapshot().Error() }
+func (g *Group) Snapshot() error { return g.await(g.raft.Snapshot()) }
+
+// await waits for a raft future, or until the group stops (ErrStopped).
+// A future raft accepted just before it shut down may never be answered
+// (a leadership transfer waits in a buffered channel that no loop reads
+// once raft has stopped), and a goroutine waiting on it must not hold up
+// the host's close. The helper goroutine then stays blocked on the future.
+func (g *Group) await(f raft.Future) error {
+	errc := make(chan error, 1)
+	go func() { errc <- f.Error() }()
+	select {
+	case err := <-errc:
+		return err
+	case <-g.stop:
+		return ErrStopped
+	}
+}
 
 // CreateSpace creates a space through raft. It must run on the leader, and
 // only once it serves (holds the lease): then no earlier leader of the

@@ -191,3 +191,33 @@ func TestOpenRefusesIncompleteConfig(t *testing.T) {
 		t.Fatalf("Open without transport and host: %v", err)
 	}
 }
+
+// TestRaftWaitsEndWhenTheGroupStops: raft may accept a leadership transfer
+// as it shuts down and never answer it (the request waits in a buffered
+// channel no loop reads any more; raft picks at random between that and
+// refusing). A wait on raft ends when the group stops, so a host's close
+// never hangs on a move that was under way.
+func TestRaftWaitsEndWhenTheGroupStops(t *testing.T) {
+	h := &host{}
+	h.vouched.Store(true)
+	g, addr := open(t, t.TempDir(), h)
+	if err := g.Raft().BootstrapCluster(raft.Configuration{Servers: []raft.Server{{ID: "s1", Address: addr}}}).Error(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "raft leadership", g.IsLeader)
+	if err := g.ShutdownRaft(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		done := make(chan error, 1)
+		go func() { done <- group.AwaitTransfer(g) }()
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Fatalf("attempt %d: a transfer on a stopped group succeeded", i)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("attempt %d: a wait on a transfer raft accepted after it stopped did not end", i)
+		}
+	}
+}

@@ -171,7 +171,7 @@ func (g *Group) lead(ctx context.Context, epoch uint64) {
 		g.log.Error("not serving: "+err.Error()+"; handing leadership to another server", "term", g.raft.CurrentTerm())
 		if errors.Is(err, ErrGroupCount) && g.hasOtherVoters() {
 			// Let a server that agrees with the cluster lead instead.
-			_ = g.raft.LeadershipTransfer().Error()
+			_ = g.await(g.raft.LeadershipTransfer())
 		}
 		if !sleepCtx(ctx, g.cfg.Lease) {
 			return

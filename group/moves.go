@@ -44,9 +44,9 @@ func (g *Group) TransferLeadership(id string, unknown error) error {
 	}
 	transfer := func() error {
 		if target == nil {
-			return g.raft.LeadershipTransfer().Error()
+			return g.await(g.raft.LeadershipTransfer())
 		}
-		return g.raft.LeadershipTransferToServer(target.ID, target.Address).Error()
+		return g.await(g.raft.LeadershipTransferToServer(target.ID, target.Address))
 	}
 	if !g.handoff() {
 		return transfer()
@@ -121,9 +121,8 @@ func (g *Group) Handover(ctx context.Context) {
 	if g.handoff() {
 		_ = g.release(ctx) // on failure the next leader waits the lease out
 	}
-	f := g.raft.LeadershipTransfer()
 	errc := make(chan error, 1)
-	go func() { errc <- f.Error() }()
+	go func() { errc <- g.await(g.raft.LeadershipTransfer()) }()
 	select {
 	case err := <-errc:
 		if err != nil {
