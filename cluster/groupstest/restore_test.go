@@ -404,65 +404,7 @@ func TestRestoreTwiceAfterRestoredClusterGrew(t *testing.T) {
 	x.Join()
 	x.Join()
 	x.WaitVoters(3, failoverWait)
-	xc, err := client.New(x.APIAddrs(), client.Options{RetryFor: 20 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	handedX := map[uint64]map[uint64]bool{}
-	take := func() {
-		vals, err := xc.Next(ctx, seqd.DefaultSpaceName, keys...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, k := range keys {
-			if handedX[k] == nil {
-				handedX[k] = map[uint64]bool{}
-			}
-			handedX[k][vals[i]] = true
-		}
-	}
-	take()
-
-	// r1, the server the restore ran on, goes down; n2 and n3 serve.
-	r1 := x.Nodes[0]
-	r1.Kill()
-	x.WaitServingLeader(failoverWait, r1)
-	take()
-
-	// The mistake: the same backup restored again on another server that
-	// gossips with the running restored cluster.
-	b := testcluster.New(t, 1, testcluster.Options{}, func(_ int, m *testcluster.Member) {
-		m.ID = "b1"
-		m.Join = []string{x.Nodes[1].GossipAddr, x.Nodes[2].GossipAddr}
-		m.RaftAddr = freeAddr(t)
-		if _, err := cluster.PrepareRestore(cluster.RestoreConfig{Backup: file,
-			ID: m.ID, DataDir: m.Dir, RaftAdvertise: m.RaftAddr}); err != nil {
-			t.Fatal(err)
-		}
-	})
-	b1 := b.Nodes[0]
-	// Twice soloWait.
-	for end := time.Now().Add(12 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		if n := b1.Node(); n.IsLeader() && n.Allocator().Serving() {
-			if x.ServingLeader() == nil {
-				continue
-			}
-			bc, err := client.New([]string{b1.APIAddr}, client.Options{DisableRouting: true, RetryFor: time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			vals, err := bc.Next(ctx, seqd.DefaultSpaceName, keys...)
-			if err != nil {
-				t.Fatalf("b1 serves but Next failed: %v", err)
-			}
-			for i, k := range keys {
-				if handedX[k][vals[i]] {
-					t.Fatalf("key %d: b1 (a second restore of the backup) handed out %d, which the first restored cluster (still serving on n2, n3 while r1 was down) handed out too", k, vals[i])
-				}
-			}
-			t.Fatalf("b1 (a second restore of the backup) serves while the first restored cluster serves (values %v)", vals)
-		}
-	}
+	siblingRestoreNeverServesBeside(t, ctx, x, file, keys)
 }
 
 // TestRestoreJoinersCarryTheGeneration (from a review): as
@@ -497,65 +439,7 @@ func TestRestoreJoinersCarryTheGeneration(t *testing.T) {
 	for _, m := range x.Nodes[1:] {
 		waitUntil(t, failoverWait, m.ID+" holding the restore's generation", func() bool { return m.Node().Generation() == gen })
 	}
-	xc, err := client.New(x.APIAddrs(), client.Options{RetryFor: 20 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	handedX := map[uint64]map[uint64]bool{}
-	take := func() {
-		vals, err := xc.Next(ctx, seqd.DefaultSpaceName, keys...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, k := range keys {
-			if handedX[k] == nil {
-				handedX[k] = map[uint64]bool{}
-			}
-			handedX[k][vals[i]] = true
-		}
-	}
-	take()
-
-	// r1, the server the restore ran on, goes down; n2 and n3 serve.
-	r1 := x.Nodes[0]
-	r1.Kill()
-	x.WaitServingLeader(failoverWait, r1)
-	take()
-
-	// The mistake: the same backup restored again on another server that
-	// gossips with the running restored cluster.
-	b := testcluster.New(t, 1, testcluster.Options{}, func(_ int, m *testcluster.Member) {
-		m.ID = "b1"
-		m.Join = []string{x.Nodes[1].GossipAddr, x.Nodes[2].GossipAddr}
-		m.RaftAddr = freeAddr(t)
-		if _, err := cluster.PrepareRestore(cluster.RestoreConfig{Backup: file,
-			ID: m.ID, DataDir: m.Dir, RaftAdvertise: m.RaftAddr}); err != nil {
-			t.Fatal(err)
-		}
-	})
-	b1 := b.Nodes[0]
-	// Twice soloWait.
-	for end := time.Now().Add(12 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		if n := b1.Node(); n.IsLeader() && n.Allocator().Serving() {
-			if x.ServingLeader() == nil {
-				continue
-			}
-			bc, err := client.New([]string{b1.APIAddr}, client.Options{DisableRouting: true, RetryFor: time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			vals, err := bc.Next(ctx, seqd.DefaultSpaceName, keys...)
-			if err != nil {
-				t.Fatalf("b1 serves but Next failed: %v", err)
-			}
-			for i, k := range keys {
-				if handedX[k][vals[i]] {
-					t.Fatalf("key %d: b1 (a second restore of the backup) handed out %d, which the first restored cluster (still serving on n2, n3 while r1 was down) handed out too", k, vals[i])
-				}
-			}
-			t.Fatalf("b1 (a second restore of the backup) serves while the first restored cluster serves (values %v)", vals)
-		}
-	}
+	siblingRestoreNeverServesBeside(t, ctx, x, file, keys)
 }
 
 // TestRestoreLeftoverSecondRestoreDoesNotStopRestarts (from a review): x
@@ -600,5 +484,72 @@ func TestRestoreLeftoverSecondRestoreDoesNotStopRestarts(t *testing.T) {
 	x.WaitAdmitted(n2, 2*failoverWait)
 	if b.Nodes[0].Node().Admitted() {
 		t.Fatal("b1 vouched for itself")
+	}
+}
+
+// siblingRestoreNeverServesBeside hands out values from the restored
+// cluster x, kills the server the restore ran on (x.Nodes[0]) while the
+// others serve on, restores the same backup again on a new server b1 that
+// gossips with x, and fails if b1 serves while x does, for twice soloWait.
+func siblingRestoreNeverServesBeside(t *testing.T, ctx context.Context, x *testcluster.Cluster, file string, keys []uint64) {
+	t.Helper()
+	xc, err := client.New(x.APIAddrs(), client.Options{RetryFor: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handedX := map[uint64]map[uint64]bool{}
+	take := func() {
+		vals, err := xc.Next(ctx, seqd.DefaultSpaceName, keys...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, k := range keys {
+			if handedX[k] == nil {
+				handedX[k] = map[uint64]bool{}
+			}
+			handedX[k][vals[i]] = true
+		}
+	}
+	take()
+
+	// r1, the server the restore ran on, goes down; n2 and n3 serve.
+	r1 := x.Nodes[0]
+	r1.Kill()
+	x.WaitServingLeader(failoverWait, r1)
+	take()
+
+	// The mistake: the same backup restored again on another server that
+	// gossips with the running restored cluster.
+	b := testcluster.New(t, 1, testcluster.Options{}, func(_ int, m *testcluster.Member) {
+		m.ID = "b1"
+		m.Join = []string{x.Nodes[1].GossipAddr, x.Nodes[2].GossipAddr}
+		m.RaftAddr = freeAddr(t)
+		if _, err := cluster.PrepareRestore(cluster.RestoreConfig{Backup: file,
+			ID: m.ID, DataDir: m.Dir, RaftAdvertise: m.RaftAddr}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	b1 := b.Nodes[0]
+	// Twice soloWait.
+	for end := time.Now().Add(12 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if n := b1.Node(); n.IsLeader() && n.Allocator().Serving() {
+			if x.ServingLeader() == nil {
+				continue
+			}
+			bc, err := client.New([]string{b1.APIAddr}, client.Options{DisableRouting: true, RetryFor: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			vals, err := bc.Next(ctx, seqd.DefaultSpaceName, keys...)
+			if err != nil {
+				t.Fatalf("b1 serves but Next failed: %v", err)
+			}
+			for i, k := range keys {
+				if handedX[k][vals[i]] {
+					t.Fatalf("key %d: b1 (a second restore of the backup) handed out %d, which the first restored cluster (still serving on n2, n3 while r1 was down) handed out too", k, vals[i])
+				}
+			}
+			t.Fatalf("b1 (a second restore of the backup) serves while the first restored cluster serves (values %v)", vals)
+		}
 	}
 }
