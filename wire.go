@@ -1,5 +1,7 @@
 package seqd
 
+import "time"
+
 // Limits on one call. A server refuses a larger call with ErrInvalidArgument;
 // clients check them before sending.
 const (
@@ -13,6 +15,9 @@ const (
 	// without budget for the raises its calls need next (DESIGN.md §5 and
 	// §13). A larger jump is made in steps, 10 s apart.
 	MaxFloorRise = 40_960_000_000
+	// FloorRiseInterval is how long the raise budget takes to grant
+	// another MaxFloorRise: the steps of a larger jump are this far apart.
+	FloorRiseInterval = 10 * time.Second
 )
 
 // Header names of the wire protocol (HTTP headers, or Connect error

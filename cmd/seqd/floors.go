@@ -68,6 +68,7 @@ func cmdFloorImport(args []string) error {
 		"Sets a floor per key from FILE (or standard input): lines of \"KEY FLOOR\" (decimal; blank lines and lines starting with # are skipped), "+
 			"streamed, one raise per section of the space (to the largest floor of its keys), progress on standard error. "+
 			"A malformed line stops the import, naming it: the floors of the lines before it are set, none from it on. "+
+			"A floor more than 40,960,000,000 above its key's current value is set in steps of that, 10 s apart (the raise budget), at most an hour of them. "+
 			"--check reads the whole file and sets nothing. Running an import again is safe: a floor never lowers anything.")
 	space := fs.String("space", seqd.DefaultSpaceName, "space name")
 	check := fs.Bool("check", false, "only check the file")
@@ -180,7 +181,13 @@ func (imp *floorImport) add(_ int, key, floor uint64) error {
 	return nil
 }
 
-// flush sets the batch's floors in one call.
+// flush sets the batch's floors. A floor more than seqd.MaxFloorRise above
+// its key's current value is set in steps of MaxFloorRise,
+// seqd.FloorRiseInterval apart (the raise budget a step spends): step k is
+// at most k*MaxFloorRise above the key's value, so it is never more than
+// MaxFloorRise above its section's mark, which the step before reached.
+// A batch that would take longer than maxFloorSteps steps is refused
+// before anything of it is set.
 func (imp *floorImport) flush() error {
 	if len(imp.batch) == 0 {
 		return nil
@@ -190,13 +197,61 @@ func (imp *floorImport) flush() error {
 		keys, floors = append(keys, kf[0]), append(floors, kf[1])
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), imp.timeout)
-	defer cancel()
-	if err := imp.c.SetFloors(ctx, imp.space, keys, floors); err != nil {
+	cur, err := imp.c.Current(ctx, imp.space, keys...)
+	cancel()
+	if err != nil {
 		return err
+	}
+	steps, far := floorSteps(floors, cur)
+	if steps > maxFloorSteps {
+		k := keys[far]
+		return fmt.Errorf("%w: the floor %d of key %d is %d above its current value %d: a section rises by at most %d every %v, so this floor takes %d steps (%v); seqd takes at most %d steps (%v) for one batch of up to 10,000 sections",
+			seqd.ErrInvalidArgument, floors[far], k, floors[far]-cur[far], cur[far], uint64(seqd.MaxFloorRise), seqd.FloorRiseInterval,
+			steps, time.Duration(steps-1)*seqd.FloorRiseInterval, maxFloorSteps, time.Duration(maxFloorSteps-1)*seqd.FloorRiseInterval)
+	}
+	step := make([]uint64, len(floors))
+	for k := uint64(1); k <= steps; k++ {
+		if k > 1 {
+			fmt.Fprintf(os.Stderr, "floor import: step %d of %d in %v (floors above %d set in steps of it, %v apart)\n",
+				k, steps, seqd.FloorRiseInterval, uint64(seqd.MaxFloorRise), seqd.FloorRiseInterval)
+			time.Sleep(seqd.FloorRiseInterval)
+		}
+		for i, f := range floors {
+			step[i] = f
+			if f > cur[i] && f-cur[i] > k*seqd.MaxFloorRise {
+				step[i] = cur[i] + k*seqd.MaxFloorRise
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), imp.timeout)
+		err := imp.c.SetFloors(ctx, imp.space, keys, step)
+		cancel()
+		if err != nil {
+			return err
+		}
 	}
 	imp.sections += len(keys)
 	clear(imp.batch)
 	return nil
+}
+
+// maxFloorSteps bounds the steps of one batch of floors: an hour of
+// seqd.FloorRiseInterval.
+const maxFloorSteps = 361
+
+// floorSteps returns how many steps of seqd.MaxFloorRise the floors take
+// above their keys' current values cur (1 when every one fits in one), and the
+// index of a floor that takes that many.
+func floorSteps(floors, cur []uint64) (steps uint64, far int) {
+	steps = 1
+	for i, f := range floors {
+		if f <= cur[i] {
+			continue
+		}
+		if n := (f - cur[i] + seqd.MaxFloorRise - 1) / seqd.MaxFloorRise; n > steps {
+			steps, far = n, i
+		}
+	}
+	return steps, far
 }
 
 // report writes the progress to standard error, at most every imp.every

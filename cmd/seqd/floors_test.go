@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/internal/proctest"
 )
 
@@ -39,13 +40,7 @@ func TestFloorAndSpaceCommands(t *testing.T) {
 	}
 	must("space", "create", "s", "--step", "10", "--section-size", "10")
 	dir := t.TempDir()
-	write := func(name, text string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, text string) string { return writeFile(t, dir, name, text) }
 	// 25,000 keys, 2,500 sections: a floor of 1000 + 3 key each.
 	var b strings.Builder
 	b.WriteString("# a dump of a Redis counter per key\n")
@@ -146,4 +141,64 @@ func TestFloorAndSpaceCommands(t *testing.T) {
 	if out := must("id", "namespace", "list"); strings.Contains(out, "photos") {
 		t.Fatalf("a deleted namespace listed:\n%s", out)
 	}
+}
+
+// TestFloorImportStepsFloorsAboveTheRiseLimit: a floor more than
+// seqd.MaxFloorRise above its key's value is set in steps of it,
+// seqd.FloorRiseInterval apart, and the keys continue above it; one that
+// would take more than an hour of steps is refused (exit 1, saying how long
+// it would take) before any floor of its batch is set.
+func TestFloorImportStepsFloorsAboveTheRiseLimit(t *testing.T) {
+	ps := proctest.Start(t, 1)
+	proctest.WaitHealthy(t, ps, 30*time.Second)
+	addr := "--addr=" + ps[0].API
+	next := func(key uint64) uint64 {
+		t.Helper()
+		out, stderr, code := runCLI(t, nil, "next", addr, strconv.FormatUint(key, 10))
+		if code != 0 {
+			t.Fatalf("next %d: exit %d: %s", key, code, stderr)
+		}
+		v, err := strconv.ParseUint(strings.TrimSpace(out), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	dir := t.TempDir()
+	write := func(name, text string) string { return writeFile(t, dir, name, text) }
+	// Two steps: 1.5 times the limit above key 5's value.
+	floor := uint64(seqd.MaxFloorRise) * 3 / 2
+	start := time.Now()
+	_, stderr, code := runCLI(t, nil, "floor", "import", addr, write("big", fmt.Sprintf("5 %d\n", floor)))
+	if code != 0 || !strings.Contains(stderr, "step 2 of 2") {
+		t.Fatalf("floor import of a floor 1.5 times the limit: exit %d: %s", code, stderr)
+	}
+	if took := time.Since(start); took < seqd.FloorRiseInterval {
+		t.Fatalf("two steps took %v, less than the %v between them", took, seqd.FloorRiseInterval)
+	}
+	if v := next(5); v <= floor {
+		t.Fatalf("key 5: %d after a floor of %d", v, floor)
+	}
+	// More than an hour of steps: refused, nothing of the batch set.
+	huge := uint64(1) << 62
+	_, stderr, code = runCLI(t, nil, "floor", "import", addr, write("huge", fmt.Sprintf("7000000 1000\n9000000 %d\n", huge)))
+	if code != 1 || !strings.Contains(stderr, "invalid_argument") && !strings.Contains(stderr, "invalid argument") || !strings.Contains(stderr, "steps") {
+		t.Fatalf("a floor of 2^62: exit %d: %s", code, stderr)
+	}
+	if v := next(9000000); v >= huge {
+		t.Fatalf("a refused floor was set: %d", v)
+	}
+	if v := next(7000000); v > 1000 {
+		t.Fatalf("a floor of the refused batch was set: %d", v)
+	}
+}
+
+// writeFile writes text to the file name in dir and returns its path.
+func writeFile(t *testing.T, dir, name, text string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
