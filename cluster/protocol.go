@@ -15,7 +15,9 @@ import (
 // commands of a newer protocol only after moving the cluster to it with a
 // KindCluster entry, and it does that only once every server in the raft
 // configuration is alive in gossip and speaks it: a server of an older
-// build stops on a command kind it does not know. The same entry gives the
+// build stops on a command kind it does not know. It moves the cluster to
+// the highest protocol every server speaks (ProtocolTarget), which may be
+// older than its own. The same entry gives the
 // cluster its ID (a cluster created by this build gets both with its first
 // leader). Once a cluster is on a protocol, its leader adds no server that
 // speaks an older one. Going back to an older build after that is not
@@ -24,14 +26,19 @@ import (
 // NewClusterID returns a new random cluster ID (32 hex digits).
 func NewClusterID() string { return group.NewClusterID() }
 
-// ProtocolReady implements group.Host: every server in conf other than this
-// one is alive in gossip, speaks fsm.ProtocolVersion, and runs this server's
-// number of raft groups. The last matters for the move to protocol 4,
-// which records the leader's count as the cluster's: a server of another
-// count in the configuration (one given another --groups, added by a
-// leader of a build that did not check counts) must not get its count
-// recorded for a cluster whose state the others hold in theirs.
-func (n *Node) ProtocolReady(conf raft.Configuration) bool {
+// ProtocolTarget implements group.Host: the highest protocol every server
+// in conf speaks (this one speaks fsm.ProtocolVersion), or 0 while one of
+// them is not alive in gossip or runs another number of raft groups than
+// this server. A cluster formed from servers of this build and of an older
+// one moves to the older one's protocol (its flake ids, its lease records),
+// and on to this build's once every server runs it. The group count
+// matters for the move to protocol 4, which records the leader's count as
+// the cluster's: a server of another count in the configuration (one given
+// another --groups, added by a leader of a build that did not check
+// counts) must not get its count recorded for a cluster whose state the
+// others hold in theirs.
+func (n *Node) ProtocolTarget(conf raft.Configuration) uint64 {
+	target := uint64(fsm.ProtocolVersion)
 	for _, s := range conf.Servers {
 		if string(s.ID) == n.cfg.ID {
 			continue
@@ -41,21 +48,22 @@ func (n *Node) ProtocolReady(conf raft.Configuration) bool {
 		if n.gossip != nil {
 			m, ok = n.gossip.member(string(s.ID))
 		}
-		if !ok || !m.Alive || m.protocol() < fsm.ProtocolVersion {
-			if n.authority().FSM().Protocol() < fsm.ProtocolVersion {
-				n.warnOnce("protocol-wait:"+string(s.ID), "the cluster stays on protocol 1 until every server runs this build (or a later one)",
-					"waiting_for", s.ID, "alive", ok && m.Alive, "protocol", m.protocol())
-			}
-			return false
+		if !ok || !m.Alive {
+			return 0
 		}
 		if m.groups() != len(n.groups) {
-			n.warnOnce("protocol-groups:"+string(s.ID), fmt.Sprintf("the cluster does not move to protocol %d while server %s runs %d raft groups and this one %d: every server of a cluster runs the same count; "+
+			n.warnOnce("protocol-groups:"+string(s.ID), fmt.Sprintf("the cluster does not move to a newer protocol while server %s runs %d raft groups and this one %d: every server of a cluster runs the same count; "+
 				"remove the server that runs another count (seqd node remove), delete its data directory and start it again without --groups",
-				fsm.ProtocolVersion, s.ID, m.groups(), len(n.groups)), "id", s.ID)
-			return false
+				s.ID, m.groups(), len(n.groups)), "id", s.ID)
+			return 0
+		}
+		if p := m.protocol(); p < target {
+			target = p
+			n.warnOnce("protocol-wait:"+string(s.ID), fmt.Sprintf("server %s speaks protocol %d: the cluster moves to protocol %d only once every server runs this build (or a later one)", s.ID, p, fsm.ProtocolVersion),
+				"id", s.ID, "protocol", p)
 		}
 	}
-	return true
+	return target
 }
 
 // ProtocolMoved implements group.Host: gossip publishes the new cluster ID

@@ -79,6 +79,10 @@ const KindIgnorable Kind = 0x80
 // it to the raise budget (KindRaiseAt, budget.go).
 const ProtocolVersion = 5
 
+// ClusterProtocol is the first protocol with KindCluster: the lowest a
+// cluster moves to (every cluster starts on 1).
+const ClusterProtocol = 2
+
 // budgetProtocol is the protocol from which every raise is stamped
 // (KindRaiseAt) and held to the raise budget.
 const budgetProtocol = 5

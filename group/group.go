@@ -39,10 +39,11 @@ type Host interface {
 	// after t, or is stalled now: a lease renewal whose listening such a
 	// stall interrupted grants nothing, and the leader listens again.
 	StalledSince(t time.Time) bool
-	// ProtocolReady reports whether every server in conf runs a build that
-	// speaks fsm.ProtocolVersion, so that the leader may move the group to
-	// it (a server of an older build stops on a kind it does not know).
-	ProtocolReady(conf raft.Configuration) bool
+	// ProtocolTarget is the highest protocol every server in conf speaks
+	// (at most fsm.ProtocolVersion; 0 while that is not known), the one the
+	// leader may move the group to: a server of an older build stops on a
+	// kind it does not know.
+	ProtocolTarget(conf raft.Configuration) uint64
 	// ProtocolMoved is called after the group moved to a new protocol or
 	// took a cluster ID.
 	ProtocolMoved()

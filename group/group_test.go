@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/seqd/seqd"
+	"github.com/seqd/seqd/fsm"
 	"github.com/seqd/seqd/group"
 )
 
@@ -38,7 +39,7 @@ func (h *host) WaitAdmitted(ctx context.Context, _ int) bool {
 	}
 	return true
 }
-func (h *host) ProtocolReady(raft.Configuration) bool         { return true }
+func (h *host) ProtocolTarget(raft.Configuration) uint64      { return fsm.ProtocolVersion }
 func (h *host) KindsApplied(raft.Configuration, uint64) error { return nil }
 func (h *host) ProtocolMoved()                                { h.moved.Add(1) }
 func (h *host) LeadershipChanged(bool)                        { h.changes.Add(1) }

@@ -342,15 +342,20 @@ func (g *Group) Withhold() uint64 {
 	return epoch
 }
 
-// EnsureProtocol moves the group to this build's protocol (and gives it a
-// cluster ID) once every server in the configuration speaks it
-// (Host.ProtocolReady). It runs on the leader.
+// EnsureProtocol moves the group to the highest protocol every server in
+// the configuration speaks (Host.ProtocolTarget), and gives it a cluster ID
+// with the first move: this build's protocol once every server runs it. It
+// runs on the leader.
 func (g *Group) EnsureProtocol(ctx context.Context) {
 	if g.fsm.Protocol() >= fsm.ProtocolVersion && g.fsm.ClusterID() != "" {
 		return
 	}
 	cf := g.raft.GetConfiguration()
-	if cf.Error() != nil || !g.host.ProtocolReady(cf.Configuration()) {
+	if cf.Error() != nil {
+		return
+	}
+	target := g.host.ProtocolTarget(cf.Configuration())
+	if target < fsm.ClusterProtocol || target <= g.fsm.Protocol() {
 		return
 	}
 	id := g.fsm.ClusterID()
@@ -363,7 +368,7 @@ func (g *Group) EnsureProtocol(ctx context.Context) {
 	if id == "" {
 		id = NewClusterID()
 	}
-	if err := g.apply(ctx, fsm.EncodeClusterGroups(id, fsm.ProtocolVersion, max(g.cfg.Groups, 1))); err != nil {
+	if err := g.apply(ctx, fsm.EncodeClusterGroups(id, target, max(g.cfg.Groups, 1))); err != nil {
 		if !errors.Is(err, context.Canceled) {
 			g.log.Warn("moving the cluster to the new protocol failed", "err", err)
 		}

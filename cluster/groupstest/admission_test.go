@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/client"
+	"github.com/seqd/seqd/fsm"
 	"github.com/seqd/seqd/internal/testcluster"
 )
 
@@ -202,8 +203,8 @@ func TestGroupsProtocolMoveWaitsForEqualCounts(t *testing.T) {
 		{ID: raft.ServerID(c.Nodes[0].ID), Suffrage: raft.Voter},
 		{ID: raft.ServerID(c.Nodes[1].ID), Suffrage: raft.Voter},
 	}}
-	if !n.ProtocolReady(conf) {
-		t.Fatal("servers of equal counts: not ready")
+	if got := n.ProtocolTarget(conf); got != fsm.ProtocolVersion {
+		t.Fatalf("servers of equal counts: protocol target %d, want %d", got, fsm.ProtocolVersion)
 	}
 	c.SetGroups(3)
 	odd := c.Join() // runs 3 groups; the leader does not add it
@@ -222,8 +223,8 @@ func TestGroupsProtocolMoveWaitsForEqualCounts(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	conf.Servers = append(conf.Servers, raft.Server{ID: raft.ServerID(odd.ID), Suffrage: raft.Voter})
-	if n.ProtocolReady(conf) {
-		t.Fatal("ready to record the group count with a server of another count in the configuration")
+	if got := n.ProtocolTarget(conf); got != 0 {
+		t.Fatalf("protocol target %d with a server of another count in the configuration: its count would be recorded", got)
 	}
 }
 

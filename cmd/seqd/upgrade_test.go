@@ -377,3 +377,59 @@ func TestClientOnServerWithoutRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestFreshMixedClusterMovesToTheCommonProtocol: a cluster formed new from
+// two servers of this build and one of the last release before it
+// (protocol 4), led by a server of this build, moves to protocol 4, the
+// highest all three speak, as a cluster of the previous release alone
+// would: it gets a cluster ID and serves flake ids. (It stayed on protocol
+// 1, refusing flake ids, when a leader moved a cluster only to its own
+// protocol.)
+func TestFreshMixedClusterMovesToTheCommonProtocol(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the previous release and runs processes")
+	}
+	last := previousReleases[len(previousReleases)-1]
+	prev := buildPrevious(t, last.commit)
+	ps := proctest.New(t, 3, "--lease", "500ms")
+	for i, p := range ps {
+		// The server of the previous release has far slower raft timers,
+		// so that a server of this build wins the first election.
+		timers := []string{"--raft-heartbeat-timeout", "300ms", "--raft-election-timeout", "300ms", "--raft-leader-lease-timeout", "150ms"}
+		if i == 2 {
+			p.Bin = prev
+			timers = []string{"--raft-heartbeat-timeout", "5s", "--raft-election-timeout", "5s"}
+		}
+		p.Args = append(p.Args, timers...)
+		p.Start(t)
+	}
+	if l := proctest.WaitLeader(t, ps, nil, 30*time.Second); l == ps[2] {
+		t.Fatalf("the server of the previous release (%s) won the first election despite its 5 s timers", l.ID)
+	}
+	cl, err := client.New([]string{ps[0].API, ps[1].API, ps[2].API}, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		st, err := cl.ClusterStatus(ctx)
+		cancel()
+		done := err == nil && st.GetClusterId() != "" && len(st.GetNodes()) == 3
+		for _, n := range st.GetNodes() {
+			done = done && n.GetProtocol() == last.protocol
+		}
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a fresh cluster of this build and %s did not move to protocol %d: %v %v", last.commit, last.protocol, st, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if ids, err := cl.NextIds(ctx, "", 10); err != nil || len(ids) != 10 {
+		t.Fatalf("NextIds on a fresh mixed cluster on protocol %d: %v, %v", last.protocol, ids, err)
+	}
+}
