@@ -49,6 +49,8 @@ func (n *Node) ProtocolTarget(conf raft.Configuration) uint64 {
 			m, ok = n.gossip.member(string(s.ID))
 		}
 		if !ok || !m.Alive {
+			n.warnOnce("protocol-down:"+string(s.ID), fmt.Sprintf("the cluster does not move to a newer protocol while server %s of the raft configuration is not alive in gossip (down, or not seen yet): start it, or remove it (seqd node remove)",
+				s.ID), "id", s.ID, "known", ok)
 			return 0
 		}
 		if m.groups() != len(n.groups) {
