@@ -40,9 +40,10 @@ func (s store) FindSpace(ctx context.Context, name string) error {
 // ResolveSpace returns a space's committed settings, found in one order by
 // every path: the group's own record; else this server's copy of group 0
 // (Config.Authority); else group 0's serving leader (Config.AskSpace, one
-// peer call). A record of a deletion is not final outside group 0, since
-// group 0 may have created the space again: such a group asks group 0's
-// leader, never the copy, which may lag. found is false for a space that
+// peer call). A record of a deletion is never final, not even in this
+// server's copy of group 0, since group 0's leader may have created the
+// space again and the copy may lag: a deleted space is asked of group 0's
+// leader, like one never seen. found is false for a space that
 // does not exist (or is deleted); an error is one of asking (no leader
 // known, the leader unreachable), which callers may retry.
 func (g *Group) ResolveSpace(ctx context.Context, name string) (sp seqd.Space, found bool, err error) {
@@ -55,7 +56,7 @@ func (g *Group) ResolveSpace(ctx context.Context, name string) (sp seqd.Space, f
 			return sp, true, nil
 		}
 	}
-	if g.cfg.AskSpace == nil || (deleted && g.cfg.Authority == nil) {
+	if g.cfg.AskSpace == nil {
 		return seqd.Space{}, false, nil
 	}
 	return g.cfg.AskSpace(ctx, name)

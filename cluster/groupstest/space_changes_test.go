@@ -239,3 +239,50 @@ func TestGroupsFollowGroupZeroByThemselves(t *testing.T) {
 		return true
 	})
 }
+
+// TestGroupsSpaceCreatedAgainOnALaggingCopy: a server's copy of group 0
+// that recorded a space's deletion but not its creation again (its group-0
+// traffic cut) still serves the space for the group it leads: a record of
+// a deletion is asked of group 0's leader, like a space never seen, since
+// the copy may lag.
+func TestGroupsSpaceCreatedAgainOnALaggingCopy(t *testing.T) {
+	const groups = 3
+	c, cl, ctx := balancedCluster(t, groups, 2*time.Minute)
+	if _, err := cl.CreateSpace(ctx, "s", 10, 10); err != nil {
+		t.Fatal(err)
+	}
+	keys := keysOfGroups("s", 10, groups)
+	if _, err := cl.Next(ctx, "s", keys...); err != nil {
+		t.Fatal(err)
+	}
+	leaders := c.GroupLeaders()
+	var lag *testcluster.Member
+	var g int
+	for i := 1; i < groups; i++ {
+		if leaders[i] != nil && leaders[i] != leaders[0] {
+			lag, g = leaders[i], i
+		}
+	}
+	if lag == nil {
+		t.Fatalf("no server leads a group other than 0 without leading group 0: %v", leaders)
+	}
+	if err := cl.DeleteSpace(ctx, "s"); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, lag.ID+"'s copy of group 0 recording the deletion", func() bool {
+		_, deleted := lag.Node().Group(0).FSM().Deleted("s")
+		return deleted
+	})
+	lag.Node().CutGroupTraffic(0, true)
+	defer lag.Node().CutGroupTraffic(0, false)
+	if _, err := cl.CreateSpace(ctx, "s", 10, 10); err != nil {
+		t.Fatal(err)
+	}
+	direct, err := client.New([]string{lag.APIAddr}, client.Options{DisableRouting: true, RetryFor: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := direct.Next(ctx, "s", keys[g]); err != nil {
+		t.Fatalf("Next of group %d's key through its leader %s, whose copy of group 0 lags behind the space's creation again: %v", g, lag.ID, err)
+	}
+}
