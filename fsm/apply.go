@@ -211,18 +211,21 @@ type sectionKey struct {
 
 // applyRaise applies a raise to marks of spaces this state holds, deleted
 // ones too (a raise is always safe, and a deleted space keeps its marks):
-// unstamped (KindRaise, stampMs < 0), refused once the group is on
-// protocol 5, or stamped with its leader's wall time (KindRaiseAt), held to
-// the raise budget (budget.go). A floor (SetFloor) is a raise like any
-// other, so the budget bounds it too.
+// stamped with its leader's wall time (KindRaiseAt), held to the raise
+// budget (budget.go), or unstamped (KindRaise, stampMs < 0). A floor
+// (SetFloor) is a raise like any other, so the budget bounds it too.
+//
+// An unstamped raise on protocol 5 or later is applied too, never refused:
+// its leader applied it (an older build, or this one before the group's move
+// to 5 committed) and may be handing out values under it, so a replica that
+// refused it would keep a lower mark than values handed out, and a later
+// leader would hand them out again. It is charged to the budget at the raise
+// clock (budgetUnstamped), so later raises pay for it.
 func (f *FSM) applyRaise(l *raft.Log, marks []seqd.Mark, stampMs int64) error {
 	// Only this goroutine writes the mirror, so what is read here stays
 	// current until the write below.
 	f.mu.RLock()
-	if stampMs < 0 && f.ext.protocol >= budgetProtocol {
-		f.mu.RUnlock()
-		return errBudgetKind
-	}
+	unstamped := stampMs < 0 && f.ext.protocol >= budgetProtocol
 	for _, m := range marks {
 		if _, ok := f.spaces[m.Space]; !ok {
 			f.mu.RUnlock()
@@ -267,13 +270,16 @@ func (f *FSM) applyRaise(l *raft.Log, marks []seqd.Mark, stampMs int64) error {
 		return 0
 	})
 	var budgets []int64
-	if stampMs >= 0 {
+	switch {
+	case stampMs >= 0:
 		nowUs := stampMs * 1000
 		var err error
-		if budgets, err = f.checkBudget(pending, nowUs); err != nil {
+		if budgets, err = f.checkBudget(pending, nowUs, false); err != nil {
 			return err
 		}
 		clockUs = max(clockUs, nowUs)
+	case unstamped:
+		budgets = f.budgetUnstamped(l, pending, clockUs)
 	}
 	if err := f.write(l, func(tx *bolt.Tx) error {
 		if budgets != nil {

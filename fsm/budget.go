@@ -7,6 +7,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/hashicorp/raft"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/seqd/seqd"
@@ -87,8 +88,9 @@ func (f *FSM) RaiseClockMs() int64 {
 
 // checkBudget reports whether raising every section of pending at stamp
 // nowUs (µs) keeps within its budget, and returns the new budget times. It
-// reads the budget bucket; nothing is written.
-func (f *FSM) checkBudget(pending []seqd.Mark, nowUs int64) ([]int64, error) {
+// reads the budget bucket; nothing is written. With charge, nothing is
+// refused: the times are what the raise costs, debt or not.
+func (f *FSM) checkBudget(pending []seqd.Mark, nowUs int64, charge bool) ([]int64, error) {
 	w := RaiseWindow.Microseconds()
 	out := make([]int64, len(pending))
 	f.dbMu.Lock()
@@ -109,7 +111,7 @@ func (f *FSM) checkBudget(pending []seqd.Mark, nowUs int64) ([]int64, error) {
 			if m.Max > cur {
 				delta = m.Max - cur
 			}
-			if delta > MaxRaise {
+			if delta > MaxRaise && !charge {
 				return fmt.Errorf("%w: section %d of %q by %d", ErrRaiseTooLarge, m.Section, m.Space, delta)
 			}
 			var b int64
@@ -121,7 +123,7 @@ func (f *FSM) checkBudget(pending []seqd.Mark, nowUs int64) ([]int64, error) {
 				}
 			}
 			start := max(b, nowUs-w)
-			if start > nowUs+w {
+			if start > nowUs+w && !charge {
 				return fmt.Errorf("%w (section %d of %q)", ErrRateLimited, m.Section, m.Space)
 			}
 			out[i] = start + raiseCost(delta)
@@ -185,9 +187,26 @@ func loadBudget(tx *bolt.Tx, st *state) error {
 	})
 }
 
-// errBudgetKind is the refusal of a raise of the wrong kind for the
-// group's protocol.
-var errBudgetKind = errors.New("fsm: an unstamped raise on protocol 5 or later (the raise budget needs every raise stamped)")
+// budgetUnstamped charges an unstamped raise on protocol 5 or later to its
+// sections' budgets at the raise clock clockUs (the newest stamp applied:
+// the entry has no time of its own), refusing nothing (see applyRaise), and
+// logs it once per term: only a leader of an older build writes one after
+// the move to 5 (or this build's, for a raise proposed just before it), and
+// a restore's floor (TimeMargin) covers its rise only as far as the budget
+// would have.
+func (f *FSM) budgetUnstamped(l *raft.Log, pending []seqd.Mark, clockUs int64) []int64 {
+	if f.unstampedTerm != l.Term {
+		f.unstampedTerm = l.Term
+		f.logger.Warn("fsm: an unstamped raise on protocol 5 or later, applied outside the raise budget: a server of an older build leads (a downgrade); replace it with this build",
+			"index", l.Index, "term", l.Term)
+	}
+	budgets, err := f.checkBudget(pending, clockUs, true)
+	if err != nil {
+		// Only a closed file fails here; the write that follows reports it.
+		return nil
+	}
+	return budgets
+}
 
 // DefaultClockError is the error a restore allows, by default, in every
 // wall clock involved: each leader's that stamped raises, and the
@@ -234,8 +253,9 @@ func TimeMargin(taken, now time.Time, clockErr time.Duration) (uint64, error) {
 
 // Budgeted reports whether every raise after the backup was held to the
 // raise budget: every group's part was on protocol 5 or later when it was
-// taken (a replica of such a group refuses an unstamped raise). Then
-// TimeMargin bounds what the cluster handed out since.
+// taken (a leader of this build stamps every raise of such a group). Then
+// TimeMargin bounds what the cluster handed out since, short of a server of
+// an older build leading after the move (see budgetUnstamped).
 func (s RestoreSummary) Budgeted() bool {
 	if len(s.Info.Parts) == 0 {
 		return s.Protocol >= budgetProtocol

@@ -10,8 +10,7 @@ import (
 	"github.com/seqd/seqd"
 )
 
-// The raise budget: on protocol 5 every raise is stamped, an unstamped one
-// is refused, and a section's mark rises no faster than RaiseRatePerUs on
+// The raise budget: on protocol 5 a section's mark rises no faster than RaiseRatePerUs on
 // average (a section idle for long may rise by two windows' worth at once,
 // and one raise may run into debt); the budget survives a snapshot and a
 // reopen, and the raise clock never goes back.
@@ -22,9 +21,6 @@ func TestRaiseBudget(t *testing.T) {
 	a.mustOK(EncodeCreateSpace(sp))
 	a.mustOK(EncodeRaise([]seqd.Mark{{Space: "s", Section: 1, Max: 5}})) // protocol 1: unstamped is fine
 	a.mustOK(EncodeClusterGroups("c", budgetProtocol, 1))
-	if err := respErr(t, a.apply(EncodeRaise([]seqd.Mark{{Space: "s", Section: 1, Max: 6}}))); !errors.Is(err, errBudgetKind) {
-		t.Fatalf("an unstamped raise on protocol 5: %v, want errBudgetKind", err)
-	}
 	const t0 = int64(1_800_000_000_000) // ms
 	window := uint64(RaiseWindow.Microseconds()) * RaiseRatePerUs
 	raise := func(nowMs int64, section, to uint64) error {
@@ -135,5 +131,44 @@ func TestRaiseBudgetCountsFromTheFloor(t *testing.T) {
 	}
 	if got := f.Max("s", 3); got != 1<<60+20 {
 		t.Fatalf("Max %d", got)
+	}
+}
+
+// Every replica applies a raise its leader applied. A leader of an older
+// build (a server downgraded while the group moved to protocol 5) writes
+// unstamped raises and applies them, handing out values under them; a
+// replica that refused one would keep a lower mark, and the next leader
+// would hand those values out again. So an unstamped raise on protocol 5 is
+// applied, however large, and charged to its section's budget at the raise
+// clock: later stamped raises pay for it.
+func TestUnstampedRaiseOnBudgetProtocolIsAppliedAndCharged(t *testing.T) {
+	f, _ := openTest(t)
+	a := &applier{t: t, f: f}
+	a.mustOK(EncodeCreateSpace(seqd.Space{Name: "s", Step: 10, SectionSize: 1}))
+	a.mustOK(EncodeClusterGroups("c", budgetProtocol, 1))
+	const t0 = int64(1_800_000_000_000) // ms
+	a.mustOK(EncodeRaiseAt(t0, []seqd.Mark{{Space: "s", Section: 1, Max: 5}}))
+	window := uint64(RaiseWindow.Microseconds()) * RaiseRatePerUs
+	// More than a stamped raise may ever rise at once (two windows and
+	// MaxRaise): a stamped one would be refused.
+	top := 5 + 2*window + MaxRaise + 1000
+	a.mustOK(EncodeRaise([]seqd.Mark{{Space: "s", Section: 1, Max: top}}))
+	if got := f.Max("s", 1); got != top {
+		t.Fatalf("mark after the unstamped raise: %d, want %d", got, top)
+	}
+	raise := func(nowMs int64, to uint64) error {
+		return respErr(t, a.apply(EncodeRaiseAt(nowMs, []seqd.Mark{{Space: "s", Section: 1, Max: to}})))
+	}
+	if err := raise(t0, top+1); !errors.Is(err, ErrRateLimited) {
+		t.Fatalf("a stamped raise right after the unstamped one: %v, want ErrRateLimited (its cost was charged)", err)
+	}
+	paid := t0 + raiseCost(top-5)/1000 + 1
+	if err := raise(paid, top+1); err != nil {
+		t.Fatalf("a stamped raise once the unstamped one's cost has passed: %v", err)
+	}
+	// A raise that lowers nothing and a replay stay no-ops.
+	a.mustOK(EncodeRaise([]seqd.Mark{{Space: "s", Section: 1, Max: 7}}))
+	if got := f.Max("s", 1); got != top+1 {
+		t.Fatalf("a lower unstamped raise changed the mark: %d", got)
 	}
 }

@@ -35,6 +35,9 @@ type FSM struct {
 	// applyFlake).
 	loaded  atomic.Uint64
 	skipped [256]bool // ignorable kinds Apply skipped and logged (Apply's goroutine only)
+	// unstampedTerm is the term of the last unstamped raise on protocol 5
+	// logged (budgetUnstamped; Apply's goroutine only).
+	unstampedTerm uint64
 
 	mu sync.RWMutex // guards the in-memory mirror below
 	// spaces holds every space, deleted ones too: a deleted space keeps
