@@ -208,7 +208,22 @@ func (c peerClient) Space(ctx context.Context, apiAddr, name string) (seqd.Space
 
 // Clock implements PeerService.Clock: this server's wall clock.
 func (p peerService) Clock(context.Context, *connect.Request[peerv1.ClockRequest]) (*connect.Response[peerv1.ClockResponse], error) {
-	return connect.NewResponse(&peerv1.ClockResponse{UnixMs: p.s.node.WallMs()}), nil
+	return connect.NewResponse(&peerv1.ClockResponse{UnixMs: p.s.node.WallMs(), Protocol: cluster.ProtocolVersion}), nil
+}
+
+// Speaks asks the server at apiAddr which protocol its build speaks
+// (PeerService.Clock): 0 from builds that do not say, and from builds
+// before PeerService.Clock (unimplemented), which speak at most 2.
+func (c peerClient) Speaks(ctx context.Context, apiAddr string) (uint64, error) {
+	pc := peerv1connect.NewPeerServiceClient(c.h, c.p.scheme()+apiAddr, c.p.options()...)
+	resp, err := pc.Clock(ctx, connect.NewRequest(&peerv1.ClockRequest{}))
+	if connect.CodeOf(err) == connect.CodeUnimplemented {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return resp.Msg.GetProtocol(), nil
 }
 
 // Clock reads the wall clock of the server at apiAddr (PeerService.Clock).

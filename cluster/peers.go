@@ -26,4 +26,7 @@ type Peers interface {
 	Space(ctx context.Context, apiAddr, name string) (sp seqd.Space, found bool, err error)
 	// Clock reads the server's wall clock (Unix ms; clock.go).
 	Clock(ctx context.Context, apiAddr string) (int64, error)
+	// Speaks asks the server which replicated-command protocol its running
+	// build speaks (protocol.go): 0 from builds that do not say.
+	Speaks(ctx context.Context, apiAddr string) (uint64, error)
 }

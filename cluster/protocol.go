@@ -1,7 +1,10 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 
@@ -14,14 +17,24 @@ import (
 // the first release publish none, which counts as 1). A leader writes
 // commands of a newer protocol only after moving the cluster to it with a
 // KindCluster entry, and it does that only once every server in the raft
-// configuration is alive in gossip and speaks it: a server of an older
-// build stops on a command kind it does not know. It moves the cluster to
+// configuration is alive in gossip and speaks it, and answers when asked
+// that it does (ProtocolConfirmed): a server of an older build stops on a
+// command kind it does not know. It moves the cluster to
 // the highest protocol every server speaks (ProtocolTarget), which may be
 // older than its own. The same entry gives the
 // cluster its ID (a cluster created by this build gets both with its first
 // leader). Once a cluster is on a protocol, its leader adds no server that
 // speaks an older one. Going back to an older build after that is not
 // supported: its servers would stop on the newer entries.
+
+// ProtocolVersion is the highest replicated-command protocol this build
+// speaks (fsm.ProtocolVersion), as a server answers it (Peers.Speaks).
+const ProtocolVersion = fsm.ProtocolVersion
+
+// unsaidProtocol is the highest protocol a move may take a server to when
+// its build does not say which it speaks (Peers.Speaks answers 0): builds
+// answer since protocol 5, so one that does not may speak only 4.
+const unsaidProtocol = 4
 
 // NewClusterID returns a new random cluster ID (32 hex digits).
 func NewClusterID() string { return group.NewClusterID() }
@@ -66,6 +79,52 @@ func (n *Node) ProtocolTarget(conf raft.Configuration) uint64 {
 		}
 	}
 	return target
+}
+
+// ProtocolConfirmed implements group.Host: every other server in conf
+// answers now (Peers.Speaks) that its build speaks p, or does not say and p
+// is at most unsaidProtocol. Gossip (ProtocolTarget) says what a server's
+// process spoke when it last told: a server killed with kill -9 stays alive
+// there, with its last protocol, for as long as memberlist takes to
+// suspect it, and an operator may start it again on an older build that a
+// move would leave behind the group's entries. Only the process running
+// now can answer. (A server that answers and is then stopped and started
+// on an older build before the move commits is left: such a build's
+// unstamped raises are still applied by every replica, fsm.applyRaise.)
+// Without Peers (tests of single servers) there is nobody to ask.
+func (n *Node) ProtocolConfirmed(ctx context.Context, conf raft.Configuration, p uint64) bool {
+	if n.cfg.Peers == nil {
+		return true
+	}
+	var (
+		wg sync.WaitGroup
+		ok atomic.Bool
+	)
+	ok.Store(true)
+	for _, s := range conf.Servers {
+		id := string(s.ID)
+		if id == n.cfg.ID {
+			continue
+		}
+		m, known := n.gossipMember(id)
+		if !known || !m.Alive || m.APIAddr == "" {
+			return false
+		}
+		wg.Go(func() {
+			said, err := n.cfg.Peers.Speaks(ctx, m.APIAddr)
+			if err == nil && (said >= p || said == 0 && p <= unsaidProtocol) {
+				return
+			}
+			ok.Store(false)
+			why := fmt.Sprintf("its build speaks protocol %d", said)
+			if err != nil {
+				why = "it did not answer: " + err.Error()
+			}
+			n.warnOnce("protocol-confirm:"+id, fmt.Sprintf("the cluster does not move to protocol %d yet: server %s, alive in gossip, was asked which protocol it speaks, and %s", p, id, why), "id", id)
+		})
+	}
+	wg.Wait()
+	return ok.Load()
 }
 
 // ProtocolMoved implements group.Host: gossip publishes the new cluster ID

@@ -44,6 +44,13 @@ type Host interface {
 	// leader may move the group to: a server of an older build stops on a
 	// kind it does not know.
 	ProtocolTarget(conf raft.Configuration) uint64
+	// ProtocolConfirmed reports whether every other server in conf
+	// answers, now, that its running build speaks protocol p. The leader
+	// moves the group to p only then (EnsureProtocol): gossip, which
+	// ProtocolTarget reads, still shows a server killed a moment ago alive,
+	// speaking what its last process spoke, and it may come back on an
+	// older build.
+	ProtocolConfirmed(ctx context.Context, conf raft.Configuration, p uint64) bool
 	// ProtocolMoved is called after the group moved to a new protocol or
 	// took a cluster ID.
 	ProtocolMoved()

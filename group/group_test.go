@@ -39,7 +39,10 @@ func (h *host) WaitAdmitted(ctx context.Context, _ int) bool {
 	}
 	return true
 }
-func (h *host) ProtocolTarget(raft.Configuration) uint64      { return fsm.ProtocolVersion }
+func (h *host) ProtocolTarget(raft.Configuration) uint64 { return fsm.ProtocolVersion }
+func (h *host) ProtocolConfirmed(context.Context, raft.Configuration, uint64) bool {
+	return true
+}
 func (h *host) KindsApplied(raft.Configuration, uint64) error { return nil }
 func (h *host) ProtocolMoved()                                { h.moved.Add(1) }
 func (h *host) LeadershipChanged(bool)                        { h.changes.Add(1) }

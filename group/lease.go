@@ -358,6 +358,14 @@ func (g *Group) EnsureProtocol(ctx context.Context) {
 	if target < fsm.ClusterProtocol || target <= g.fsm.Protocol() {
 		return
 	}
+	// Asked while the lease loop waits: bounded well inside a renewal's
+	// period.
+	pctx, cancel := context.WithTimeout(ctx, max(g.cfg.Lease/3, 250*time.Millisecond))
+	confirmed := g.host.ProtocolConfirmed(pctx, cf.Configuration(), target)
+	cancel()
+	if !confirmed {
+		return
+	}
 	id := g.fsm.ClusterID()
 	if id == "" && g.cfg.Authority != nil {
 		// Every group carries group 0's cluster ID: wait for it.

@@ -169,7 +169,11 @@ func (*ClockRequest) Descriptor() ([]byte, []int) {
 type ClockResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// unix_ms is the answering server's wall clock, in Unix milliseconds.
-	UnixMs        int64 `protobuf:"varint,1,opt,name=unix_ms,json=unixMs,proto3" json:"unix_ms,omitempty"`
+	UnixMs int64 `protobuf:"varint,1,opt,name=unix_ms,json=unixMs,proto3" json:"unix_ms,omitempty"`
+	// protocol is the highest replicated-command protocol the answering
+	// server's build speaks (fsm.ProtocolVersion); 0 from builds before it
+	// was added, which speak at most protocol 5.
+	Protocol      uint64 `protobuf:"varint,2,opt,name=protocol,proto3" json:"protocol,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -207,6 +211,13 @@ func (*ClockResponse) Descriptor() ([]byte, []int) {
 func (x *ClockResponse) GetUnixMs() int64 {
 	if x != nil {
 		return x.UnixMs
+	}
+	return 0
+}
+
+func (x *ClockResponse) GetProtocol() uint64 {
+	if x != nil {
+		return x.Protocol
 	}
 	return 0
 }
@@ -636,9 +647,10 @@ const file_seqd_peer_v1_peer_proto_rawDesc = "" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\x12\n" +
 	"\x04step\x18\x02 \x01(\x04R\x04step\x12!\n" +
 	"\fsection_size\x18\x03 \x01(\x04R\vsectionSize\"\x0e\n" +
-	"\fClockRequest\"(\n" +
+	"\fClockRequest\"D\n" +
 	"\rClockResponse\x12\x17\n" +
-	"\aunix_ms\x18\x01 \x01(\x03R\x06unixMs\"\xc9\x01\n" +
+	"\aunix_ms\x18\x01 \x01(\x03R\x06unixMs\x12\x1a\n" +
+	"\bprotocol\x18\x02 \x01(\x04R\bprotocol\"\xc9\x01\n" +
 	"\fVouchRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +

@@ -58,7 +58,10 @@ type PeerServiceClient interface {
 	Vouch(context.Context, *connect.Request[v1.VouchRequest]) (*connect.Response[v1.VouchResponse], error)
 	// Clock answers the answering server's wall clock, so that a leader can
 	// tell whether its own clock is far from its peers' (it then refuses
-	// flake grants). Servers of builds before flake ids answer unimplemented.
+	// flake grants), and the protocol its running build speaks, so that a
+	// leader moves the cluster to a newer protocol only on its servers'
+	// answers of the moment. Servers of builds before flake ids answer
+	// unimplemented.
 	Clock(context.Context, *connect.Request[v1.ClockRequest]) (*connect.Response[v1.ClockResponse], error)
 	// Space answers a space's committed settings, from the serving leader of
 	// raft group 0 (the authority on spaces) only: any other server answers
@@ -154,7 +157,10 @@ type PeerServiceHandler interface {
 	Vouch(context.Context, *connect.Request[v1.VouchRequest]) (*connect.Response[v1.VouchResponse], error)
 	// Clock answers the answering server's wall clock, so that a leader can
 	// tell whether its own clock is far from its peers' (it then refuses
-	// flake grants). Servers of builds before flake ids answer unimplemented.
+	// flake grants), and the protocol its running build speaks, so that a
+	// leader moves the cluster to a newer protocol only on its servers'
+	// answers of the moment. Servers of builds before flake ids answer
+	// unimplemented.
 	Clock(context.Context, *connect.Request[v1.ClockRequest]) (*connect.Response[v1.ClockResponse], error)
 	// Space answers a space's committed settings, from the serving leader of
 	// raft group 0 (the authority on spaces) only: any other server answers
