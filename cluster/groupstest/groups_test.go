@@ -658,3 +658,70 @@ func TestCreateSpaceOnlyWhileServing(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Whether a server is in a group is that group's leader's answer, never a
+// copy: group 0's leader, whose copy of another group lags behind that
+// group's removal of a server, answers a second RemoveNode of it with
+// not_found, as every group's leader says it is gone.
+func TestGroupsRemoveNodeAsksEveryGroupsLeader(t *testing.T) {
+	const groups = 3
+	c := testcluster.Start(t, 3, testcluster.Options{Groups: groups})
+	waitBalanced(t, c, 60*time.Second)
+	n4 := c.Join()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		all := true
+		for _, vs := range groupVoters(c) {
+			all = all && slices.Contains(vs, n4.ID)
+		}
+		if all {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not every group added %s: %v", n4.ID, groupVoters(c))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	leaders := c.GroupLeaders()
+	l0 := leaders[0]
+	lag := -1
+	for g := 1; g < groups; g++ {
+		if leaders[g] != nil && leaders[g] != l0 {
+			lag = g
+		}
+	}
+	if lag < 0 {
+		t.Fatalf("group 0's leader %s leads every group", l0.ID)
+	}
+	// Group 0's leader stops hearing group lag: its copy keeps n4.
+	l0.Node().CutGroupTraffic(lag, true)
+	defer l0.Node().CutGroupTraffic(lag, false)
+	cl, err := client.New([]string{l0.APIAddr}, client.Options{DisableRouting: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := cl.RemoveNode(ctx, n4.ID); err != nil {
+		t.Fatalf("remove %s: %v", n4.ID, err)
+	}
+	if !slices.Contains(raftVoters(l0.Node().Group(lag).Raft()), n4.ID) {
+		t.Fatalf("group %d's copy on %s lost %s although its traffic is cut", lag, l0.ID, n4.ID)
+	}
+	if err := cl.RemoveNode(ctx, n4.ID); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Fatalf("removing %s again, while %s's copy of group %d still lists it: %v, want not_found", n4.ID, l0.ID, lag, err)
+	}
+}
+
+// raftVoters is the voters of r's configuration as r holds it.
+func raftVoters(r *raft.Raft) []string {
+	var out []string
+	if cf := r.GetConfiguration(); cf.Error() == nil {
+		for _, s := range cf.Configuration().Servers {
+			if s.Suffrage == raft.Voter {
+				out = append(out, string(s.ID))
+			}
+		}
+	}
+	return out
+}
