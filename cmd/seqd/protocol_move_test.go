@@ -11,8 +11,9 @@ import (
 )
 
 // clusterProtocols asks the cluster at addrs for every server's protocol,
-// as gossip publishes it, and for the protocols of the answering server's
-// groups.
+// as gossip publishes it, for the protocols of the answering server's
+// groups, and for the cluster ID ("" until every server publishes the
+// same).
 func clusterProtocols(addrs []string) (nodes, groups []uint64, id string, err error) {
 	cl, err := client.New(addrs, client.Options{})
 	if err != nil {
@@ -24,7 +25,11 @@ func clusterProtocols(addrs []string) (nodes, groups []uint64, id string, err er
 	if err != nil {
 		return nil, nil, "", err
 	}
+	id = st.GetClusterId()
 	for _, n := range st.GetNodes() {
+		if n.GetClusterId() != id {
+			id = ""
+		}
 		nodes = append(nodes, n.GetProtocol())
 		if n.GetId() == st.GetNodeId() {
 			for _, g := range n.GetGroups() {
@@ -32,7 +37,7 @@ func clusterProtocols(addrs []string) (nodes, groups []uint64, id string, err er
 			}
 		}
 	}
-	return nodes, groups, st.GetClusterId(), nil
+	return nodes, groups, id, nil
 }
 
 // waitProtocol waits until the 3 servers at addrs and every group run

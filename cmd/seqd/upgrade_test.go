@@ -201,25 +201,7 @@ func rollingUpgrade(t *testing.T, commit string, prevProtocol uint64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		st, err := cl.ClusterStatus(ctx)
-		cancel()
-		done := err == nil && st.GetClusterId() != ""
-		if done {
-			for _, n := range st.GetNodes() {
-				done = done && n.GetProtocol() == fsm.ProtocolVersion && n.GetClusterId() == st.GetClusterId()
-			}
-		}
-		if done {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the upgraded cluster did not move to protocol %d: %v %v", fsm.ProtocolVersion, st, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitProtocol(t, addrs, fsm.ProtocolVersion, 30*time.Second)
 	w.WaitOK(t, 100, 30*time.Second)
 	// The upgraded cluster keeps its raft group count: one from a build
 	// before groups, whatever this build's default for new clusters (one
@@ -410,23 +392,7 @@ func TestFreshMixedClusterMovesToTheCommonProtocol(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		st, err := cl.ClusterStatus(ctx)
-		cancel()
-		done := err == nil && st.GetClusterId() != "" && len(st.GetNodes()) == 3
-		for _, n := range st.GetNodes() {
-			done = done && n.GetProtocol() == last.protocol
-		}
-		if done {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a fresh cluster of this build and %s did not move to protocol %d: %v %v", last.commit, last.protocol, st, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitProtocol(t, []string{ps[0].API, ps[1].API, ps[2].API}, last.protocol, 30*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if ids, err := cl.NextIds(ctx, "", 10); err != nil || len(ids) != 10 {
