@@ -11,6 +11,7 @@ import (
 
 	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/fsm"
+	"github.com/seqd/seqd/group"
 )
 
 // Membership follows DESIGN.md §6 (Consul's pattern). Gossip finds servers;
@@ -413,18 +414,7 @@ func (n *Node) warnOnce(key, msg string, args ...any) {
 // errClosing answers a raft future still pending when the node closes.
 var errClosing = errors.New("node closing")
 
-// await waits for a raft future, or until the node starts closing: a
-// configuration change accepted by raft just before it shut down may never
-// be answered (its Error would block forever), and the goroutine waiting
-// for it must not hold up the node's close. The helper goroutine then
-// stays blocked on the future; the process is ending.
-func (n *Node) await(f raft.Future) error {
-	errc := make(chan error, 1)
-	go func() { errc <- f.Error() }()
-	select {
-	case err := <-errc:
-		return err
-	case <-n.closing:
-		return errClosing
-	}
-}
+// await waits for a raft future, or until the node starts closing
+// (group.Await): a configuration change accepted by raft just before it
+// shut down may never be answered.
+func (n *Node) await(f raft.Future) error { return group.Await(f, n.closing, errClosing) }

@@ -269,18 +269,22 @@ func (g *Group) Fence() {
 func (g *Group) Snapshot() error { return g.await(g.raft.Snapshot()) }
 
 // await waits for a raft future, or until the group stops (ErrStopped).
-// A future raft accepted just before it shut down may never be answered
-// (a leadership transfer waits in a buffered channel that no loop reads
-// once raft has stopped), and a goroutine waiting on it must not hold up
-// the host's close. The helper goroutine then stays blocked on the future.
-func (g *Group) await(f raft.Future) error {
+func (g *Group) await(f raft.Future) error { return Await(f, g.stop, ErrStopped) }
+
+// Await waits for a raft future, or until stop is closed, and then returns
+// stopped. A future raft accepted just before it shut down may never be
+// answered (a leadership transfer waits in a buffered channel that no loop
+// reads once raft has stopped), and a goroutine waiting on it must not hold
+// up its owner's close. The helper goroutine then stays blocked on the
+// future.
+func Await(f raft.Future, stop <-chan struct{}, stopped error) error {
 	errc := make(chan error, 1)
 	go func() { errc <- f.Error() }()
 	select {
 	case err := <-errc:
 		return err
-	case <-g.stop:
-		return ErrStopped
+	case <-stop:
+		return stopped
 	}
 }
 
