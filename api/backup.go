@@ -57,7 +57,7 @@ const backupForwardTimeout = 5 * time.Minute
 
 // backupPart writes group g's part of a backup (cluster.Node.BackupGroup)
 // to w: here if this server leads the group, else, when forward is set,
-// fetched from the group's leader (toGroupLeader). Its errors name the
+// fetched from the group's leader (forwardOnce). Its errors name the
 // group, for the leader hint.
 func (s *Server) backupPart(ctx context.Context, hdr http.Header, g int, w io.Writer, forward bool) error {
 	var err error
