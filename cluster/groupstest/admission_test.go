@@ -39,7 +39,7 @@ func TestGroupsOlderCopyOfOneGroupRefused(t *testing.T) {
 	const groups, g = 3, 1
 	c := testcluster.Start(t, 3, testcluster.Options{Groups: groups})
 	waitBalanced(t, c, 30*time.Second)
-	leader := c.GroupLeaders()[g]
+	leader := servingLeader(t, c, g)
 	var victim *testcluster.Member
 	for _, m := range c.Nodes {
 		if m != leader {
@@ -73,7 +73,7 @@ func TestGroupsOlderCopyOfOneGroupRefused(t *testing.T) {
 	if err := os.CopyFS(copyDir, os.DirFS(groupDir)); err != nil {
 		t.Fatal(err)
 	}
-	copyEnd := c.GroupLeaders()[g].Node().Group(g).Raft().LastIndex()
+	copyEnd := servingLeader(t, c, g).Node().Group(g).Raft().LastIndex()
 	victim.Restart()
 	deadline := time.Now().Add(30 * time.Second)
 	for {

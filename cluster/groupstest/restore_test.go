@@ -295,7 +295,7 @@ func TestRestoreIntoMemberOfGroupsNeverServes(t *testing.T) {
 		t.Fatal(err)
 	}
 	file := backupFile(t, ctx, cl)
-	victim := c.GroupLeaders()[1]
+	victim := servingLeader(t, c, 1)
 	victim.Kill()
 	victim.Wipe()
 	if _, err := cluster.PrepareRestore(cluster.RestoreConfig{Backup: file, ValuesSince: 1 << 20, TermsSince: 100,

@@ -2,6 +2,7 @@ package groupstest_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -66,6 +67,18 @@ func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() boo
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// servingLeader waits for group g's serving leader: under load a lease may
+// lapse for a moment, and GroupLeaders then names none.
+func servingLeader(t *testing.T, c *testcluster.Cluster, g int) *testcluster.Member {
+	t.Helper()
+	var l *testcluster.Member
+	waitUntil(t, failoverWait, fmt.Sprintf("a serving leader of group %d", g), func() bool {
+		l = c.GroupLeaders()[g]
+		return l != nil
+	})
+	return l
 }
 
 // TestGroupsLeaseChangeOnGroupStillOnProtocol1: a group other than group 0
