@@ -23,6 +23,15 @@ type host struct {
 	changes  atomic.Int64
 	moved    atomic.Int64
 	logWrite atomic.Int64
+
+	// With hang set, ProtocolConfirmed plays a server that never answers:
+	// it waits until its context ends and says no. asked counts those
+	// questions, and renewedWhileAsked those during which g renewed its
+	// lease twice.
+	hang              atomic.Bool
+	asked             atomic.Int64
+	renewedWhileAsked atomic.Int64
+	g                 atomic.Pointer[group.Group]
 }
 
 func (h *host) WaitListening(context.Context, time.Time) bool { h.listens.Add(1); return true }
@@ -40,8 +49,28 @@ func (h *host) WaitAdmitted(ctx context.Context, _ int) bool {
 	return true
 }
 func (h *host) ProtocolTarget(raft.Configuration) uint64 { return fsm.ProtocolVersion }
-func (h *host) ProtocolConfirmed(context.Context, raft.Configuration, uint64) bool {
-	return true
+func (h *host) ProtocolConfirmed(ctx context.Context, _ raft.Configuration, _ uint64) bool {
+	if !h.hang.Load() {
+		return true
+	}
+	h.asked.Add(1)
+	g := h.g.Load()
+	var from int64
+	if g != nil {
+		from = g.Status().Renewals
+	}
+	counted := false
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(5 * time.Millisecond):
+		}
+		if g != nil && !counted && g.Status().Renewals >= from+2 {
+			counted = true
+			h.renewedWhileAsked.Add(1)
+		}
+	}
 }
 func (h *host) KindsApplied(raft.Configuration, uint64) error { return nil }
 func (h *host) ProtocolMoved()                                { h.moved.Add(1) }
@@ -186,6 +215,31 @@ func TestStallDuringRenewalGrantsNothing(t *testing.T) {
 	}
 	h.stalled.Store(false)
 	waitFor(t, "serving once no stall interrupts a renewal", g.Allocator().Serving)
+}
+
+// The serving loop waits on nothing but its renewals: a protocol move's
+// question to the other servers runs beside it, so a server that never
+// answers (its API hung while its gossip is up) holds no renewal back. With
+// the question in the loop, each one held a round for its whole bound
+// (250 ms, above this 200 ms lease) and the lease lapsed.
+func TestAProtocolQuestionNeverHoldsTheLeaseLoop(t *testing.T) {
+	h := &host{}
+	h.hang.Store(true)
+	h.vouched.Store(true)
+	g, addr := open(t, t.TempDir(), h)
+	h.g.Store(g)
+	if err := g.Raft().BootstrapCluster(raft.Configuration{Servers: []raft.Server{{ID: "s1", Address: addr}}}).Error(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "serving", g.Allocator().Serving)
+	asked := h.asked.Load()
+	waitFor(t, "three questions while serving", func() bool { return h.asked.Load() >= asked+3 })
+	if n := h.renewedWhileAsked.Load(); n < 2 {
+		t.Fatalf("the lease was renewed twice during %d of %d questions that hung: the loop waited on them", n, h.asked.Load())
+	}
+	if p := g.FSM().Protocol(); p >= fsm.ProtocolVersion {
+		t.Fatalf("the group moved to protocol %d although no server answered", p)
+	}
 }
 
 // Open refuses a configuration without the parts only the host can give.

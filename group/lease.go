@@ -239,7 +239,7 @@ func (g *Group) lead(ctx context.Context, epoch uint64) {
 		}
 		if round%copyEvery == 0 {
 			g.copySpaces(ctx)
-			g.EnsureProtocol(ctx)
+			g.ensureProtocolBeside(ctx)
 		}
 		if !sleepCtx(ctx, time.Until(start.Add(g.cfg.Lease/3))) {
 			return
@@ -384,6 +384,24 @@ func (g *Group) EnsureProtocol(ctx context.Context) {
 	}
 	g.log.Info("cluster on protocol", "protocol", g.fsm.Protocol(), "cluster_id", g.fsm.ClusterID())
 	g.host.ProtocolMoved()
+}
+
+// ensureProtocolBeside runs EnsureProtocol beside the lease loop, one at a
+// time. A move asks every server of the configuration which protocol it
+// speaks (Host.ProtocolConfirmed) and commits an entry, and the serving
+// loop waits on neither: its renewals alone keep the lease, and a question
+// a server never answers would hold each round up to its bound, so that a
+// renewal slower than the rest of the period lapsed the lease.
+func (g *Group) ensureProtocolBeside(ctx context.Context) {
+	if !g.moving.CompareAndSwap(false, true) {
+		return
+	}
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		defer g.moving.Store(false)
+		g.EnsureProtocol(ctx)
+	}()
 }
 
 // ErrGroupCount means this server runs another number of raft groups than
