@@ -206,17 +206,27 @@ func (c peerClient) Space(ctx context.Context, apiAddr, name string) (seqd.Space
 	return seqd.Space{Name: name, Step: m.GetStep(), SectionSize: m.GetSectionSize()}, m.GetFound(), nil
 }
 
-// Clock implements PeerService.Clock: this server's wall clock.
-func (p peerService) Clock(context.Context, *connect.Request[peerv1.ClockRequest]) (*connect.Response[peerv1.ClockResponse], error) {
+// Clock implements PeerService.Clock: this server's wall clock and the
+// protocol it speaks, after making its data unreadable to builds that do
+// not speak the protocol a leader is about to move to (move_to).
+func (p peerService) Clock(_ context.Context, req *connect.Request[peerv1.ClockRequest]) (*connect.Response[peerv1.ClockResponse], error) {
+	if to := req.Msg.GetMoveTo(); to > 0 {
+		if to > cluster.ProtocolVersion {
+			return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("this server speaks protocol %d, not %d", cluster.ProtocolVersion, to))
+		}
+		if err := p.s.node.PromiseProtocol(to); err != nil {
+			return nil, p.s.toConnect(err)
+		}
+	}
 	return connect.NewResponse(&peerv1.ClockResponse{UnixMs: p.s.node.WallMs(), Protocol: cluster.ProtocolVersion}), nil
 }
 
 // Speaks asks the server at apiAddr which protocol its build speaks
 // (PeerService.Clock): 0 from builds that do not say, and from builds
 // before PeerService.Clock (unimplemented), which speak at most 2.
-func (c peerClient) Speaks(ctx context.Context, apiAddr string) (uint64, error) {
+func (c peerClient) Speaks(ctx context.Context, apiAddr string, moveTo uint64) (uint64, error) {
 	pc := peerv1connect.NewPeerServiceClient(c.h, c.p.scheme()+apiAddr, c.p.options()...)
-	resp, err := pc.Clock(ctx, connect.NewRequest(&peerv1.ClockRequest{}))
+	resp, err := pc.Clock(ctx, connect.NewRequest(&peerv1.ClockRequest{MoveTo: moveTo}))
 	if connect.CodeOf(err) == connect.CodeUnimplemented {
 		return 0, nil
 	}

@@ -27,6 +27,8 @@ type Peers interface {
 	// Clock reads the server's wall clock (Unix ms; clock.go).
 	Clock(ctx context.Context, apiAddr string) (int64, error)
 	// Speaks asks the server which replicated-command protocol its running
-	// build speaks (protocol.go): 0 from builds that do not say.
-	Speaks(ctx context.Context, apiAddr string) (uint64, error)
+	// build speaks (protocol.go): 0 from builds that do not say. With
+	// moveTo, the server first makes its data unreadable to builds that do
+	// not speak moveTo (Node.PromiseProtocol).
+	Speaks(ctx context.Context, apiAddr string, moveTo uint64) (uint64, error)
 }

@@ -93,6 +93,10 @@ func (n *Node) ProtocolTarget(conf raft.Configuration) uint64 {
 // unstamped raises are still applied by every replica, fsm.applyRaise.)
 // Without Peers (tests of single servers) there is nobody to ask.
 func (n *Node) ProtocolConfirmed(ctx context.Context, conf raft.Configuration, p uint64) bool {
+	if err := n.PromiseProtocol(p); err != nil {
+		n.warnOnce("protocol-promise", fmt.Sprintf("the cluster does not move to protocol %d: this server could not mark its data as unreadable to older builds: %v", p, err))
+		return false
+	}
 	if n.cfg.Peers == nil {
 		return true
 	}
@@ -111,7 +115,7 @@ func (n *Node) ProtocolConfirmed(ctx context.Context, conf raft.Configuration, p
 			return false
 		}
 		wg.Go(func() {
-			said, err := n.cfg.Peers.Speaks(ctx, m.APIAddr)
+			said, err := n.cfg.Peers.Speaks(ctx, m.APIAddr, p)
 			if err == nil && (said >= p || said == 0 && p <= unsaidProtocol) {
 				return
 			}
@@ -125,6 +129,19 @@ func (n *Node) ProtocolConfirmed(ctx context.Context, conf raft.Configuration, p
 	}
 	wg.Wait()
 	return ok.Load()
+}
+
+// PromiseProtocol makes every group's data on this server unreadable to
+// builds that do not speak protocol p (fsm.FSM.PromiseProtocol): this
+// server says it speaks p for a move, and must not come back on an older
+// build once the move commits.
+func (n *Node) PromiseProtocol(p uint64) error {
+	for i, g := range n.groups {
+		if err := g.FSM().PromiseProtocol(p); err != nil {
+			return fmt.Errorf("group %d: %w", i, err)
+		}
+	}
+	return nil
 }
 
 // ProtocolMoved implements group.Host: gossip publishes the new cluster ID

@@ -183,15 +183,18 @@ func fileFormat(t *testing.T, path string) uint64 {
 	}
 	defer db.Close()
 	var v uint64
-	if err := db.View(func(tx *bolt.Tx) error {
-		if b := tx.Bucket(bucketMeta).Get(keyFormat); len(b) == 8 {
-			v = binary.BigEndian.Uint64(b)
-		}
-		return nil
-	}); err != nil {
+	if err := db.View(func(tx *bolt.Tx) error { v = metaFormat(tx); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// metaFormat is the data format tx's meta bucket says (0: none).
+func metaFormat(tx *bolt.Tx) uint64 {
+	if b := tx.Bucket(bucketMeta).Get(keyFormat); len(b) == 8 {
+		return binary.BigEndian.Uint64(b)
+	}
+	return 0
 }
 
 // TestMergeBackupsRefusesPartsThatDoNotBelong: parts of another cluster or

@@ -187,6 +187,37 @@ func loadBudget(tx *bolt.Tx, st *state) error {
 	})
 }
 
+// PromiseProtocol makes this state's file unreadable to builds that do not
+// speak protocol p: from protocol 5, its data format becomes
+// generationFormat, which builds of protocol 4 and older refuse ("written
+// by a newer seqd"). A server does this before it tells a leader that it
+// speaks p for a move (cluster.Node.ProtocolConfirmed), and the leader
+// before it moves: once the move commits, a server started again on an
+// older build would take part in a group whose entries it cannot follow
+// (it stops on the first stamped raise, and its own raises are not held to
+// the budget), so such a build must not open its data. The format is only
+// a mark (no state changes, nothing replicated); a snapshot installed
+// later is marked again, and a file older builds already refused is left
+// as it is. p below 5 needs no mark.
+func (f *FSM) PromiseProtocol(p uint64) error {
+	if p < budgetProtocol {
+		return nil
+	}
+	f.promised.Store(true)
+	f.dbMu.Lock()
+	defer f.dbMu.Unlock()
+	return f.markPromisedLocked()
+}
+
+// markPromisedLocked marks the file for a promise (PromiseProtocol); dbMu
+// is held.
+func (f *FSM) markPromisedLocked() error {
+	if f.db == nil {
+		return f.broken
+	}
+	return f.db.Update(func(tx *bolt.Tx) error { return setFormat(tx, generationFormat) })
+}
+
 // budgetUnstamped charges an unstamped raise on protocol 5 or later to its
 // sections' budgets at the raise clock clockUs (the newest stamp applied:
 // the entry has no time of its own), refusing nothing (see applyRaise), and

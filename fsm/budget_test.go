@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/seqd/seqd"
 )
 
@@ -170,5 +172,62 @@ func TestUnstampedRaiseOnBudgetProtocolIsAppliedAndCharged(t *testing.T) {
 	a.mustOK(EncodeRaise([]seqd.Mark{{Space: "s", Section: 1, Max: 7}}))
 	if got := f.Max("s", 1); got != top+1 {
 		t.Fatalf("a lower unstamped raise changed the mark: %d", got)
+	}
+}
+
+// openFormat is the data format the file of f, open, says (0: none).
+func openFormat(t *testing.T, f *FSM) uint64 {
+	t.Helper()
+	f.dbMu.Lock()
+	defer f.dbMu.Unlock()
+	var n uint64
+	if err := f.db.View(func(tx *bolt.Tx) error { n = metaFormat(tx); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// A server that promised a protocol (it told a leader it speaks it, for a
+// move) holds data that builds of older protocols refuse: from protocol 5
+// its file says generationFormat, also after a snapshot of an unmarked
+// state is installed, and this build still opens it. A promise of an older
+// protocol marks nothing.
+func TestAPromisedProtocolKeepsOlderBuildsOut(t *testing.T) {
+	f, path := openTest(t)
+	a := &applier{t: t, f: f}
+	a.mustOK(EncodeCreateSpace(seqd.Space{Name: "s", Step: 10, SectionSize: 1}))
+	a.mustOK(EncodeRaise([]seqd.Mark{{Space: "s", Section: 1, Max: 10}}))
+	unmarked := snapshotBytes(t, f)
+	if got := openFormat(t, f); got >= generationFormat {
+		t.Fatalf("a new file says format %d", got)
+	}
+	if err := f.PromiseProtocol(budgetProtocol - 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := openFormat(t, f); got >= generationFormat {
+		t.Fatalf("a promise of protocol %d marked the file format %d", budgetProtocol-1, got)
+	}
+	if err := f.PromiseProtocol(budgetProtocol); err != nil {
+		t.Fatal(err)
+	}
+	if got := openFormat(t, f); got != generationFormat {
+		t.Fatalf("after a promise of protocol %d the file says format %d, want %d", budgetProtocol, got, generationFormat)
+	}
+	if err := f.Restore(io.NopCloser(bytes.NewReader(unmarked))); err != nil {
+		t.Fatal(err)
+	}
+	if got := openFormat(t, f); got != generationFormat {
+		t.Fatalf("a snapshot installed after the promise left the file at format %d", got)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	g, err := Open(path, quietLogger())
+	if err != nil {
+		t.Fatalf("this build refuses its own promised file: %v", err)
+	}
+	defer g.Close()
+	if got := g.Max("s", 1); got != 10 {
+		t.Fatalf("mark after reopen: %d", got)
 	}
 }

@@ -58,10 +58,13 @@ type FSM struct {
 	diskMu    sync.Mutex
 	onDisk    func(full bool, err error)
 	onRestore atomic.Pointer[func()]
-	onSpace   atomic.Pointer[func(name string)]
-	diskFull  bool
-	stopping  chan struct{}
-	stopOnce  sync.Once
+	// promised is set by PromiseProtocol: a snapshot installed later is
+	// marked as well (Restore).
+	promised atomic.Bool
+	onSpace  atomic.Pointer[func(name string)]
+	diskFull bool
+	stopping chan struct{}
+	stopOnce sync.Once
 }
 
 // extState is the format 2 part of the state.

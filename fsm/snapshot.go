@@ -112,6 +112,14 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		return f.broken
 	}
 	f.db = db
+	if f.promised.Load() {
+		if err := f.markPromisedLocked(); err != nil {
+			f.broken = fmt.Errorf("fsm: restore: marking the promised protocol: %w", err)
+			f.db = nil
+			_ = db.Close()
+			return f.broken
+		}
+	}
 	f.install(st)
 	if fn := f.onRestore.Load(); fn != nil && *fn != nil {
 		(*fn)()

@@ -131,7 +131,13 @@ func (x *SpaceResponse) GetSectionSize() uint64 {
 }
 
 type ClockRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// move_to, when set, is the protocol a leader is about to move the
+	// cluster to: before answering, the server makes its data unreadable to
+	// builds that do not speak it (fsm.FSM.PromiseProtocol), so that it cannot
+	// come back on such a build once the move commits. Builds before it
+	// ignore it.
+	MoveTo        uint64 `protobuf:"varint,1,opt,name=move_to,json=moveTo,proto3" json:"move_to,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -164,6 +170,13 @@ func (x *ClockRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use ClockRequest.ProtoReflect.Descriptor instead.
 func (*ClockRequest) Descriptor() ([]byte, []int) {
 	return file_seqd_peer_v1_peer_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ClockRequest) GetMoveTo() uint64 {
+	if x != nil {
+		return x.MoveTo
+	}
+	return 0
 }
 
 type ClockResponse struct {
@@ -646,8 +659,9 @@ const file_seqd_peer_v1_peer_proto_rawDesc = "" +
 	"\rSpaceResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\x12\n" +
 	"\x04step\x18\x02 \x01(\x04R\x04step\x12!\n" +
-	"\fsection_size\x18\x03 \x01(\x04R\vsectionSize\"\x0e\n" +
-	"\fClockRequest\"D\n" +
+	"\fsection_size\x18\x03 \x01(\x04R\vsectionSize\"'\n" +
+	"\fClockRequest\x12\x17\n" +
+	"\amove_to\x18\x01 \x01(\x04R\x06moveTo\"D\n" +
 	"\rClockResponse\x12\x17\n" +
 	"\aunix_ms\x18\x01 \x01(\x03R\x06unixMs\x12\x1a\n" +
 	"\bprotocol\x18\x02 \x01(\x04R\bprotocol\"\xc9\x01\n" +
