@@ -374,15 +374,21 @@ func TestFreshMixedClusterMovesToTheCommonProtocol(t *testing.T) {
 	last := previousReleases[len(previousReleases)-1]
 	prev := buildPrevious(t, last.commit)
 	ps := proctest.New(t, 3, "--lease", "500ms")
-	for i, p := range ps {
-		// The server of the previous release has far slower raft timers,
-		// so that a server of this build wins the first election.
-		timers := []string{"--raft-heartbeat-timeout", "300ms", "--raft-election-timeout", "300ms", "--raft-leader-lease-timeout", "150ms"}
-		if i == 2 {
-			p.Bin = prev
-			timers = []string{"--raft-heartbeat-timeout", "5s", "--raft-election-timeout", "5s"}
+	// The server of the previous release starts first: the server that
+	// sees every other one first bootstraps, and one that bootstraps alone
+	// leads the first term whatever its timers.
+	// Its far slower raft timers then let a server of this build win the
+	// first election.
+	ps[2].Bin = prev
+	ps[2].Args = append(ps[2].Args, "--raft-heartbeat-timeout", "5s", "--raft-election-timeout", "5s")
+	ps[2].Start(t)
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(ps[2].LogText(), "seqd serving"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not start; log:\n%s", ps[2].ID, ps[2].LogText())
 		}
-		p.Args = append(p.Args, timers...)
+	}
+	for _, p := range ps[:2] {
+		p.Args = append(p.Args, "--raft-heartbeat-timeout", "300ms", "--raft-election-timeout", "300ms", "--raft-leader-lease-timeout", "150ms")
 		p.Start(t)
 	}
 	if l := proctest.WaitLeader(t, ps, nil, 30*time.Second); l == ps[2] {
