@@ -41,3 +41,11 @@ func ForwardStreamOffline(q *Sequences, addr string) bool {
 	defer p.fwd.mu.Unlock()
 	return time.Now().Before(p.fwd.offline)
 }
+
+// ForwardStreamTo sends a Next of keys on q's server's forward stream to
+// the server at addr (opening one if needed), as a forward to a leader
+// there would, and reports whether it went on a stream.
+func ForwardStreamTo(ctx context.Context, q *Sequences, addr string, keys ...uint64) (sent bool, err error) {
+	_, _, sent, err = q.s.streamNextShare(ctx, q.s.peer(addr), forwardHeader(q.s.node.ID(), http.Header{}), seqd.DefaultSpaceName, keys)
+	return sent, err
+}

@@ -1,8 +1,11 @@
 package api_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"io"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -15,6 +18,7 @@ import (
 
 	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/api"
+	"github.com/seqd/seqd/api/frame"
 	"github.com/seqd/seqd/internal/testcluster"
 )
 
@@ -368,4 +372,80 @@ func benchForward(b *testing.B, stream bool) {
 			}
 		}
 	})
+}
+
+// TestForwardStreamBoundedAndClosedWhenStalled: a leader that takes a
+// stream and then never answers (stopped, say) holds at most 64 messages
+// of it: the forwards beyond wait for a place and fail at their deadline
+// without being sent; a forward whose deadline passes closes the stream,
+// and the next forward opens a new one.
+func TestForwardStreamBoundedAndClosedWhenStalled(t *testing.T) {
+	c := testcluster.Start(t, 1, testcluster.Options{})
+	c.WaitServingLeader(20 * time.Second)
+	q := c.Nodes[0].Server().Sequences()
+
+	// The stalled leader: answers the upgrade, reads messages, answers none.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var conns, msgs atomic.Int64
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			go func() {
+				defer conn.Close()
+				r := bufio.NewReader(conn)
+				if _, err := http.ReadRequest(r); err != nil {
+					return
+				}
+				if _, err := io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: "+seqd.StreamUpgrade+"\r\nConnection: Upgrade\r\n\r\n"); err != nil {
+					return
+				}
+				for {
+					if _, err := frame.Read(r, nil); err != nil {
+						return
+					}
+					msgs.Add(1)
+				}
+			}()
+		}
+	}()
+	addr := ln.Addr().String()
+
+	const calls = 100
+	var wg sync.WaitGroup
+	var timedOut atomic.Int64
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	for range calls {
+		wg.Go(func() {
+			sent, err := api.ForwardStreamTo(ctx, q, addr, 1)
+			if sent && errors.Is(err, context.DeadlineExceeded) {
+				timedOut.Add(1)
+			} else {
+				t.Errorf("a forward to a stalled leader: sent %v, %v; want a time-out", sent, err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := msgs.Load(); n != 64 {
+		t.Errorf("the stalled leader read %d messages, want the bound, 64", n)
+	}
+	if _, _, open := api.ForwardStreamStats(q, addr); open {
+		t.Error("the stalled stream is still open after its forwards' deadline")
+	}
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel2()
+	if sent, err := api.ForwardStreamTo(ctx2, q, addr, 1); !sent || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("the next forward: sent %v, %v", sent, err)
+	}
+	if dials, _, _ := api.ForwardStreamStats(q, addr); dials != 2 || conns.Load() != 2 {
+		t.Errorf("%d streams opened (%d connections), want a new one after the stall", dials, conns.Load())
+	}
 }
