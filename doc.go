@@ -44,6 +44,8 @@
 //   - api/idmsg/: the one conversion between the flake ids' messages
 //     (layouts, namespaces, grants, runs of ids) and flake's types, and the
 //     Connect codes a holder acts on, shared by api/ and client/.
+//   - api/frame/: NextStream's framed transport on the wire (the upgrade,
+//     length-prefixed messages), shared by api/ and client/.
 //   - resp/: the Redis protocol front end (on redcon) over a Backend it is
 //     given (api's Sequences); client/python/: the Python client.
 //   - cluster/: the host, one per process: the raft listener behind the gate
@@ -107,9 +109,9 @@
 // cluster/ never imports api/ or server/ (it asks peers through the Peers
 // interface server/ hands it); api/ never imports fsm/ or sections/; flake/ and
 // bootclock/ import only the standard library, this package and each
-// other; client/ imports only this package, flake/, bootclock/, api/idmsg
-// and generated code, and api/idmsg only this package, flake/ and
-// generated code; lease/ imports only the standard library, cluster/admit/
+// other; client/ imports only this package, flake/, bootclock/, api/idmsg,
+// api/frame and generated code, api/idmsg only this package, flake/ and
+// generated code, and api/frame only this package and generated code; lease/ imports only the standard library, cluster/admit/
 // only this package, internal/leasemodel only this package, lease/ and
 // cluster/admit/; resp/ imports only this package of seqd's own.
 //

@@ -24,7 +24,10 @@
 //     (docs/streaming.md); frames.go: its framed transport (an upgraded
 //     HTTP/1.1 connection).
 //   - forward.go: forwardOnce, the one way a call reaches a group's leader
-//     from another server, and route, the calls of group 0's leader.
+//     from another server, and route, the calls of group 0's leader;
+//     fwdstream.go: the forward stream that carries the front ends' Next
+//     shares to a leader as messages of one framed NextStream connection
+//     (api/frame) instead of unary calls.
 //   - guard.go, generation.go: admit, what every call passes first (the
 //     token, the generation); the generation on answers.
 //   - peers.go: the internal peer client (forwarding, ClusterStatus fan-out,

@@ -3,7 +3,6 @@ package api
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -16,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/seqd/seqd"
+	"github.com/seqd/seqd/api/frame"
 	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
 	"github.com/seqd/seqd/api/gen/seq/v1/seqv1connect"
 )
@@ -135,30 +135,20 @@ func (s *Server) serveFrames(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	err = s.serveFramesOn(r.Context(), brw.Reader, bw, streamHeader(r.Header))
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+	if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 		s.log.Debug("framed stream ended", "remote", conn.RemoteAddr().String(), "err", err)
 	}
 }
 
 // serveFramesOn reads, serves and answers messages until the connection
-// ends or a message is malformed.
+// ends or a message is malformed, and returns why.
 func (s *Server) serveFramesOn(ctx context.Context, br *bufio.Reader, bw *bufio.Writer, hdr http.Header) error {
 	in := &seqv1.NextStreamRequest{}
 	out := &seqv1.NextStreamResponse{}
 	var buf, enc []byte
 	for {
-		n, err := binary.ReadUvarint(br)
-		if err != nil {
-			return err
-		}
-		if n > maxMessageBytes {
-			return errFrameTooLong
-		}
-		if uint64(cap(buf)) < n {
-			buf = make([]byte, n)
-		}
-		buf = buf[:n]
-		if _, err := io.ReadFull(br, buf); err != nil {
+		var err error
+		if buf, err = frame.Read(br, buf); err != nil {
 			return err
 		}
 		in.Reset()
@@ -169,8 +159,7 @@ func (s *Server) serveFramesOn(ctx context.Context, br *bufio.Reader, bw *bufio.
 		if s.frames.issued != nil && out.GetCode() == 0 && out.GetLeader() == "" {
 			s.frames.issued(len(out.GetValues()))
 		}
-		enc = binary.AppendUvarint(enc[:0], uint64(proto.Size(out)))
-		if enc, err = (proto.MarshalOptions{}).MarshalAppend(enc, out); err != nil {
+		if enc, err = frame.Append(enc[:0], out); err != nil {
 			return err
 		}
 		if _, err := bw.Write(enc); err != nil {
@@ -183,8 +172,6 @@ func (s *Server) serveFramesOn(ctx context.Context, br *bufio.Reader, bw *bufio.
 		}
 	}
 }
-
-var errFrameTooLong = errors.New("framed stream: message longer than the read limit")
 
 func (f *frameConns) add(c net.Conn) bool {
 	f.mu.Lock()

@@ -20,8 +20,9 @@ import (
 // Sequences does for them what the Go client does for its callers:
 //
 //   - Every call takes the one serving path of a Connect call (keysCall in
-//     groups.go): split by raft group, each group's share served here if
-//     this server leads the group, or forwarded once to its leader.
+//     keys.go): split by raft group, each group's share served here if
+//     this server leads the group, or forwarded once to its leader (a Next
+//     share on the forward stream to that leader, fwdstream.go).
 //   - Concurrent calls of one kind, space and group are coalesced into one
 //     share (group commit): a call finding fewer than frontInFlight shares
 //     of its kind in flight goes at once, the others wait and go together
@@ -296,7 +297,7 @@ func (b *frontBatcher) send(bt *frontBatch, inline bool) {
 // unavailable errors, and returns a Connect error.
 func (q *Sequences) serve(kind keysKind, space string, group int, keys []uint64) ([]uint64, error) {
 	s := q.s
-	c := &keysCall{kind: kind, space: space, asked: space, keys: keys, hdr: q.header(), via: viaFront}
+	c := &keysCall{kind: kind, space: space, asked: space, keys: keys, hdr: q.header(), via: viaFront, stream: kind == kindNext}
 	var vals []uint64
 	err := frontRetry(context.Background(), func(ctx context.Context) error {
 		var err error

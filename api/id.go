@@ -229,11 +229,13 @@ func (s *Server) dropHolder(ctx context.Context, name string) {
 	}
 }
 
-// Close closes NextStream's framed connections (frames.go), releases the
+// Close closes NextStream's framed connections (frames.go) and this
+// server's forward streams (fwdstream.go), releases the
 // workers this server holds (best effort, within ctx) and stops issuing
 // ids.
 func (s *Server) Close(ctx context.Context) error {
 	s.frames.close()
+	s.closeForwards()
 	s.ids.mu.Lock()
 	s.ids.closed = true
 	hs := s.ids.holders

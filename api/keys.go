@@ -45,6 +45,9 @@ type keysCall struct {
 	count  uint32      // Reserve's
 	hdr    http.Header // the caller's: its token, Seqd-Forwarded
 	via    via         // the client a forwarded share goes with
+	// stream forwards a Next share over the leader's forward stream
+	// (fwdstream.go) rather than as a unary call.
+	stream bool
 }
 
 // keysAnswer is a per-key call's answer: the values in the keys' order, and
@@ -230,6 +233,11 @@ func (s *Server) remoteShare(ctx context.Context, c *keysCall, p *peer, h http.H
 			return nil, nil, err
 		}
 		return []uint64{resp.Msg.GetFirst()}, resp.Header(), nil
+	}
+	if c.stream {
+		if vals, fwd, sent, err := s.streamNextShare(ctx, p, h, c.asked, keys); sent {
+			return vals, fwd, err
+		}
 	}
 	r := connect.NewRequest(&seqv1.NextRequest{Space: c.asked, Keys: keys})
 	copyHeader(r.Header(), h)

@@ -52,7 +52,8 @@ func (p Peers) client() *http.Client {
 }
 
 // frontClient is the HTTP client of the forwards of the other front ends'
-// calls (Sequences, frontends.go): HTTP/1.1 with keep-alive, one connection
+// calls (Sequences, frontends.go) that do not go on a forward stream
+// (fwdstream.go): HTTP/1.1 with keep-alive, one connection
 // per forward in flight, which costs a server less CPU per call than h2c
 // (the Go client's default for the Connect protocol, for the same reason).
 func (p Peers) frontClient() *http.Client {
@@ -100,6 +101,8 @@ func (b bearer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.
 func BearerToken(token string) connect.Interceptor { return bearer(token) }
 
 type peer struct {
+	base  string  // the peer's base URL
+	fwd   fwdSlot // the forward stream of Next shares (fwdstream.go)
 	seq   seqv1connect.SequenceServiceClient
 	front seqv1connect.SequenceServiceClient // over frontHTTP
 	admin seqv1connect.AdminServiceClient
@@ -120,6 +123,7 @@ func (s *Server) peer(addr string) *peer {
 	if p == nil {
 		base := s.peerCfg.scheme() + addr
 		p = &peer{
+			base:  base,
 			seq:   seqv1connect.NewSequenceServiceClient(s.peerHTTP, base),
 			front: seqv1connect.NewSequenceServiceClient(s.frontHTTP, base),
 			admin: seqv1connect.NewAdminServiceClient(s.peerHTTP, base, s.peerCfg.options()...),

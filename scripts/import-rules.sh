@@ -39,13 +39,17 @@ if [ -n "$bad" ]; then echo "import rule broken: $mod/api talks to groups throug
 # library, the root package, bootclock/ and its own packages only.
 bad=$(go list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' "$mod/flake/..." "$mod/bootclock" | grep -vE "^$mod(/flake(/.*)?|/bootclock)?$" || true)
 if [ -n "$bad" ]; then echo "import rule broken: $mod/flake or bootclock/ imports more than the standard library, the root package and bootclock/:"; echo "$bad" | sed 's/^/  /'; fail=1; fi
-bad=$(deps "$mod/client" | grep "^$mod" | grep -vE "^$mod(/client|/flake(/.*)?|/bootclock|/api/idmsg|/api/gen/.*)?$" || true)
-if [ -n "$bad" ]; then echo "import rule broken: $mod/client imports more than the root package, flake/, bootclock/, api/idmsg and generated code:"; echo "$bad" | sed 's/^/  /'; fail=1; fi
+bad=$(deps "$mod/client" | grep "^$mod" | grep -vE "^$mod(/client|/flake(/.*)?|/bootclock|/api/idmsg|/api/frame|/api/gen/.*)?$" || true)
+if [ -n "$bad" ]; then echo "import rule broken: $mod/client imports more than the root package, flake/, bootclock/, api/idmsg, api/frame and generated code:"; echo "$bad" | sed 's/^/  /'; fail=1; fi
 # api/idmsg is the one conversion between the IdService messages and
 # flake's types, shared by api/ and client/ (which never imports api/):
 # the root package, flake/ and generated code only.
 bad=$(deps "$mod/api/idmsg" | grep "^$mod" | grep -vE "^$mod(/api/idmsg|/flake(/.*)?|/bootclock|/api/gen/.*)?$" || true)
 if [ -n "$bad" ]; then echo "import rule broken: $mod/api/idmsg imports more than the root package, flake/ and generated code:"; echo "$bad" | sed 's/^/  /'; fail=1; fi
+# api/frame is NextStream's framed transport on the wire, shared by api/
+# and client/: the root package and generated code only.
+bad=$(deps "$mod/api/frame" | grep "^$mod" | grep -vE "^$mod(/api/frame|/api/gen/.*)?$" || true)
+if [ -n "$bad" ]; then echo "import rule broken: $mod/api/frame imports more than the root package and generated code:"; echo "$bad" | sed 's/^/  /'; fail=1; fi
 
 # lease/ is the pure lease rules (group/, fsm/ and the model checker call
 # them): the standard library only.
