@@ -185,7 +185,8 @@ type ClockResponse struct {
 	UnixMs int64 `protobuf:"varint,1,opt,name=unix_ms,json=unixMs,proto3" json:"unix_ms,omitempty"`
 	// protocol is the highest replicated-command protocol the answering
 	// server's build speaks (fsm.ProtocolVersion); 0 from builds before it
-	// was added, which speak at most protocol 5.
+	// was added, which speak at most protocol 5 and which a leader takes to
+	// speak at most 4 for a move.
 	Protocol      uint64 `protobuf:"varint,2,opt,name=protocol,proto3" json:"protocol,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -99,7 +99,8 @@ export type ClockResponse = Message<"seqd.peer.v1.ClockResponse"> & {
   /**
    * protocol is the highest replicated-command protocol the answering
    * server's build speaks (fsm.ProtocolVersion); 0 from builds before it
-   * was added, which speak at most protocol 5.
+   * was added, which speak at most protocol 5 and which a leader takes to
+   * speak at most 4 for a move.
    *
    * @generated from field: uint64 protocol = 2;
    */
