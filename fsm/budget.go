@@ -200,13 +200,16 @@ func loadBudget(tx *bolt.Tx, st *state) error {
 // later is marked again, and a file older builds already refused is left
 // as it is. p below 5 needs no mark.
 func (f *FSM) PromiseProtocol(p uint64) error {
-	if p < budgetProtocol {
-		return nil
+	if p < budgetProtocol || f.promised.Load() {
+		return nil // marked already: Restore marks what it installs
 	}
-	f.promised.Store(true)
 	f.dbMu.Lock()
 	defer f.dbMu.Unlock()
-	return f.markPromisedLocked()
+	if err := f.markPromisedLocked(); err != nil {
+		return err
+	}
+	f.promised.Store(true)
+	return nil
 }
 
 // markPromisedLocked marks the file for a promise (PromiseProtocol); dbMu
