@@ -81,16 +81,16 @@ func (n *Node) ProtocolTarget(conf raft.Configuration) uint64 {
 	return target
 }
 
-// ProtocolConfirmed implements group.Host: every other server in conf
-// answers now (Peers.Speaks) that its build speaks p, or does not say and p
-// is at most unsaidProtocol. Gossip (ProtocolTarget) says what a server's
-// process spoke when it last told: a server killed with kill -9 stays alive
-// there, with its last protocol, for as long as memberlist takes to
-// suspect it, and an operator may start it again on an older build that a
-// move would leave behind the group's entries. Only the process running
-// now can answer. (A server that answers and is then stopped and started
-// on an older build before the move commits is left: such a build's
-// unstamped raises are still applied by every replica, fsm.applyRaise.)
+// ProtocolConfirmed implements group.Host: this server marks its own data
+// for p (PromiseProtocol), and every other server in conf answers now
+// (Peers.Speaks) that its build speaks p, or does not say and p is at most
+// unsaidProtocol. Gossip (ProtocolTarget) says what a server's process
+// spoke when it last told: a server killed with kill -9 stays alive there,
+// with its last protocol, for as long as memberlist takes to suspect it,
+// and an operator may start it again on an older build that a move would
+// leave behind the group's entries. Only the process running now can
+// answer, and it marks its data before it does, so that it cannot run an
+// older build on that data even if the move's entry reaches it only later.
 // Without Peers (tests of single servers) there is nobody to ask.
 func (n *Node) ProtocolConfirmed(ctx context.Context, conf raft.Configuration, p uint64) bool {
 	if err := n.PromiseProtocol(p); err != nil {

@@ -358,8 +358,8 @@ func (g *Group) EnsureProtocol(ctx context.Context) {
 	if target < fsm.ClusterProtocol || target <= g.fsm.Protocol() {
 		return
 	}
-	// Asked while the lease loop waits: bounded well inside a renewal's
-	// period.
+	// Bounded: a leader about to serve waits on it (lead's step 3; once
+	// serving, the move runs beside the lease loop, ensureProtocolBeside).
 	pctx, cancel := context.WithTimeout(ctx, max(g.cfg.Lease/3, 250*time.Millisecond))
 	confirmed := g.host.ProtocolConfirmed(pctx, cf.Configuration(), target)
 	cancel()
