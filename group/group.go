@@ -125,9 +125,9 @@ type Group struct {
 
 	// fenced is set by Fence: the group never serves again.
 	fenced atomic.Bool
-	// moving is set while a protocol move runs beside the lease loop
-	// (ensureProtocolBeside).
-	moving atomic.Bool
+	// upkeep is set while a serving leader's upkeep runs beside the lease
+	// loop (upkeepBeside).
+	upkeep atomic.Bool
 
 	// origin and leaseSeen: when this server last stored a lease renewal in
 	// its log or installed a snapshot, in ns since origin plus one (0: never

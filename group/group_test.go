@@ -242,6 +242,75 @@ func TestAProtocolQuestionNeverHoldsTheLeaseLoop(t *testing.T) {
 	}
 }
 
+// authority plays group 0's committed state on this server for a group
+// other than group 0: one space, x, whose step the test changes.
+type authority struct{ step atomic.Uint64 }
+
+func (a *authority) Space(name string) (seqd.Space, bool) {
+	if name != "x" {
+		return seqd.Space{}, false
+	}
+	return seqd.Space{Name: "x", Step: a.step.Load(), SectionSize: 1}, true
+}
+func (a *authority) Spaces() []seqd.Space          { x, _ := a.Space("x"); return []seqd.Space{x} }
+func (a *authority) Deleted(string) (uint64, bool) { return 0, false }
+func (a *authority) ClusterID() string             { return "c1" }
+func (a *authority) Groups() (int, bool)           { return 2, true }
+func (a *authority) Protocol() uint64              { return fsm.ProtocolVersion }
+
+// The serving loop waits on nothing but its renewals, a space's settings
+// asked of group 0's leader included: when a group's record of a space
+// differs from its copy of group 0, the question runs beside the loop. A
+// leader of group 0 that never answers (its API hung) is asked until the
+// question's bound, 2 s in the host, 1 s here, five leases: with the
+// question in the loop, each one held a round for its whole bound and the
+// lease lapsed.
+func TestASpaceQuestionNeverHoldsTheLeaseLoop(t *testing.T) {
+	h := &host{}
+	h.vouched.Store(true)
+	a := &authority{}
+	a.step.Store(5)
+	var asked, renewedWhileAsked atomic.Int64
+	var gp atomic.Pointer[group.Group]
+	ask := func(ctx context.Context, name string) (seqd.Space, bool, error) {
+		asked.Add(1)
+		g := gp.Load()
+		from := g.Status().Renewals
+		counted := false
+		bound := time.After(time.Second)
+		for {
+			select {
+			case <-ctx.Done():
+				return seqd.Space{}, false, ctx.Err()
+			case <-bound:
+				return seqd.Space{}, false, context.DeadlineExceeded
+			case <-time.After(5 * time.Millisecond):
+			}
+			if !counted && g.Status().Renewals >= from+2 {
+				counted = true
+				renewedWhileAsked.Add(1)
+			}
+		}
+	}
+	g, addr := openWith(t, t.TempDir(), h, func(c *group.Config) {
+		c.Index, c.Groups, c.Authority, c.AskSpace = 1, 2, a, ask
+	})
+	gp.Store(g)
+	if err := g.Raft().BootstrapCluster(raft.Configuration{Servers: []raft.Server{{ID: "s1", Address: addr}}}).Error(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "serving", g.Allocator().Serving)
+	waitFor(t, "the copy of group 0's space", func() bool { sp, ok := g.FSM().Space("x"); return ok && sp.Step == 5 })
+	a.step.Store(7) // the record now differs from the copy: ask group 0
+	waitFor(t, "three questions while serving", func() bool { return asked.Load() >= 3 })
+	if n := renewedWhileAsked.Load(); n < 2 {
+		t.Fatalf("the lease was renewed twice during %d of %d questions that hung: the loop waited on them", n, asked.Load())
+	}
+	if sp, _ := g.FSM().Space("x"); sp.Step != 5 {
+		t.Fatalf("the group followed its copy of group 0 (step %d) without an answer from group 0's leader", sp.Step)
+	}
+}
+
 // Open refuses a configuration without the parts only the host can give.
 func TestOpenRefusesIncompleteConfig(t *testing.T) {
 	_, err := group.Open(group.Config{ID: "s1", Dir: t.TempDir(), Options: group.Options{Lease: time.Second}})

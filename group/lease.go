@@ -238,8 +238,7 @@ func (g *Group) lead(ctx context.Context, epoch uint64) {
 			g.log.Warn("lease renewal failed", "err", err)
 		}
 		if round%copyEvery == 0 {
-			g.copySpaces(ctx)
-			g.ensureProtocolBeside(ctx)
+			g.upkeepBeside(ctx)
 		}
 		if !sleepCtx(ctx, time.Until(start.Add(g.cfg.Lease/3))) {
 			return
@@ -247,8 +246,9 @@ func (g *Group) lead(ctx context.Context, epoch uint64) {
 	}
 }
 
-// copyEvery is how many renewals apart a leader of a group other than
-// group 0 copies group 0's new spaces (and cluster ID) into its group.
+// copyEvery is how many renewals apart a serving leader runs its upkeep
+// (upkeepBeside): a group other than group 0 copies group 0's new spaces,
+// and any group moves to a newer protocol.
 const copyEvery = 6
 
 // noteLease notes that a lease renewal was stored in the log or a snapshot
@@ -359,7 +359,7 @@ func (g *Group) EnsureProtocol(ctx context.Context) {
 		return
 	}
 	// Bounded: a leader about to serve waits on it (lead's step 3; once
-	// serving, the move runs beside the lease loop, ensureProtocolBeside).
+	// serving, the move runs beside the lease loop, upkeepBeside).
 	pctx, cancel := context.WithTimeout(ctx, max(g.cfg.Lease/3, 250*time.Millisecond))
 	confirmed := g.host.ProtocolConfirmed(pctx, cf.Configuration(), target)
 	cancel()
@@ -386,20 +386,23 @@ func (g *Group) EnsureProtocol(ctx context.Context) {
 	g.host.ProtocolMoved()
 }
 
-// ensureProtocolBeside runs EnsureProtocol beside the lease loop, one at a
-// time. A move asks every server of the configuration which protocol it
-// speaks (Host.ProtocolConfirmed) and commits an entry, and the serving
-// loop waits on neither: its renewals alone keep the lease, and a question
-// a server never answers would hold each round up to its bound, so that a
-// renewal slower than the rest of the period lapsed the lease.
-func (g *Group) ensureProtocolBeside(ctx context.Context) {
-	if !g.moving.CompareAndSwap(false, true) {
+// upkeepBeside runs a serving leader's upkeep beside the lease loop, one at
+// a time: copying group 0's spaces (copySpaces), then a protocol move
+// (EnsureProtocol). The serving loop waits on nothing but its renewals:
+// both may wait on other servers (a space's settings asked of group 0's
+// leader, bounded at 2 s; a move's question to every server of the
+// configuration), and a wait longer than the rest of the period lapsed the
+// lease, so that a server whose API hung while its gossip was up stopped
+// every group that asked it from serving.
+func (g *Group) upkeepBeside(ctx context.Context) {
+	if !g.upkeep.CompareAndSwap(false, true) {
 		return
 	}
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
-		defer g.moving.Store(false)
+		defer g.upkeep.Store(false)
+		g.copySpaces(ctx)
 		g.EnsureProtocol(ctx)
 	}()
 }
