@@ -34,7 +34,13 @@ import (
 // Coalescing defaults.
 const (
 	DefaultMaxBatchKeys = 1000
-	DefaultMaxInFlight  = 4
+	// DefaultMaxInFlight is 1: measured on a 2-core machine with 3 servers
+	// (BENCHMARKS.md, "One request in flight per group"), one request in
+	// flight per group doubled the keys per request and gave more ids/s,
+	// less CPU per id and a lower p99 than 4, with one group and with
+	// three, at 16, 64 and 256 callers: every request costs each side a
+	// read and a write, whatever it carries.
+	DefaultMaxInFlight  = 1
 	DefaultMaxBatchWait = 5 * time.Millisecond
 	// maxOverLimit bounds the requests sent over MaxInFlight by the
 	// MaxBatchWait rule, so that a stalled cluster does not collect an

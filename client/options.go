@@ -62,7 +62,7 @@ type Options struct {
 	// at most 10000); a call with more keys is sent on its own.
 	MaxBatchKeys int
 	// MaxInFlight bounds the coalesced requests in flight per space and kind
-	// of call, and per raft group in a cluster of several (default 4). Above
+	// of call, and per raft group in a cluster of several (default 1). Above
 	// 1, requests leave at least a round trip / MaxInFlight apart (round
 	// trips measured as a moving average), so that the requests in flight
 	// share the waiting calls evenly.

@@ -36,8 +36,8 @@
 #              transports: 64 callers of the Go client with its coalesced
 #              requests as unary calls (the default before NextStream) and on
 #              Connect's HTTP/2 stream, next to the headline's framed stream;
-#              inflight: 64 callers with 1 and 2 coalesced requests in flight
-#              per space and group (the default is 4); not in the default set
+#              inflight: 64 callers with 2 and 4 coalesced requests in flight
+#              per space and group (the default is 1); not in the default set
 #              seqd-resp: seqd's Redis protocol front end through rueidis
 #              and redis-benchmark (with Redis through both, -r as for
 #              seqd); leaf: Leaf's GET /api/segment/get/{tag} over HTTP/1.1
@@ -354,6 +354,13 @@ for r in $(seq 1 "$RUNS"); do
     # NextStream messages) against the cluster on seqd's defaults; the same
     # against a cluster of one raft group.
     want seqd && sd "seqd-next-coalesced-c$c" --concurrency "$c"
+    if want inflight && [ "$c" = 64 ]; then
+      # The same 64 callers with more coalesced requests in flight per
+      # space and group (smaller requests; the client's default is 1),
+      # right after the default row so that the three see the same machine.
+      sd "seqd-next-coalesced-inflight4-c64" --concurrency 64 --max-in-flight 4
+      sd "seqd-next-coalesced-inflight2-c64" --concurrency 64 --max-in-flight 2
+    fi
     want seqd-g1 && sq "seqd-g1-next-coalesced-c$c" --addr "$g1_addrs" --cpu-pids "$g1_pids" --concurrency "$c"
     # Flake ids, service mode: NextIds of one id per call, each node from
     # its own worker (the client coalesces concurrent calls).
@@ -366,12 +373,6 @@ for r in $(seq 1 "$RUNS"); do
     sd "seqd-ids1000-c16" --concurrency 16 --mix ids=1 --batch 1000
     sd "seqd-runs1000-c16" --concurrency 16 --mix runs=1 --batch 1000
     sd "seqd-embedded-c64" --concurrency 64 --mix embedded=1
-  fi
-  if want inflight; then
-    # The same 64 callers with fewer coalesced requests in flight per space
-    # and group (larger requests; the client's default is 4).
-    sd "seqd-next-coalesced-inflight1-c64" --concurrency 64 --max-in-flight 1
-    sd "seqd-next-coalesced-inflight2-c64" --concurrency 64 --max-in-flight 2
   fi
   if want transports; then
     # The same 64 callers, the coalesced requests as unary calls (HTTP/1.1,
