@@ -1,0 +1,152 @@
+package api_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/seqd/seqd/internal/history"
+	"github.com/seqd/seqd/internal/testcluster"
+)
+
+// Attacks on the forward stream (fwdstream.go) that check the promise
+// across callers, not only per caller: every value of a key once, and a
+// call that began after another call on the same key ended gets a larger
+// value (internal/history's check).
+
+// frontLoad is callers of every server's front-end path (Sequences.Next),
+// each pinned to one server, taking one value of a key of a small set at a
+// time, into one history.
+type frontLoad struct {
+	rec   *history.Recorder
+	stop  context.CancelFunc
+	wg    sync.WaitGroup
+	ok    [3]atomic.Int64 // successful calls through each server
+	mu    sync.Mutex
+	codes map[connect.Code]int
+}
+
+func startFrontLoad(c *testcluster.Cluster, keys []uint64, callers int) *frontLoad {
+	l := &frontLoad{rec: history.NewRecorder(), codes: map[connect.Code]int{}}
+	ctx, stop := context.WithCancel(context.Background())
+	l.stop = stop
+	for w := range callers {
+		l.wg.Go(func() {
+			i := w % len(c.Nodes)
+			q := c.Nodes[i].Server().Sequences()
+			rng := rand.New(rand.NewPCG(uint64(w), 3))
+			for ctx.Err() == nil {
+				k := keys[rng.IntN(len(keys))]
+				op := history.Op{Key: k, Client: fmt.Sprintf("w%d/%s", w, c.Nodes[i].ID)}
+				cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				op.Start = l.rec.Now()
+				vals, errs := q.Next(cctx, "", []uint64{k})
+				op.End = l.rec.Now()
+				cancel()
+				if errs != nil {
+					if ctx.Err() != nil {
+						return // stopped: the call's error is the stop's
+					}
+					l.mu.Lock()
+					l.codes[connect.CodeOf(errs[0])]++
+					l.mu.Unlock()
+					time.Sleep(2 * time.Millisecond)
+					continue
+				}
+				op.First, op.Last = vals[0], vals[0]
+				l.rec.Add(op)
+				l.ok[i].Add(1)
+			}
+		})
+	}
+	return l
+}
+
+func (l *frontLoad) oks() (n int64) {
+	for i := range l.ok {
+		n += l.ok[i].Load()
+	}
+	return n
+}
+
+// waitOK waits until n more calls succeeded through any server.
+func (l *frontLoad) waitOK(t *testing.T, n int64, what string) {
+	t.Helper()
+	want := l.oks() + n
+	deadline := time.Now().Add(20 * time.Second)
+	for l.oks() < want {
+		if time.Now().After(deadline) {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			t.Fatalf("%s: %d more calls did not succeed in 20s (errors %v)", what, n, l.codes)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// check stops the load and fails the test on an anomaly of the history or
+// an error other than unavailable.
+func (l *frontLoad) check(t *testing.T) {
+	t.Helper()
+	l.stop()
+	l.wg.Wait()
+	ops := l.rec.Ops()
+	an := history.Check(ops, 10)
+	for _, a := range an {
+		t.Errorf("%s: %v", a, a.Ops)
+	}
+	for code, n := range l.codes {
+		if code != connect.CodeUnavailable {
+			t.Errorf("%d calls failed with %v, want only unavailable", n, code)
+		}
+	}
+	t.Logf("%d calls, %d anomalies, errors %v", len(ops), len(an), l.codes)
+}
+
+// smallKeySet is 10 keys of the default space over 3 groups (3 or 4 a
+// group, so that keys collide on one forward stream).
+func smallKeySet() []uint64 {
+	var keys []uint64
+	for _, k := range testcluster.KeyPerGroup(3) {
+		keys = append(keys, k, k+1, k+2)
+	}
+	return append(keys, keys[0]+3)
+}
+
+// TestForwardStreamRealTimeOrderUnderMovesAndCuts: 24 callers on all three
+// servers' front ends take values of 10 keys while every group's
+// leadership is moved, and then group 1's leader is cut off from raft
+// (its API and so the forward streams to it stay open: it answers from
+// its lease until the lease lapses, then unavailable) and healed, three
+// times. No value repeats and none is below a value of a call that ended
+// before the call began.
+func TestForwardStreamRealTimeOrderUnderMovesAndCuts(t *testing.T) {
+	c := testcluster.Start(t, 3, testcluster.Options{Groups: 3})
+	waitGroupLeader(t, c, 0, nil)
+	l := startFrontLoad(c, smallKeySet(), 24)
+	t.Cleanup(func() { l.stop(); l.wg.Wait() })
+	l.waitOK(t, 2000, "before the faults")
+	for round := range 3 {
+		for g := range 3 {
+			cur := waitGroupLeader(t, c, g, nil)
+			if err := cur.Node().Group(g).TransferLeadership("", nil); err != nil {
+				t.Logf("moving group %d from %s: %v", g, cur.ID, err)
+			}
+		}
+		l.waitOK(t, 500, "after the moves")
+		cur := waitGroupLeader(t, c, 1, nil)
+		cur.Isolate()
+		t.Logf("round %d: cut %s (group 1's leader) off from raft", round, cur.ID)
+		waitGroupLeader(t, c, 1, cur)
+		l.waitOK(t, 500, "with group 1's old leader cut off")
+		cur.Heal()
+		l.waitOK(t, 500, "after the heal")
+	}
+	l.check(t)
+}
