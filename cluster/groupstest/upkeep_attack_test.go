@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,7 +12,10 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/seqd/seqd"
+	"github.com/seqd/seqd/client"
 	"github.com/seqd/seqd/internal/history"
+	"github.com/seqd/seqd/internal/testcluster"
 )
 
 // TestGroupsUpkeepUnderStepChurnAndMoves attacks the leader's upkeep
@@ -34,38 +38,7 @@ func TestGroupsUpkeepUnderStepChurnAndMoves(t *testing.T) {
 	for _, k := range keysOfGroups("churn", 10, groups) {
 		keys = append(keys, k, k+1)
 	}
-	rec := history.NewRecorder()
-	lctx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	var oks atomic.Int64
-	var mu sync.Mutex
-	codes := map[connect.Code]int{}
-	for w := range 12 {
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(w), 5))
-			for lctx.Err() == nil {
-				k := keys[rng.IntN(len(keys))]
-				cctx, cancel := context.WithTimeout(lctx, 5*time.Second)
-				op := history.Op{Key: k, Client: fmt.Sprintf("w%d", w), Start: rec.Now()}
-				vals, err := cl.Next(cctx, "churn", k)
-				op.End = rec.Now()
-				cancel()
-				if err != nil {
-					if lctx.Err() == nil {
-						mu.Lock()
-						codes[connect.CodeOf(err)]++
-						mu.Unlock()
-					}
-					time.Sleep(2 * time.Millisecond)
-					continue
-				}
-				op.First, op.Last = vals[0], vals[0]
-				rec.Add(op)
-				oks.Add(1)
-			}
-		})
-	}
-	t.Cleanup(func() { stop(); wg.Wait() })
+	l := startSpaceLoad(t, ctx, cl, "churn", keys, 12)
 
 	var changes, moves int
 	end := time.Now().Add(12 * time.Second)
@@ -86,7 +59,7 @@ func TestGroupsUpkeepUnderStepChurnAndMoves(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Logf("%d step changes, %d leadership moves, %d calls so far", changes, moves, oks.Load())
+	t.Logf("%d step changes, %d leadership moves, %d calls so far", changes, moves, l.oks.Load())
 
 	const final = 5000
 	waitUntil(t, 30*time.Second, "the last step set in group 0", func() bool {
@@ -117,20 +90,132 @@ func TestGroupsUpkeepUnderStepChurnAndMoves(t *testing.T) {
 			}
 		}
 	}
-	stop()
-	wg.Wait()
-	ops := rec.Ops()
+	l.check(t, connect.CodeUnavailable, connect.CodeDeadlineExceeded)
+}
+
+// spaceLoad is callers taking one value at a time of a key of keys in a
+// space through a client of every server, into one history.
+type spaceLoad struct {
+	rec   *history.Recorder
+	stop  context.CancelFunc
+	wg    sync.WaitGroup
+	oks   atomic.Int64
+	mu    sync.Mutex
+	codes map[connect.Code]int
+}
+
+func startSpaceLoad(t *testing.T, ctx context.Context, cl *client.Client, space string, keys []uint64, callers int) *spaceLoad {
+	l := &spaceLoad{rec: history.NewRecorder(), codes: map[connect.Code]int{}}
+	lctx, stop := context.WithCancel(ctx)
+	l.stop = stop
+	for w := range callers {
+		l.wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), 5))
+			for lctx.Err() == nil {
+				k := keys[rng.IntN(len(keys))]
+				cctx, cancel := context.WithTimeout(lctx, 5*time.Second)
+				op := history.Op{Key: k, Client: fmt.Sprintf("w%d", w), Start: l.rec.Now()}
+				vals, err := cl.Next(cctx, space, k)
+				op.End = l.rec.Now()
+				cancel()
+				if err != nil {
+					if lctx.Err() == nil {
+						l.mu.Lock()
+						l.codes[connect.CodeOf(err)]++
+						l.mu.Unlock()
+					}
+					time.Sleep(2 * time.Millisecond)
+					continue
+				}
+				op.First, op.Last = vals[0], vals[0]
+				l.rec.Add(op)
+				l.oks.Add(1)
+			}
+		})
+	}
+	t.Cleanup(func() { stop(); l.wg.Wait() })
+	return l
+}
+
+// check stops the load and fails the test on an anomaly of its history,
+// an error with a code other than allowed, or fewer than 500 calls.
+func (l *spaceLoad) check(t *testing.T, allowed ...connect.Code) {
+	t.Helper()
+	l.stop()
+	l.wg.Wait()
+	ops := l.rec.Ops()
 	an := history.Check(ops, 10)
 	for _, a := range an {
 		t.Errorf("%s: %v", a, a.Ops)
 	}
-	for code, n := range codes {
-		if code != connect.CodeUnavailable && code != connect.CodeDeadlineExceeded {
+	for code, n := range l.codes {
+		if !slices.Contains(allowed, code) {
 			t.Errorf("%d calls failed with %v", n, code)
 		}
 	}
 	if len(ops) < 500 {
-		t.Errorf("only %d calls succeeded (errors %v)", len(ops), codes)
+		t.Errorf("only %d calls succeeded (errors %v)", len(ops), l.codes)
 	}
-	t.Logf("%d calls, %d anomalies, errors %v", len(ops), len(an), codes)
+	t.Logf("%d calls, %d anomalies, errors %v", len(ops), len(an), l.codes)
+}
+
+// TestGroupsUpkeepDeleteCreateAgainUnderMoves attacks the upkeep with a
+// space deleted and created again in quick succession (group 0's serving
+// leader, 20 times, 100 ms apart) while every group's leadership moves
+// every 400 ms and 12 callers take values of the space's keys in every
+// group: the space is not found while deleted, and each time it is
+// created again its values continue above every value handed out before
+// (no repeat, no reordering in the whole history); at the end every
+// group's record has the space live.
+func TestGroupsUpkeepDeleteCreateAgainUnderMoves(t *testing.T) {
+	const groups = 3
+	c, cl, ctx := balancedCluster(t, groups, 2*time.Minute)
+	sp := seqd.Space{Name: "again", Step: 10, SectionSize: 10}
+	if _, err := cl.CreateSpace(ctx, sp.Name, sp.Step, sp.SectionSize); err != nil {
+		t.Fatal(err)
+	}
+	var keys []uint64
+	for _, k := range keysOfGroups(sp.Name, sp.SectionSize, groups) {
+		keys = append(keys, k, k+1)
+	}
+	l := startSpaceLoad(t, ctx, cl, sp.Name, keys, 12)
+	onLeader := func(what string, f func(context.Context, *testcluster.Member) error) {
+		waitUntil(t, 20*time.Second, what, func() bool {
+			sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			m := c.ServingLeader()
+			return m != nil && f(sctx, m) == nil
+		})
+	}
+	nextMove := time.Now()
+	for range 20 {
+		onLeader("the space deleted", func(ctx context.Context, m *testcluster.Member) error { return m.Node().DeleteSpace(ctx, sp.Name) })
+		time.Sleep(100 * time.Millisecond)
+		onLeader("the space created again", func(ctx context.Context, m *testcluster.Member) error {
+			_, err := m.Node().CreateSpace(ctx, sp)
+			return err
+		})
+		time.Sleep(100 * time.Millisecond)
+		if time.Now().After(nextMove) {
+			for g, m := range c.GroupLeaders() {
+				if m != nil {
+					_ = m.Node().Group(g).TransferLeadership("", nil)
+				}
+			}
+			nextMove = time.Now().Add(400 * time.Millisecond)
+		}
+	}
+	waitUntil(t, 10*time.Second, "every group's leader's record of the space live", func() bool {
+		for g, m := range c.GroupLeaders() {
+			if m == nil {
+				return false
+			}
+			if _, ok := m.Node().Group(g).FSM().Space(sp.Name); !ok {
+				return false
+			}
+		}
+		return true
+	})
+	time.Sleep(time.Second)
+	l.check(t, connect.CodeUnavailable, connect.CodeDeadlineExceeded, connect.CodeNotFound)
 }
