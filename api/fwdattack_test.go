@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/seqd/seqd/api"
 	"github.com/seqd/seqd/internal/history"
 	"github.com/seqd/seqd/internal/testcluster"
 )
@@ -149,4 +151,102 @@ func TestForwardStreamRealTimeOrderUnderMovesAndCuts(t *testing.T) {
 		l.waitOK(t, 500, "after the heal")
 	}
 	l.check(t)
+}
+
+// TestForwardStreamShortDeadlinesNeverMismatch: 16 callers forward Nexts
+// of 1 to 3 distinct keys of group 1 over one server's forward stream to
+// the leader for 6 s; a quarter of them with a deadline of 0.05 to 3 ms,
+// which passes while other messages are in flight and closes the stream
+// under them (errFwdStalled). Every answer that arrives has one value a
+// key asked (a misrouted answer, of another message's length, would not),
+// and the history of every key has no repeat and no reordering.
+func TestForwardStreamShortDeadlinesNeverMismatch(t *testing.T) {
+	_, leader, fwd := fwdCluster(t, testcluster.Options{})
+	q := fwd.Server().Sequences()
+	base := testcluster.KeyPerGroup(3)[1]
+	keys := []uint64{base, base + 1, base + 2, base + 3, base + 4}
+	rec := history.NewRecorder()
+	var wg sync.WaitGroup
+	var oks, short, mismatched atomic.Int64
+	codes := sync.Map{}
+	end := time.Now().Add(6 * time.Second)
+	for w := range 16 {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), 11))
+			for time.Now().Before(end) {
+				perm := rng.Perm(len(keys))[:1+rng.IntN(3)]
+				ks := make([]uint64, len(perm))
+				for i, p := range perm {
+					ks[i] = keys[p]
+				}
+				timeout := 2 * time.Second
+				if rng.IntN(4) == 0 {
+					timeout = time.Duration(50+rng.IntN(2950)) * time.Microsecond
+					short.Add(1)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), timeout)
+				start := rec.Now()
+				vals, err := api.ForwardNext(ctx, q, 1, http.Header{}, true, ks...)
+				stop := rec.Now()
+				cancel()
+				if err != nil {
+					n, _ := codes.LoadOrStore(connect.CodeOf(err), new(atomic.Int64))
+					n.(*atomic.Int64).Add(1)
+					continue
+				}
+				if len(vals) != len(ks) {
+					mismatched.Add(1)
+					t.Errorf("asked %d keys %v, got %d values %v: another message's answer", len(ks), ks, len(vals), vals)
+					continue
+				}
+				for i, k := range ks {
+					rec.Add(history.Op{Key: k, First: vals[i], Last: vals[i], Start: start, End: stop, Client: fmt.Sprintf("w%d", w)})
+				}
+				oks.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	ops := rec.Ops()
+	for _, a := range history.Check(ops, 10) {
+		t.Errorf("%s: %v", a, a.Ops)
+	}
+	dials, sent, _ := api.ForwardStreamStats(q, leader.APIAddr)
+	errs := map[string]int64{}
+	codes.Range(func(k, v any) bool { errs[k.(connect.Code).String()] = v.(*atomic.Int64).Load(); return true })
+	t.Logf("%d calls answered (%d with a short deadline), %d key values, errors %v; %d streams opened, %d messages sent",
+		oks.Load(), short.Load(), len(ops), errs, dials, sent)
+	if dials < 10 || oks.Load() < 1000 {
+		t.Errorf("the attack did not bite: %d streams opened, %d calls answered", dials, oks.Load())
+	}
+}
+
+// TestForwardStreamCallerDeadlineDuringDialKeepsStreams FAILS BY DESIGN
+// (a finding of the adversarial review; not fixed here): a forward whose
+// own deadline passes while it dials the stream (fwdOpen, fwdDial: the
+// dial is bounded by the forward's context) is counted as a leader that
+// refused the upgrade, so every forward to that leader goes unary for a
+// second, doubling with each such dial up to a minute (fwdRetryMin,
+// fwdRetryMax), although the leader grants upgrades. The doc of
+// fwdstream.go gives that backoff to a server that does not grant the
+// upgrade, not to a caller out of time. Only throughput suffers (unary
+// forwards answer correctly).
+func TestForwardStreamCallerDeadlineDuringDialKeepsStreams(t *testing.T) {
+	_, leader, fwd := fwdCluster(t, testcluster.Options{})
+	q := fwd.Server().Sequences()
+	key := testcluster.KeyPerGroup(3)[1]
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Microsecond)
+	_, err := api.ForwardNext(ctx, q, 1, http.Header{}, true, key)
+	cancel()
+	t.Logf("the forward out of time while dialing: %v", err)
+	if api.ForwardStreamOffline(q, leader.APIAddr) {
+		t.Errorf("one forward whose own deadline passed while it dialed took the stream to the leader offline: forwards to %s go unary for a second or more", leader.APIAddr)
+	}
+	vals, err := api.ForwardNext(context.Background(), q, 1, http.Header{}, true, key)
+	if err != nil || len(vals) != 1 {
+		t.Fatalf("the next forward: %v, %v", vals, err)
+	}
+	if dials, _, open := api.ForwardStreamStats(q, leader.APIAddr); !open || dials != 1 {
+		t.Errorf("the next forward, with time to spare, went unary: %d streams opened, one open now: %v", dials, open)
+	}
 }
