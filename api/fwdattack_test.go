@@ -3,8 +3,10 @@ package api_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +14,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/api"
 	"github.com/seqd/seqd/internal/history"
 	"github.com/seqd/seqd/internal/testcluster"
@@ -35,33 +38,44 @@ type frontLoad struct {
 }
 
 func startFrontLoad(c *testcluster.Cluster, keys []uint64, callers int) *frontLoad {
+	return startLoad(c, keys, callers, func(ctx context.Context, m *testcluster.Member, k uint64) (uint64, error) {
+		vals, errs := m.Server().Sequences().Next(ctx, "", []uint64{k})
+		if errs != nil {
+			return 0, errs[0]
+		}
+		return vals[0], nil
+	})
+}
+
+// startLoad is startFrontLoad with the call of a key's next value through
+// a server given.
+func startLoad(c *testcluster.Cluster, keys []uint64, callers int, next func(context.Context, *testcluster.Member, uint64) (uint64, error)) *frontLoad {
 	l := &frontLoad{rec: history.NewRecorder(), codes: map[connect.Code]int{}}
 	ctx, stop := context.WithCancel(context.Background())
 	l.stop = stop
 	for w := range callers {
 		l.wg.Go(func() {
 			i := w % len(c.Nodes)
-			q := c.Nodes[i].Server().Sequences()
 			rng := rand.New(rand.NewPCG(uint64(w), 3))
 			for ctx.Err() == nil {
 				k := keys[rng.IntN(len(keys))]
 				op := history.Op{Key: k, Client: fmt.Sprintf("w%d/%s", w, c.Nodes[i].ID)}
 				cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 				op.Start = l.rec.Now()
-				vals, errs := q.Next(cctx, "", []uint64{k})
+				v, err := next(cctx, c.Nodes[i], k)
 				op.End = l.rec.Now()
 				cancel()
-				if errs != nil {
+				if err != nil {
 					if ctx.Err() != nil {
 						return // stopped: the call's error is the stop's
 					}
 					l.mu.Lock()
-					l.codes[connect.CodeOf(errs[0])]++
+					l.codes[connect.CodeOf(err)]++
 					l.mu.Unlock()
 					time.Sleep(2 * time.Millisecond)
 					continue
 				}
-				op.First, op.Last = vals[0], vals[0]
+				op.First, op.Last = v, v
 				l.rec.Add(op)
 				l.ok[i].Add(1)
 			}
@@ -134,22 +148,7 @@ func TestForwardStreamRealTimeOrderUnderMovesAndCuts(t *testing.T) {
 	l := startFrontLoad(c, smallKeySet(), 24)
 	t.Cleanup(func() { l.stop(); l.wg.Wait() })
 	l.waitOK(t, 2000, "before the faults")
-	for round := range 3 {
-		for g := range 3 {
-			cur := waitGroupLeader(t, c, g, nil)
-			if err := cur.Node().Group(g).TransferLeadership("", nil); err != nil {
-				t.Logf("moving group %d from %s: %v", g, cur.ID, err)
-			}
-		}
-		l.waitOK(t, 500, "after the moves")
-		cur := waitGroupLeader(t, c, 1, nil)
-		cur.Isolate()
-		t.Logf("round %d: cut %s (group 1's leader) off from raft", round, cur.ID)
-		waitGroupLeader(t, c, 1, cur)
-		l.waitOK(t, 500, "with group 1's old leader cut off")
-		cur.Heal()
-		l.waitOK(t, 500, "after the heal")
-	}
+	movesAndCuts(t, c, l)
 	l.check(t)
 }
 
@@ -249,4 +248,66 @@ func TestForwardStreamCallerDeadlineDuringDialKeepsStreams(t *testing.T) {
 	if dials, _, open := api.ForwardStreamStats(q, leader.APIAddr); !open || dials != 1 {
 		t.Errorf("the next forward, with time to spare, went unary: %d streams opened, one open now: %v", dials, open)
 	}
+}
+
+// movesAndCuts moves every group's leadership, then cuts group 1's leader
+// off from raft and heals it, three times, while l runs.
+func movesAndCuts(t *testing.T, c *testcluster.Cluster, l *frontLoad) {
+	t.Helper()
+	for round := range 3 {
+		for g := range 3 {
+			cur := waitGroupLeader(t, c, g, nil)
+			if err := cur.Node().Group(g).TransferLeadership("", nil); err != nil {
+				t.Logf("moving group %d from %s: %v", g, cur.ID, err)
+			}
+		}
+		l.waitOK(t, 500, "after the moves")
+		cur := waitGroupLeader(t, c, 1, nil)
+		cur.Isolate()
+		t.Logf("round %d: cut %s (group 1's leader) off from raft", round, cur.ID)
+		waitGroupLeader(t, c, 1, cur)
+		l.waitOK(t, 500, "with group 1's old leader cut off")
+		cur.Heal()
+		l.waitOK(t, 500, "after the heal")
+	}
+}
+
+// TestForwardStreamLeafRealTimeOrderUnderMovesAndCuts: Leaf's HTTP API
+// (GET /api/segment/get/{tag}) through all three servers, 24 callers on 4
+// tags (spaces created in group 0, each tag's key 0 in some group), under
+// the faults of TestForwardStreamRealTimeOrderUnderMovesAndCuts: no value
+// of a tag twice, none below one a call that ended before got.
+func TestForwardStreamLeafRealTimeOrderUnderMovesAndCuts(t *testing.T) {
+	c := testcluster.Start(t, 3, testcluster.Options{Groups: 3})
+	waitGroupLeader(t, c, 0, nil)
+	tags := []string{"alpha", "beta", "gamma", "delta"}
+	for _, tag := range tags {
+		if _, err := c.WaitServingLeader(20*time.Second).Node().CreateSpace(context.Background(), seqd.Space{Name: tag, Step: 100, SectionSize: 1000}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := startLoad(c, []uint64{0, 1, 2, 3}, 24, func(ctx context.Context, m *testcluster.Member, k uint64) (uint64, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+m.APIAddr+"/api/segment/get/"+tags[k], nil)
+		if err != nil {
+			return 0, err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, connect.NewError(connect.CodeUnavailable, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			code := connect.CodeUnknown
+			if resp.StatusCode == http.StatusServiceUnavailable {
+				code = connect.CodeUnavailable
+			}
+			return 0, connect.NewError(code, fmt.Errorf("%d %s", resp.StatusCode, b))
+		}
+		return strconv.ParseUint(string(b), 10, 64)
+	})
+	t.Cleanup(func() { l.stop(); l.wg.Wait() })
+	l.waitOK(t, 1000, "before the faults")
+	movesAndCuts(t, c, l)
+	l.check(t)
 }
