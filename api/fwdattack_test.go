@@ -143,7 +143,18 @@ func smallKeySet() []uint64 {
 // times. No value repeats and none is below a value of a call that ended
 // before the call began.
 func TestForwardStreamRealTimeOrderUnderMovesAndCuts(t *testing.T) {
-	c := testcluster.Start(t, 3, testcluster.Options{Groups: 3})
+	realTimeOrderUnderMovesAndCuts(t, testcluster.Options{Groups: 3})
+}
+
+// TestForwardStreamRealTimeOrderUnderHandoffMovesAndCuts: the same with
+// --lease-handoff, where a planned move hands the lease over and the new
+// leader serves at once instead of waiting out the old lease.
+func TestForwardStreamRealTimeOrderUnderHandoffMovesAndCuts(t *testing.T) {
+	realTimeOrderUnderMovesAndCuts(t, testcluster.Options{Groups: 3, LeaseHandoff: true})
+}
+
+func realTimeOrderUnderMovesAndCuts(t *testing.T, opts testcluster.Options) {
+	c := testcluster.Start(t, 3, opts)
 	waitGroupLeader(t, c, 0, nil)
 	l := startFrontLoad(c, smallKeySet(), 24)
 	t.Cleanup(func() { l.stop(); l.wg.Wait() })
