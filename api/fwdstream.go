@@ -180,33 +180,45 @@ func (s *Server) fwdOpen(ctx context.Context, p *peer, h http.Header) *fwdConn {
 		ch := make(chan struct{})
 		sl.dialing = ch
 		sl.mu.Unlock()
-		c, err := s.fwdDial(ctx, p.base, h)
-		sl.mu.Lock()
-		sl.dialing = nil
-		close(ch)
-		switch {
-		case err == nil && sl.closed:
-			c.conn.Close()
-			sl.mu.Unlock()
-			return nil
-		case err != nil:
-			sl.backoff = min(max(2*sl.backoff, fwdRetryMin), fwdRetryMax)
-			sl.offline = time.Now().Add(sl.backoff)
-			sl.mu.Unlock()
-			s.log.Debug("forward stream: not opened; forwarding unary for a while", "addr", p.base, "for", sl.backoff, "err", err)
+		// The dial belongs to the stream, not to this forward: it runs
+		// under its own bound (fwdDial), so that a forward whose deadline
+		// passes meanwhile never counts as a server that refused.
+		go s.fwdDialSlot(sl, p.base, h, ch)
+		select {
+		case <-ch:
+		case <-ctx.Done():
 			return nil
 		}
-		sl.backoff = 0
-		sl.dials.Add(1)
-		c.slot = sl
-		sl.cur = c
-		c.mu.Lock()
-		c.idle = time.AfterFunc(fwdIdle, c.checkIdle)
-		c.mu.Unlock()
-		sl.mu.Unlock()
-		go c.read()
-		return c
 	}
+}
+
+// fwdDialSlot opens the forward stream of sl to the server at base, then
+// records it as sl's stream, or the failure as a time of unary forwards,
+// and closes ch.
+func (s *Server) fwdDialSlot(sl *fwdSlot, base string, h http.Header, ch chan struct{}) {
+	c, err := s.fwdDial(context.Background(), base, h)
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	sl.dialing = nil
+	defer close(ch)
+	switch {
+	case err == nil && sl.closed:
+		c.conn.Close()
+		return
+	case err != nil:
+		sl.backoff = min(max(2*sl.backoff, fwdRetryMin), fwdRetryMax)
+		sl.offline = time.Now().Add(sl.backoff)
+		s.log.Debug("forward stream: not opened; forwarding unary for a while", "addr", base, "for", sl.backoff, "err", err)
+		return
+	}
+	sl.backoff = 0
+	sl.dials.Add(1)
+	c.slot = sl
+	sl.cur = c
+	c.mu.Lock()
+	c.idle = time.AfterFunc(fwdIdle, c.checkIdle)
+	c.mu.Unlock()
+	go c.read()
 }
 
 // fwdDial opens a forward stream to the server at base with header h.
