@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -139,7 +140,7 @@ func smallKeySet() []uint64 {
 // servers' front ends take values of 10 keys while every group's
 // leadership is moved, and then group 1's leader is cut off from raft
 // (its API and so the forward streams to it stay open: it answers from
-// its lease until the lease lapses, then unavailable) and healed, three
+// its lease until the lease lapses, then unavailable) and healed, two
 // times. No value repeats and none is below a value of a call that ended
 // before the call began.
 func TestForwardStreamRealTimeOrderUnderMovesAndCuts(t *testing.T) {
@@ -150,6 +151,9 @@ func TestForwardStreamRealTimeOrderUnderMovesAndCuts(t *testing.T) {
 // --lease-handoff, where a planned move hands the lease over and the new
 // leader serves at once instead of waiting out the old lease.
 func TestForwardStreamRealTimeOrderUnderHandoffMovesAndCuts(t *testing.T) {
+	if os.Getenv("SEQD_LONG_TESTS") == "" {
+		t.Skip("one of the longer fault mixes: SEQD_LONG_TESTS=1 runs it (docs/chaos-testing.md)")
+	}
 	realTimeOrderUnderMovesAndCuts(t, testcluster.Options{Groups: 3, LeaseHandoff: true})
 }
 
@@ -165,7 +169,7 @@ func realTimeOrderUnderMovesAndCuts(t *testing.T, opts testcluster.Options) {
 
 // TestForwardStreamShortDeadlinesNeverMismatch: 16 callers forward Nexts
 // of 1 to 3 distinct keys of group 1 over one server's forward stream to
-// the leader for 6 s; a quarter of them with a deadline of 0.05 to 3 ms,
+// the leader for 3 s; a quarter of them with a deadline of 0.05 to 3 ms,
 // which passes while other messages are in flight and closes the stream
 // under them (errFwdStalled). Every answer that arrives has one value a
 // key asked (a misrouted answer, of another message's length, would not),
@@ -179,7 +183,7 @@ func TestForwardStreamShortDeadlinesNeverMismatch(t *testing.T) {
 	var wg sync.WaitGroup
 	var oks, short, mismatched atomic.Int64
 	codes := sync.Map{}
-	end := time.Now().Add(6 * time.Second)
+	end := time.Now().Add(3 * time.Second)
 	for w := range 16 {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(w), 11))
@@ -227,20 +231,18 @@ func TestForwardStreamShortDeadlinesNeverMismatch(t *testing.T) {
 	t.Logf("%d calls answered (%d with a short deadline), %d key values, errors %v; %d streams opened, %d messages sent",
 		oks.Load(), short.Load(), len(ops), errs, dials, sent)
 	if dials < 10 || oks.Load() < 1000 {
-		t.Errorf("the attack did not bite: %d streams opened, %d calls answered", dials, oks.Load())
+		t.Errorf("the short deadlines never closed a stream: %d streams opened, %d calls answered", dials, oks.Load())
 	}
 }
 
-// TestForwardStreamCallerDeadlineDuringDialKeepsStreams FAILS BY DESIGN
-// (a finding of the adversarial review; not fixed here): a forward whose
-// own deadline passes while it dials the stream (fwdOpen, fwdDial: the
-// dial is bounded by the forward's context) is counted as a leader that
-// refused the upgrade, so every forward to that leader goes unary for a
-// second, doubling with each such dial up to a minute (fwdRetryMin,
-// fwdRetryMax), although the leader grants upgrades. The doc of
-// fwdstream.go gives that backoff to a server that does not grant the
-// upgrade, not to a caller out of time. Only throughput suffers (unary
-// forwards answer correctly).
+// TestForwardStreamCallerDeadlineDuringDialKeepsStreams: the dial of a
+// forward stream belongs to the stream, not to the forward that started
+// it. A forward whose own deadline passes while the stream is being opened
+// gives up alone: the stream still opens, and only a server that does not
+// grant the upgrade sends forwards to it unary for a while (fwdRetryMin,
+// doubling). When the dial ran under the forward's context, that forward
+// counted as a refusal and every forward to a healthy leader went unary
+// for a second or more.
 func TestForwardStreamCallerDeadlineDuringDialKeepsStreams(t *testing.T) {
 	_, leader, fwd := fwdCluster(t, testcluster.Options{})
 	q := fwd.Server().Sequences()
@@ -262,10 +264,10 @@ func TestForwardStreamCallerDeadlineDuringDialKeepsStreams(t *testing.T) {
 }
 
 // movesAndCuts moves every group's leadership, then cuts group 1's leader
-// off from raft and heals it, three times, while l runs.
+// off from raft and heals it, twice, while l runs.
 func movesAndCuts(t *testing.T, c *testcluster.Cluster, l *frontLoad) {
 	t.Helper()
-	for round := range 3 {
+	for round := range 2 {
 		for g := range 3 {
 			cur := waitGroupLeader(t, c, g, nil)
 			if err := cur.Node().Group(g).TransferLeadership("", nil); err != nil {
@@ -289,6 +291,9 @@ func movesAndCuts(t *testing.T, c *testcluster.Cluster, l *frontLoad) {
 // the faults of TestForwardStreamRealTimeOrderUnderMovesAndCuts: no value
 // of a tag twice, none below one a call that ended before got.
 func TestForwardStreamLeafRealTimeOrderUnderMovesAndCuts(t *testing.T) {
+	if os.Getenv("SEQD_LONG_TESTS") == "" {
+		t.Skip("one of the longer fault mixes: SEQD_LONG_TESTS=1 runs it (docs/chaos-testing.md)")
+	}
 	c := testcluster.Start(t, 3, testcluster.Options{Groups: 3})
 	waitGroupLeader(t, c, 0, nil)
 	tags := []string{"alpha", "beta", "gamma", "delta"}

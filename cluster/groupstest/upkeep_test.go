@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -19,7 +20,7 @@ import (
 )
 
 // TestGroupsUpkeepUnderStepChurnAndMoves attacks the leader's upkeep
-// (group/lease.go upkeepBeside): for about 12 s, group 0's serving leader
+// (group/lease.go upkeepBeside): for about 5 s, group 0's serving leader
 // changes space "churn"'s step every 50 ms while every group's leadership
 // is moved every 400 ms (so that step-downs land while an upkeep is
 // between its question to group 0 and its apply), and 12 callers take
@@ -41,7 +42,7 @@ func TestGroupsUpkeepUnderStepChurnAndMoves(t *testing.T) {
 	l := startSpaceLoad(t, ctx, cl, "churn", keys, 12)
 
 	var changes, moves int
-	end := time.Now().Add(12 * time.Second)
+	end := time.Now().Add(5 * time.Second)
 	nextMove := time.Now()
 	for step := uint64(11); time.Now().Before(end); step++ {
 		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -82,7 +83,7 @@ func TestGroupsUpkeepUnderStepChurnAndMoves(t *testing.T) {
 	})
 	t.Logf("every group on the last step %v after it was set", time.Since(set).Round(time.Millisecond))
 	// The records stay there: no late apply of an old upkeep takes one back.
-	time.Sleep(2 * time.Second)
+	time.Sleep(time.Second)
 	for _, m := range c.Nodes {
 		for g := range groups {
 			if sp, ok := m.Node().Group(g).FSM().Space("churn"); !ok || sp.Step != final {
@@ -168,6 +169,9 @@ func (l *spaceLoad) check(t *testing.T, allowed ...connect.Code) {
 // (no repeat, no reordering in the whole history); at the end every
 // group's record has the space live.
 func TestGroupsUpkeepDeleteCreateAgainUnderMoves(t *testing.T) {
+	if os.Getenv("SEQD_LONG_TESTS") == "" {
+		t.Skip("one of the longer fault mixes: SEQD_LONG_TESTS=1 runs it (docs/chaos-testing.md)")
+	}
 	const groups = 3
 	c, cl, ctx := balancedCluster(t, groups, 2*time.Minute)
 	sp := seqd.Space{Name: "again", Step: 10, SectionSize: 10}
