@@ -331,8 +331,14 @@ func (g *Group) apply(ctx context.Context, data []byte) error {
 }
 
 // applyResponse is apply that also answers the FSM's response when it is
-// not an error.
+// not an error. An entry is proposed only while its caller still waits:
+// a decision made in a term that has ended (the lease loop's and the
+// upkeep's contexts end with the term) is never put in the log, where the
+// same server, elected again, would commit it after newer ones.
 func (g *Group) applyResponse(ctx context.Context, data []byte) (any, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	f := g.raft.Apply(data, applyTimeout)
 	done := make(chan struct{})
 	var err error

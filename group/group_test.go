@@ -311,6 +311,34 @@ func TestASpaceQuestionNeverHoldsTheLeaseLoop(t *testing.T) {
 	}
 }
 
+// An entry is proposed only while its caller still waits: an apply whose
+// context has ended (a term's lease loop or upkeep after a step-down) puts
+// nothing in the log.
+func TestAnApplyWhoseCallerIsGoneProposesNothing(t *testing.T) {
+	h := &host{}
+	h.vouched.Store(true)
+	g, addr := open(t, t.TempDir(), h)
+	if err := g.Raft().BootstrapCluster(raft.Configuration{Servers: []raft.Server{{ID: "s1", Address: addr}}}).Error(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "serving", g.Allocator().Serving)
+	if err := g.Apply(context.Background(), fsm.EncodeCreateSpace(seqd.Space{Name: "live", Step: 5, SectionSize: 1})); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := g.Apply(ctx, fsm.EncodeCreateSpace(seqd.Space{Name: "gone", Step: 5, SectionSize: 1})); !errors.Is(err, context.Canceled) {
+		t.Fatalf("an apply with an ended context: %v", err)
+	}
+	// A barrier after it: everything proposed before is applied.
+	if err := g.Apply(context.Background(), fsm.EncodeCreateSpace(seqd.Space{Name: "after", Step: 5, SectionSize: 1})); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := g.FSM().Space("gone"); ok {
+		t.Fatal("an apply whose caller had gone was proposed and committed")
+	}
+}
+
 // Open refuses a configuration without the parts only the host can give.
 func TestOpenRefusesIncompleteConfig(t *testing.T) {
 	_, err := group.Open(group.Config{ID: "s1", Dir: t.TempDir(), Options: group.Options{Lease: time.Second}})
