@@ -26,20 +26,11 @@ import (
 // call that began after another call on the same key ended gets a larger
 // value (internal/history's check).
 
-// frontLoad is callers of every server's front-end path (Sequences.Next),
-// each pinned to one server, taking one value of a key of a small set at a
-// time, into one history.
-type frontLoad struct {
-	rec   *history.Recorder
-	stop  context.CancelFunc
-	wg    sync.WaitGroup
-	ok    [3]atomic.Int64 // successful calls through each server
-	mu    sync.Mutex
-	codes map[connect.Code]int
-}
-
-func startFrontLoad(c *testcluster.Cluster, keys []uint64, callers int) *frontLoad {
-	return startLoad(c, keys, callers, func(ctx context.Context, m *testcluster.Member, k uint64) (uint64, error) {
+// startFrontLoad is callers of every server's front-end path
+// (Sequences.Next), caller w pinned to server w % 3, taking one value of a
+// key at a time, into one history.
+func startFrontLoad(t *testing.T, c *testcluster.Cluster, keys []uint64, callers int) *testcluster.NextLoad {
+	return startLoad(t, c, keys, callers, func(ctx context.Context, m *testcluster.Member, k uint64) (uint64, error) {
 		vals, errs := m.Server().Sequences().Next(ctx, "", []uint64{k})
 		if errs != nil {
 			return 0, errs[0]
@@ -50,80 +41,10 @@ func startFrontLoad(c *testcluster.Cluster, keys []uint64, callers int) *frontLo
 
 // startLoad is startFrontLoad with the call of a key's next value through
 // a server given.
-func startLoad(c *testcluster.Cluster, keys []uint64, callers int, next func(context.Context, *testcluster.Member, uint64) (uint64, error)) *frontLoad {
-	l := &frontLoad{rec: history.NewRecorder(), codes: map[connect.Code]int{}}
-	ctx, stop := context.WithCancel(context.Background())
-	l.stop = stop
-	for w := range callers {
-		l.wg.Go(func() {
-			i := w % len(c.Nodes)
-			rng := rand.New(rand.NewPCG(uint64(w), 3))
-			for ctx.Err() == nil {
-				k := keys[rng.IntN(len(keys))]
-				op := history.Op{Key: k, Client: fmt.Sprintf("w%d/%s", w, c.Nodes[i].ID)}
-				cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				op.Start = l.rec.Now()
-				v, err := next(cctx, c.Nodes[i], k)
-				op.End = l.rec.Now()
-				cancel()
-				if err != nil {
-					if ctx.Err() != nil {
-						return // stopped: the call's error is the stop's
-					}
-					l.mu.Lock()
-					l.codes[connect.CodeOf(err)]++
-					l.mu.Unlock()
-					time.Sleep(2 * time.Millisecond)
-					continue
-				}
-				op.First, op.Last = v, v
-				l.rec.Add(op)
-				l.ok[i].Add(1)
-			}
-		})
-	}
-	return l
-}
-
-func (l *frontLoad) oks() (n int64) {
-	for i := range l.ok {
-		n += l.ok[i].Load()
-	}
-	return n
-}
-
-// waitOK waits until n more calls succeeded through any server.
-func (l *frontLoad) waitOK(t *testing.T, n int64, what string) {
-	t.Helper()
-	want := l.oks() + n
-	deadline := time.Now().Add(20 * time.Second)
-	for l.oks() < want {
-		if time.Now().After(deadline) {
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			t.Fatalf("%s: %d more calls did not succeed in 20s (errors %v)", what, n, l.codes)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// check stops the load and fails the test on an anomaly of the history or
-// an error other than unavailable.
-func (l *frontLoad) check(t *testing.T) {
-	t.Helper()
-	l.stop()
-	l.wg.Wait()
-	ops := l.rec.Ops()
-	an := history.Check(ops, 10)
-	for _, a := range an {
-		t.Errorf("%s: %v", a, a.Ops)
-	}
-	for code, n := range l.codes {
-		if code != connect.CodeUnavailable {
-			t.Errorf("%d calls failed with %v, want only unavailable", n, code)
-		}
-	}
-	t.Logf("%d calls, %d anomalies, errors %v", len(ops), len(an), l.codes)
+func startLoad(t *testing.T, c *testcluster.Cluster, keys []uint64, callers int, next func(context.Context, *testcluster.Member, uint64) (uint64, error)) *testcluster.NextLoad {
+	return testcluster.StartNextLoad(t, keys, callers, len(c.Nodes), 10*time.Second, func(ctx context.Context, route int, k uint64) (uint64, error) {
+		return next(ctx, c.Nodes[route], k)
+	})
 }
 
 // smallKeySet is 10 keys of the default space over 3 groups (3 or 4 a
@@ -160,11 +81,10 @@ func TestForwardStreamRealTimeOrderUnderHandoffMovesAndCuts(t *testing.T) {
 func realTimeOrderUnderMovesAndCuts(t *testing.T, opts testcluster.Options) {
 	c := testcluster.Start(t, 3, opts)
 	waitGroupLeader(t, c, 0, nil)
-	l := startFrontLoad(c, smallKeySet(), 24)
-	t.Cleanup(func() { l.stop(); l.wg.Wait() })
-	l.waitOK(t, 2000, "before the faults")
+	l := startFrontLoad(t, c, smallKeySet(), 24)
+	l.WaitOK(t, 2000, "before the faults")
 	movesAndCuts(t, c, l)
-	l.check(t)
+	l.Check(t, 0, connect.CodeUnavailable)
 }
 
 // TestForwardStreamShortDeadlinesNeverMismatch: 16 callers forward Nexts
@@ -265,7 +185,7 @@ func TestForwardStreamCallerDeadlineDuringDialKeepsStreams(t *testing.T) {
 
 // movesAndCuts moves every group's leadership, then cuts group 1's leader
 // off from raft and heals it, twice, while l runs.
-func movesAndCuts(t *testing.T, c *testcluster.Cluster, l *frontLoad) {
+func movesAndCuts(t *testing.T, c *testcluster.Cluster, l *testcluster.NextLoad) {
 	t.Helper()
 	for round := range 2 {
 		for g := range 3 {
@@ -274,14 +194,14 @@ func movesAndCuts(t *testing.T, c *testcluster.Cluster, l *frontLoad) {
 				t.Logf("moving group %d from %s: %v", g, cur.ID, err)
 			}
 		}
-		l.waitOK(t, 500, "after the moves")
+		l.WaitOK(t, 500, "after the moves")
 		cur := waitGroupLeader(t, c, 1, nil)
 		cur.Isolate()
 		t.Logf("round %d: cut %s (group 1's leader) off from raft", round, cur.ID)
 		waitGroupLeader(t, c, 1, cur)
-		l.waitOK(t, 500, "with group 1's old leader cut off")
+		l.WaitOK(t, 500, "with group 1's old leader cut off")
 		cur.Heal()
-		l.waitOK(t, 500, "after the heal")
+		l.WaitOK(t, 500, "after the heal")
 	}
 }
 
@@ -302,7 +222,7 @@ func TestForwardStreamLeafRealTimeOrderUnderMovesAndCuts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	l := startLoad(c, []uint64{0, 1, 2, 3}, 24, func(ctx context.Context, m *testcluster.Member, k uint64) (uint64, error) {
+	l := startLoad(t, c, []uint64{0, 1, 2, 3}, 24, func(ctx context.Context, m *testcluster.Member, k uint64) (uint64, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+m.APIAddr+"/api/segment/get/"+tags[k], nil)
 		if err != nil {
 			return 0, err
@@ -322,8 +242,7 @@ func TestForwardStreamLeafRealTimeOrderUnderMovesAndCuts(t *testing.T) {
 		}
 		return strconv.ParseUint(string(b), 10, 64)
 	})
-	t.Cleanup(func() { l.stop(); l.wg.Wait() })
-	l.waitOK(t, 1000, "before the faults")
+	l.WaitOK(t, 1000, "before the faults")
 	movesAndCuts(t, c, l)
-	l.check(t)
+	l.Check(t, 0, connect.CodeUnavailable)
 }

@@ -2,12 +2,7 @@ package groupstest_test
 
 import (
 	"context"
-	"fmt"
-	"math/rand/v2"
 	"os"
-	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,7 +10,6 @@ import (
 
 	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/client"
-	"github.com/seqd/seqd/internal/history"
 	"github.com/seqd/seqd/internal/testcluster"
 )
 
@@ -39,7 +33,7 @@ func TestGroupsUpkeepUnderStepChurnAndMoves(t *testing.T) {
 	for _, k := range keysOfGroups("churn", 10, groups) {
 		keys = append(keys, k, k+1)
 	}
-	l := startSpaceLoad(t, ctx, cl, "churn", keys, 12)
+	l := startSpaceLoad(t, cl, "churn", keys, 12)
 
 	var changes, moves int
 	end := time.Now().Add(5 * time.Second)
@@ -60,7 +54,7 @@ func TestGroupsUpkeepUnderStepChurnAndMoves(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Logf("%d step changes, %d leadership moves, %d calls so far", changes, moves, l.oks.Load())
+	t.Logf("%d step changes, %d leadership moves, %d calls so far", changes, moves, l.OK())
 
 	const final = 5000
 	waitUntil(t, 30*time.Second, "the last step set in group 0", func() bool {
@@ -91,73 +85,19 @@ func TestGroupsUpkeepUnderStepChurnAndMoves(t *testing.T) {
 			}
 		}
 	}
-	l.check(t, connect.CodeUnavailable, connect.CodeDeadlineExceeded)
+	l.Check(t, 500, connect.CodeUnavailable, connect.CodeDeadlineExceeded)
 }
 
-// spaceLoad is callers taking one value at a time of a key of keys in a
-// space through a client of every server, into one history.
-type spaceLoad struct {
-	rec   *history.Recorder
-	stop  context.CancelFunc
-	wg    sync.WaitGroup
-	oks   atomic.Int64
-	mu    sync.Mutex
-	codes map[connect.Code]int
-}
-
-func startSpaceLoad(t *testing.T, ctx context.Context, cl *client.Client, space string, keys []uint64, callers int) *spaceLoad {
-	l := &spaceLoad{rec: history.NewRecorder(), codes: map[connect.Code]int{}}
-	lctx, stop := context.WithCancel(ctx)
-	l.stop = stop
-	for w := range callers {
-		l.wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(w), 5))
-			for lctx.Err() == nil {
-				k := keys[rng.IntN(len(keys))]
-				cctx, cancel := context.WithTimeout(lctx, 5*time.Second)
-				op := history.Op{Key: k, Client: fmt.Sprintf("w%d", w), Start: l.rec.Now()}
-				vals, err := cl.Next(cctx, space, k)
-				op.End = l.rec.Now()
-				cancel()
-				if err != nil {
-					if lctx.Err() == nil {
-						l.mu.Lock()
-						l.codes[connect.CodeOf(err)]++
-						l.mu.Unlock()
-					}
-					time.Sleep(2 * time.Millisecond)
-					continue
-				}
-				op.First, op.Last = vals[0], vals[0]
-				l.rec.Add(op)
-				l.oks.Add(1)
-			}
-		})
-	}
-	t.Cleanup(func() { stop(); l.wg.Wait() })
-	return l
-}
-
-// check stops the load and fails the test on an anomaly of its history,
-// an error with a code other than allowed, or fewer than 500 calls.
-func (l *spaceLoad) check(t *testing.T, allowed ...connect.Code) {
-	t.Helper()
-	l.stop()
-	l.wg.Wait()
-	ops := l.rec.Ops()
-	an := history.Check(ops, 10)
-	for _, a := range an {
-		t.Errorf("%s: %v", a, a.Ops)
-	}
-	for code, n := range l.codes {
-		if !slices.Contains(allowed, code) {
-			t.Errorf("%d calls failed with %v", n, code)
+// startSpaceLoad is callers taking one value at a time of a key of keys
+// in a space through cl, into one history.
+func startSpaceLoad(t *testing.T, cl *client.Client, space string, keys []uint64, callers int) *testcluster.NextLoad {
+	return testcluster.StartNextLoad(t, keys, callers, 1, 5*time.Second, func(ctx context.Context, _ int, k uint64) (uint64, error) {
+		vals, err := cl.Next(ctx, space, k)
+		if err != nil {
+			return 0, err
 		}
-	}
-	if len(ops) < 500 {
-		t.Errorf("only %d calls succeeded (errors %v)", len(ops), l.codes)
-	}
-	t.Logf("%d calls, %d anomalies, errors %v", len(ops), len(an), l.codes)
+		return vals[0], nil
+	})
 }
 
 // TestGroupsUpkeepDeleteCreateAgainUnderMoves attacks the upkeep with a
@@ -182,7 +122,7 @@ func TestGroupsUpkeepDeleteCreateAgainUnderMoves(t *testing.T) {
 	for _, k := range keysOfGroups(sp.Name, sp.SectionSize, groups) {
 		keys = append(keys, k, k+1)
 	}
-	l := startSpaceLoad(t, ctx, cl, sp.Name, keys, 12)
+	l := startSpaceLoad(t, cl, sp.Name, keys, 12)
 	onLeader := func(what string, f func(context.Context, *testcluster.Member) error) {
 		waitUntil(t, 20*time.Second, what, func() bool {
 			sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -221,5 +161,5 @@ func TestGroupsUpkeepDeleteCreateAgainUnderMoves(t *testing.T) {
 		return true
 	})
 	time.Sleep(time.Second)
-	l.check(t, connect.CodeUnavailable, connect.CodeDeadlineExceeded, connect.CodeNotFound)
+	l.Check(t, 500, connect.CodeUnavailable, connect.CodeDeadlineExceeded, connect.CodeNotFound)
 }
