@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -310,47 +311,63 @@ func (b *batcher) send(ctx context.Context, bt *batch) {
 	b.finish(bt, start, vals, err)
 }
 
-// finish ends the request of bt, sent at start: it lets the next queued
-// batch go and delivers vals, or err, to the calls of bt.
+// finish ends the request of bt, sent at start: it delivers vals, or err,
+// to the calls of bt, and then lets the next queued batch go.
+//
+// The order matters for throughput: the calls just answered are woken
+// first, and the batcher yields once (runtime.Gosched) before it releases
+// its slot, so that those of them that call again at once (a loop of
+// callers, or a server's request handlers) queue their next calls before
+// the next request leaves, and ride in it rather than in the one after it.
+// Every request costs each side a read, a write and the wake-up of a
+// process that slept, whatever it carries: on a 2-core machine with three
+// groups this took the keys per request from 8.6 to 12.5 and gave 8-30 %
+// more ids/s (BENCHMARKS.md, "Answer first, then send"). Without it, a
+// loop of callers splits into cohorts that never meet: the calls queued
+// while a request was in flight leave the moment it is answered, before
+// its own callers are woken.
 func (b *batcher) finish(bt *batch, start time.Time, vals []uint64, err error) {
-	now := time.Now()
+	took := time.Since(start)
+	perCall := err != nil && len(bt.waiters) > 1 && connect.CodeOf(err) == connect.CodeResourceExhausted
+	if !perCall {
+		for _, w := range bt.waiters {
+			if err != nil {
+				w.err = err
+			} else {
+				w.vals = vals[w.off : w.off+w.n : w.off+w.n]
+			}
+			w.done <- struct{}{}
+		}
+		runtime.Gosched()
+	}
 	b.mu.Lock()
 	b.inFlight--
 	if err == nil {
-		if took := now.Sub(start); b.rtt == 0 {
+		if b.rtt == 0 {
 			b.rtt = took
 		} else {
 			b.rtt += (took - b.rtt) / 8
 		}
 	}
-	next := b.dispatchLocked(now)
+	next := b.dispatchLocked(time.Now())
 	b.mu.Unlock()
 	if next != nil {
 		b.launch(next)
 	}
-
-	if err != nil && len(bt.waiters) > 1 && connect.CodeOf(err) == connect.CodeResourceExhausted {
-		// The error belongs to some keys only: retry each call on its own.
-		var wg sync.WaitGroup
-		for _, w := range bt.waiters {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				w.vals, w.err = b.c.multi(context.Background(), b.kind, b.space, bt.keys[w.off:w.off+w.n:w.off+w.n], nil, b.group)
-				w.done <- struct{}{}
-			}()
-		}
-		wg.Wait()
+	if !perCall {
 		return
 	}
+	// The error belongs to some keys only: retry each call on its own.
+	var wg sync.WaitGroup
 	for _, w := range bt.waiters {
-		if err != nil {
-			w.err = err
-		} else {
-			w.vals = vals[w.off : w.off+w.n : w.off+w.n]
-		}
-		w.done <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.vals, w.err = b.c.multi(context.Background(), b.kind, b.space, bt.keys[w.off:w.off+w.n:w.off+w.n], nil, b.group)
+			w.done <- struct{}{}
+		}()
 	}
+	wg.Wait()
 }
 
 func ctxError(err error) error {

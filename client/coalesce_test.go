@@ -436,3 +436,39 @@ func TestDisableCoalescing(t *testing.T) {
 		}
 	}
 }
+
+// TestCallersAnsweredTogetherRideTheNextRequestTogether: a loop of callers
+// with one request in flight. The calls of an answered request are woken
+// before the next request leaves, so that those that call again at once
+// ride in it: the callers keep meeting in one request, instead of splitting
+// into cohorts that alternate (the calls queued during a request leave the
+// moment it is answered, before its own callers call again), which halves
+// the keys per request.
+func TestCallersAnsweredTogetherRideTheNextRequestTogether(t *testing.T) {
+	f := &fake{}
+	c := newClient(t, startFake(t, f), client.Options{MaxInFlight: 1, MaxBatchWait: time.Hour})
+	ctx := context.Background()
+	const callers, calls = 8, 300
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range calls {
+				if _, err := c.Next(ctx, "s", uint64(i)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	st := c.BatchStats()
+	per := float64(st.Keys) / float64(st.Requests)
+	t.Logf("%d calls in %d requests: %.2f keys per request", st.Calls, st.Requests, per)
+	// Measured on 2 cores: 6.5-6.8 keys per request (with -race too); 3.6-4.0
+	// when the next request leaves before the answered callers are woken.
+	if want := 5.0; per < want {
+		t.Fatalf("%.2f keys per request for %d callers in a loop, want at least %.1f", per, callers, want)
+	}
+}
