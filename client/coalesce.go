@@ -321,8 +321,9 @@ func (b *batcher) send(ctx context.Context, bt *batch) {
 // the next request leaves, and ride in it rather than in the one after it.
 // Every request costs each side a read, a write and the wake-up of a
 // process that slept, whatever it carries: on a 2-core machine with three
-// groups this took the keys per request from 8.6 to 12.5 and gave 8-30 %
-// more ids/s (BENCHMARKS.md, "Answer first, then send"). Without it, a
+// groups and 64 callers this took the keys per request from about 8.5 to
+// 12.5 and gave about a third more ids/s for less CPU per id (BENCHMARKS.md,
+// "Answer first, then send"). Without it, a
 // loop of callers splits into cohorts that never meet: the calls queued
 // while a request was in flight leave the moment it is answered, before
 // its own callers are woken.
