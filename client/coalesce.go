@@ -29,8 +29,9 @@ import (
 // to one group's leader (see routing.go).
 //
 // A coalesced request is retried as a whole (see Client.call). If it fails
-// with resource_exhausted (one key near 2^63), each of its calls is retried on
-// its own, so that the error reaches only the calls whose keys caused it.
+// with resource_exhausted (one key near 2^63), each of its calls whose caller
+// still waits is retried on its own, so that the error reaches only the
+// calls whose keys caused it.
 
 // Coalescing defaults.
 const (
@@ -145,6 +146,9 @@ type waiter struct {
 	done   chan struct{} // receives once, when vals/err are set
 	vals   []uint64
 	err    error
+	// gaveUp is set when the caller stopped waiting (such a waiter is
+	// never reused): its call is then not retried on its own.
+	gaveUp atomic.Bool
 }
 
 // BatchStats counts the coalesced calls of a Client and the requests that
@@ -219,6 +223,7 @@ func (b *batcher) do(ctx context.Context, keys []uint64) ([]uint64, error) {
 			// Give up. The batch may still write w, so w is not reused.
 			// When nobody waits any more, the request is not sent, or not
 			// retried after its current attempt.
+			w.gaveUp.Store(true)
 			bt.live.Add(-1)
 			return nil, ctxError(ctx.Err())
 		}
@@ -358,13 +363,19 @@ func (b *batcher) finish(bt *batch, start time.Time, vals []uint64, err error) {
 	if !perCall {
 		return
 	}
-	// The error belongs to some keys only: retry each call on its own.
+	// The error belongs to some keys only: retry each call on its own,
+	// but not the calls whose callers gave up.
 	var wg sync.WaitGroup
 	for _, w := range bt.waiters {
+		if w.gaveUp.Load() {
+			w.err = context.Canceled
+			w.done <- struct{}{}
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w.vals, w.err = b.c.multi(context.Background(), b.kind, b.space, bt.keys[w.off:w.off+w.n:w.off+w.n], nil, b.group)
+			w.vals, w.err = b.c.multi(context.Background(), b.kind, b.space, bt.keys[w.off:w.off+w.n:w.off+w.n], w.gaveUp.Load, b.group)
 			w.done <- struct{}{}
 		}()
 	}

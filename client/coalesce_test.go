@@ -472,3 +472,67 @@ func TestCallersAnsweredTogetherRideTheNextRequestTogether(t *testing.T) {
 		t.Fatalf("%.2f keys per request for %d callers in a loop, want at least %.1f", per, callers, want)
 	}
 }
+
+// TestResourceExhaustedIsNotRetriedForACallerWhoGaveUp: a coalesced request
+// fails with resource_exhausted after one of its callers gave up. Each call
+// still waiting is retried on its own, so that the error reaches only the
+// call whose key caused it; the call whose caller gave up is not: a request
+// nobody waits for is not sent.
+func TestResourceExhaustedIsNotRetriedForACallerWhoGaveUp(t *testing.T) {
+	f := &fake{hold: make(chan struct{}), arrived: make(chan struct{}, 16), exhaust: 9}
+	c := newClient(t, startFake(t, f), client.Options{MaxInFlight: 1, MaxBatchWait: time.Hour, AttemptTimeout: time.Minute})
+	first := make(chan error, 1)
+	go func() {
+		_, err := c.Next(context.Background(), "s", 1)
+		first <- err
+	}()
+	<-f.arrived // the first request is in flight and held
+	exhausted := make(chan error, 1)
+	go func() {
+		_, err := c.Next(context.Background(), "s", 9)
+		exhausted <- err
+	}()
+	waitCalls(t, c, 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	gaveUp := make(chan error, 1)
+	go func() {
+		_, err := c.Next(ctx, "s", 3)
+		gaveUp <- err
+	}()
+	waitCalls(t, c, 3)
+	f.hold <- struct{}{} // release the first request
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	<-f.arrived // [9 3] is in flight and held
+	f.mu.Lock()
+	f.arrived = nil // no more signals: nobody reads them
+	f.mu.Unlock()
+	cancel()
+	if err := <-gaveUp; connect.CodeOf(err) != connect.CodeCanceled {
+		t.Fatalf("the caller who gave up: %v, want canceled", err)
+	}
+	close(f.hold) // release everything from now on
+	if err := <-exhausted; connect.CodeOf(err) != connect.CodeResourceExhausted {
+		t.Fatalf("the call for key 9: %v, want resource_exhausted", err)
+	}
+	// Key 9's own retry went out with key 3's, had there been one: a few
+	// round trips later either would have arrived.
+	for range 20 {
+		if _, err := c.Next(context.Background(), "s", 5); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reqs := f.reqs()
+	if len(reqs) < 2 || !slices.Equal(reqs[1], []uint64{9, 3}) {
+		t.Fatalf("requests %v, want [1] then [9 3]", reqs)
+	}
+	for _, r := range reqs[2:] {
+		if slices.Equal(r, []uint64{3}) {
+			t.Fatalf("requests %v: key 3 retried for a caller who gave up", reqs)
+		}
+	}
+	if !slices.ContainsFunc(reqs[2:], func(r []uint64) bool { return slices.Equal(r, []uint64{9}) }) {
+		t.Fatalf("requests %v: key 9 not retried on its own", reqs)
+	}
+}
