@@ -3,6 +3,8 @@ package client_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"slices"
@@ -28,6 +30,7 @@ type fake struct {
 	hold     chan struct{} // when non-nil, each Next waits for a receive
 	arrived  chan struct{} // when non-nil, signalled as each Next arrives
 	exhaust  uint64        // Next of this key fails with resource_exhausted (0: none)
+	tagged   bool          // Next's values carry their key: key<<32 | count
 }
 
 func (f *fake) Next(ctx context.Context, req *connect.Request[seqv1.NextRequest]) (*connect.Response[seqv1.NextResponse], error) {
@@ -55,6 +58,9 @@ func (f *fake) Next(ctx context.Context, req *connect.Request[seqv1.NextRequest]
 	for i, k := range keys {
 		f.cur[k]++
 		vals[i] = f.cur[k]
+		if f.tagged {
+			vals[i] |= k << 32
+		}
 	}
 	return connect.NewResponse(&seqv1.NextResponse{Values: vals}), nil
 }
@@ -78,8 +84,15 @@ func (f *fake) reqs() [][]uint64 {
 func startFake(t *testing.T, f *fake) string {
 	t.Helper()
 	f.cur = map[uint64]uint64{}
+	return startService(t, f)
+}
+
+// startService serves svc on 127.0.0.1 (HTTP/1.1 and h2c) and returns its
+// address.
+func startService(t *testing.T, svc seqv1connect.SequenceServiceHandler) string {
+	t.Helper()
 	mux := http.NewServeMux()
-	mux.Handle(seqv1connect.NewSequenceServiceHandler(f))
+	mux.Handle(seqv1connect.NewSequenceServiceHandler(svc))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -534,5 +547,77 @@ func TestResourceExhaustedIsNotRetriedForACallerWhoGaveUp(t *testing.T) {
 	}
 	if !slices.ContainsFunc(reqs[2:], func(r []uint64) bool { return slices.Equal(r, []uint64{9}) }) {
 		t.Fatalf("requests %v: key 9 not retried on its own", reqs)
+	}
+}
+
+// TestCallsGetTheirOwnValuesAmidCancellations: callers in a loop, a third of
+// whose calls have a deadline short enough to pass while they are queued,
+// in a request in flight, or in a request being answered (its waiters being
+// woken, or its slot being released). The server tags each value with its
+// key. Every call that succeeds gets a value of its own key, larger than
+// the last its goroutine got for that key, and never one returned before
+// (a waiter written after reuse, or a value delivered twice, would break
+// one of these); every call that fails does so with deadline_exceeded, and
+// promptly, only if it had a deadline; and the callers without deadlines
+// all finish.
+func TestCallsGetTheirOwnValuesAmidCancellations(t *testing.T) {
+	for _, inFlight := range []int{1, 3} {
+		t.Run(fmt.Sprintf("MaxInFlight=%d", inFlight), func(t *testing.T) {
+			f := &fake{tagged: true}
+			c := newClient(t, startFake(t, f), client.Options{MaxInFlight: inFlight, MaxBatchWait: time.Millisecond, AttemptTimeout: time.Minute})
+			var mu sync.Mutex
+			seen := map[uint64]bool{}
+			var canceled atomic.Int64
+			var wg sync.WaitGroup
+			for g := range 16 {
+				wg.Go(func() {
+					last := map[uint64]uint64{}
+					for i := range 300 {
+						k := uint64((g*7 + i) % 4)
+						ctx, cancel := context.Background(), context.CancelFunc(func() {})
+						deadline := i%3 == 0
+						if deadline {
+							ctx, cancel = context.WithTimeout(ctx, time.Duration(rand.Int64N(int64(3*time.Millisecond))))
+						}
+						start := time.Now()
+						vals, err := c.Next(ctx, "s", k)
+						took := time.Since(start)
+						cancel()
+						if err != nil {
+							if !deadline || connect.CodeOf(err) != connect.CodeDeadlineExceeded {
+								t.Errorf("call %d (deadline %v): %v", i, deadline, err)
+								return
+							}
+							if took > time.Second {
+								t.Errorf("a call past its deadline returned after %v", took)
+							}
+							canceled.Add(1)
+							continue
+						}
+						v := vals[0]
+						if v>>32 != k {
+							t.Errorf("a call for key %d got %#x, a value of key %d", k, v, v>>32)
+							return
+						}
+						if v <= last[k] {
+							t.Errorf("key %d: %#x after %#x", k, v, last[k])
+						}
+						last[k] = v
+						mu.Lock()
+						if seen[v] {
+							t.Errorf("value %#x returned twice", v)
+						}
+						seen[v] = true
+						mu.Unlock()
+					}
+				})
+			}
+			wg.Wait()
+			st := c.BatchStats()
+			t.Logf("%d values, %d calls past their deadline, %d requests for %d calls", len(seen), canceled.Load(), st.Requests, st.Calls)
+			if len(seen) < 16*200 {
+				t.Fatalf("%d values, want at least the %d of the calls without deadline", len(seen), 16*200)
+			}
+		})
 	}
 }
