@@ -1,0 +1,125 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/seqd/seqd/api"
+	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
+	"github.com/seqd/seqd/client"
+	"github.com/seqd/seqd/internal/history"
+)
+
+// lateStream is the fake with NextStream (over Connect), which answers
+// every slowEvery-th message of a stream late (after slow), having taken
+// its values first: as a node that stalls with messages in flight.
+type lateStream struct {
+	*fake
+	slowEvery int64
+	slow      time.Duration
+	streams   atomic.Int64
+	messages  atomic.Int64
+}
+
+func (f *lateStream) NextStream(ctx context.Context, s *connect.BidiStream[seqv1.NextStreamRequest, seqv1.NextStreamResponse]) error {
+	f.streams.Add(1)
+	for {
+		req, err := s.Receive()
+		if err != nil {
+			return nil
+		}
+		keys := req.GetKeys()
+		vals := make([]uint64, len(keys))
+		f.mu.Lock()
+		for i, k := range keys {
+			f.cur[k]++
+			vals[i] = f.cur[k] | k<<32
+		}
+		f.mu.Unlock()
+		if f.messages.Add(1)%f.slowEvery == 0 {
+			t := time.NewTimer(f.slow)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			}
+		}
+		if err := s.Send(&seqv1.NextStreamResponse{Values: vals}); err != nil {
+			return nil
+		}
+	}
+}
+
+// TestStreamTimeoutsLeaveGapsNotRepeats: the stream's server answers some
+// messages later than the attempt time-out, while the stream's reader is
+// answering the messages before them (waking their calls, yielding,
+// letting the next batches go, some on the same stream). Each late
+// message fails the stream: its messages in flight go to the unary path
+// and are retried, which leaves gaps (the late message's values were
+// taken) but never repeats a value or breaks per-key order (C1, C2), and
+// every call gets a value of its own key.
+func TestStreamTimeoutsLeaveGapsNotRepeats(t *testing.T) {
+	f := &lateStream{fake: &fake{tagged: true, cur: map[uint64]uint64{}}, slowEvery: 60, slow: 150 * time.Millisecond}
+	c := newClient(t, startService(t, f), client.Options{
+		HTTPClient:     api.NewH2CClient(),
+		DisableRouting: true,
+		MaxInFlight:    3,
+		AttemptTimeout: 40 * time.Millisecond,
+	})
+	rec := history.NewRecorder()
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	deadline := time.Now().Add(20 * time.Second)
+	for g := range 16 {
+		space, keys := "a", uint64(0)
+		if g%2 == 1 {
+			space, keys = "b", 4
+		}
+		wg.Go(func() {
+			for i := range 250 {
+				if time.Now().After(deadline) {
+					t.Errorf("caller %d: %d calls in 20s", g, i)
+					return
+				}
+				k := keys + uint64((g/2+i)%4)
+				start := rec.Now()
+				vals, err := c.Next(context.Background(), space, k)
+				end := rec.Now()
+				if err != nil {
+					failed.Add(1)
+					if c := connect.CodeOf(err); c != connect.CodeUnavailable && c != connect.CodeDeadlineExceeded && !errors.Is(err, context.DeadlineExceeded) {
+						t.Errorf("call for key %d: %v", k, err)
+						return
+					}
+					continue
+				}
+				if vals[0]>>32 != k {
+					t.Errorf("a call for key %d got %#x, a value of key %d", k, vals[0], vals[0]>>32)
+					return
+				}
+				rec.Add(history.Op{Kind: history.Take, Key: k, First: vals[0], Last: vals[0], Start: start, End: end, Client: space})
+			}
+		})
+	}
+	wg.Wait()
+	ops := rec.Ops()
+	st := c.BatchStats()
+	t.Logf("%d calls succeeded, %d failed; %d streams, %d messages; %d of %d requests streamed, %d attempts retried",
+		len(ops), failed.Load(), f.streams.Load(), f.messages.Load(), st.Streamed, st.Requests, c.RetriedAttempts())
+	if as := history.Check(ops, 10); len(as) > 0 {
+		t.Fatalf("%d operations, anomalies: %v", len(ops), as)
+	}
+	if f.streams.Load() < 2 || c.RetriedAttempts() == 0 {
+		t.Fatalf("%d streams and %d retried attempts: no stream timed out", f.streams.Load(), c.RetriedAttempts())
+	}
+	if st.Streamed == 0 || len(ops) < 16*250*9/10 {
+		t.Fatalf("%d streamed requests, %d calls succeeded of %d", st.Streamed, len(ops), 16*250)
+	}
+}
