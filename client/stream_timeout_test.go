@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,8 +18,9 @@ import (
 )
 
 // lateStream is the fake with NextStream (over Connect), which answers
-// every slowEvery-th message of a stream late (after slow), having taken
-// its values first: as a node that stalls with messages in flight.
+// every slowEvery-th message of a stream late (after slow to 2 × slow),
+// having taken its values first: as a node that stalls with messages in
+// flight.
 type lateStream struct {
 	*fake
 	slowEvery int64
@@ -43,7 +45,7 @@ func (f *lateStream) NextStream(ctx context.Context, s *connect.BidiStream[seqv1
 		}
 		f.mu.Unlock()
 		if f.messages.Add(1)%f.slowEvery == 0 {
-			t := time.NewTimer(f.slow)
+			t := time.NewTimer(f.slow + rand.N(f.slow))
 			select {
 			case <-t.C:
 			case <-ctx.Done():
@@ -58,15 +60,15 @@ func (f *lateStream) NextStream(ctx context.Context, s *connect.BidiStream[seqv1
 }
 
 // TestStreamTimeoutsLeaveGapsNotRepeats: the stream's server answers some
-// messages later than the attempt time-out, while the stream's reader is
-// answering the messages before them (waking their calls, yielding,
-// letting the next batches go, some on the same stream). Each late
-// message fails the stream: its messages in flight go to the unary path
-// and are retried, which leaves gaps (the late message's values were
-// taken) but never repeats a value or breaks per-key order (C1, C2), and
-// every call gets a value of its own key.
+// messages about when the attempt time-out passes (before or after), while
+// the stream's reader is answering the messages before them (waking their
+// calls, yielding, letting the next batches go, some on the same stream).
+// A message not answered in time fails the stream: its messages in flight
+// go to the unary path and are retried, which leaves gaps (the late
+// message's values were taken) but never repeats a value or breaks per-key
+// order (C1, C2), and every call gets a value of its own key.
 func TestStreamTimeoutsLeaveGapsNotRepeats(t *testing.T) {
-	f := &lateStream{fake: &fake{tagged: true, cur: map[uint64]uint64{}}, slowEvery: 60, slow: 150 * time.Millisecond}
+	f := &lateStream{fake: &fake{tagged: true, cur: map[uint64]uint64{}}, slowEvery: 60, slow: 30 * time.Millisecond}
 	c := newClient(t, startService(t, f), client.Options{
 		HTTPClient:     api.NewH2CClient(),
 		DisableRouting: true,
