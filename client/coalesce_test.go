@@ -18,6 +18,7 @@ import (
 	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
 	"github.com/seqd/seqd/api/gen/seq/v1/seqv1connect"
 	"github.com/seqd/seqd/client"
+	"github.com/seqd/seqd/internal/history"
 )
 
 // fake is a SequenceService that keeps one counter per key, like the real
@@ -557,14 +558,16 @@ func TestResourceExhaustedIsNotRetriedForACallerWhoGaveUp(t *testing.T) {
 // key. Every call that succeeds gets a value of its own key, larger than
 // the last its goroutine got for that key, and never one returned before
 // (a waiter written after reuse, or a value delivered twice, would break
-// one of these); every call that fails does so with deadline_exceeded, and
-// promptly, only if it had a deadline; and the callers without deadlines
-// all finish.
+// one of these); a call that began after another ended, on any goroutine,
+// gets a larger value for the same key (C2); every call that fails does so
+// with deadline_exceeded, promptly, and only if it had a deadline; and the
+// callers without deadlines all finish.
 func TestCallsGetTheirOwnValuesAmidCancellations(t *testing.T) {
 	for _, inFlight := range []int{1, 3} {
 		t.Run(fmt.Sprintf("MaxInFlight=%d", inFlight), func(t *testing.T) {
 			f := &fake{tagged: true}
 			c := newClient(t, startFake(t, f), client.Options{MaxInFlight: inFlight, MaxBatchWait: time.Millisecond, AttemptTimeout: time.Minute})
+			rec := history.NewRecorder()
 			var mu sync.Mutex
 			seen := map[uint64]bool{}
 			var canceled atomic.Int64
@@ -579,9 +582,10 @@ func TestCallsGetTheirOwnValuesAmidCancellations(t *testing.T) {
 						if deadline {
 							ctx, cancel = context.WithTimeout(ctx, time.Duration(rand.Int64N(int64(3*time.Millisecond))))
 						}
-						start := time.Now()
+						start := rec.Now()
 						vals, err := c.Next(ctx, "s", k)
-						took := time.Since(start)
+						end := rec.Now()
+						took := end - start
 						cancel()
 						if err != nil {
 							if !deadline || connect.CodeOf(err) != connect.CodeDeadlineExceeded {
@@ -603,6 +607,7 @@ func TestCallsGetTheirOwnValuesAmidCancellations(t *testing.T) {
 							t.Errorf("key %d: %#x after %#x", k, v, last[k])
 						}
 						last[k] = v
+						rec.Add(history.Op{Kind: history.Take, Key: k, First: v, Last: v, Start: start, End: end})
 						mu.Lock()
 						if seen[v] {
 							t.Errorf("value %#x returned twice", v)
@@ -615,6 +620,9 @@ func TestCallsGetTheirOwnValuesAmidCancellations(t *testing.T) {
 			wg.Wait()
 			st := c.BatchStats()
 			t.Logf("%d values, %d calls past their deadline, %d requests for %d calls", len(seen), canceled.Load(), st.Requests, st.Calls)
+			if as := history.Check(rec.Ops(), 10); len(as) > 0 {
+				t.Fatalf("anomalies: %v", as)
+			}
 			if len(seen) < 16*200 {
 				t.Fatalf("%d values, want at least the %d of the calls without deadline", len(seen), 16*200)
 			}
