@@ -629,3 +629,67 @@ func TestCallsGetTheirOwnValuesAmidCancellations(t *testing.T) {
 		})
 	}
 }
+
+// TestQueuedCallsOutliveACanceledCallSentInline: an idle call is sent from
+// its caller's goroutine under its caller's context, and calls queue behind
+// it. When that caller gives up, its request ends, it returns canceled
+// promptly (its goroutine finishing the request, which lets the queued
+// batch go), and the queued calls are sent on their own and answered: they
+// do not share its context.
+func TestQueuedCallsOutliveACanceledCallSentInline(t *testing.T) {
+	f := &fake{hold: make(chan struct{}), arrived: make(chan struct{}, 16)}
+	c := newClient(t, startFake(t, f), client.Options{MaxInFlight: 1, MaxBatchWait: time.Hour, AttemptTimeout: time.Minute})
+	ctx, cancel := context.WithCancel(context.Background())
+	first := make(chan error, 1)
+	go func() {
+		_, err := c.Next(ctx, "s", 1)
+		first <- err
+	}()
+	<-f.arrived // sent inline, and held
+	queued := make(chan []uint64, 2)
+	for i, k := range []uint64{1, 2} {
+		go func() {
+			v, err := c.Next(context.Background(), "s", k)
+			if err != nil {
+				t.Error(err)
+			}
+			queued <- v
+		}()
+		waitCalls(t, c, uint64(i+2))
+	}
+	start := time.Now()
+	cancel()
+	if err := <-first; connect.CodeOf(err) != connect.CodeCanceled {
+		t.Fatalf("the canceled inline call: %v, want canceled", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("the canceled inline call returned after %v", d)
+	}
+	within(t, f.arrived, "the queued calls' request") // the queued calls, together
+	close(f.hold)                                     // release everything from now on
+	got := [][]uint64{within(t, queued, "a queued call"), within(t, queued, "a queued call")}
+	for _, v := range got {
+		// Key 1's value is 2 if the canceled request was served before
+		// the server saw it canceled.
+		if len(v) != 1 || v[0] < 1 || v[0] > 2 {
+			t.Fatalf("queued calls got %v, want a value each", got)
+		}
+	}
+	if reqs := f.reqs(); len(reqs) != 2 || !slices.Equal(reqs[1], []uint64{1, 2}) {
+		t.Fatalf("requests %v, want [1] then [1 2]", reqs)
+	}
+}
+
+// within receives from ch, or fails the test after 10 seconds.
+func within[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	tm := time.NewTimer(10 * time.Second)
+	defer tm.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-tm.C:
+		t.Fatalf("%s: nothing within 10s", what)
+	}
+	panic("unreachable")
+}
