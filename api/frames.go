@@ -29,7 +29,7 @@ import (
 // the NextStream procedure's path with "Upgrade: seqd.StreamUpgrade"
 // instead: the server answers 101 and from then on serves the connection
 // from one goroutine, reading each message (an unsigned varint length and a
-// NextStreamRequest), serving it with the same streamNext as the Connect
+// NextStreamRequest), serving it with the same answerMessage as the Connect
 // stream (a unary Next with the upgrade request's token and Seqd-Forwarded
 // headers), and writing the answer the same way, flushed when no further
 // message is buffered. The messages, the answers, their order and their
@@ -48,13 +48,7 @@ type frameConns struct {
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
 	closed bool
-	issued func(int) // counts values served here (WithStreamIssued)
 }
-
-// WithStreamIssued has the server report the values of every NextStream
-// answer of the framed transport that it served itself (as the metrics
-// interceptor counts those of unary and Connect calls).
-func WithStreamIssued(f func(int)) Option { return func(s *Server) { s.frames.issued = f } }
 
 // withFrames routes an upgrade request for NextStream's path to the framed
 // transport, and every other request to h (the SequenceService handler).
@@ -155,10 +149,7 @@ func (s *Server) serveFramesOn(ctx context.Context, br *bufio.Reader, bw *bufio.
 		if err := proto.Unmarshal(buf, in); err != nil {
 			return err
 		}
-		s.streamNext(ctx, hdr, in, out)
-		if s.frames.issued != nil && out.GetCode() == 0 && out.GetLeader() == "" {
-			s.frames.issued(len(out.GetValues()))
-		}
+		s.answerMessage(ctx, hdr, in, out)
 		if enc, err = frame.Append(enc[:0], out); err != nil {
 			return err
 		}

@@ -45,6 +45,8 @@ type Server struct {
 	genHdr     generationCache // see generation.go
 	frames     frameConns      // NextStream's framed transport (frames.go)
 
+	streamAnswers func(code connect.Code, issued int, took time.Duration) // WithStreamAnswers (stream.go)
+
 	ids ids // service-mode flake ids (id.go)
 
 	seqs Sequences // in-process calls of the other front ends (frontends.go)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -43,7 +44,7 @@ func (s *Server) NextStream(ctx context.Context, st *connect.BidiStream[seqv1.Ne
 			}
 			return err
 		}
-		s.streamNext(ctx, hdr, in, out)
+		s.answerMessage(ctx, hdr, in, out)
 		if err := conn.Send(out); err != nil {
 			return err
 		}
@@ -60,6 +61,34 @@ func streamHeader(h http.Header) http.Header {
 		}
 	}
 	return out
+}
+
+// WithStreamAnswers has the server report every NextStream message it
+// answers, on either transport (the Connect stream here, the framed one in
+// frames.go): each message is one Next call, so that the metrics count it
+// as the interceptor counts a unary Next. code is 0 for values; issued is
+// how many values this server issued itself (none when the answer is an
+// error or came from the leader it forwarded to); took is the time the
+// message took to serve.
+func WithStreamAnswers(f func(code connect.Code, issued int, took time.Duration)) Option {
+	return func(s *Server) { s.streamAnswers = f }
+}
+
+// answerMessage serves one NextStream message (streamNext) and reports the
+// answer (WithStreamAnswers). Both transports serve every message through
+// it, so none is answered unreported.
+func (s *Server) answerMessage(ctx context.Context, hdr http.Header, in *seqv1.NextStreamRequest, out *seqv1.NextStreamResponse) {
+	if s.streamAnswers == nil {
+		s.streamNext(ctx, hdr, in, out)
+		return
+	}
+	start := time.Now()
+	s.streamNext(ctx, hdr, in, out)
+	issued := 0
+	if out.GetCode() == 0 && out.GetLeader() == "" {
+		issued = len(out.GetValues())
+	}
+	s.streamAnswers(connect.Code(out.GetCode()), issued, time.Since(start))
 }
 
 // streamNext serves one NextStream message as a unary Next with the

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"runtime"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -256,4 +258,73 @@ func slowConsumer(t *testing.T, send func(*seqv1.NextStreamRequest) error, recei
 	}
 	stop()
 	<-done
+}
+
+// streamReport is one NextStream message a server reported answering
+// (api.WithStreamAnswers).
+type streamReport struct {
+	code   connect.Code
+	issued int
+}
+
+// TestEveryStreamMessageIsReported: a server reports every NextStream
+// message it answers, on the Connect stream and on the framed transport
+// alike, with the answer's code and the values it issued itself (none when
+// it forwarded the message to the leader, or answered an error): the
+// reports are the answers the client read, one for one, in order.
+func TestEveryStreamMessageIsReported(t *testing.T) {
+	leader, follower := leaderAndFollower(t)
+	for _, m := range []*testcluster.Member{leader, follower} {
+		var (
+			mu      sync.Mutex
+			reports []streamReport
+		)
+		srv := api.New(m.Node(), nil, api.WithStreamAnswers(func(code connect.Code, issued int, took time.Duration) {
+			if took <= 0 {
+				t.Errorf("a message reported as served in %v", took)
+			}
+			mu.Lock()
+			reports = append(reports, streamReport{code, issued})
+			mu.Unlock()
+		}))
+		ln := listen(t)
+		hs := api.NewHTTPServer(srv.Handler())
+		go hs.Serve(ln)
+		t.Cleanup(func() { hs.Close() })
+		addr := ln.Addr().String()
+
+		st := openStream(t, context.Background(), addr, nil)
+		f, status := dialFramed(t, addr, "")
+		if f == nil {
+			t.Fatalf("upgrade: status %d", status)
+		}
+		var want []streamReport
+		for _, tr := range []struct {
+			name    string
+			send    func(*seqv1.NextStreamRequest) error
+			receive func() (*seqv1.NextStreamResponse, error)
+		}{{"connect", st.Send, st.Receive}, {"framed", f.send, f.receive}} {
+			for _, msg := range []struct {
+				space string
+				keys  []uint64
+			}{{"", []uint64{3, 4}}, {"nope", []uint64{1}}, {"Bad Name", []uint64{1}}, {"", []uint64{5}}} {
+				r := exchange(t, tr.send, tr.receive, msg.space, msg.keys...)
+				w := streamReport{connect.Code(r.GetCode()), len(r.GetValues())}
+				if m == follower {
+					w.issued = 0 // the leader issued them
+				}
+				want = append(want, w)
+			}
+		}
+		mu.Lock()
+		got := slices.Clone(reports)
+		mu.Unlock()
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s: reported %v, want the answers read: %v", m.ID, got, want)
+		}
+		if !slices.ContainsFunc(want, func(r streamReport) bool { return r.code == connect.CodeNotFound }) ||
+			!slices.ContainsFunc(want, func(r streamReport) bool { return r.code == 0 }) {
+			t.Fatalf("%s: the answers %v lack a not_found or a served message", m.ID, want)
+		}
+	}
 }

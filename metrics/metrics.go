@@ -24,6 +24,7 @@ import (
 
 	"github.com/seqd/seqd"
 	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
+	"github.com/seqd/seqd/api/gen/seq/v1/seqv1connect"
 	"github.com/seqd/seqd/cluster"
 )
 
@@ -55,10 +56,10 @@ var raftSinkOnce sync.Once
 func New() *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry()}
 	m.rpcs = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "seqd_rpc_requests_total", Help: "RPCs handled, by procedure and Connect code (ok for success).",
+		Name: "seqd_rpc_requests_total", Help: "RPCs handled, by procedure and Connect code (ok for success); every NextStream message counts as a Next call, and the stream once as NextStream.",
 	}, []string{"procedure", "code"})
 	m.rpcTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "seqd_rpc_duration_seconds", Help: "RPC latency as seen by the server, by procedure.",
+		Name: "seqd_rpc_duration_seconds", Help: "RPC latency as seen by the server, by procedure (a NextStream message's as a Next call's).",
 		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 	}, []string{"procedure"})
 	m.issued = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -157,9 +158,21 @@ func (m *Metrics) ObserveRaise(marks int, took time.Duration, err error) {
 	m.raiseTime.Observe(took.Seconds())
 }
 
-// IssuedNext counts n values a Next served on this node issued outside
-// the interceptor's view (NextStream's framed transport).
-func (m *Metrics) IssuedNext(n int) { m.issued.WithLabelValues("next").Add(float64(n)) }
+// NextAnswered counts and times one NextStream message this node answered,
+// on either transport, as one Next call (code 0: values), and the values
+// it issued itself; it fits api.WithStreamAnswers. The interceptor counts
+// the stream as a whole once, under NextStream.
+func (m *Metrics) NextAnswered(code connect.Code, issued int, took time.Duration) {
+	label := "ok"
+	if code != 0 {
+		label = code.String()
+	}
+	m.rpcs.WithLabelValues(seqv1connect.SequenceServiceNextProcedure, label).Inc()
+	m.rpcTime.WithLabelValues(seqv1connect.SequenceServiceNextProcedure).Observe(took.Seconds())
+	if issued > 0 {
+		m.issued.WithLabelValues("next").Add(float64(issued))
+	}
+}
 
 // Interceptor counts and times every RPC, and counts the values issued by
 // Next and Reserve calls served on this node.
@@ -191,25 +204,10 @@ func (i interceptor) WrapStreamingClient(next connect.StreamingClientFunc) conne
 func (i interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
 		start := time.Now()
-		err := next(ctx, issuedConn{conn, i.m.issued.WithLabelValues("next")})
+		err := next(ctx, conn)
 		i.observe(conn.Spec().Procedure, start, err)
 		return err
 	}
-}
-
-// issuedConn counts the values of the NextStream answers this node served
-// itself (no error, not forwarded: no leader named), as WrapUnary counts a
-// Next answer that carries Seqd-Served-By.
-type issuedConn struct {
-	connect.StreamingHandlerConn
-	next prometheus.Counter
-}
-
-func (c issuedConn) Send(msg any) error {
-	if r, ok := msg.(*seqv1.NextStreamResponse); ok && r.GetCode() == 0 && r.GetLeader() == "" {
-		c.next.Add(float64(len(r.GetValues())))
-	}
-	return c.StreamingHandlerConn.Send(msg)
 }
 
 func (i interceptor) observe(procedure string, start time.Time, err error) {

@@ -199,7 +199,7 @@ func New(cfg Config) (*Server, error) {
 	met.SetNode(node)
 	s := &Server{node: node, metrics: met, ln: ln, log: log, errc: make(chan error, 1)}
 	s.api = api.New(node, log, api.WithPeers(peers), api.WithToken(cfg.Token, cfg.TokenSequence), api.WithClusterSecret(cfg.ClusterSecret),
-		api.WithStreamIssued(met.IssuedNext))
+		api.WithStreamAnswers(met.NextAnswered))
 	met.SetFlake(func() []metrics.FlakeStat {
 		var out []metrics.FlakeStat
 		for _, f := range s.api.FlakeStats() {
