@@ -267,7 +267,10 @@ func (st *nodeStream) read() {
 // deliver finishes p with its answer, or hands it to the unary path.
 func (st *nodeStream) deliver(p streamed, resp *seqv1.NextStreamResponse) {
 	if resp.GetCode() != 0 {
-		e := connect.NewError(connect.Code(resp.GetCode()), errors.New(resp.GetMessage()))
+		// A wire error: the server's answer, as a unary call's error would
+		// be (connect.NewError's would read as a transport failure, which
+		// afterStream retries).
+		e := connect.NewWireError(connect.Code(resp.GetCode()), errors.New(resp.GetMessage()))
 		if h := resp.GetLeader(); h != "" {
 			e.Meta().Set(seqd.HeaderLeader, h)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,7 +18,8 @@ import (
 	"github.com/seqd/seqd/internal/history"
 )
 
-// lateStream is the fake with NextStream (over Connect), which answers
+// lateStream is the fake with NextStream (over Connect), which holds,
+// signals and exhausts messages as the fake does unary calls, and answers
 // every slowEvery-th message of a stream late (after slow to 2 × slow),
 // having taken its values first: as a node that stalls with messages in
 // flight.
@@ -37,11 +39,33 @@ func (f *lateStream) NextStream(ctx context.Context, s *connect.BidiStream[seqv1
 			return nil
 		}
 		keys := req.GetKeys()
+		f.mu.Lock()
+		hold, arrived := f.hold, f.arrived
+		f.mu.Unlock()
+		if arrived != nil {
+			arrived <- struct{}{}
+		}
+		if hold != nil {
+			select {
+			case <-hold:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if f.exhaust != 0 && slices.Contains(keys, f.exhaust) {
+			if err := s.Send(&seqv1.NextStreamResponse{Code: uint32(connect.CodeResourceExhausted), Message: "exhausted"}); err != nil {
+				return nil
+			}
+			continue
+		}
 		vals := make([]uint64, len(keys))
 		f.mu.Lock()
 		for i, k := range keys {
 			f.cur[k]++
-			vals[i] = f.cur[k] | k<<32
+			vals[i] = f.cur[k]
+			if f.tagged {
+				vals[i] |= k << 32
+			}
 		}
 		f.mu.Unlock()
 		if f.messages.Add(1)%f.slowEvery == 0 {
@@ -123,5 +147,58 @@ func TestStreamTimeoutsLeaveGapsNotRepeats(t *testing.T) {
 	}
 	if st.Streamed == 0 || len(ops) < 16*250*9/10 {
 		t.Fatalf("%d streamed requests, %d calls succeeded of %d", st.Streamed, len(ops), 16*250)
+	}
+}
+
+// TestStreamResourceExhaustedReachesOnlyItsCaller: a stream message of two
+// coalesced calls is answered resource_exhausted because of one call's key.
+// As with a unary answer, the error is the request's (it is not retried as
+// a whole, nor counted as a failed attempt that moves the client on), and
+// each call is then retried on its own (as a unary call): the error
+// reaches only the call whose key caused it, and the other call gets its
+// value.
+func TestStreamResourceExhaustedReachesOnlyItsCaller(t *testing.T) {
+	f := &lateStream{fake: &fake{hold: make(chan struct{}), arrived: make(chan struct{}, 16), exhaust: 9, cur: map[uint64]uint64{}}, slowEvery: 1 << 40}
+	c := newClient(t, startService(t, f), client.Options{HTTPClient: api.NewH2CClient(), DisableRouting: true, MaxInFlight: 1, MaxBatchWait: time.Hour, AttemptTimeout: time.Minute})
+	first := make(chan error, 1)
+	go func() {
+		_, err := c.Next(context.Background(), "s", 1)
+		first <- err
+	}()
+	within(t, f.arrived, "the first message")
+	exhausted, served := make(chan error, 1), make(chan []uint64, 1)
+	go func() {
+		_, err := c.Next(context.Background(), "s", 9)
+		exhausted <- err
+	}()
+	waitCalls(t, c, 2)
+	go func() {
+		v, err := c.Next(context.Background(), "s", 3)
+		if err != nil {
+			t.Error(err)
+		}
+		served <- v
+	}()
+	waitCalls(t, c, 3)
+	close(f.hold) // release everything from now on
+	if err := within(t, first, "the first call"); err != nil {
+		t.Fatal(err)
+	}
+	if err := within(t, exhausted, "the call for key 9"); connect.CodeOf(err) != connect.CodeResourceExhausted {
+		t.Fatalf("the call for key 9: %v, want resource_exhausted", err)
+	}
+	if v := within(t, served, "the call for key 3"); !slices.Equal(v, []uint64{1}) {
+		t.Fatalf("the call for key 3 got %v, want [1]", v)
+	}
+	if st := c.BatchStats(); st.Streamed != 2 {
+		t.Fatalf("%+v: want the first call and the coalesced one as stream messages", st)
+	}
+	reqs := f.reqs() // the unary calls
+	slices.SortFunc(reqs, slices.Compare)
+	if len(reqs) != 2 || !slices.Equal(reqs[0], []uint64{3}) || !slices.Equal(reqs[1], []uint64{9}) {
+		t.Fatalf("unary requests %v, want [3] and [9], each call on its own", reqs)
+	}
+	if n := c.RetriedAttempts(); n != 0 {
+		t.Fatalf("%d retried attempts, want none: resource_exhausted is not worth retrying", n)
 	}
 }
