@@ -66,6 +66,7 @@ func benchHTTPNext(b *testing.B, addr string, opts ...connect.ClientOption) {
 	ctx := context.Background()
 	var n atomic.Uint64
 	b.SetParallelism(8)
+	b.ResetTimer() // not the cluster's start
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			k := n.Add(7919) % 1000000
@@ -85,6 +86,7 @@ func BenchmarkHTTPNext1000Keys(b *testing.B) {
 	ctx := context.Background()
 	var n atomic.Uint64
 	b.SetParallelism(2)
+	b.ResetTimer() // not the cluster's start
 	b.RunParallel(func(pb *testing.PB) {
 		keys := make([]uint64, 1000)
 		for pb.Next() {
