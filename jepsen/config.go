@@ -189,7 +189,7 @@ func newFlags(cfg *config, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&cfg.FailoverTarget, "failover-target", nemesis.DefaultFailoverTarget, "restart-then-crash: the longest a raft group may go without a serving leader while a majority of the nodes runs and no network fault is in place; longer is a finding (an anomaly)")
 
 	fs.IntVar(&cfg.Limit, "anomaly-limit", 10, "example anomalies kept per rule (all are counted)")
-	fs.DurationVar(&cfg.LinearTimeout, "linear-timeout", checker.DefaultSegmentTimeout, "linear: how long porcupine may search one segment of a key's history (between instants with no call in flight); an undecided segment makes the verdict unknown")
+	fs.DurationVar(&cfg.LinearTimeout, "linear-timeout", checker.DefaultSegmentTimeout, "linear: how long porcupine may search one segment of a key's history (between instants with no call in flight); a segment it does not decide in time is decided by the forced order (checker/linear_order.go)")
 	fs.DurationVar(&cfg.LinearBudget, "linear-budget", checker.DefaultLinearBudget, "linear: how long the whole linearizability check may take; segments not reached within it are unknown")
 	fs.BoolVar(&cfg.Cleanup, "cleanup", false, "remove namespaces (sqj-*) and their processes left by earlier runs, then exit")
 	fs.BoolVar(&cfg.Force, "force", false, "with --cleanup: also remove namespaces of runs whose harness is still alive")
