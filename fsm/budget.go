@@ -197,11 +197,12 @@ func loadBudget(tx *bolt.Tx, st *state) error {
 // (it stops on the first stamped raise, and its own raises are not held to
 // the budget), so such a build must not open its data. The format is only
 // a mark (no state changes, nothing replicated); a snapshot installed
-// later is marked again, and a file older builds already refused is left
-// as it is. p below 5 needs no mark.
+// later, in this process or after a restart (raft installs its latest at
+// every start), keeps it (Restore never lowers a file's format), and a file
+// older builds already refused is left as it is. p below 5 needs no mark.
 func (f *FSM) PromiseProtocol(p uint64) error {
 	if p < budgetProtocol || f.promised.Load() {
-		return nil // marked already: Restore marks what it installs
+		return nil // marked already: Restore keeps the mark
 	}
 	f.dbMu.Lock()
 	defer f.dbMu.Unlock()

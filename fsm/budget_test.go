@@ -231,3 +231,42 @@ func TestAPromisedProtocolKeepsOlderBuildsOut(t *testing.T) {
 		t.Fatalf("mark after reopen: %d", got)
 	}
 }
+
+// A promise outlives the process that made it: a server that told a
+// leader it speaks protocol 5 and then restarted on this build still
+// holds data older builds refuse after a snapshot of an unmarked state is
+// installed. raft installs one at every start (its latest local snapshot,
+// taken before the promise) and whenever a leader sends one taken before
+// its own promise; the move's entry may reach this server only after
+// that, and an operator rolling back then starts an older build on data
+// of a cluster on protocol 5.
+func TestAPromiseOutlivesARestart(t *testing.T) {
+	f, path := openTest(t)
+	a := &applier{t: t, f: f}
+	a.mustOK(EncodeCreateSpace(seqd.Space{Name: "s", Step: 10, SectionSize: 1}))
+	a.mustOK(EncodeRaise([]seqd.Mark{{Space: "s", Section: 1, Max: 10}}))
+	unmarked := snapshotBytes(t, f)
+	if err := f.PromiseProtocol(budgetProtocol); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	g, err := Open(path, quietLogger())
+	if err != nil {
+		t.Fatalf("this build refuses its own promised file: %v", err)
+	}
+	defer g.Close()
+	if got := openFormat(t, g); got != generationFormat {
+		t.Fatalf("after a restart the promised file says format %d, want %d", got, generationFormat)
+	}
+	if err := g.Restore(io.NopCloser(bytes.NewReader(unmarked))); err != nil {
+		t.Fatal(err)
+	}
+	if got := openFormat(t, g); got != generationFormat {
+		t.Fatalf("a snapshot installed after a restart left the promised file at format %d, which builds of protocol %d open", got, budgetProtocol-1)
+	}
+	if got := g.Max("s", 1); got != 10 {
+		t.Fatalf("mark after the install: %d", got)
+	}
+}

@@ -58,8 +58,9 @@ type FSM struct {
 	diskMu    sync.Mutex
 	onDisk    func(full bool, err error)
 	onRestore atomic.Pointer[func()]
-	// promised is set by PromiseProtocol: a snapshot installed later is
-	// marked as well (Restore).
+	// promised is set by PromiseProtocol once the file is marked, so that
+	// it marks it once per process; the mark itself is the file's format,
+	// which a snapshot installed later keeps (Restore).
 	promised atomic.Bool
 	onSpace  atomic.Pointer[func(name string)]
 	diskFull bool

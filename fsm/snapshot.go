@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -63,7 +64,8 @@ func restorePath(path string) string { return path + ".restore" }
 // The snapshot is first written to a temporary file next to the database and
 // fully validated (bbolt consistency check, expected buckets, value lengths,
 // valid spaces). If that fails the temporary file is deleted and an error is
-// returned, leaving the current state untouched and usable. Otherwise the
+// returned, leaving the current state untouched and usable. Otherwise it is
+// given the current file's data format if that is newer (keepFormat), and the
 // database file is atomically replaced by it and reloaded. Should reopening
 // the replaced file fail, Restore returns an error and the FSM is unusable
 // (Apply panics). Restore waits for outstanding snapshots to be released.
@@ -73,7 +75,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("fsm: restore: %w", err)
 	}
-	vdb, _, err := openStore(tmp, false, true)
+	vdb, vst, err := openStore(tmp, false, true)
 	if err == nil {
 		err = vdb.Close()
 	}
@@ -87,6 +89,10 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if f.db == nil {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("fsm: restore: %w", f.broken)
+	}
+	if err := keepFormat(f.db, tmp, vst.format); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("fsm: restore: keeping the data format: %w", err)
 	}
 	if err := f.db.Close(); err != nil {
 		f.logger.Warn("fsm: restore: closing the old database failed", slog.Any("error", err))
@@ -112,14 +118,6 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		return f.broken
 	}
 	f.db = db
-	if f.promised.Load() {
-		if err := f.markPromisedLocked(); err != nil {
-			f.broken = fmt.Errorf("fsm: restore: marking the promised protocol: %w", err)
-			f.db = nil
-			_ = db.Close()
-			return f.broken
-		}
-	}
 	f.install(st)
 	if fn := f.onRestore.Load(); fn != nil && *fn != nil {
 		(*fn)()
@@ -127,6 +125,36 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.spaceChanged("") // any space may have changed
 	f.logger.Info("fsm: restored snapshot", slog.Int("spaces", len(st.spaces)), slog.Uint64("applied", st.applied))
 	return nil
+}
+
+// keepFormat raises the data format of the snapshot file at tmp (which
+// says format has) to the format of db, the file it is about to replace:
+// an installed snapshot never lowers a file's format. The format is how a
+// server's promise of a protocol (PromiseProtocol) keeps older builds
+// out, and it must hold whenever raft installs a snapshot taken before
+// the promise: one a leader sends, and the server's own latest, which
+// raft installs at every start, when nothing in memory remembers the
+// promise any more. tmp is marked before it replaces the file, so a crash
+// never leaves an unmarked file in its place.
+func keepFormat(db *bolt.DB, tmp string, has uint64) error {
+	var want uint64
+	if err := db.View(func(tx *bolt.Tx) error {
+		if v := tx.Bucket(bucketMeta).Get(keyFormat); len(v) == 8 {
+			want = binary.BigEndian.Uint64(v)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if want <= has {
+		return nil
+	}
+	t, err := bolt.Open(tmp, 0o600, &bolt.Options{Timeout: openTimeout})
+	if err != nil {
+		return err
+	}
+	err = t.Update(func(tx *bolt.Tx) error { return setFormat(tx, want) })
+	return errors.Join(err, t.Close())
 }
 
 // SetRestoreHook sets a function called after every Restore that installed

@@ -3,6 +3,7 @@ package main_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -203,6 +204,73 @@ func TestAServerThatAnsweredAMoveNeverRunsAnOlderBuild(t *testing.T) {
 	case <-d.ps[1].Done():
 	case <-time.After(30 * time.Second):
 		t.Fatalf("p2 runs 8ee10ee on data it promised to protocol 5; log:\n%s", d.ps[1].LogText())
+	}
+	if log := d.ps[1].LogText(); !strings.Contains(log, "written by a newer seqd") {
+		t.Fatalf("p2 on 8ee10ee exited without refusing its data's format; log:\n%s", log)
+	}
+	d.proxy.Cut(false)
+	d.restart(t, 1, "", d.fast...)
+	waitVoters(t, d.addrs, "p1", "p2", "p3")
+	proctest.WaitAdmitted(t, d.ps[1], 30*time.Second)
+	d.nextAbove(t, "default", []uint64{0, 1, 2}, 20, "p2 back on this build")
+	allAlive(t, d.ps, "p2 back on this build")
+}
+
+// TestAPromiseOutlivesARestartOfTheServerThatMadeIt: a server's promise
+// (it answered a move, so its data refuses older builds) holds across a
+// restart on this build. raft installs a server's latest local snapshot
+// every time it starts; p2's was taken before it promised, so a start
+// that installs it must keep the data marked. p2 takes snapshots often,
+// is cut off from raft, answers p1's move to 5 (the group moves with
+// p3's vote), restarts on this build (still cut off, so the move's entry
+// does not reach it), and is then started on 8ee10ee, which must refuse
+// its data: 8ee10ee applies the move's entry as a refused command and
+// carries on at protocol 4.
+func TestAPromiseOutlivesARestartOfTheServerThatMadeIt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a previous release and runs processes")
+	}
+	d := newMixed(t, "--advertise-raft", 1)
+	snapshots := []string{"--snapshot-threshold", "1", "--snapshot-interval", "50ms"}
+	d.restart(t, 1, "", append(append([]string(nil), d.slow...), snapshots...)...)
+	proctest.WaitAdmitted(t, d.ps[1], 30*time.Second)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		metas, _ := filepath.Glob(filepath.Join(d.ps[1].Dir, "snapshots", "*", "meta.json"))
+		if len(metas) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("p2 took no raft snapshot; log:\n%s", d.ps[1].LogText())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	d.proxy.Cut(true)
+	d.restart(t, 2, "", d.slow...)
+	proctest.WaitAdmitted(t, d.ps[2], 30*time.Second)
+	deadline = time.Now().Add(30 * time.Second)
+	for !every(ownGroups(d.ps[0].API, 1).proto, 5) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the group did not move to protocol 5; log of p1:\n%s", d.ps[0].LogText())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got := ownGroups(d.ps[1].API, 1).proto; !every(got, 4) {
+		t.Fatalf("p2 (cut off from raft) holds protocol %v, want 4", got)
+	}
+	d.restart(t, 1, "", d.slow...)
+	deadline = time.Now().Add(30 * time.Second)
+	for !strings.Contains(d.ps[1].LogText(), "restored snapshot") {
+		if time.Now().After(deadline) {
+			t.Fatalf("p2 did not install its snapshot on start; log:\n%s", d.ps[1].LogText())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	d.restart(t, 1, d.prev, d.fast...)
+	select {
+	case <-d.ps[1].Done():
+	case <-time.After(30 * time.Second):
+		t.Fatalf("p2 runs 8ee10ee on data it promised to protocol 5 before a restart; log:\n%s", d.ps[1].LogText())
 	}
 	if log := d.ps[1].LogText(); !strings.Contains(log, "written by a newer seqd") {
 		t.Fatalf("p2 on 8ee10ee exited without refusing its data's format; log:\n%s", log)
