@@ -33,8 +33,9 @@ import (
 // time it is met.
 //
 // Apply panics, after logging at Error level, if the entry cannot be decoded
-// (which includes an unknown kind without KindIgnorable) or the state cannot
-// be written to disk (or the FSM is closed). Skipping such an entry would
+// (which includes an unknown kind without KindIgnorable), moves the cluster
+// to a protocol this build does not speak, or the state cannot be written to
+// disk (or the FSM is closed). Skipping such an entry would
 // silently make this replica diverge from the others, so the node must stop
 // and be repaired instead.
 func (f *FSM) Apply(l *raft.Log) interface{} {
@@ -133,7 +134,16 @@ func (f *FSM) applyServerSeen(l *raft.Log, id string, index uint64) error {
 // from protocol 4 it records the group count (the first one applied wins;
 // an entry with another count is refused).
 func (f *FSM) applyCluster(l *raft.Log, id string, protocol uint64, groups int) error {
-	if protocol < 2 || protocol > ProtocolVersion {
+	if protocol > ProtocolVersion {
+		// A leader of a newer build moves to its protocol once every server
+		// it asked speaks it: this replica was left behind (an older build
+		// started on data it had promised, or one added while the move was
+		// asked). Refusing the entry and carrying on would hold another
+		// protocol than every other replica and follow the newer build's
+		// entries by this build's rules: stop, as on a kind it does not know.
+		f.fatal(l, "cannot apply raft log entry", fmt.Errorf("the cluster moves to protocol %d, and this build speaks protocol %d or older: run a build that speaks it", protocol, ProtocolVersion))
+	}
+	if protocol < 2 {
 		// Decode accepts any number; a leader never writes these.
 		return fmt.Errorf("fsm: protocol %d is not one this build writes (2 to %d)", protocol, ProtocolVersion)
 	}

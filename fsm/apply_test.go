@@ -314,3 +314,36 @@ func TestConcurrentReads(t *testing.T) {
 }
 
 // ---- benchmark ----
+
+// TestAMoveToAProtocolThisBuildDoesNotSpeakStopsTheNode: an entry that
+// moves the cluster to a newer protocol than this build speaks is written
+// by a leader of a newer build (it moves to its own protocol) and commits
+// only once every server it asked speaks it, so a replica of this build
+// that meets one was left behind by the move: it must stop, as on a kind
+// it does not know, not refuse the entry as a bad command and carry on
+// at the older protocol. A replica that carried on would hold another
+// protocol than every other replica at the same index, apply the newer
+// build's entries by this build's rules until the first kind it does not
+// know, and could lead the group meanwhile.
+func TestAMoveToAProtocolThisBuildDoesNotSpeakStopsTheNode(t *testing.T) {
+	f, _ := openTest(t)
+	a := &applier{t: t, f: f}
+	a.mustOK(EncodeClusterGroups("c", ProtocolVersion, 1))
+	applied := f.AppliedIndex()
+	func() {
+		defer func() {
+			r := recover()
+			if r == nil {
+				t.Fatalf("a move to protocol %d was applied by a build of protocol %d without stopping it (protocol now %d, applied index %d)",
+					ProtocolVersion+1, ProtocolVersion, f.Protocol(), f.AppliedIndex())
+			}
+			if msg := fmt.Sprint(r); !strings.Contains(msg, "index 40") || !strings.Contains(msg, fmt.Sprint(ProtocolVersion+1)) {
+				t.Fatalf("panic message %q lacks the index or the protocol", msg)
+			}
+		}()
+		f.Apply(&raft.Log{Index: 40, Term: 2, Type: raft.LogCommand, Data: EncodeClusterGroups("c", ProtocolVersion+1, 1)})
+	}()
+	if f.Protocol() != ProtocolVersion || f.AppliedIndex() != applied {
+		t.Fatalf("after the refused move: protocol %d, applied index %d; want %d, %d", f.Protocol(), f.AppliedIndex(), ProtocolVersion, applied)
+	}
+}
