@@ -91,6 +91,7 @@ func (n *Node) membership(conf raft.Configuration) {
 		case !ok && m.HasState:
 			n.warnOnce("refuse:"+m.ID, "server has raft state but is not in the configuration (removed, or from another cluster); not adding it. To add it back: stop it, delete its data directory, start it again with the same flags",
 				"id", m.ID, "raft", m.RaftAddr)
+		case !ok && !n.mayAdd(0, m.ID, proto):
 		case !ok:
 			n.log.Info("adding server as a non-voter", "id", m.ID, "raft", m.RaftAddr)
 			if err := n.await(n.authority().Raft().AddNonvoter(raft.ServerID(m.ID), raft.ServerAddress(m.RaftAddr), confIndex, applyTimeout)); err != nil {

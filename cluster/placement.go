@@ -80,6 +80,8 @@ func (n *Node) mirrorMembership(i int, conf0 raft.Configuration) {
 	for _, s := range conf0.Servers {
 		cur, ok := in[s.ID]
 		switch {
+		case !ok && !n.mayAdd(i, string(s.ID), g.FSM().Protocol()):
+			continue
 		case !ok:
 			n.log.Info("adding server to a group as a non-voter", "group", i, "id", s.ID)
 			n.logChange(i, "adding non-voter", s.ID, n.await(r.AddNonvoter(s.ID, s.Address, 0, applyTimeout)))

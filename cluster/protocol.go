@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -115,20 +116,61 @@ func (n *Node) ProtocolConfirmed(ctx context.Context, conf raft.Configuration, p
 			return false
 		}
 		wg.Go(func() {
-			said, err := n.cfg.Peers.Speaks(ctx, m.APIAddr, p)
-			if err == nil && (said >= p || said == 0 && p <= unsaidProtocol) {
+			why := n.speaksNow(ctx, m, p)
+			if why == "" {
 				return
 			}
 			ok.Store(false)
-			why := fmt.Sprintf("its build speaks protocol %d", said)
-			if err != nil {
-				why = "it did not answer: " + err.Error()
-			}
 			n.warnOnce("protocol-confirm:"+id, fmt.Sprintf("the cluster does not move to protocol %d yet: server %s, alive in gossip, was asked which protocol it speaks, and %s", p, id, why), "id", id)
 		})
 	}
 	wg.Wait()
 	return ok.Load()
+}
+
+// speaksNow asks server m which protocol its running build speaks, after
+// it marked its data for p (Peers.Speaks with moveTo): "" when it speaks
+// p (or does not say, and p is at most unsaidProtocol), else why not.
+func (n *Node) speaksNow(ctx context.Context, m Member, p uint64) string {
+	said, err := n.cfg.Peers.Speaks(ctx, m.APIAddr, p)
+	switch {
+	case err != nil:
+		return "it did not answer: " + err.Error()
+	case said >= p || said == 0 && p <= unsaidProtocol:
+		return ""
+	}
+	return fmt.Sprintf("its build speaks protocol %d", said)
+}
+
+// joinTimeout bounds the question a leader asks a server before it adds
+// it to a group (mayAdd).
+const joinTimeout = time.Second
+
+// mayAdd reports whether server id may be added to group i, which is on
+// protocol p: asked now, it answers that its running build speaks p,
+// having marked its data for p first, as every server of a configuration
+// does before a move (ProtocolConfirmed). Gossip says only what the
+// server's process spoke when it last told, and once added it receives
+// the group's entries: an older build started on its data right after
+// would follow them by its own rules (8ee10ee applies a move to 5 as a
+// refused command and carries on), and a group of a newer protocol than
+// group 0's (groups move one by one) would otherwise take in a server
+// group 0 let in. Without Peers there is nobody to ask.
+func (n *Node) mayAdd(i int, id string, p uint64) bool {
+	if n.cfg.Peers == nil {
+		return true
+	}
+	why := "it is not alive in gossip"
+	if m, ok := n.gossipMember(id); ok && m.Alive && m.APIAddr != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
+		why = n.speaksNow(ctx, m, p)
+		cancel()
+	}
+	if why == "" {
+		return true
+	}
+	n.warnOnce(fmt.Sprintf("join-protocol:%d/%s", i, id), fmt.Sprintf("not adding server %s to group %d, on protocol %d, yet: asked which protocol it speaks, %s", id, i, p, why), "id", id)
+	return false
 }
 
 // PromiseProtocol makes every group's data on this server unreadable to

@@ -282,3 +282,56 @@ func TestAPromiseOutlivesARestartOfTheServerThatMadeIt(t *testing.T) {
 	d.nextAbove(t, "default", []uint64{0, 1, 2}, 20, "p2 back on this build")
 	allAlive(t, d.ps, "p2 back on this build")
 }
+
+// TestAServerAddedAfterAMoveNeverRunsAnOlderBuild: a server added to a
+// cluster on protocol 5 never runs an older build on the cluster's data.
+// Gossip says which protocol a joiner's process spoke when it last told;
+// the joiner may be stopped and started on an older build right after it
+// was added, before the move's entry reaches it: 8ee10ee applies that
+// entry as a refused command and carries on at protocol 4. p4 joins a
+// cluster of this build on protocol 5 with its raft address cut off, so
+// that it is added but receives nothing, and is then started on 8ee10ee
+// and let through: it must refuse its data.
+func TestAServerAddedAfterAMoveNeverRunsAnOlderBuild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a previous release and runs processes")
+	}
+	prev := buildPrevious(t, "8ee10ee")
+	timing := []string{"--lease", "500ms", "--raft-heartbeat-timeout", "300ms",
+		"--raft-election-timeout", "300ms", "--raft-leader-lease-timeout", "150ms", "--groups", "1"}
+	ps := proctest.Start(t, 3, timing...)
+	var addrs []string
+	for _, p := range ps {
+		addrs = append(addrs, p.API)
+	}
+	proctest.WaitLeader(t, ps, nil, 30*time.Second)
+	waitProtocol(t, addrs, 5, 30*time.Second)
+	p4 := joiner(t, ps, "p4", append([]string{"--bootstrap-expect", "4"}, timing...)...)
+	proxy := newCutProxy(t, p4.Raft)
+	proxy.Cut(true)
+	p4.Args = append(p4.Args, "--advertise-raft", proxy.Addr)
+	p4.Start(t)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if n := nodeState(ps[0], "p4"); n != nil && n.GetInConfiguration() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("p4 was not added; log of p1:\n%s", ps[0].LogText())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	p4.Kill9()
+	p4.Bin = prev
+	p4.Start(t)
+	proxy.Cut(false)
+	select {
+	case <-p4.Done():
+	case <-time.After(30 * time.Second):
+		g := ownGroups(p4.API, 1)
+		t.Fatalf("p4 runs 8ee10ee on the data of a cluster on protocol 5 (it holds protocol %v at applied index %v); log:\n%s", g.proto, g.applied, p4.LogText())
+	}
+	if log := p4.LogText(); !strings.Contains(log, "written by a newer seqd") {
+		t.Fatalf("p4 on 8ee10ee exited without refusing its data's format; log:\n%s", log)
+	}
+}
