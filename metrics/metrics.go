@@ -43,6 +43,11 @@ type Metrics struct {
 	marks     prometheus.Counter
 	raiseTime prometheus.Histogram
 
+	// NextAnswered's series, resolved once (it runs per stream message).
+	nextOK     prometheus.Counter
+	nextTime   prometheus.Observer
+	nextIssued prometheus.Counter
+
 	mu    sync.Mutex
 	node  Source
 	flake func() []FlakeStat
@@ -75,6 +80,9 @@ func New() *Metrics {
 		Name: "seqd_raise_duration_seconds", Help: "Time to commit one raise entry through raft.",
 		Buckets: prometheus.ExponentialBuckets(0.0002, 2, 16),
 	})
+	m.nextOK = m.rpcs.WithLabelValues(seqv1connect.SequenceServiceNextProcedure, "ok")
+	m.nextTime = m.rpcTime.WithLabelValues(seqv1connect.SequenceServiceNextProcedure)
+	m.nextIssued = m.issued.WithLabelValues("next")
 	m.reg.MustRegister(m.rpcs, m.rpcTime, m.issued, m.raises, m.marks, m.raiseTime,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		nodeCollector{m})
@@ -163,14 +171,14 @@ func (m *Metrics) ObserveRaise(marks int, took time.Duration, err error) {
 // it issued itself; it fits api.WithStreamAnswers. The interceptor counts
 // the stream as a whole once, under NextStream.
 func (m *Metrics) NextAnswered(code connect.Code, issued int, took time.Duration) {
-	label := "ok"
-	if code != 0 {
-		label = code.String()
+	if code == 0 {
+		m.nextOK.Inc()
+	} else {
+		m.rpcs.WithLabelValues(seqv1connect.SequenceServiceNextProcedure, code.String()).Inc()
 	}
-	m.rpcs.WithLabelValues(seqv1connect.SequenceServiceNextProcedure, label).Inc()
-	m.rpcTime.WithLabelValues(seqv1connect.SequenceServiceNextProcedure).Observe(took.Seconds())
+	m.nextTime.Observe(took.Seconds())
 	if issued > 0 {
-		m.issued.WithLabelValues("next").Add(float64(issued))
+		m.nextIssued.Add(float64(issued))
 	}
 }
 

@@ -44,3 +44,12 @@ func TestNodeCollectorReadsSource(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkNextAnswered is the metrics' cost of one NextStream message
+// (counted, timed, its values counted), paid per message on the server.
+func BenchmarkNextAnswered(b *testing.B) {
+	m := metrics.New()
+	for b.Loop() {
+		m.NextAnswered(0, 12, 40*time.Microsecond)
+	}
+}
