@@ -40,17 +40,19 @@ func TestGroupAllocatorResolvesLaggingSpace(t *testing.T) {
 	// space: never "unknown space". (A test lease may lapse for a moment on
 	// a loaded machine: a call then fails on the lease, which says nothing
 	// of the space, and is made again once the allocator serves.)
-	var cur []uint64
-	var err error
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		cur, err = alloc.Current(ctx, "moment", []uint64{key})
-		if !errors.Is(err, seqd.ErrLeaseNotHeld) || time.Now().After(deadline) {
-			break
-		}
-		for !alloc.Serving() && time.Now().Before(deadline) {
-			time.Sleep(5 * time.Millisecond)
+	// Every call below is made so.
+	serving := func(call func() ([]uint64, error)) ([]uint64, error) {
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			v, err := call()
+			if !errors.Is(err, seqd.ErrLeaseNotHeld) || time.Now().After(deadline) {
+				return v, err
+			}
+			for !alloc.Serving() && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+			}
 		}
 	}
+	cur, err := serving(func() ([]uint64, error) { return alloc.Current(ctx, "moment", []uint64{key}) })
 	if err != nil {
 		t.Fatalf("the first call of group %d's allocator on a space created a moment ago: %v", led, err)
 	}
@@ -60,13 +62,16 @@ func TestGroupAllocatorResolvesLaggingSpace(t *testing.T) {
 	if _, ok := lag.Node().Group(led).FSM().Space("moment"); !ok {
 		t.Fatalf("group %d served the space without copying it into its own state", led)
 	}
-	if vals, err := alloc.Next(ctx, "moment", []uint64{key}); err != nil || vals[0] != 1 {
+	next := func(space string) ([]uint64, error) {
+		return serving(func() ([]uint64, error) { return alloc.Next(ctx, space, []uint64{key}) })
+	}
+	if vals, err := next("moment"); err != nil || vals[0] != 1 {
 		t.Fatalf("Next: %v %v, want [1]", vals, err)
 	}
 	if _, err := lag.Node().LookupSpace(ctx, "moment"); err != nil {
 		t.Fatalf("routing's lookup on the lagging server: %v", err)
 	}
-	if _, err := alloc.Next(ctx, "nowhere", []uint64{key}); !errors.Is(err, seqd.ErrUnknownSpace) {
+	if _, err := next("nowhere"); !errors.Is(err, seqd.ErrUnknownSpace) {
 		t.Fatalf("Next on a space never created: %v, want unknown space", err)
 	}
 	// Deleted: not_found through that server too, once it can ask group
@@ -78,7 +83,7 @@ func TestGroupAllocatorResolvesLaggingSpace(t *testing.T) {
 	if _, err := alone(t, lag).Next(ctx, "moment", key); connect.CodeOf(err) != connect.CodeNotFound {
 		t.Fatalf("Next on a deleted space through the formerly lagging server: %v, want not_found", err)
 	}
-	if _, err := alloc.Next(ctx, "moment", []uint64{key}); !errors.Is(err, seqd.ErrUnknownSpace) {
+	if _, err := next("moment"); !errors.Is(err, seqd.ErrUnknownSpace) {
 		t.Fatalf("group %d's allocator on a deleted space: %v, want unknown space", led, err)
 	}
 }
