@@ -91,10 +91,17 @@ func (n *Node) membership(conf raft.Configuration) {
 		case !ok && m.HasState:
 			n.warnOnce("refuse:"+m.ID, "server has raft state but is not in the configuration (removed, or from another cluster); not adding it. To add it back: stop it, delete its data directory, start it again with the same flags",
 				"id", m.ID, "raft", m.RaftAddr)
-		case !ok && !n.mayAdd(0, m.ID, proto):
 		case !ok:
+			added, err := n.authority().AddNonvoter(raft.ServerID(m.ID), raft.ServerAddress(m.RaftAddr), confIndex, applyTimeout,
+				func(p uint64) bool { return n.mayAdd(0, m.ID, p) })
+			switch {
+			case !added && err == nil:
+				continue // not confirmed (mayAdd warned)
+			case errors.Is(err, group.ErrNotReady):
+				return // a leader of a moment ago: the next pass
+			}
 			n.log.Info("adding server as a non-voter", "id", m.ID, "raft", m.RaftAddr)
-			if err := n.await(n.authority().Raft().AddNonvoter(raft.ServerID(m.ID), raft.ServerAddress(m.RaftAddr), confIndex, applyTimeout)); err != nil {
+			if err != nil {
 				n.log.Warn("adding non-voter failed", "id", m.ID, "err", err)
 			}
 			n.markNonvoter(m.ID)

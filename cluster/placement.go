@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/seqd/seqd/group"
 )
 
 // Groups other than group 0 follow group 0's membership, and their leaders
@@ -80,11 +82,16 @@ func (n *Node) mirrorMembership(i int, conf0 raft.Configuration) {
 	for _, s := range conf0.Servers {
 		cur, ok := in[s.ID]
 		switch {
-		case !ok && !n.mayAdd(i, string(s.ID), g.FSM().Protocol()):
-			continue
 		case !ok:
+			added, err := g.AddNonvoter(s.ID, s.Address, 0, applyTimeout, func(p uint64) bool { return n.mayAdd(i, string(s.ID), p) })
+			switch {
+			case !added && err == nil:
+				continue // not confirmed (mayAdd warned)
+			case errors.Is(err, group.ErrNotReady):
+				return // a leader of a moment ago: the next pass
+			}
 			n.log.Info("adding server to a group as a non-voter", "group", i, "id", s.ID)
-			n.logChange(i, "adding non-voter", s.ID, n.await(r.AddNonvoter(s.ID, s.Address, 0, applyTimeout)))
+			n.logChange(i, "adding non-voter", s.ID, err)
 			return
 		case cur.Address != s.Address:
 			var f raft.IndexFuture

@@ -121,6 +121,12 @@ type Group struct {
 	// never lift another's Withhold.
 	moveMu sync.Mutex
 
+	// confMu and readyTerm order protocol moves and added servers (see
+	// members.go): readyTerm is the term whose barrier this server applied
+	// as leader.
+	confMu    sync.Mutex
+	readyTerm atomic.Uint64
+
 	stats stats
 
 	// fenced is set by Fence: the group never serves again.

@@ -32,7 +32,13 @@ type host struct {
 	asked             atomic.Int64
 	renewedWhileAsked atomic.Int64
 	g                 atomic.Pointer[group.Group]
+
+	// With gate set, ProtocolConfirmed tells gate.asked that a move asks,
+	// and answers yes once gate.release is closed.
+	gate atomic.Pointer[moveGate]
 }
+
+type moveGate struct{ asked, release chan struct{} }
 
 func (h *host) WaitListening(context.Context, time.Time) bool { h.listens.Add(1); return true }
 
@@ -50,6 +56,18 @@ func (h *host) WaitAdmitted(ctx context.Context, _ int) bool {
 }
 func (h *host) ProtocolTarget(raft.Configuration) uint64 { return fsm.ProtocolVersion }
 func (h *host) ProtocolConfirmed(ctx context.Context, _ raft.Configuration, _ uint64) bool {
+	if gt := h.gate.Load(); gt != nil {
+		select {
+		case gt.asked <- struct{}{}:
+		default:
+		}
+		select {
+		case <-gt.release:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
 	if !h.hang.Load() {
 		return true
 	}
@@ -374,5 +392,76 @@ func TestRaftWaitsEndWhenTheGroupStops(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatalf("attempt %d: a wait on a transfer raft accepted after it stopped did not end", i)
 		}
+	}
+}
+
+// TestAServerAddedDuringAMoveIsAskedAboutTheNewProtocol: a server added
+// while the leader's move to a newer protocol asks the configuration's
+// servers is asked, once the move committed, about the newer protocol,
+// never about the older one while the move is under way: otherwise it
+// would join a group on a protocol it was never asked about (members.go).
+func TestAServerAddedDuringAMoveIsAskedAboutTheNewProtocol(t *testing.T) {
+	h := &host{}
+	h.hang.Store(true) // no move yet: the group serves on protocol 1
+	h.vouched.Store(true)
+	g, addr := open(t, t.TempDir(), h)
+	h.g.Store(g)
+	if err := g.Raft().BootstrapCluster(raft.Configuration{Servers: []raft.Server{{ID: "s1", Address: addr}}}).Error(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "serving", g.Allocator().Serving)
+	if p := g.FSM().Protocol(); p >= fsm.ProtocolVersion {
+		t.Fatalf("the group is on protocol %d before any move", p)
+	}
+	gt := &moveGate{asked: make(chan struct{}, 1), release: make(chan struct{})}
+	h.gate.Store(gt)
+	h.hang.Store(false)
+	select {
+	case <-gt.asked: // the upkeep's move asks, and waits for the answer
+	case <-time.After(10 * time.Second):
+		t.Fatal("no move asked within 10 s")
+	}
+
+	type question struct {
+		protocol  uint64
+		duringAsk bool
+	}
+	var moving atomic.Bool
+	moving.Store(true)
+	questions := make(chan question, 2)
+	added := make(chan error, 1)
+	go func() {
+		ok, err := g.AddNonvoter("s2", "127.0.0.1:1", 0, 5*time.Second, func(p uint64) bool {
+			questions <- question{p, moving.Load()}
+			return true
+		})
+		if err == nil && !ok {
+			err = errors.New("not added")
+		}
+		added <- err
+	}()
+	// Give an add that does not wait for the move the time to ask (it
+	// would at once); the move's question is bounded at 250 ms.
+	var early *question
+	select {
+	case q := <-questions:
+		early = &q
+	case <-time.After(100 * time.Millisecond):
+	}
+	moving.Store(false)
+	close(gt.release)
+	if err := <-added; err != nil {
+		t.Fatalf("the add: %v", err)
+	}
+	q := early
+	if q == nil {
+		q = new(<-questions)
+	}
+	if q.duringAsk || q.protocol != fsm.ProtocolVersion {
+		t.Fatalf("the added server was asked about protocol %d (while the move asked: %v), want %d after the move",
+			q.protocol, q.duringAsk, fsm.ProtocolVersion)
+	}
+	if p := g.FSM().Protocol(); p != fsm.ProtocolVersion {
+		t.Fatalf("the group is on protocol %d after the move, want %d", p, fsm.ProtocolVersion)
 	}
 }

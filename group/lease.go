@@ -126,8 +126,10 @@ func (g *Group) lead(ctx context.Context, epoch uint64) {
 	}
 	// 1. Barrier: the FSM holds every entry committed before this term.
 	for {
+		term := g.raft.CurrentTerm()
 		err := g.raft.Barrier(applyTimeout).Error()
 		if err == nil {
+			g.readyTerm.Store(term)
 			break
 		}
 		g.log.Warn("barrier failed", "err", err)
@@ -350,6 +352,10 @@ func (g *Group) EnsureProtocol(ctx context.Context) {
 	if g.fsm.Protocol() >= fsm.ProtocolVersion && g.fsm.ClusterID() != "" {
 		return
 	}
+	// No server is added between the configuration read here and the
+	// move's commit (see members.go).
+	g.confMu.Lock()
+	defer g.confMu.Unlock()
 	cf := g.raft.GetConfiguration()
 	if cf.Error() != nil {
 		return
