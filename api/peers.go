@@ -172,17 +172,19 @@ func (p peerService) Vouch(ctx context.Context, req *connect.Request[peerv1.Vouc
 // Space implements PeerService.Space (see cluster.Node.AnswerSpace).
 func (p peerService) Space(ctx context.Context, req *connect.Request[peerv1.SpaceRequest]) (*connect.Response[peerv1.SpaceResponse], error) {
 	name, err := spaceName(req.Msg.GetName())
-	var sp seqd.Space
-	var found bool
+	var rec cluster.SpaceRecord
 	if err == nil {
-		sp, found, err = p.s.node.AnswerSpace(name)
+		rec, err = p.s.node.AnswerSpace(name)
 	}
 	if err != nil {
 		err = p.s.toConnect(err)
 		p.s.logCall(peerv1connect.PeerServiceSpaceProcedure, err)
 		return nil, err
 	}
-	return connect.NewResponse(&peerv1.SpaceResponse{Found: found, Step: sp.Step, SectionSize: sp.SectionSize}), nil
+	return connect.NewResponse(&peerv1.SpaceResponse{
+		Found: rec.Live(), Step: rec.Space.Step, SectionSize: rec.Space.SectionSize,
+		Version: rec.Version, Deleted: !rec.Live() && rec.Space.SectionSize != 0,
+	}), nil
 }
 
 // Host returns the client through which the cluster host asks other
@@ -200,14 +202,22 @@ type peerClient struct {
 
 // Space asks the server at apiAddr, group 0's leader, for a space
 // (PeerService.Space).
-func (c peerClient) Space(ctx context.Context, apiAddr, name string) (seqd.Space, bool, error) {
+func (c peerClient) Space(ctx context.Context, apiAddr, name string) (cluster.SpaceRecord, error) {
 	pc := peerv1connect.NewPeerServiceClient(c.h, c.p.scheme()+apiAddr, c.p.options()...)
 	resp, err := pc.Space(ctx, connect.NewRequest(&peerv1.SpaceRequest{Name: name}))
 	if err != nil {
-		return seqd.Space{}, false, err
+		return cluster.SpaceRecord{}, err
 	}
 	m := resp.Msg
-	return seqd.Space{Name: name, Step: m.GetStep(), SectionSize: m.GetSectionSize()}, m.GetFound(), nil
+	rec := cluster.SpaceRecord{Space: seqd.Space{Name: name, Step: m.GetStep(), SectionSize: m.GetSectionSize()}, Version: m.GetVersion()}
+	switch {
+	case m.GetFound() && rec.Live():
+		return rec, nil
+	case m.GetDeleted():
+		rec.Space.Step = 0
+		return rec, nil
+	}
+	return cluster.SpaceRecord{}, nil // none (or, from a build before versions, a deletion)
 }
 
 // Clock implements PeerService.Clock: this server's wall clock and the

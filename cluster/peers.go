@@ -3,7 +3,7 @@ package cluster
 import (
 	"context"
 
-	"github.com/seqd/seqd"
+	"github.com/seqd/seqd/fsm"
 )
 
 // Peers is how this server asks the other servers, over their API: one
@@ -20,10 +20,12 @@ type Peers interface {
 	// vouch.go).
 	Vouch(ctx context.Context, apiAddr string, req VouchRequest) (VouchAnswer, error)
 	// Space asks the server, which this one takes for group 0's leader,
-	// for a space's committed settings: found false when there is no such
-	// space. A server that does not lead group 0 and serve fails (an error
-	// wrapping seqd.ErrNotLeader or a wire error); see spaces.go.
-	Space(ctx context.Context, apiAddr, name string) (sp seqd.Space, found bool, err error)
+	// for its committed record of a space, with the record's version: the
+	// zero record when there is none, a deletion with its section size
+	// (builds before versions answer a deletion as none, at version 0). A
+	// server that does not lead group 0 and serve fails (an error wrapping
+	// seqd.ErrNotLeader or a wire error); see spaces.go.
+	Space(ctx context.Context, apiAddr, name string) (rec fsm.SpaceRecord, err error)
 	// Clock reads the server's wall clock (Unix ms; clock.go).
 	Clock(ctx context.Context, apiAddr string) (int64, error)
 	// Speaks asks the server which replicated-command protocol its running

@@ -64,14 +64,14 @@ func kindsApplied(conf raft.Configuration, self string, member func(id string) (
 	return nil
 }
 
-// askSpace answers a space's settings as group 0's serving leader has
-// them: this server's own state when it is that leader, else the leader's
-// answer (askLeader, shared among concurrent callers). found is false for
-// no such space or a deleted one.
-func (n *Node) askSpace(ctx context.Context, name string) (seqd.Space, bool, error) {
+// askSpace answers group 0's record of a space, with its version, as
+// group 0's serving leader has it: this server's own state when it is
+// that leader, else the leader's answer (askLeader, shared among
+// concurrent callers): live, a deletion, or none (the zero record).
+func (n *Node) askSpace(ctx context.Context, name string) (fsm.SpaceRecord, error) {
 	if n.servesAuthority() {
-		sp, ok := n.authority().FSM().Space(name)
-		return sp, ok, nil
+		rec, _ := n.authority().FSM().Record(name)
+		return rec, nil
 	}
 	return n.askLeader(ctx, name)
 }
@@ -87,11 +87,11 @@ func (n *Node) FollowSpace(ctx context.Context, g int, name string) error {
 	if !grp.IsLeader() {
 		return seqd.ErrNotLeader
 	}
-	sp, found, err := n.askSpace(ctx, name)
+	rec, err := n.askSpace(ctx, name)
 	if err != nil {
 		return err
 	}
-	return grp.FollowSpace(ctx, name, sp, found)
+	return grp.FollowSpace(ctx, name, rec)
 }
 
 // DeleteNamespace deletes a flake namespace on group 0's serving leader,

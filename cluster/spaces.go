@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seqd/seqd"
+	"github.com/seqd/seqd/fsm"
 )
 
 // Spaces in a cluster of several groups.
@@ -34,6 +35,10 @@ import (
 // group 0 and serves answers from its own state; so does a cluster of one
 // group (whose leader serves every key, and holds every committed space).
 
+// SpaceRecord is group 0's record of a space with its version, as
+// Peers.Space answers it (see fsm's space_version.go).
+type SpaceRecord = fsm.SpaceRecord
+
 // lookups coalesces concurrent questions about one space.
 type lookups struct {
 	mu      sync.Mutex
@@ -41,10 +46,9 @@ type lookups struct {
 }
 
 type lookup struct {
-	done  chan struct{}
-	sp    seqd.Space
-	found bool
-	err   error
+	done chan struct{}
+	rec  fsm.SpaceRecord
+	err  error
 }
 
 // LookupSpace returns a space's committed settings as routing needs them:
@@ -65,10 +69,9 @@ func (n *Node) LookupSpace(ctx context.Context, name string) (seqd.Space, error)
 	return sp, nil
 }
 
-// askLeader asks group 0's leader about a space (Peers.Space), sharing one
-// question among concurrent callers: found false for no such space, or a
-// deleted one.
-func (n *Node) askLeader(ctx context.Context, name string) (seqd.Space, bool, error) {
+// askLeader asks group 0's leader for its record of a space (Peers.Space),
+// sharing one question among concurrent callers.
+func (n *Node) askLeader(ctx context.Context, name string) (fsm.SpaceRecord, error) {
 	n.spaceLookups.mu.Lock()
 	if n.spaceLookups.pending == nil {
 		n.spaceLookups.pending = map[string]*lookup{}
@@ -83,9 +86,9 @@ func (n *Node) askLeader(ctx context.Context, name string) (seqd.Space, bool, er
 	select {
 	case <-l.done:
 	case <-ctx.Done():
-		return seqd.Space{}, false, ctx.Err()
+		return fsm.SpaceRecord{}, ctx.Err()
 	}
-	return l.sp, l.found, l.err
+	return l.rec, l.err
 }
 
 // lookupTimeout bounds one question to group 0's leader.
@@ -107,18 +110,31 @@ func (n *Node) lookupRemote(name string, l *lookup) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
 	defer cancel()
-	sp, found, err := n.cfg.Peers.Space(ctx, addr, name)
+	rec, err := n.cfg.Peers.Space(ctx, addr, name)
 	if err != nil {
 		n.log.Debug("asking group 0's leader for a space failed", "space", name, "leader", id, "err", err)
 		l.err = fmt.Errorf("%w: space %q: group 0's leader %s did not answer", seqd.ErrNotLeader, name, id)
 		return
 	}
-	if found && (sp.Name != name || seqd.ValidateSpace(sp) != nil) {
-		n.log.Warn("group 0's leader answered a malformed space", "space", name, "leader", id, "answer", sp)
+	if !wellFormed(name, rec) {
+		n.log.Warn("group 0's leader answered a malformed space", "space", name, "leader", id, "answer", rec)
 		l.err = fmt.Errorf("%w: space %q: malformed answer from group 0's leader", seqd.ErrNotLeader, name)
 		return
 	}
-	l.sp, l.found = sp, found
+	l.rec = rec
+}
+
+// wellFormed checks an answer about space name: none (the zero record),
+// or a record of that name, live or a deletion, of valid settings.
+func wellFormed(name string, rec fsm.SpaceRecord) bool {
+	if rec == (fsm.SpaceRecord{}) {
+		return true
+	}
+	sp := rec.Space
+	if !rec.Live() {
+		sp.Step = 1 // a deletion keeps a valid name and section size
+	}
+	return sp.Name == name && seqd.ValidateSpace(sp) == nil
 }
 
 // servesAuthority reports whether this server leads group 0 and serves it:
@@ -127,13 +143,15 @@ func (n *Node) servesAuthority() bool {
 	return n.authority().IsLeader() && n.authority().Allocator().Serving()
 }
 
-// AnswerSpace answers another server's Peers.Space question: a space from
-// this server's state, which is authoritative only while it leads group 0
-// and serves it; otherwise an error wrapping seqd.ErrNotLeader.
-func (n *Node) AnswerSpace(name string) (seqd.Space, bool, error) {
+// AnswerSpace answers another server's Peers.Space question: group 0's
+// record of a space (live, a deletion, or none: the zero record) with its
+// version, from this server's state, which is authoritative only while it
+// leads group 0 and serves it; otherwise an error wrapping
+// seqd.ErrNotLeader.
+func (n *Node) AnswerSpace(name string) (fsm.SpaceRecord, error) {
 	if !n.servesAuthority() {
-		return seqd.Space{}, false, fmt.Errorf("%w: asked about a space of group 0", seqd.ErrNotLeader)
+		return fsm.SpaceRecord{}, fmt.Errorf("%w: asked about a space of group 0", seqd.ErrNotLeader)
 	}
-	sp, ok := n.authority().FSM().Space(name)
-	return sp, ok, nil
+	rec, _ := n.authority().FSM().Record(name)
+	return rec, nil
 }

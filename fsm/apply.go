@@ -74,10 +74,11 @@ func (f *FSM) applyCreate(l *raft.Log, s seqd.Space) error {
 	if err := seqd.ValidateSpace(s); err != nil {
 		return err
 	}
-	f.mu.RLock()
-	old, ok := f.spaces[s.Name]
-	f.mu.RUnlock()
+	rec, ok := f.Record(s.Name)
+	old := rec.Space
 	switch {
+	case f.stale(rec, ok):
+		return nil
 	case ok && old.Step == 0 && old.SectionSize != s.SectionSize:
 		return fmt.Errorf("%w: %q was deleted with section size %d, and its marks are per section: create it again with that section size, or use another name", seqd.ErrSpaceExists, old.Name, old.SectionSize)
 	case ok && old.Step == 0:
@@ -88,7 +89,7 @@ func (f *FSM) applyCreate(l *raft.Log, s seqd.Space) error {
 	case ok:
 		return seqd.SpaceConflict(old, s)
 	}
-	return f.storeSpace(l, s)
+	return f.storeRecord(l, SpaceRecord{Space: s, Version: f.nextVersion(rec)})
 }
 
 // putSpace writes a space's settings (step 0 for a deleted space) and makes

@@ -141,8 +141,8 @@ func TestMergeBackupsAndRestoreGroups(t *testing.T) {
 		t.Fatal("the restore changed the backup")
 	}
 	for g, path := range out {
-		if got := fileFormat(t, path); got != generationFormat {
-			t.Errorf("group %d's state of format %d, want %d (a restored cluster records its generation)", g, got, generationFormat)
+		if got := fileFormat(t, path); got != versionFormat {
+			t.Errorf("group %d's state of format %d, want %d (a restored cluster is on protocol 6, and records its generation)", g, got, versionFormat)
 		}
 		f, err := Open(path, nil)
 		if err != nil {

@@ -66,7 +66,9 @@ const generationFormat = 5
 // is a backup of several raft groups (see groupsBackupFormat), never a
 // group's own state; builds that read format 3 at most refuse it. Format 5
 // records a generation (generationFormat), in a group's state or a backup.
-const formatVersion = 5
+// Format 6 holds space record versions, or was promised protocol 6
+// (versionFormat).
+const formatVersion = versionFormat
 
 // baseFormat is the format a new file is written in.
 const baseFormat = 1
@@ -80,15 +82,16 @@ const spaceValueLen = 16
 
 // state is a loaded (and validated) copy of the database contents.
 type state struct {
-	spaces  map[string]seqd.Space
-	marks   map[string]map[uint64]uint64
-	bases   map[string]uint64
-	seen    map[string]uint64
-	ext     extState
-	flake   flakeState
-	backup  *BackupInfo
-	format  uint64
-	applied uint64
+	spaces   map[string]seqd.Space
+	versions map[string]uint64
+	marks    map[string]map[uint64]uint64
+	bases    map[string]uint64
+	seen     map[string]uint64
+	ext      extState
+	flake    flakeState
+	backup   *BackupInfo
+	format   uint64
+	applied  uint64
 }
 
 // openStore opens the bbolt file at path and loads (thereby validating) its
@@ -333,6 +336,11 @@ func loadState(tx *bolt.Tx) (*state, error) {
 			}
 			st.ext.lease = LeaseRecord{Lease: time.Duration(l), Margin: time.Duration(m)}
 			return nil
+		case string(keyVersions):
+			if v != nil {
+				return errors.New("meta: versions is not a bucket")
+			}
+			return nil // loadVersions
 		case string(keyApplied), string(keyFormat), string(keyProtocol), string(keyFloor), string(keyGroups), string(keyGeneration), string(keyRaiseClock):
 		default:
 			return fmt.Errorf("meta: unexpected key %q", k)
@@ -404,6 +412,9 @@ func loadState(tx *bolt.Tx) (*state, error) {
 	}
 	if st.ext.raiseClock != 0 && st.format < generationFormat {
 		return nil, fmt.Errorf("meta: a raise clock in a file that says format %d", st.format)
+	}
+	if err := loadVersions(tx, st); err != nil {
+		return nil, err
 	}
 	if err := loadBudget(tx, st); err != nil {
 		return nil, err

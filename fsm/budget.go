@@ -200,26 +200,37 @@ func loadBudget(tx *bolt.Tx, st *state) error {
 // later, in this process or after a restart (raft installs its latest at
 // every start), keeps it (Restore never lowers a file's format), and a file
 // older builds already refused is left as it is. p below 5 needs no mark.
+// Protocol 6 (space record versions,
+// whose entries builds of protocol 5 stop on) marks the file
+// versionFormat, which builds of protocol 5 refuse.
 func (f *FSM) PromiseProtocol(p uint64) error {
-	if p < budgetProtocol || f.promised.Load() {
+	if p < budgetProtocol || f.promised.Load() >= p {
 		return nil // marked already: Restore keeps the mark
 	}
 	f.dbMu.Lock()
 	defer f.dbMu.Unlock()
-	if err := f.markPromisedLocked(); err != nil {
+	if err := f.markPromisedLocked(p); err != nil {
 		return err
 	}
-	f.promised.Store(true)
+	f.promised.Store(p)
 	return nil
 }
 
-// markPromisedLocked marks the file for a promise (PromiseProtocol); dbMu
-// is held.
-func (f *FSM) markPromisedLocked() error {
+// promisedFormat is the data format that marks a promise of protocol p.
+func promisedFormat(p uint64) uint64 {
+	if p >= versionProtocol {
+		return versionFormat
+	}
+	return generationFormat
+}
+
+// markPromisedLocked marks the file for a promise of protocol p
+// (PromiseProtocol); dbMu is held.
+func (f *FSM) markPromisedLocked(p uint64) error {
 	if f.db == nil {
 		return f.broken
 	}
-	return f.db.Update(func(tx *bolt.Tx) error { return setFormat(tx, generationFormat) })
+	return f.db.Update(func(tx *bolt.Tx) error { return setFormat(tx, promisedFormat(p)) })
 }
 
 // budgetUnstamped charges an unstamped raise on protocol 5 or later to its

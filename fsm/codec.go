@@ -198,6 +198,9 @@ func Decode(b []byte) (Command, error) {
 	case KindDeleteSpace:
 		c.Kind = k
 		d.deleteSpace(&c)
+	case KindFollowSpace:
+		c.Kind = k
+		d.followSpace(&c)
 	case KindDeleteNamespace:
 		c.Kind = k
 		c.Namespace = d.string("namespace")

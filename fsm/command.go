@@ -51,11 +51,18 @@ const (
 	// writes them only once every server of the configuration applies
 	// them (see KindsApplied), so that no replica keeps what the others
 	// changed. KindIgnorable|3 stays unused: a floor (SetFloor) is a
-	// raise (KindRaise, KindRaiseAt), which every build applies. Kinds KindIgnorable|8 and up
-	// belong to other work.
+	// raise (KindRaise, KindRaiseAt), which every build applies. Kinds
+	// KindIgnorable|8 and up belong to other work.
 	KindUpdateSpace     Kind = KindIgnorable | 4
 	KindDeleteSpace     Kind = KindIgnorable | 5
 	KindDeleteNamespace Kind = KindIgnorable | 6
+	// KindFollowSpace is protocol 6: a group other than group 0 sets its
+	// record of a space to group 0's, with the version it copies, applied
+	// only if that version supersedes the record's (see space_version.go).
+	// It carries no KindIgnorable: a replica that skipped it would keep
+	// another record than the others, and versions must be the same on
+	// every replica.
+	KindFollowSpace Kind = 8
 )
 
 // KindIgnorable is the bit that marks a command kind as safe to skip. A
@@ -76,8 +83,10 @@ const KindIgnorable Kind = 0x80
 // through a KindCluster entry, which its leader writes only once every
 // server in the raft configuration advertises that protocol (through
 // gossip). Protocol 5 stamps every raise with its leader's time and holds
-// it to the raise budget (KindRaiseAt, budget.go).
-const ProtocolVersion = 5
+// it to the raise budget (KindRaiseAt, budget.go). Protocol 6 brings space
+// record versions: group 0 counts a version in every space record, and
+// the other groups follow it with KindFollowSpace (space_version.go).
+const ProtocolVersion = 6
 
 // ClusterProtocol is the first protocol with KindCluster: the lowest a
 // cluster moves to (every cluster starts on 1).
@@ -113,6 +122,9 @@ type Command struct {
 	// operations.
 	NowMs int64
 	Flake []FlakeOp
+	// KindFollowSpace: the version of group 0's record it copies (Space
+	// is the record: Step 0 for a deletion).
+	Version uint64
 	// KindDeleteNamespace: the namespace.
 	Namespace string
 }
@@ -185,6 +197,9 @@ var commands = map[Kind]command{
 	}},
 	KindDeleteNamespace: {"delete namespace", 1, func(f *FSM, l *raft.Log, c Command) any {
 		return f.applyDeleteNamespace(l, c.Namespace)
+	}},
+	KindFollowSpace: {"follow space", versionProtocol, func(f *FSM, l *raft.Log, c Command) any {
+		return f.applyFollowSpace(l, SpaceRecord{Space: c.Space, Version: c.Version})
 	}},
 }
 

@@ -21,7 +21,10 @@
 //     cluster-wide floor and per-space bases a restore sets, the servers seen
 //     holding raft state, the cluster's ID and protocol, the last lease
 //     record, and the applied index. A space's step may change and a space
-//     may be deleted, keeping its marks (space_change.go); a flake namespace
+//     may be deleted, keeping its marks (space_change.go); from protocol 6
+//     group 0 counts a version in every space record, and a group other
+//     than group 0 sets its record from group 0's only with a higher
+//     version, so that it never goes back (space_version.go); a flake namespace
 //     may be deleted, keeping its floor and workers (namespace_delete.go).
 //     A floor is a raise: a mark, never state of its own.
 //   - The replicated commands: a Kind byte and then strictly encoded fields

@@ -43,11 +43,14 @@ type FSM struct {
 	// spaces holds every space, deleted ones too: a deleted space keeps
 	// its section size and marks, with Step 0 (see applyDeleteSpace).
 	spaces map[string]seqd.Space
-	marks  map[string]map[uint64]uint64
-	bases  map[string]uint64
-	seen   map[string]uint64
-	ext    extState
-	flake  flakeState
+	// versions holds each record's version, none for version 0 (see
+	// space_version.go).
+	versions map[string]uint64
+	marks    map[string]map[uint64]uint64
+	bases    map[string]uint64
+	seen     map[string]uint64
+	ext      extState
+	flake    flakeState
 	// handoff follows the lease entries applied (see LeaseReleased;
 	// memory only).
 	handoff lease.Handoff
@@ -58,10 +61,12 @@ type FSM struct {
 	diskMu    sync.Mutex
 	onDisk    func(full bool, err error)
 	onRestore atomic.Pointer[func()]
-	// promised is set by PromiseProtocol once the file is marked, so that
-	// it marks it once per process; the mark itself is the file's format,
-	// which a snapshot installed later keeps (Restore).
-	promised atomic.Bool
+	// promised is the protocol PromiseProtocol marked the file for, so
+	// that it marks it once per process and protocol; the mark itself is
+	// the file's format, which a snapshot installed later keeps (Restore).
+	promised atomic.Uint64
+	// counts is set by CountVersions (group 0).
+	counts   atomic.Bool
 	onSpace  atomic.Pointer[func(name string)]
 	diskFull bool
 	stopping chan struct{}
@@ -130,6 +135,7 @@ func (f *FSM) Close() error {
 func (f *FSM) install(st *state) {
 	f.mu.Lock()
 	f.spaces, f.marks, f.bases, f.seen, f.ext, f.flake = st.spaces, st.marks, st.bases, st.seen, st.ext, st.flake
+	f.versions = st.versions
 	f.handoff = lease.Handoff{}
 	f.applied.Store(st.applied)
 	f.loaded.Store(st.applied)

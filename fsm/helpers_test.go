@@ -122,6 +122,8 @@ func encode(c Command) []byte {
 		return EncodeDeleteSpace(c.Space.Name)
 	case KindDeleteNamespace:
 		return EncodeDeleteNamespace(c.Namespace)
+	case KindFollowSpace:
+		return EncodeFollowSpace(SpaceRecord{Space: c.Space, Version: c.Version})
 	}
 	panic(fmt.Sprintf("unknown kind %d", c.Kind))
 }

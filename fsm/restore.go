@@ -261,7 +261,7 @@ func prepareGroup(path string, st *state, g, n int, floor uint64, gen seqd.Gener
 			{keyFloor, u64(floor)}, {keyCluster, []byte(o.ClusterID)},
 			{keyProtocol, u64(ProtocolVersion)}, {keyGroups, u64(uint64(n))},
 			{keyLineage, []byte(gen.Lineage)}, {keyGeneration, u64(gen.Number)},
-			{keyFormat, u64(generationFormat)},
+			{keyFormat, u64(promisedFormat(ProtocolVersion))},
 		} {
 			if err := meta.Put(kv.k, kv.v); err != nil {
 				return err

@@ -59,9 +59,11 @@ func validStoredSpace(s seqd.Space) error {
 // space is refused with seqd.ErrUnknownSpace, a step out of range with
 // seqd.ErrInvalidSpace; neither changes anything.
 func (f *FSM) applyUpdateSpace(l *raft.Log, name string, step uint64) error {
-	f.mu.RLock()
-	old, ok := f.spaces[name]
-	f.mu.RUnlock()
+	rec, ok := f.Record(name)
+	if f.stale(rec, ok) {
+		return nil
+	}
+	old := rec.Space
 	if !ok || old.Step == 0 {
 		return fmt.Errorf("%w %q", seqd.ErrUnknownSpace, name)
 	}
@@ -73,7 +75,7 @@ func (f *FSM) applyUpdateSpace(l *raft.Log, name string, step uint64) error {
 	if s == old {
 		return nil
 	}
-	return f.storeSpace(l, s)
+	return f.storeRecord(l, SpaceRecord{Space: s, Version: f.nextVersion(rec)})
 }
 
 // applyDeleteSpace deletes a space: its record keeps the section size with
@@ -84,27 +86,37 @@ func (f *FSM) applyDeleteSpace(l *raft.Log, name string) error {
 	if name == seqd.DefaultSpaceName {
 		return fmt.Errorf("%w: the default space cannot be deleted", seqd.ErrInvalidArgument)
 	}
-	f.mu.RLock()
-	old, ok := f.spaces[name]
-	f.mu.RUnlock()
+	rec, ok := f.Record(name)
 	switch {
+	case f.stale(rec, ok):
+		return nil
 	case !ok:
 		return fmt.Errorf("%w %q", seqd.ErrUnknownSpace, name)
-	case old.Step == 0:
+	case rec.Space.Step == 0:
 		return nil
 	}
-	old.Step = 0
-	return f.storeSpace(l, old)
+	s := rec.Space
+	s.Step = 0
+	return f.storeRecord(l, SpaceRecord{Space: s, Version: f.nextVersion(rec)})
 }
 
-// storeSpace writes a space's record (a deleted one with step 0), keeping
-// its marks, and tells the space hook.
-func (f *FSM) storeSpace(l *raft.Log, s seqd.Space) error {
-	if err := f.write(l, func(tx *bolt.Tx) error { return putSpace(tx, s) }); err != nil {
+// storeRecord writes a space's record (a deleted one with step 0) and its
+// version, keeping its marks, and tells the space hook.
+func (f *FSM) storeRecord(l *raft.Log, r SpaceRecord) error {
+	s := r.Space
+	if err := f.write(l, func(tx *bolt.Tx) error {
+		if err := putSpace(tx, s); err != nil {
+			return err
+		}
+		return putVersion(tx, s.Name, r.Version)
+	}); err != nil {
 		return err
 	}
 	f.mu.Lock()
 	f.spaces[s.Name] = s
+	if r.Version != 0 {
+		f.versions[s.Name] = r.Version
+	}
 	if f.marks[s.Name] == nil {
 		f.marks[s.Name] = make(map[uint64]uint64)
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/seqd/seqd"
+	"github.com/seqd/seqd/fsm"
 	"github.com/seqd/seqd/internal/logbridge"
 )
 
@@ -50,13 +50,14 @@ type Config struct {
 	// Authority reads group 0's committed state on this server; it is
 	// required when Index > 0, and nil for group 0.
 	Authority Authority
-	// AskSpace asks group 0's serving leader for a space's committed
-	// settings (found false: no such space, or a deleted one): the last
+	// AskSpace asks group 0's serving leader for its record of a space,
+	// with the record's version (rec.Live() false: no such space, the zero
+	// record, or a deleted one, which keeps its section size): the last
 	// step of ResolveSpace, when neither the group's record nor this
 	// server's copy of group 0 (which may lag) holds the space, and how a
 	// group other than group 0 settles a record that differs from the copy
 	// (see copySpaces). nil: nothing is asked (a cluster of one group).
-	AskSpace func(ctx context.Context, name string) (sp seqd.Space, found bool, err error)
+	AskSpace func(ctx context.Context, name string) (rec fsm.SpaceRecord, err error)
 	// Groups is how many groups the cluster runs (0: one). The group serves
 	// only while group 0's record of the count agrees (see lead).
 	Groups int

@@ -86,6 +86,9 @@ type Authority interface {
 	Spaces() []seqd.Space
 	// Deleted reports whether group 0 deleted the space.
 	Deleted(name string) (sectionSize uint64, deleted bool)
+	// Record returns group 0's record of a space, a deleted one too, with
+	// its version (fsm's space_version.go); ok is false for none.
+	Record(name string) (rec fsm.SpaceRecord, ok bool)
 	// ClusterID returns group 0's cluster ID ("" until it has one).
 	ClusterID() string
 	// Groups returns the cluster's group count as group 0 records it, and
@@ -193,6 +196,9 @@ func (g *Group) open() error {
 		return err
 	}
 	g.fsm = f
+	if cfg.Index == 0 {
+		f.CountVersions() // group 0 decides spaces (fsm's space_version.go)
+	}
 	f.SetDiskHook(g.host.FSMDisk)
 	f.SetRestoreHook(g.noteLease)
 	f.SetUnsafeFlakeTrustClock(cfg.UnsafeFlakeTrustClock)

@@ -272,9 +272,13 @@ func (a *authority) Space(name string) (seqd.Space, bool) {
 }
 func (a *authority) Spaces() []seqd.Space          { x, _ := a.Space("x"); return []seqd.Space{x} }
 func (a *authority) Deleted(string) (uint64, bool) { return 0, false }
-func (a *authority) ClusterID() string             { return "c1" }
-func (a *authority) Groups() (int, bool)           { return 2, true }
-func (a *authority) Protocol() uint64              { return fsm.ProtocolVersion }
+func (a *authority) Record(name string) (fsm.SpaceRecord, bool) {
+	sp, ok := a.Space(name)
+	return fsm.SpaceRecord{Space: sp}, ok
+}
+func (a *authority) ClusterID() string   { return "c1" }
+func (a *authority) Groups() (int, bool) { return 2, true }
+func (a *authority) Protocol() uint64    { return fsm.ProtocolVersion }
 
 // The serving loop waits on nothing but its renewals, a space's settings
 // asked of group 0's leader included: when a group's record of a space
@@ -290,7 +294,7 @@ func TestASpaceQuestionNeverHoldsTheLeaseLoop(t *testing.T) {
 	a.step.Store(5)
 	var asked, renewedWhileAsked atomic.Int64
 	var gp atomic.Pointer[group.Group]
-	ask := func(ctx context.Context, name string) (seqd.Space, bool, error) {
+	ask := func(ctx context.Context, name string) (fsm.SpaceRecord, error) {
 		asked.Add(1)
 		g := gp.Load()
 		from := g.Status().Renewals
@@ -299,9 +303,9 @@ func TestASpaceQuestionNeverHoldsTheLeaseLoop(t *testing.T) {
 		for {
 			select {
 			case <-ctx.Done():
-				return seqd.Space{}, false, ctx.Err()
+				return fsm.SpaceRecord{}, ctx.Err()
 			case <-bound:
-				return seqd.Space{}, false, context.DeadlineExceeded
+				return fsm.SpaceRecord{}, context.DeadlineExceeded
 			case <-time.After(5 * time.Millisecond):
 			}
 			if !counted && g.Status().Renewals >= from+2 {

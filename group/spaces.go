@@ -19,8 +19,15 @@ import (
 // renewals, that its records agree with this server's copy of group 0
 // (copySpaces). That copy may lag group 0 (a follower a heartbeat behind),
 // so where a record differs from it, the leader asks group 0's serving
-// leader (Config.AskSpace) and follows its answer, never the copy: a group
-// never goes back to a step or a space that group 0 has since changed.
+// leader (Config.AskSpace) and follows its answer, never the copy.
+//
+// Nothing orders one path's question against another path's entry, so on
+// protocol 6 every entry that copies group 0's record carries the version
+// group 0 gave it, and the state machine applies it only when that
+// version supersedes the group's record's (fsm's space_version.go): a
+// group never goes back to a step or a space that group 0 has since
+// changed, whichever entry commits last. Before the move to protocol 6
+// the entries carry no version, as the builds before wrote them.
 //
 // A group serves a space only from its own record (store.Space), which
 // its store makes before the allocator first loads the space
@@ -100,13 +107,24 @@ func (g *Group) DeleteSpace(ctx context.Context, name string) error {
 }
 
 // FollowSpace makes this group's record of a space what group 0's serving
-// leader answered (sp when found; not found: none, or deleted), on this
-// group's leader: a space created (again), a new step, a deletion. A
-// record that already agrees costs nothing.
-func (g *Group) FollowSpace(ctx context.Context, name string, sp seqd.Space, found bool) error {
+// leader answered (rec: live, a deletion, or none), on this group's
+// leader: a space created (again), a new step, a deletion. A record that
+// already agrees costs nothing.
+//
+// On protocol 6 the entry carries the answer's version, and the state
+// machine applies it only if that version supersedes the record's (fsm's
+// space_version.go): whichever path's entry commits last (this call's,
+// the upkeep's, the resolver's), made from whichever answer, the record
+// only moves forward. Before, an answer older than one followed meanwhile
+// may take the record back until the next upkeep.
+func (g *Group) FollowSpace(ctx context.Context, name string, rec fsm.SpaceRecord) error {
 	if !g.IsLeader() {
 		return seqd.ErrNotLeader
 	}
+	if g.versioned() {
+		return g.followRecord(ctx, name, rec)
+	}
+	sp, found := rec.Space, rec.Live()
 	own, live := g.fsm.Space(name)
 	switch {
 	case found && !live:
@@ -126,6 +144,26 @@ func (g *Group) FollowSpace(ctx context.Context, name string, sp seqd.Space, fou
 	return nil
 }
 
+// followRecord is FollowSpace on protocol 6: one KindFollowSpace entry,
+// which the state machine applies only when it supersedes the record.
+func (g *Group) followRecord(ctx context.Context, name string, rec fsm.SpaceRecord) error {
+	own, have := g.fsm.Record(name)
+	rec.Space.Name = name
+	if !rec.Live() && rec.Space.SectionSize == 0 {
+		// Group 0 holds no record: nothing to follow, unless this group
+		// serves a space group 0 only answers as gone (a build that
+		// answers no section size for a deletion): delete it here.
+		if !have || !own.Live() {
+			return nil
+		}
+		rec.Space.SectionSize = own.Space.SectionSize
+	}
+	if have && own == rec {
+		return nil
+	}
+	return g.apply(ctx, fsm.EncodeFollowSpace(rec))
+}
+
 // copySpaces makes this group's records follow group 0's (see above): a
 // space this server's copy of group 0 has and the group has no record of
 // is copied at once, as group 0's records never lose a space; a record that
@@ -136,19 +174,23 @@ func (g *Group) copySpaces(ctx context.Context) {
 	if a == nil {
 		return
 	}
+	versioned := g.versioned()
 	var differ []string
 	for _, sp := range a.Spaces() {
-		own, ok := g.fsm.Space(sp.Name)
-		_, deleted := g.fsm.Deleted(sp.Name)
+		rec, ok := a.Record(sp.Name)
+		if !ok || !rec.Live() {
+			continue // deleted since Spaces answered
+		}
+		own, have := g.fsm.Record(sp.Name)
 		switch {
-		case !ok && !deleted:
-			if err := g.apply(ctx, fsm.EncodeCreateSpace(sp)); err != nil {
+		case !have:
+			if err := g.apply(ctx, g.encodeCopy(rec)); err != nil {
 				if !errors.Is(err, context.Canceled) {
 					g.log.Warn("copying a space from group 0 failed", "space", sp.Name, "err", err)
 				}
 				return
 			}
-		case !ok || own.Step != sp.Step:
+		case !own.Live() || own.Space.Step != rec.Space.Step, versioned && own.Version < rec.Version:
 			differ = append(differ, sp.Name)
 		}
 	}
@@ -161,9 +203,9 @@ func (g *Group) copySpaces(ctx context.Context) {
 		return
 	}
 	for _, name := range differ {
-		sp, found, err := g.cfg.AskSpace(ctx, name)
+		rec, err := g.cfg.AskSpace(ctx, name)
 		if err == nil {
-			err = g.FollowSpace(ctx, name, sp, found)
+			err = g.FollowSpace(ctx, name, rec)
 		}
 		if err != nil {
 			if !errors.Is(err, context.Canceled) {

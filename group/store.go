@@ -28,13 +28,31 @@ func (s store) FindSpace(ctx context.Context, name string) error {
 	if _, ok := g.fsm.Space(name); ok {
 		return nil
 	}
-	sp, found, err := g.ResolveSpace(ctx, name)
-	if err != nil || !found {
+	rec, err := g.resolveRecord(ctx, name)
+	if err != nil || !rec.Live() {
 		return err
 	}
-	// New here, or created again after a deletion: a create every build
-	// applies (as FollowSpace's).
-	return g.apply(ctx, fsm.EncodeCreateSpace(sp))
+	// New here, or created again after a deletion: a record of group 0's
+	// (with its version from protocol 6, so that a copy that lags a
+	// deletion already followed changes nothing), or a create every build
+	// applies.
+	return g.apply(ctx, g.encodeCopy(rec))
+}
+
+// encodeCopy encodes making this group's record group 0's live record
+// rec: KindFollowSpace, with rec's version, once the group is on protocol
+// 6; a create before.
+func (g *Group) encodeCopy(rec fsm.SpaceRecord) []byte {
+	if g.versioned() {
+		return fsm.EncodeFollowSpace(rec)
+	}
+	return fsm.EncodeCreateSpace(rec.Space)
+}
+
+// versioned reports whether the group is on the protocol of space record
+// versions: its entries that copy group 0's records carry their versions.
+func (g *Group) versioned() bool {
+	return g.fsm.Protocol() >= fsm.KindProtocol(fsm.KindFollowSpace)
 }
 
 // ResolveSpace returns a space's committed settings, found in one order by
@@ -47,17 +65,27 @@ func (s store) FindSpace(ctx context.Context, name string) error {
 // does not exist (or is deleted); an error is one of asking (no leader
 // known, the leader unreachable), which callers may retry.
 func (g *Group) ResolveSpace(ctx context.Context, name string) (sp seqd.Space, found bool, err error) {
-	if sp, ok := g.fsm.Space(name); ok {
-		return sp, true, nil
+	rec, err := g.resolveRecord(ctx, name)
+	if err != nil || !rec.Live() {
+		return seqd.Space{}, false, err
 	}
-	_, deleted := g.fsm.Deleted(name)
-	if a := g.cfg.Authority; a != nil && !deleted {
-		if sp, ok := a.Space(name); ok {
-			return sp, true, nil
+	return rec.Space, true, nil
+}
+
+// resolveRecord is ResolveSpace's record, with its version: a live one
+// when found, else group 0's serving leader's answer (a deletion, or none).
+func (g *Group) resolveRecord(ctx context.Context, name string) (fsm.SpaceRecord, error) {
+	own, ok := g.fsm.Record(name)
+	if ok && own.Live() {
+		return own, nil
+	}
+	if a := g.cfg.Authority; a != nil && !ok {
+		if rec, ok := a.Record(name); ok && rec.Live() {
+			return rec, nil
 		}
 	}
 	if g.cfg.AskSpace == nil {
-		return seqd.Space{}, false, nil
+		return fsm.SpaceRecord{}, nil
 	}
 	return g.cfg.AskSpace(ctx, name)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seqd/seqd/client"
+	"github.com/seqd/seqd/fsm"
 	"github.com/seqd/seqd/internal/proctest"
 )
 
@@ -176,7 +177,8 @@ func (d *mixedCluster) lead(t *testing.T, target *proctest.Proc) *proctest.Proc 
 // leader it speaks the protocol a move goes to never runs an older build on
 // its data afterwards, even if the move's entry never reached it. p2 is cut
 // off from raft (its API and gossip up) while p3 is upgraded: p1 asks p2
-// and p3, both answer 5, and the group moves with p3's vote. p2, still on
+// and p3, both answer this build's protocol, and the group moves with p3's
+// vote. p2, still on
 // protocol 4, is then started on 8ee10ee, as an operator rolling back does:
 // it must refuse its data (it would otherwise lead a group whose entries it
 // cannot follow, handing out values under raises no replica budgets). On
@@ -190,9 +192,9 @@ func TestAServerThatAnsweredAMoveNeverRunsAnOlderBuild(t *testing.T) {
 	d.restart(t, 2, "", d.slow...)
 	proctest.WaitAdmitted(t, d.ps[2], 30*time.Second)
 	deadline := time.Now().Add(30 * time.Second)
-	for !every(ownGroups(d.ps[0].API, 1).proto, 5) {
+	for !every(ownGroups(d.ps[0].API, 1).proto, fsm.ProtocolVersion) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the group did not move to protocol 5; log of p1:\n%s", d.ps[0].LogText())
+			t.Fatalf("the group did not move to protocol %d; log of p1:\n%s", fsm.ProtocolVersion, d.ps[0].LogText())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -203,7 +205,7 @@ func TestAServerThatAnsweredAMoveNeverRunsAnOlderBuild(t *testing.T) {
 	select {
 	case <-d.ps[1].Done():
 	case <-time.After(30 * time.Second):
-		t.Fatalf("p2 runs 8ee10ee on data it promised to protocol 5; log:\n%s", d.ps[1].LogText())
+		t.Fatalf("p2 runs 8ee10ee on data it promised to protocol %d; log:\n%s", fsm.ProtocolVersion, d.ps[1].LogText())
 	}
 	if log := d.ps[1].LogText(); !strings.Contains(log, "written by a newer seqd") {
 		t.Fatalf("p2 on 8ee10ee exited without refusing its data's format; log:\n%s", log)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seqd/seqd/client"
+	"github.com/seqd/seqd/fsm"
 	"github.com/seqd/seqd/internal/proctest"
 )
 
@@ -102,12 +103,13 @@ func holdsProtocol(t *testing.T, p *proctest.Proc, from int, want uint64, within
 // protocol only on every server's answer of the moment, never on gossip
 // alone. A mixed cluster (two servers of this build, one of 8ee10ee, one
 // raft group) runs protocol 4. A server of this build is killed (kill -9:
-// gossip still shows it alive, speaking 5, for about two seconds) and the
-// 8ee10ee server is replaced by this build at once: the leader must not
-// move to 5 while the killed server cannot answer, nor once it is back on
-// 8ee10ee (a downgrade, which would stop on protocol 5's entries or hand
-// out values under raises its replicas do not apply). Values keep rising
-// throughout, and the cluster moves to 5 once the server runs this build.
+// gossip still shows it alive, speaking this build's protocol, for about
+// two seconds) and the 8ee10ee server is replaced by this build at once:
+// the leader must not move while the killed server cannot answer, nor once
+// it is back on 8ee10ee (a downgrade, which would stop on protocol 5's
+// entries or hand out values under raises its replicas do not apply).
+// Values keep rising throughout, and the cluster moves to this build's
+// protocol once the server runs this build.
 func TestProtocolMoveRestsOnEveryServersAnswer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a previous release and runs processes")
@@ -189,12 +191,12 @@ func TestProtocolMoveRestsOnEveryServersAnswer(t *testing.T) {
 	take(20, "with a server downgraded")
 	allAlive(t, ps, "with a server downgraded")
 
-	// Back on this build: the cluster moves to 5.
+	// Back on this build: the cluster moves to this build's protocol.
 	victim.Signal(15)
 	<-victim.Done()
 	victim.Bin = ""
 	victim.Start(t)
-	waitProtocol(t, addrs, 5, 60*time.Second)
-	take(20, "on protocol 5")
-	allAlive(t, ps, "on protocol 5")
+	waitProtocol(t, addrs, fsm.ProtocolVersion, 60*time.Second)
+	take(20, "on this build's protocol")
+	allAlive(t, ps, "on this build's protocol")
 }

@@ -25,11 +25,12 @@ import (
 // the last commit before flake ids (protocol 2, data format 2), the last
 // commit before raft groups, the raft multiplexer and the lease release
 // (protocol 3, one group), and the last commit before generations and the
-// raise budget (protocol 4, groups: 3 by default on 3 servers).
+// raise budget (protocol 4, groups: 3 by default on 3 servers), and the
+// last commit before space record versions (protocol 5).
 var previousReleases = []struct {
 	commit   string
 	protocol uint64
-}{{"2be74fd", 1}, {"dc5fb21", 2}, {"3f91119", 3}, {"8ee10ee", 4}}
+}{{"2be74fd", 1}, {"dc5fb21", 2}, {"3f91119", 3}, {"8ee10ee", 4}, {lastBuildOfProtocol5, 5}}
 
 // buildPrevious builds seqd at previousRelease from this repository's git
 // history (git archive into a temporary directory, go build there).

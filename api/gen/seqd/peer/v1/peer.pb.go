@@ -71,10 +71,17 @@ func (x *SpaceRequest) GetName() string {
 
 type SpaceResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// found is false when group 0 holds no such space.
-	Found         bool   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
-	Step          uint64 `protobuf:"varint,2,opt,name=step,proto3" json:"step,omitempty"`
-	SectionSize   uint64 `protobuf:"varint,3,opt,name=section_size,json=sectionSize,proto3" json:"section_size,omitempty"`
+	// found is false when group 0 holds no such space, or a deleted one.
+	Found bool   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
+	Step  uint64 `protobuf:"varint,2,opt,name=step,proto3" json:"step,omitempty"`
+	// section_size is also set for a deleted space (deleted), which keeps it.
+	SectionSize uint64 `protobuf:"varint,3,opt,name=section_size,json=sectionSize,proto3" json:"section_size,omitempty"`
+	// version is the version group 0 gave its record of the space (0: none
+	// yet, or a build before versions; see fsm's space_version.go).
+	Version uint64 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
+	// deleted is set when group 0 holds the space's record of a deletion
+	// (found is then false; builds before versions answer neither).
+	Deleted       bool `protobuf:"varint,5,opt,name=deleted,proto3" json:"deleted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -128,6 +135,20 @@ func (x *SpaceResponse) GetSectionSize() uint64 {
 		return x.SectionSize
 	}
 	return 0
+}
+
+func (x *SpaceResponse) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *SpaceResponse) GetDeleted() bool {
+	if x != nil {
+		return x.Deleted
+	}
+	return false
 }
 
 type ClockRequest struct {
@@ -656,11 +677,13 @@ const file_seqd_peer_v1_peer_proto_rawDesc = "" +
 	"\n" +
 	"\x17seqd/peer/v1/peer.proto\x12\fseqd.peer.v1\"\"\n" +
 	"\fSpaceRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\\\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x90\x01\n" +
 	"\rSpaceResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\x12\n" +
 	"\x04step\x18\x02 \x01(\x04R\x04step\x12!\n" +
-	"\fsection_size\x18\x03 \x01(\x04R\vsectionSize\"'\n" +
+	"\fsection_size\x18\x03 \x01(\x04R\vsectionSize\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\x04R\aversion\x12\x18\n" +
+	"\adeleted\x18\x05 \x01(\bR\adeleted\"'\n" +
 	"\fClockRequest\x12\x17\n" +
 	"\amove_to\x18\x01 \x01(\x04R\x06moveTo\"D\n" +
 	"\rClockResponse\x12\x17\n" +

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file seqd/peer/v1/peer.proto.
  */
 export const file_seqd_peer_v1_peer: GenFile = /*@__PURE__*/
-  fileDesc("ChdzZXFkL3BlZXIvdjEvcGVlci5wcm90bxIMc2VxZC5wZWVyLnYxIhwKDFNwYWNlUmVxdWVzdBIMCgRuYW1lGAEgASgJIkIKDVNwYWNlUmVzcG9uc2USDQoFZm91bmQYASABKAgSDAoEc3RlcBgCIAEoBBIUCgxzZWN0aW9uX3NpemUYAyABKAQiHwoMQ2xvY2tSZXF1ZXN0Eg8KB21vdmVfdG8YASABKAQiMgoNQ2xvY2tSZXNwb25zZRIPCgd1bml4X21zGAEgASgDEhAKCHByb3RvY29sGAIgASgEIokBCgxWb3VjaFJlcXVlc3QSCgoCaWQYASABKAkSEgoKY2x1c3Rlcl9pZBgCIAEoCRIRCgloYXNfc3RhdGUYAyABKAgSEgoKbGFzdF9pbmRleBgEIAEoBBINCgVncm91cBgFIAEoDRIPCgdsaW5lYWdlGAYgASgJEhIKCmdlbmVyYXRpb24YByABKAQijwMKDVZvdWNoUmVzcG9uc2USEgoKY2x1c3Rlcl9pZBgBIAEoCRIVCg1hdXRob3JpdGF0aXZlGAIgASgIEg8KB25vZGVfaWQYAyABKAkSEQoJbGVhZGVyX2lkGAQgASgJEhcKD2xlYWRlcl9hcGlfYWRkchgFIAEoCRIYChBpbl9jb25maWd1cmF0aW9uGAYgASgIEg0KBXZvdGVyGAcgASgIEhcKD3NlZW5fd2l0aF9zdGF0ZRgIIAEoCBIWCg5yZWNvcmRlZF9pbmRleBgJIAEoBBIVCg1yZWNvcmRlZF90ZXJtGAogASgEEhIKCmxhc3RfaW5kZXgYCyABKAQSEAoIcHJvdG9jb2wYDCABKAQSDgoGdm90ZXJzGA0gAygJEg0KBWdyb3VwGA4gASgNEhUKDXJlc3RvcmVkX2Zyb20YDyABKAkSDwoHbGluZWFnZRgQIAEoCRISCgpnZW5lcmF0aW9uGBEgASgEEhAKCGFkbWl0dGVkGBIgASgIEhIKCmNvbnRhY3RfbXMYEyABKAMiMQoSRm9sbG93U3BhY2VSZXF1ZXN0EgwKBG5hbWUYASABKAkSDQoFZ3JvdXAYAiABKA0iFQoTRm9sbG93U3BhY2VSZXNwb25zZTK1AgoLUGVlclNlcnZpY2USQgoFVm91Y2gSGi5zZXFkLnBlZXIudjEuVm91Y2hSZXF1ZXN0Ghsuc2VxZC5wZWVyLnYxLlZvdWNoUmVzcG9uc2UiABJFCgVDbG9jaxIaLnNlcWQucGVlci52MS5DbG9ja1JlcXVlc3QaGy5zZXFkLnBlZXIudjEuQ2xvY2tSZXNwb25zZSIDkAIBEkUKBVNwYWNlEhouc2VxZC5wZWVyLnYxLlNwYWNlUmVxdWVzdBobLnNlcWQucGVlci52MS5TcGFjZVJlc3BvbnNlIgOQAgESVAoLRm9sbG93U3BhY2USIC5zZXFkLnBlZXIudjEuRm9sbG93U3BhY2VSZXF1ZXN0GiEuc2VxZC5wZWVyLnYxLkZvbGxvd1NwYWNlUmVzcG9uc2UiAEIyWjBnaXRodWIuY29tL3NlcWQvc2VxZC9hcGkvZ2VuL3NlcWQvcGVlci92MTtwZWVydjFiBnByb3RvMw");
+  fileDesc("ChdzZXFkL3BlZXIvdjEvcGVlci5wcm90bxIMc2VxZC5wZWVyLnYxIhwKDFNwYWNlUmVxdWVzdBIMCgRuYW1lGAEgASgJImQKDVNwYWNlUmVzcG9uc2USDQoFZm91bmQYASABKAgSDAoEc3RlcBgCIAEoBBIUCgxzZWN0aW9uX3NpemUYAyABKAQSDwoHdmVyc2lvbhgEIAEoBBIPCgdkZWxldGVkGAUgASgIIh8KDENsb2NrUmVxdWVzdBIPCgdtb3ZlX3RvGAEgASgEIjIKDUNsb2NrUmVzcG9uc2USDwoHdW5peF9tcxgBIAEoAxIQCghwcm90b2NvbBgCIAEoBCKJAQoMVm91Y2hSZXF1ZXN0EgoKAmlkGAEgASgJEhIKCmNsdXN0ZXJfaWQYAiABKAkSEQoJaGFzX3N0YXRlGAMgASgIEhIKCmxhc3RfaW5kZXgYBCABKAQSDQoFZ3JvdXAYBSABKA0SDwoHbGluZWFnZRgGIAEoCRISCgpnZW5lcmF0aW9uGAcgASgEIo8DCg1Wb3VjaFJlc3BvbnNlEhIKCmNsdXN0ZXJfaWQYASABKAkSFQoNYXV0aG9yaXRhdGl2ZRgCIAEoCBIPCgdub2RlX2lkGAMgASgJEhEKCWxlYWRlcl9pZBgEIAEoCRIXCg9sZWFkZXJfYXBpX2FkZHIYBSABKAkSGAoQaW5fY29uZmlndXJhdGlvbhgGIAEoCBINCgV2b3RlchgHIAEoCBIXCg9zZWVuX3dpdGhfc3RhdGUYCCABKAgSFgoOcmVjb3JkZWRfaW5kZXgYCSABKAQSFQoNcmVjb3JkZWRfdGVybRgKIAEoBBISCgpsYXN0X2luZGV4GAsgASgEEhAKCHByb3RvY29sGAwgASgEEg4KBnZvdGVycxgNIAMoCRINCgVncm91cBgOIAEoDRIVCg1yZXN0b3JlZF9mcm9tGA8gASgJEg8KB2xpbmVhZ2UYECABKAkSEgoKZ2VuZXJhdGlvbhgRIAEoBBIQCghhZG1pdHRlZBgSIAEoCBISCgpjb250YWN0X21zGBMgASgDIjEKEkZvbGxvd1NwYWNlUmVxdWVzdBIMCgRuYW1lGAEgASgJEg0KBWdyb3VwGAIgASgNIhUKE0ZvbGxvd1NwYWNlUmVzcG9uc2UytQIKC1BlZXJTZXJ2aWNlEkIKBVZvdWNoEhouc2VxZC5wZWVyLnYxLlZvdWNoUmVxdWVzdBobLnNlcWQucGVlci52MS5Wb3VjaFJlc3BvbnNlIgASRQoFQ2xvY2sSGi5zZXFkLnBlZXIudjEuQ2xvY2tSZXF1ZXN0Ghsuc2VxZC5wZWVyLnYxLkNsb2NrUmVzcG9uc2UiA5ACARJFCgVTcGFjZRIaLnNlcWQucGVlci52MS5TcGFjZVJlcXVlc3QaGy5zZXFkLnBlZXIudjEuU3BhY2VSZXNwb25zZSIDkAIBElQKC0ZvbGxvd1NwYWNlEiAuc2VxZC5wZWVyLnYxLkZvbGxvd1NwYWNlUmVxdWVzdBohLnNlcWQucGVlci52MS5Gb2xsb3dTcGFjZVJlc3BvbnNlIgBCMlowZ2l0aHViLmNvbS9zZXFkL3NlcWQvYXBpL2dlbi9zZXFkL3BlZXIvdjE7cGVlcnYxYgZwcm90bzM");
 
 /**
  * @generated from message seqd.peer.v1.SpaceRequest
@@ -38,7 +38,7 @@ export const SpaceRequestSchema: GenMessage<SpaceRequest> = /*@__PURE__*/
  */
 export type SpaceResponse = Message<"seqd.peer.v1.SpaceResponse"> & {
   /**
-   * found is false when group 0 holds no such space.
+   * found is false when group 0 holds no such space, or a deleted one.
    *
    * @generated from field: bool found = 1;
    */
@@ -50,9 +50,27 @@ export type SpaceResponse = Message<"seqd.peer.v1.SpaceResponse"> & {
   step: bigint;
 
   /**
+   * section_size is also set for a deleted space (deleted), which keeps it.
+   *
    * @generated from field: uint64 section_size = 3;
    */
   sectionSize: bigint;
+
+  /**
+   * version is the version group 0 gave its record of the space (0: none
+   * yet, or a build before versions; see fsm's space_version.go).
+   *
+   * @generated from field: uint64 version = 4;
+   */
+  version: bigint;
+
+  /**
+   * deleted is set when group 0 holds the space's record of a deletion
+   * (found is then false; builds before versions answer neither).
+   *
+   * @generated from field: bool deleted = 5;
+   */
+  deleted: boolean;
 };
 
 /**
