@@ -30,6 +30,12 @@ import (
 // applies them (cluster's gate, see Node.KindsReady), and the kind bit
 // guards only what slips past that check (a server started on an older
 // build in between).
+//
+// From protocol 6 these kinds are group 0's decisions, which count the
+// record's version on (space_version.go); in any other group they are
+// copies of group 0's record without a version, which no longer change a
+// record group 0 gave a version: there, a group follows with
+// KindFollowSpace.
 
 // EncodeUpdateSpace encodes a change of space name's step.
 //
