@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -254,4 +256,46 @@ func fileFormatOf(t *testing.T, f *FSM) uint64 {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// A backup keeps group 0's versions: merged from the groups' parts and
+// restored into every group's state, each group holds group 0's records at
+// their versions (the restored groups all start as copies of group 0).
+func TestBackupsAndRestoresKeepVersions(t *testing.T) {
+	const n = 3
+	a := SpaceRecord{Space: seqd.Space{Name: "a", Step: 10, SectionSize: 100}, Version: 3}
+	gone := SpaceRecord{Space: seqd.Space{Name: "gone", SectionSize: 100}, Version: 5}
+	cluster := EncodeClusterGroups("c1", versionProtocol, n)
+	var parts []string
+	for g := range n {
+		parts = append(parts, writePart(t, "p"+string(rune('0'+g))+".db",
+			BackupInfo{ClusterID: "c1", Term: 2, Index: 4, Taken: taken.Add(time.Duration(g) * time.Millisecond)},
+			cluster, EncodeFollowSpace(a), EncodeFollowSpace(gone),
+			EncodeRaise([]seqd.Mark{{Space: "a", Section: sectionOf(t, "a", g, n), Max: 100}})))
+	}
+	dir := t.TempDir()
+	merged := filepath.Join(dir, "merged.db")
+	if _, err := MergeBackups(merged, parts); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for g := range n {
+		out = append(out, filepath.Join(dir, "g"+string(rune('0'+g))+".db"))
+	}
+	o := RestoreOptions{Margin: 1000, ClusterID: "new"}
+	if _, err := PrepareRestoreGroups(merged, out, o); err != nil {
+		t.Fatal(err)
+	}
+	for g, path := range out {
+		f, err := Open(path, quietLogger())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []SpaceRecord{a, gone} {
+			if got, ok := f.Record(want.Space.Name); !ok || got != want {
+				t.Errorf("group %d restored %+v (%v), want %+v", g, got, ok, want)
+			}
+		}
+		_ = f.Close()
+	}
 }
