@@ -101,7 +101,8 @@ const budgetProtocol = 5
 const groupsProtocol = 4
 
 // Command is the decoded form of a raft log entry. Space is set for
-// KindCreateSpace and KindUpdateSpace (name and step), Space.Name for
+// KindCreateSpace and KindUpdateSpace (name and step), and KindFollowSpace
+// (the record, with Version), Space.Name for
 // KindDeleteSpace, Marks for KindRaise and Server for KindServerSeen; the
 // other fields are zero.
 type Command struct {
