@@ -24,8 +24,9 @@
 //     may be deleted, keeping its marks (space_change.go); from protocol 6
 //     group 0 counts a version in every space record, and a group other
 //     than group 0 sets its record from group 0's only with a higher
-//     version, so that it never goes back (space_version.go); a flake namespace
-//     may be deleted, keeping its floor and workers (namespace_delete.go).
+//     version, so that it never goes back (space_version.go); a flake
+//     namespace may be deleted, keeping its floor and workers
+//     (namespace_delete.go).
 //     A floor is a raise: a mark, never state of its own.
 //   - The replicated commands: a Kind byte and then strictly encoded fields
 //     (codec.go: a decoded command of a known kind re-encodes to exactly its
