@@ -372,7 +372,10 @@ func TestFreshMixedClusterMovesToTheCommonProtocol(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the previous release and runs processes")
 	}
-	last := previousReleases[len(previousReleases)-1]
+	// The last release of protocol 4 (8ee10ee), as written: started from
+	// a4a8d62, the server of the previous release won the first election
+	// despite its timers in one run of three.
+	last := previousReleases[3]
 	prev := buildPrevious(t, last.commit)
 	ps := proctest.New(t, 3, "--lease", "500ms")
 	// The server of the previous release starts first: the server that
