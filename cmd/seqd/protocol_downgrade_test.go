@@ -251,9 +251,9 @@ func TestAPromiseOutlivesARestartOfTheServerThatMadeIt(t *testing.T) {
 	d.restart(t, 2, "", d.slow...)
 	proctest.WaitAdmitted(t, d.ps[2], 30*time.Second)
 	deadline = time.Now().Add(30 * time.Second)
-	for !every(ownGroups(d.ps[0].API, 1).proto, 5) {
+	for !every(ownGroups(d.ps[0].API, 1).proto, fsm.ProtocolVersion) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the group did not move to protocol 5; log of p1:\n%s", d.ps[0].LogText())
+			t.Fatalf("the group did not move to protocol %d; log of p1:\n%s", fsm.ProtocolVersion, d.ps[0].LogText())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -272,7 +272,7 @@ func TestAPromiseOutlivesARestartOfTheServerThatMadeIt(t *testing.T) {
 	select {
 	case <-d.ps[1].Done():
 	case <-time.After(30 * time.Second):
-		t.Fatalf("p2 runs 8ee10ee on data it promised to protocol 5 before a restart; log:\n%s", d.ps[1].LogText())
+		t.Fatalf("p2 runs 8ee10ee on data it promised to protocol %d before a restart; log:\n%s", fsm.ProtocolVersion, d.ps[1].LogText())
 	}
 	if log := d.ps[1].LogText(); !strings.Contains(log, "written by a newer seqd") {
 		t.Fatalf("p2 on 8ee10ee exited without refusing its data's format; log:\n%s", log)
@@ -286,12 +286,12 @@ func TestAPromiseOutlivesARestartOfTheServerThatMadeIt(t *testing.T) {
 }
 
 // TestAServerAddedAfterAMoveNeverRunsAnOlderBuild: a server added to a
-// cluster on protocol 5 never runs an older build on the cluster's data.
+// cluster on this build's protocol never runs an older build on the cluster's data.
 // Gossip says which protocol a joiner's process spoke when it last told;
 // the joiner may be stopped and started on an older build right after it
 // was added, before the move's entry reaches it: 8ee10ee applies that
 // entry as a refused command and carries on at protocol 4. p4 joins a
-// cluster of this build on protocol 5 with its raft address cut off, so
+// cluster of this build on its protocol with its raft address cut off, so
 // that it is added but receives nothing, and is then started on 8ee10ee
 // and let through: it must refuse its data.
 func TestAServerAddedAfterAMoveNeverRunsAnOlderBuild(t *testing.T) {
@@ -307,7 +307,7 @@ func TestAServerAddedAfterAMoveNeverRunsAnOlderBuild(t *testing.T) {
 		addrs = append(addrs, p.API)
 	}
 	proctest.WaitLeader(t, ps, nil, 30*time.Second)
-	waitProtocol(t, addrs, 5, 30*time.Second)
+	waitProtocol(t, addrs, fsm.ProtocolVersion, 30*time.Second)
 	p4 := joiner(t, ps, "p4", append([]string{"--bootstrap-expect", "4"}, timing...)...)
 	proxy := newCutProxy(t, p4.Raft)
 	proxy.Cut(true)
@@ -331,7 +331,7 @@ func TestAServerAddedAfterAMoveNeverRunsAnOlderBuild(t *testing.T) {
 	case <-p4.Done():
 	case <-time.After(30 * time.Second):
 		g := ownGroups(p4.API, 1)
-		t.Fatalf("p4 runs 8ee10ee on the data of a cluster on protocol 5 (it holds protocol %v at applied index %v); log:\n%s", g.proto, g.applied, p4.LogText())
+		t.Fatalf("p4 runs 8ee10ee on the data of a cluster on protocol %d (it holds protocol %v at applied index %v); log:\n%s", fsm.ProtocolVersion, g.proto, g.applied, p4.LogText())
 	}
 	if log := p4.LogText(); !strings.Contains(log, "written by a newer seqd") {
 		t.Fatalf("p4 on 8ee10ee exited without refusing its data's format; log:\n%s", log)

@@ -111,13 +111,15 @@ func rollingUpgrade(t *testing.T, commit string, prevProtocol uint64) {
 		w.WaitOK(t, 100, 30*time.Second)
 		alive("upgrading " + p.ID)
 	}
-	// Upgrade a follower, then hand leadership over (restarting old leaders
-	// on the old build) until the upgraded server leads two old ones: the
-	// new build must then keep writing the previous protocol only.
+	// Upgrade p1, then hand leadership over (restarting old leaders on the
+	// old build) until the upgraded server leads two old ones: the new
+	// build must then keep writing the previous protocol only. p1 is the
+	// server whose leadership of group 0 the builds of several groups
+	// restore by themselves (the lowest ID: placement's preferred leader),
+	// where any other one leads group 0 only until p1 has been up for a
+	// few seconds again: waiting for that other one to lead after a restart
+	// of p1 was a race the balancer could win eight times in a row.
 	first := ps[0]
-	if l := proctest.LeaderOf(ps); l == first {
-		first = ps[1]
-	}
 	upgrade(first)
 	// An attempt is one restart of a serving leader: a new leader still
 	// in its listen window serves nothing yet, and is waited for.
