@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/seqd/seqd"
@@ -31,25 +30,14 @@ import (
 // allocator first loads it (group's store.FindSpace), so that it never
 // depends on the lookup again.
 //
-// Concurrent lookups of one space share one question. A server that leads
+// Concurrent lookups of one space share questions, each answered by one
+// that began after it was asked (lookups.go). A server that leads
 // group 0 and serves answers from its own state; so does a cluster of one
 // group (whose leader serves every key, and holds every committed space).
 
 // SpaceRecord is group 0's record of a space with its version, as
 // Peers.Space answers it (see fsm's space_version.go).
 type SpaceRecord = fsm.SpaceRecord
-
-// lookups coalesces concurrent questions about one space.
-type lookups struct {
-	mu      sync.Mutex
-	pending map[string]*lookup
-}
-
-type lookup struct {
-	done chan struct{}
-	rec  fsm.SpaceRecord
-	err  error
-}
 
 // LookupSpace returns a space's committed settings as routing needs them:
 // from this server's copy of group 0, or, when the copy does not hold it
@@ -70,58 +58,32 @@ func (n *Node) LookupSpace(ctx context.Context, name string) (seqd.Space, error)
 }
 
 // askLeader asks group 0's leader for its record of a space (Peers.Space),
-// sharing one question among concurrent callers.
+// sharing questions among concurrent callers (lookups.go).
 func (n *Node) askLeader(ctx context.Context, name string) (fsm.SpaceRecord, error) {
-	n.spaceLookups.mu.Lock()
-	if n.spaceLookups.pending == nil {
-		n.spaceLookups.pending = map[string]*lookup{}
-	}
-	l, ok := n.spaceLookups.pending[name]
-	if !ok {
-		l = &lookup{done: make(chan struct{})}
-		n.spaceLookups.pending[name] = l
-		go n.lookupRemote(name, l)
-	}
-	n.spaceLookups.mu.Unlock()
-	select {
-	case <-l.done:
-	case <-ctx.Done():
-		return fsm.SpaceRecord{}, ctx.Err()
-	}
-	return l.rec, l.err
+	return n.spaceLookups.ask(ctx, name, n.lookupRemote)
 }
 
 // lookupTimeout bounds one question to group 0's leader.
 const lookupTimeout = 2 * time.Second
 
-// lookupRemote asks group 0's leader about a space for every caller
-// waiting on l.
-func (n *Node) lookupRemote(name string, l *lookup) {
-	defer func() {
-		n.spaceLookups.mu.Lock()
-		delete(n.spaceLookups.pending, name)
-		n.spaceLookups.mu.Unlock()
-		close(l.done)
-	}()
+// lookupRemote asks group 0's leader about a space.
+func (n *Node) lookupRemote(name string) (fsm.SpaceRecord, error) {
 	id, addr := n.GroupLeader(0)
 	if id == "" || addr == "" || n.cfg.Peers == nil {
-		l.err = fmt.Errorf("%w: space %q is not in this server's copy of group 0, and group 0's leader is unknown", seqd.ErrNoLeader, name)
-		return
+		return fsm.SpaceRecord{}, fmt.Errorf("%w: space %q is not in this server's copy of group 0, and group 0's leader is unknown", seqd.ErrNoLeader, name)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
 	defer cancel()
 	rec, err := n.cfg.Peers.Space(ctx, addr, name)
 	if err != nil {
 		n.log.Debug("asking group 0's leader for a space failed", "space", name, "leader", id, "err", err)
-		l.err = fmt.Errorf("%w: space %q: group 0's leader %s did not answer", seqd.ErrNotLeader, name, id)
-		return
+		return fsm.SpaceRecord{}, fmt.Errorf("%w: space %q: group 0's leader %s did not answer", seqd.ErrNotLeader, name, id)
 	}
 	if !wellFormed(name, rec) {
 		n.log.Warn("group 0's leader answered a malformed space", "space", name, "leader", id, "answer", rec)
-		l.err = fmt.Errorf("%w: space %q: malformed answer from group 0's leader", seqd.ErrNotLeader, name)
-		return
+		return fsm.SpaceRecord{}, fmt.Errorf("%w: space %q: malformed answer from group 0's leader", seqd.ErrNotLeader, name)
 	}
-	l.rec = rec
+	return rec, nil
 }
 
 // wellFormed checks an answer about space name: none (the zero record),
