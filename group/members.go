@@ -21,8 +21,9 @@ import (
 // its commit, or an add by a new leader before it applied a move its
 // predecessor left in the log. So a move and an add never overlap (confMu,
 // held by a move from its reading of the configuration to its commit, and
-// by an add from its question to its commit), and an add waits until this
-// leader's barrier applied every entry of earlier terms (readyTerm).
+// by an add from its question to its commit), an add waits until this
+// leader's barrier applied every entry of earlier terms (readyTerm), and
+// an add whose question outlived the term it was asked in is not made.
 
 // ErrNotReady means this leader has not yet applied the entries of earlier
 // terms (its barrier): it adds no server before, since a move among them
@@ -40,11 +41,21 @@ func (g *Group) AddNonvoter(id raft.ServerID, addr raft.ServerAddress, prevIndex
 	}
 	g.confMu.Lock()
 	defer g.confMu.Unlock()
-	if g.readyTerm.Load() != g.raft.CurrentTerm() {
+	term := g.raft.CurrentTerm()
+	if g.readyTerm.Load() != term {
 		return false, ErrNotReady
 	}
-	if !confirm(g.fsm.Protocol()) {
+	p := g.fsm.Protocol()
+	if !confirm(p) {
 		return false, nil
+	}
+	// confMu orders this server's moves only: while the server was asked,
+	// this one may have lost leadership to one that moved the group, and
+	// led again (the move then committed before this term's first entry,
+	// which raft's change waits for). The answer holds only for the term,
+	// and so the protocol, it was asked in.
+	if g.raft.CurrentTerm() != term || !g.IsLeader() || g.fsm.Protocol() != p {
+		return false, ErrNotReady
 	}
 	return true, g.await(g.raft.AddNonvoter(id, addr, prevIndex, timeout))
 }

@@ -1,0 +1,131 @@
+package group_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/seqd/seqd/fsm"
+	"github.com/seqd/seqd/group"
+)
+
+// member is one server of a group of three in these tests.
+type member struct {
+	g    *group.Group
+	h    *host
+	id   raft.ServerID
+	addr raft.ServerAddress
+}
+
+// openThree opens a group of three voters on 127.0.0.1 whose hosts refuse
+// every protocol move (hang) until a test lets one through: the group
+// serves on protocol 1. It returns them with the serving leader first.
+func openThree(t *testing.T) []member {
+	t.Helper()
+	ms := make([]member, 3)
+	var conf raft.Configuration
+	for i := range ms {
+		h := &host{}
+		h.hang.Store(true)
+		h.vouched.Store(true)
+		id := raft.ServerID(fmt.Sprintf("s%d", i+1))
+		g, addr := openWith(t, t.TempDir(), h, func(c *group.Config) { c.ID = string(id) })
+		h.g.Store(g)
+		ms[i] = member{g, h, id, addr}
+		conf.Servers = append(conf.Servers, raft.Server{ID: id, Address: addr})
+	}
+	if err := ms[0].g.Raft().BootstrapCluster(conf).Error(); err != nil {
+		t.Fatal(err)
+	}
+	var lead int
+	waitFor(t, "a serving leader", func() bool {
+		for i, m := range ms {
+			if m.g.IsLeader() && m.g.Allocator().Serving() {
+				lead = i
+				return true
+			}
+		}
+		return false
+	})
+	ms[0], ms[lead] = ms[lead], ms[0]
+	if p := ms[0].g.FSM().Protocol(); p >= fsm.ProtocolVersion {
+		t.Fatalf("the group is on protocol %d before any move", p)
+	}
+	return ms
+}
+
+// transfer hands leadership from one member to another and waits until
+// the other leads.
+func transfer(t *testing.T, from, to member) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("%s's leadership handed to %s", from.id, to.id), func() bool {
+		if to.g.IsLeader() {
+			return true
+		}
+		if from.g.IsLeader() {
+			_ = from.g.Raft().LeadershipTransferToServer(to.id, to.addr).Error()
+		}
+		return to.g.IsLeader()
+	})
+}
+
+// TestAnAddWhoseLeaderLostLeadershipWhileAskingAddsNothing: a leader that
+// asks a server about its group's protocol, loses leadership while it asks
+// to a server that moves the group to a newer protocol, and leads again
+// before the answer, must not add the server on its answer about the
+// older protocol: the server would join a group on a protocol it was
+// never asked about.
+func TestAnAddWhoseLeaderLostLeadershipWhileAskingAddsNothing(t *testing.T) {
+	ms := openThree(t)
+	a, b := ms[0], ms[1]
+	asked := make(chan uint64, 1)
+	release := make(chan struct{})
+	type result struct {
+		added bool
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		added, err := a.g.AddNonvoter("x", "127.0.0.1:1", 0, 5*time.Second, func(p uint64) bool {
+			asked <- p
+			<-release
+			return true
+		})
+		done <- result{added, err}
+	}()
+	var p uint64
+	select {
+	case p = <-asked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the add asked nothing within 10 s")
+	}
+
+	// While the question is out: b leads and moves the group, then a
+	// leads again.
+	b.h.hang.Store(false)
+	transfer(t, a, b)
+	waitFor(t, "b's move to the newest protocol", func() bool { return b.g.FSM().Protocol() == fsm.ProtocolVersion })
+	transfer(t, b, a)
+	waitFor(t, "a applying b's move", func() bool { return a.g.FSM().Protocol() == fsm.ProtocolVersion })
+	close(release)
+
+	r := <-done
+	if r.added && r.err == nil {
+		t.Fatalf("the server was added to a group on protocol %d, asked about protocol %d before a move committed", a.g.FSM().Protocol(), p)
+	}
+	if r.err != nil && !errors.Is(r.err, group.ErrNotReady) {
+		t.Logf("the add failed: %v", r.err)
+	}
+	cf := a.g.Raft().GetConfiguration()
+	if err := cf.Error(); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range cf.Configuration().Servers {
+		if s.ID == "x" {
+			t.Fatalf("server x is in the configuration, asked about protocol %d, on protocol %d", p, a.g.FSM().Protocol())
+		}
+	}
+}
