@@ -129,3 +129,29 @@ func TestAnAddWhoseLeaderLostLeadershipWhileAskingAddsNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestALeaderAddsNoServerBeforeItsBarrier: a leader adds no server before
+// its barrier applied the entries of earlier terms (a move among them
+// would change the protocol the server must be asked about), even when it
+// led, barrier applied, in an earlier term; once it applied, it adds.
+func TestALeaderAddsNoServerBeforeItsBarrier(t *testing.T) {
+	ms := openThree(t)
+	a, b := ms[0], ms[1]
+	transfer(t, a, b)
+	waitFor(t, "b serving", b.g.Allocator().Serving)
+	transfer(t, b, a)
+	// b leads again, in a later term, held before its barrier.
+	b.h.vouched.Store(false)
+	transfer(t, a, b)
+	asked := false
+	added, err := b.g.AddNonvoter("x", "127.0.0.1:1", 0, 5*time.Second, func(uint64) bool { asked = true; return true })
+	if !errors.Is(err, group.ErrNotReady) || added || asked {
+		t.Fatalf("a leader before its barrier: added %v, asked %v, err %v; want ErrNotReady, nothing asked", added, asked, err)
+	}
+	b.h.vouched.Store(true)
+	waitFor(t, "b serving", b.g.Allocator().Serving)
+	added, err = b.g.AddNonvoter("x", "127.0.0.1:1", 0, 5*time.Second, func(p uint64) bool { return p == b.g.FSM().Protocol() })
+	if !added || err != nil {
+		t.Fatalf("a leader past its barrier: added %v, err %v", added, err)
+	}
+}
