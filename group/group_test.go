@@ -38,7 +38,12 @@ type host struct {
 	gate atomic.Pointer[moveGate]
 }
 
-type moveGate struct{ asked, release chan struct{} }
+type moveGate struct {
+	asked, release chan struct{}
+	// only, when set, gates only the questions whose context carries it
+	// as a key; the others go on as without a gate.
+	only any
+}
 
 func (h *host) WaitListening(context.Context, time.Time) bool { h.listens.Add(1); return true }
 
@@ -56,7 +61,7 @@ func (h *host) WaitAdmitted(ctx context.Context, _ int) bool {
 }
 func (h *host) ProtocolTarget(raft.Configuration) uint64 { return fsm.ProtocolVersion }
 func (h *host) ProtocolConfirmed(ctx context.Context, _ raft.Configuration, _ uint64) bool {
-	if gt := h.gate.Load(); gt != nil {
+	if gt := h.gate.Load(); gt != nil && (gt.only == nil || ctx.Value(gt.only) != nil) {
 		select {
 		case gt.asked <- struct{}{}:
 		default:

@@ -356,6 +356,12 @@ func (g *Group) EnsureProtocol(ctx context.Context) {
 	// move's commit (see members.go).
 	g.confMu.Lock()
 	defer g.confMu.Unlock()
+	// Decided in this term, on its barrier's state, or not at all (as an
+	// add, members.go).
+	term := g.raft.CurrentTerm()
+	if g.readyTerm.Load() != term {
+		return
+	}
 	cf := g.raft.GetConfiguration()
 	if cf.Error() != nil {
 		return
@@ -369,7 +375,11 @@ func (g *Group) EnsureProtocol(ctx context.Context) {
 	pctx, cancel := context.WithTimeout(ctx, max(g.cfg.Lease/3, 250*time.Millisecond))
 	confirmed := g.host.ProtocolConfirmed(pctx, cf.Configuration(), target)
 	cancel()
-	if !confirmed {
+	// confMu orders this server's adds only: while it asked, it may have
+	// lost leadership to one that added a server, asked about the older
+	// protocol, and led again. The answers cover the configuration of the
+	// term they were asked in.
+	if !confirmed || g.raft.CurrentTerm() != term || !g.IsLeader() {
 		return
 	}
 	id := g.fsm.ClusterID()

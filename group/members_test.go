@@ -1,6 +1,7 @@
 package group_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -25,6 +26,12 @@ type member struct {
 // serves on protocol 1. It returns them with the serving leader first.
 func openThree(t *testing.T) []member {
 	t.Helper()
+	return openThreeWith(t, nil)
+}
+
+// openThreeWith is openThree with each config changed by change.
+func openThreeWith(t *testing.T, change func(*group.Config)) []member {
+	t.Helper()
 	ms := make([]member, 3)
 	var conf raft.Configuration
 	for i := range ms {
@@ -32,7 +39,12 @@ func openThree(t *testing.T) []member {
 		h.hang.Store(true)
 		h.vouched.Store(true)
 		id := raft.ServerID(fmt.Sprintf("s%d", i+1))
-		g, addr := openWith(t, t.TempDir(), h, func(c *group.Config) { c.ID = string(id) })
+		g, addr := openWith(t, t.TempDir(), h, func(c *group.Config) {
+			c.ID = string(id)
+			if change != nil {
+				change(c)
+			}
+		})
 		h.g.Store(g)
 		ms[i] = member{g, h, id, addr}
 		conf.Servers = append(conf.Servers, raft.Server{ID: id, Address: addr})
@@ -153,5 +165,51 @@ func TestALeaderAddsNoServerBeforeItsBarrier(t *testing.T) {
 	added, err = b.g.AddNonvoter("x", "127.0.0.1:1", 0, 5*time.Second, func(p uint64) bool { return p == b.g.FSM().Protocol() })
 	if !added || err != nil {
 		t.Fatalf("a leader past its barrier: added %v, err %v", added, err)
+	}
+}
+
+type moveKey struct{}
+
+// TestAMoveWhoseLeaderLostLeadershipWhileAskingMovesNothing: a leader that
+// asks its configuration's servers about a newer protocol, loses
+// leadership while it asks to a server that adds another server (asked,
+// rightly, about the older protocol), and leads again before the answers,
+// must not move the group on answers that never covered the added server.
+func TestAMoveWhoseLeaderLostLeadershipWhileAskingMovesNothing(t *testing.T) {
+	// A lease of 3 s bounds a move's question at 1 s.
+	ms := openThreeWith(t, func(c *group.Config) { c.Lease = 3 * time.Second })
+	a, b := ms[0], ms[1]
+	gt := &moveGate{asked: make(chan struct{}, 1), release: make(chan struct{}), only: moveKey{}}
+	a.h.gate.Store(gt)
+	a.h.hang.Store(false)
+	moved := make(chan struct{})
+	go func() {
+		defer close(moved)
+		// As membership calls it, on every reconcile pass.
+		a.g.EnsureProtocol(context.WithValue(context.Background(), moveKey{}, true))
+	}()
+	select {
+	case <-gt.asked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the move asked nothing within 10 s")
+	}
+	started := time.Now()
+
+	transfer(t, a, b)
+	var asked uint64
+	waitFor(t, "b adding x", func() bool {
+		added, err := b.g.AddNonvoter("x", "127.0.0.1:1", 0, 5*time.Second, func(p uint64) bool { asked = p; return true })
+		return added && err == nil
+	})
+	transfer(t, b, a)
+	if time.Since(started) > 900*time.Millisecond {
+		t.Skip("the leadership moves took longer than the move's question")
+	}
+	close(gt.release)
+	<-moved
+
+	p := a.g.FSM().Protocol()
+	if p != asked {
+		t.Fatalf("the group moved to protocol %d with server x in its configuration, asked only about protocol %d", p, asked)
 	}
 }
