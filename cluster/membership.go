@@ -53,7 +53,11 @@ var (
 // membership runs on the leader each reconcile pass.
 //
 // Changes pass prevIndex 0: hashicorp/raft does not expose the index of the
-// configuration it returns, and every change is re-checked on the next pass.
+// configuration it returns. Instead every change goes through the group
+// (group's members.go), which makes it only while the latest configuration
+// still holds the server as this pass read it: the pass asks servers
+// questions between its read and its changes, and a server removed
+// meanwhile must not be promoted or moved back in.
 func (n *Node) membership(conf raft.Configuration) {
 	const confIndex = 0
 	in := make(map[string]raft.Server, len(conf.Servers))
@@ -108,13 +112,9 @@ func (n *Node) membership(conf raft.Configuration) {
 			return // one change per pass: the configuration index moved
 		case string(s.Address) != m.RaftAddr:
 			n.log.Info("server moved; updating its raft address", "id", m.ID, "from", s.Address, "to", m.RaftAddr)
-			var f raft.IndexFuture
-			if s.Suffrage == raft.Voter {
-				f = n.authority().Raft().AddVoter(s.ID, raft.ServerAddress(m.RaftAddr), confIndex, applyTimeout)
-			} else {
-				f = n.authority().Raft().AddNonvoter(s.ID, raft.ServerAddress(m.RaftAddr), confIndex, applyTimeout)
-			}
-			if err := n.await(f); err != nil {
+			to := s
+			to.Address = raft.ServerAddress(m.RaftAddr)
+			if err := n.authority().ChangeServer(s, to, applyTimeout); err != nil {
 				n.log.Warn("updating address failed", "id", m.ID, "err", err)
 			}
 			return
@@ -124,7 +124,9 @@ func (n *Node) membership(conf raft.Configuration) {
 			}
 			if n.caughtUp(m) {
 				n.log.Info("promoting caught-up non-voter to voter", "id", m.ID)
-				if err := n.await(n.authority().Raft().AddVoter(s.ID, s.Address, confIndex, applyTimeout)); err != nil {
+				to := s
+				to.Suffrage = raft.Voter
+				if err := n.authority().ChangeServer(s, to, applyTimeout); err != nil {
 					n.log.Warn("promotion failed", "id", m.ID, "err", err)
 				}
 				return
@@ -308,7 +310,7 @@ func (n *Node) cleanupDead(conf raft.Configuration, confIndex uint64, voters int
 			continue
 		}
 		n.log.Warn("removing dead server", "id", id, "down_for", time.Since(m.DownSince).Round(time.Second))
-		if err := n.await(n.authority().Raft().RemoveServer(s.ID, confIndex, applyTimeout)); err != nil {
+		if err := n.authority().RemoveServer(s, applyTimeout); err != nil {
 			n.log.Warn("removing dead server failed", "id", id, "err", err)
 		}
 		return // never more than one at a time
@@ -369,9 +371,8 @@ func (n *Node) RemoveServerFrom(ctx context.Context, i int, id string) error {
 		// restore's margin does not count).
 		epoch = g.Withhold()
 	}
-	f := r.RemoveServer(target.ID, 0, applyTimeout)
 	errc := make(chan error, 1)
-	go func() { errc <- f.Error() }()
+	go func() { errc <- g.RemoveServer(*target, applyTimeout) }()
 	var err error
 	select {
 	case err = <-errc:

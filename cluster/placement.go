@@ -94,13 +94,9 @@ func (n *Node) mirrorMembership(i int, conf0 raft.Configuration) {
 			n.logChange(i, "adding non-voter", s.ID, err)
 			return
 		case cur.Address != s.Address:
-			var f raft.IndexFuture
-			if cur.Suffrage == raft.Voter {
-				f = r.AddVoter(s.ID, s.Address, 0, applyTimeout)
-			} else {
-				f = r.AddNonvoter(s.ID, s.Address, 0, applyTimeout)
-			}
-			n.logChange(i, "updating address", s.ID, n.await(f))
+			to := cur
+			to.Address = s.Address
+			n.logChange(i, "updating address", s.ID, g.ChangeServer(cur, to, applyTimeout))
 			return
 		case s.Suffrage == raft.Voter && cur.Suffrage != raft.Voter:
 			// Recorded holding the group's state first (recordGroupProgress),
@@ -110,11 +106,15 @@ func (n *Node) mirrorMembership(i int, conf0 raft.Configuration) {
 			}
 			if n.groupCaughtUp(i, string(s.ID)) {
 				n.log.Info("promoting caught-up non-voter in a group", "group", i, "id", s.ID)
-				n.logChange(i, "promotion", s.ID, n.await(r.AddVoter(s.ID, s.Address, 0, applyTimeout)))
+				to := cur
+				to.Suffrage = raft.Voter
+				n.logChange(i, "promotion", s.ID, g.ChangeServer(cur, to, applyTimeout))
 				return
 			}
 		case s.Suffrage != raft.Voter && cur.Suffrage == raft.Voter:
-			n.logChange(i, "demotion", s.ID, n.await(r.DemoteVoter(s.ID, 0, applyTimeout)))
+			to := cur
+			to.Suffrage = raft.Nonvoter
+			n.logChange(i, "demotion", s.ID, g.ChangeServer(cur, to, applyTimeout))
 			return
 		}
 	}
@@ -154,7 +154,7 @@ func (n *Node) mirrorMembership(i int, conf0 raft.Configuration) {
 			return
 		}
 		n.log.Info("removing server from a group: it left group 0's configuration", "group", i, "id", s.ID)
-		n.logChange(i, "removal", s.ID, n.await(r.RemoveServer(s.ID, 0, applyTimeout)))
+		n.logChange(i, "removal", s.ID, g.RemoveServer(s, applyTimeout))
 		return
 	}
 }

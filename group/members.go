@@ -30,6 +30,80 @@ import (
 // would change the protocol the server must be asked about.
 var ErrNotReady = errors.New("the leader has not applied its barrier yet")
 
+// ErrConfigurationChanged means a membership change was decided on a read
+// of the configuration that is no longer its latest: the server was
+// removed, added, or changed since. Nothing was changed.
+var ErrConfigurationChanged = errors.New("the raft configuration changed since the change was decided")
+
+// Every change of the configuration goes through this file, under confMu,
+// against the latest configuration: a change decided on an older read
+// (a membership pass asks servers questions, of up to a second each,
+// between its read and its changes) changes nothing. Otherwise a
+// promotion or an address update of a server removed meanwhile would add
+// it back, without the question an added server is asked, and although
+// its operator removed it.
+
+// server returns server id of the latest configuration (ok: it has it).
+func (g *Group) server(id raft.ServerID) (s raft.Server, ok bool, err error) {
+	cf := g.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return s, false, err
+	}
+	for _, x := range cf.Configuration().Servers {
+		if x.ID == id {
+			return x, true, nil
+		}
+	}
+	return s, false, nil
+}
+
+// holds reports whether the latest configuration has server s as it is.
+func (g *Group) holds(s raft.Server) (bool, error) {
+	x, ok, err := g.server(s.ID)
+	return ok && x == s, err
+}
+
+// ChangeServer makes server was, as read in the configuration, to (the
+// same ID): a promotion, a demotion or a new address. It adds no server:
+// unless the latest configuration still holds was, it answers
+// ErrConfigurationChanged.
+func (g *Group) ChangeServer(was, to raft.Server, timeout time.Duration) error {
+	if !g.IsLeader() {
+		return seqd.ErrNotLeader
+	}
+	g.confMu.Lock()
+	defer g.confMu.Unlock()
+	if ok, err := g.holds(was); err != nil || !ok || to.ID != was.ID {
+		return errors.Join(ErrConfigurationChanged, err)
+	}
+	var f raft.IndexFuture
+	switch {
+	case to.Suffrage == raft.Voter:
+		f = g.raft.AddVoter(to.ID, to.Address, 0, timeout)
+	case was.Suffrage == raft.Voter && to.Address == was.Address:
+		f = g.raft.DemoteVoter(to.ID, 0, timeout)
+	case was.Suffrage == raft.Voter:
+		return errors.New("a demotion keeps the server's address")
+	default:
+		f = g.raft.AddNonvoter(to.ID, to.Address, 0, timeout)
+	}
+	return g.await(f)
+}
+
+// RemoveServer removes server was, as read in the configuration, unless
+// the latest configuration no longer holds it so (ErrConfigurationChanged).
+func (g *Group) RemoveServer(was raft.Server, timeout time.Duration) error {
+	if !g.IsLeader() {
+		return seqd.ErrNotLeader
+	}
+	g.confMu.Lock()
+	defer g.confMu.Unlock()
+	if ok, err := g.holds(was); err != nil || !ok {
+		return errors.Join(ErrConfigurationChanged, err)
+	}
+	return g.await(g.raft.RemoveServer(was.ID, 0, timeout))
+}
+
 // AddNonvoter adds server id at addr to the group as a non-voter, on the
 // leader, once confirm, asked with the group's protocol, answers that the
 // server's running build speaks it (Host's ProtocolConfirmed asks the
@@ -44,6 +118,9 @@ func (g *Group) AddNonvoter(id raft.ServerID, addr raft.ServerAddress, prevIndex
 	term := g.raft.CurrentTerm()
 	if g.readyTerm.Load() != term {
 		return false, ErrNotReady
+	}
+	if _, ok, err := g.server(id); err != nil || ok {
+		return false, errors.Join(ErrConfigurationChanged, err)
 	}
 	p := g.fsm.Protocol()
 	if !confirm(p) {
