@@ -158,7 +158,7 @@ func TestSpaceChangesInAMixedCluster(t *testing.T) {
 		restart(p)
 	}
 	all, _ := client.New(addrs, client.Options{})
-	if sp, err := all.UpdateSpace(ctx, "s", 500); err != nil || sp.GetStep() != 500 {
+	if sp, err := updateStepAfterRestart(ctx, all, "s", 500); err != nil || sp.GetStep() != 500 {
 		t.Fatalf("UpdateSpace once every server runs this build: %v, %v", sp, err)
 	}
 	l, err := all.GetLayout(ctx, "photos")
