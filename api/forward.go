@@ -143,7 +143,7 @@ func (s *Server) onEveryGroup(ctx context.Context, wait time.Duration, fn func(c
 	for g := 1; g < s.node.Groups(); g++ {
 		wg.Go(func() {
 			for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
-				if errs[g] = fn(ctx, g); errs[g] == nil || !retryRemove(errs[g]) {
+				if errs[g] = fn(ctx, g); errs[g] == nil || !retryOnGroup(errs[g]) {
 					return
 				}
 				select {

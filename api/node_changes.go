@@ -138,11 +138,13 @@ func (s *Server) removeFromGroup(ctx context.Context, hdr http.Header, g int, id
 	return err == nil, err
 }
 
-// retryRemove reports whether a group's removal failed for want of a
-// leader (or of a reachable one), which an election mends.
-func retryRemove(err error) bool {
+// retryOnGroup reports whether a group's share of a call on every group
+// (a removal, a space change's follow) failed for want of a leader, of a
+// reachable one or of one that serves yet, which an election or the end of
+// a predecessor's lease mends.
+func retryOnGroup(err error) bool {
 	return errors.Is(err, seqd.ErrNoLeader) || errors.Is(err, seqd.ErrNotLeader) ||
-		connect.CodeOf(err) == connect.CodeUnavailable
+		errors.Is(err, seqd.ErrNotServing) || connect.CodeOf(err) == connect.CodeUnavailable
 }
 
 // drainWait bounds a DrainNode call without a deadline.

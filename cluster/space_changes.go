@@ -78,7 +78,11 @@ func (n *Node) askSpace(ctx context.Context, name string) (fsm.SpaceRecord, erro
 
 // FollowSpace makes group g, which this server leads, hold what group 0's
 // serving leader holds of a space (see group.Group.FollowSpace). A
-// server that does not lead g answers seqd.ErrNotLeader.
+// server that does not lead g answers seqd.ErrNotLeader; a leader that
+// does not serve g yet (it waits out its predecessor's lease)
+// seqd.ErrLeaseNotHeld: that predecessor may still serve its older record
+// until then, and a change answers only once every group that may serve
+// follows it.
 func (n *Node) FollowSpace(ctx context.Context, g int, name string) error {
 	if g <= 0 || g >= len(n.groups) {
 		return fmt.Errorf("%w: group %d of %d", ErrNoSuchGroup, g, len(n.groups))
@@ -86,6 +90,9 @@ func (n *Node) FollowSpace(ctx context.Context, g int, name string) error {
 	grp := n.groups[g]
 	if !grp.IsLeader() {
 		return seqd.ErrNotLeader
+	}
+	if !grp.Allocator().Serving() {
+		return seqd.ErrLeaseNotHeld
 	}
 	rec, err := n.askSpace(ctx, name)
 	if err != nil {

@@ -659,6 +659,65 @@ func TestCreateSpaceOnlyWhileServing(t *testing.T) {
 	}
 }
 
+// A group follows a space change only on a leader that serves it: a new
+// leader still waiting out its predecessor's lease refuses (not serving,
+// which the change's fan-out tries again), since the predecessor may still
+// serve its older record until then, after the change would have returned.
+// Once it serves, the change is followed and returns.
+func TestAGroupFollowsASpaceChangeOnlyWhileServing(t *testing.T) {
+	const groups = 2
+	c := testcluster.Start(t, 3, testcluster.Options{Groups: groups, Lease: 3 * time.Second})
+	cl, err := client.New(c.APIAddrs(), client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := cl.CreateSpace(ctx, "s", 10, 10); err != nil {
+		t.Fatal(err)
+	}
+	waitBalanced(t, c, 60*time.Second) // group 0's leader outlives the kill
+	servingLeader(t, c, 1).Kill()
+	var nl *testcluster.Member
+	waitUntil(t, failoverWait, "a new leader of group 1 waiting out the lease", func() bool {
+		for _, m := range c.Nodes {
+			if n := m.Node(); n != nil && n.Group(1).IsLeader() && !n.Group(1).Allocator().Serving() {
+				nl = m
+				return true
+			}
+		}
+		return false
+	})
+	err = nl.Node().FollowSpace(ctx, 1, "s")
+	if nl.Node().Group(1).Allocator().Serving() {
+		t.Skip("the new leader served before the call returned (a slow machine)")
+	}
+	if !errors.Is(err, seqd.ErrNotServing) {
+		t.Fatalf("FollowSpace on a leader of group 1 waiting out the lease: %v, want not serving", err)
+	}
+	var live []string
+	for _, m := range c.Nodes {
+		if m.Node() != nil {
+			live = append(live, m.APIAddr)
+		}
+	}
+	// An attempt long enough for the lease wait (the default, 1 s, would
+	// answer deadline_exceeded: committed, not yet followed by group 1).
+	up, err := client.New(live, client.Options{AttemptTimeout: 15 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sp, err := up.UpdateSpace(ctx, "s", 20); err != nil || sp.GetStep() != 20 {
+		t.Fatalf("UpdateSpace while group 1's new leader waits out the lease: %v, %v", sp, err)
+	}
+	if !nl.Node().Group(1).Allocator().Serving() {
+		t.Fatal("UpdateSpace returned before group 1's new leader served")
+	}
+	if rec, ok := nl.Node().Group(1).FSM().Record("s"); !ok || rec.Space.Step != 20 {
+		t.Fatalf("group 1 on its serving leader holds %+v (%v), want step 20", rec, ok)
+	}
+}
+
 // Whether a server is in a group is that group's leader's answer, never a
 // copy: group 0's leader, whose copy of another group lags behind that
 // group's removal of a server, answers a second RemoveNode of it with
