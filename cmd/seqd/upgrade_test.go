@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -31,33 +30,6 @@ var previousReleases = []struct {
 	commit   string
 	protocol uint64
 }{{"2be74fd", 1}, {"dc5fb21", 2}, {"3f91119", 3}, {"8ee10ee", 4}, {lastBuildOfProtocol5, 5}}
-
-// buildPrevious builds seqd at previousRelease from this repository's git
-// history (git archive into a temporary directory, go build there).
-func buildPrevious(t *testing.T, previousRelease string) string {
-	t.Helper()
-	if err := exec.Command("git", "cat-file", "-e", previousRelease+"^{commit}").Run(); err != nil {
-		t.Skipf("commit %s is not in this checkout's history (a shallow clone?): %v", previousRelease, err)
-	}
-	top, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
-	if err != nil {
-		t.Fatalf("git rev-parse: %v", err)
-	}
-	src := t.TempDir()
-	// From the top: git archive run in a subdirectory archives only it.
-	archive := exec.Command("sh", "-c", fmt.Sprintf("git archive %s | tar -x -C %s", previousRelease, src))
-	archive.Dir = strings.TrimSpace(string(top))
-	if out, err := archive.CombinedOutput(); err != nil {
-		t.Fatalf("git archive: %v %s", err, out)
-	}
-	bin := filepath.Join(t.TempDir(), "seqd-previous")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/seqd")
-	build.Dir = src
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building %s: %v %s", previousRelease, err, out)
-	}
-	return bin
-}
 
 // TestRollingUpgradeFromPreviousRelease runs a 3-node cluster of the
 // previous release under load, replaces its servers one at a time with this
