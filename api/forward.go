@@ -131,7 +131,16 @@ func copyHeader(dst, src http.Header) {
 // deadline (wait without one; a little before it, so that the caller reads
 // the answer rather than its own timeout). It returns the groups that still
 // fail, and the first of their errors.
-func (s *Server) onEveryGroup(ctx context.Context, wait time.Duration, fn func(ctx context.Context, g int) error) (left []string, first error) {
+//
+// Each group's share is this server's own call, made with the header fn is
+// given: the caller's token and nothing else. The call itself may have come
+// forwarded (to group 0's leader, from a server that took it), and a
+// forwarded header would stop the forward to each group's leader.
+func (s *Server) onEveryGroup(ctx context.Context, hdr http.Header, wait time.Duration, fn func(ctx context.Context, own http.Header, g int) error) (left []string, first error) {
+	own := http.Header{}
+	if a := hdr.Get("Authorization"); a != "" {
+		own.Set("Authorization", a)
+	}
 	if d, ok := ctx.Deadline(); ok {
 		l := time.Until(d)
 		wait = l - min(time.Second, l/10)
@@ -143,7 +152,7 @@ func (s *Server) onEveryGroup(ctx context.Context, wait time.Duration, fn func(c
 	for g := 1; g < s.node.Groups(); g++ {
 		wg.Go(func() {
 			for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
-				if errs[g] = fn(ctx, g); errs[g] == nil || !retryOnGroup(errs[g]) {
+				if errs[g] = fn(ctx, own, g); errs[g] == nil || !retryOnGroup(errs[g]) {
 					return
 				}
 				select {

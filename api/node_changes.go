@@ -78,8 +78,8 @@ func (s *Server) RemoveNode(ctx context.Context, req *connect.Request[seqv1.Remo
 // removed counts the groups whose leader removed the server in this call.
 func (s *Server) removeFromGroups(ctx context.Context, hdr http.Header, id string) (removed int, err error) {
 	var n atomic.Int32
-	left, first := s.onEveryGroup(ctx, removeWait, func(ctx context.Context, g int) error {
-		did, err := s.removeFromGroup(ctx, hdr, g, id)
+	left, first := s.onEveryGroup(ctx, hdr, removeWait, func(ctx context.Context, own http.Header, g int) error {
+		did, err := s.removeFromGroup(ctx, own, g, id)
 		if did {
 			n.Add(1)
 		}

@@ -158,15 +158,8 @@ func (s *Server) followGroups(ctx context.Context, hdr http.Header, name string)
 	if s.node.Groups() == 1 {
 		return nil
 	}
-	// The call may have come forwarded from a follower; asking each
-	// group's leader is this server's own call, with the caller's token.
-	own := http.Header{}
-	if a := hdr.Get("Authorization"); a != "" {
-		own.Set("Authorization", a)
-	}
-	hdr = own
-	left, first := s.onEveryGroup(ctx, followWait, func(ctx context.Context, g int) error {
-		return s.followGroup(ctx, hdr, g, name)
+	left, first := s.onEveryGroup(ctx, hdr, followWait, func(ctx context.Context, own http.Header, g int) error {
+		return s.followGroup(ctx, own, g, name)
 	})
 	if first == nil {
 		return nil

@@ -554,6 +554,54 @@ func groupVoters(c *testcluster.Cluster) [][]string {
 	return out
 }
 
+// TestGroupsRemoveNodeThroughAnyServer: RemoveNode sent to a server that
+// does not lead group 0 is forwarded there, and group 0's leader asks
+// every other group's leader itself: the server is removed from every
+// group and the call answers at once, and a server no group lists (a
+// mistyped ID) is not_found at once, as through group 0's leader.
+func TestGroupsRemoveNodeThroughAnyServer(t *testing.T) {
+	const groups = 3
+	c := testcluster.Start(t, 3, testcluster.Options{Groups: groups})
+	waitBalanced(t, c, 60*time.Second)
+	n4 := c.Join()
+	waitUntil(t, 60*time.Second, "every group lists "+n4.ID+" as a voter", func() bool {
+		for _, vs := range groupVoters(c) {
+			if !slices.Contains(vs, n4.ID) {
+				return false
+			}
+		}
+		return true
+	})
+	l0 := servingLeader(t, c, 0)
+	var via *testcluster.Member
+	for _, m := range c.Nodes[:3] {
+		if m != l0 {
+			via = m
+		}
+	}
+	cl, err := client.New([]string{via.APIAddr}, client.Options{DisableRouting: true, AttemptTimeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	began := time.Now()
+	if err := cl.RemoveNode(ctx, n4.ID); err != nil {
+		t.Fatalf("remove %s through %s, which does not lead group 0: %v", n4.ID, via.ID, err)
+	}
+	for i, vs := range groupVoters(c) {
+		if slices.Contains(vs, n4.ID) {
+			t.Fatalf("RemoveNode(%s) returned while group %d still lists it: %v", n4.ID, i, vs)
+		}
+	}
+	if err := cl.RemoveNode(ctx, "nosuch"); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Fatalf("removing a server no group lists, through %s: %v, want not_found", via.ID, err)
+	}
+	if d := time.Since(began); d > 10*time.Second {
+		t.Errorf("the two removals took %v: a call on every group waited for its deadline", d)
+	}
+}
+
 // TestGroupsRemoveNodeFromEveryGroup: 5 servers, 3 groups. Removing two
 // servers one after the other, and stopping each as the procedure says,
 // leaves no group counting them: RemoveNode answers once every group has
