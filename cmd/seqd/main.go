@@ -60,14 +60,41 @@ Run "seqd COMMAND -h" for a command's flags. Client commands take --addr
 before or after the command: "seqd --addr A next 1" is "seqd next --addr A 1".
 `
 
-// commands are the commands run knows, each with its subcommands (a
-// subcommand's own subcommands under it).
-var commands = map[string]map[string][]string{
-	"serve": nil, "next": nil, "reserve": nil, "current": nil, "status": nil, "bench": nil,
-	"health": nil, "backup": nil, "restore": nil,
-	"space": {"create": nil, "list": nil},
-	"node":  {"remove": nil, "drain": nil},
-	"id":    {"next": nil, "decode": nil, "namespace": {"create", "list"}, "workers": nil},
+// commandPaths are the commands of usage, each as its words ("id",
+// "namespace", "create"): the words of a usage line after "seqd" up to the
+// first that is not a lower-case word (an argument, a flag). Read from the
+// usage text, so that every command it lists takes flags before it.
+var commandPaths = func() [][]string {
+	var out [][]string
+	for _, line := range strings.Split(usage, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != "seqd" || !strings.HasPrefix(line, "  seqd ") {
+			continue
+		}
+		var path []string
+		for _, w := range f[1:] {
+			if strings.ToLower(w) != w || strings.ContainsAny(w, "[]-.|") {
+				break
+			}
+			path = append(path, w)
+		}
+		out = append(out, path)
+	}
+	return out
+}()
+
+// commandLen is how many words of args, from the first, name a command of
+// commandPaths (or a prefix of one: "space" alone): 0 if none.
+func commandLen(args []string) int {
+	n := 0
+	for _, path := range commandPaths {
+		k := 0
+		for k < len(path) && k < len(args) && args[k] == path[k] {
+			k++
+		}
+		n = max(n, k)
+	}
+	return n
 }
 
 // flagsAfterCommand moves flags given before the command ("seqd --addr A
@@ -80,21 +107,13 @@ func flagsAfterCommand(args []string) ([]string, error) {
 		return args, nil
 	}
 	for i, a := range args {
-		sub, ok := commands[a]
-		if !ok || strings.HasPrefix(a, "-") {
+		if strings.HasPrefix(a, "-") {
 			continue
 		}
-		path := i + 1
-		if path < len(args) {
-			if subsub, ok := sub[args[path]]; ok {
-				path++
-				if path < len(args) && slices.Contains(subsub, args[path]) {
-					path++
-				}
-			}
+		if n := commandLen(args[i:]); n > 0 {
+			out := append(slices.Clone(args[i:i+n]), args[:i]...)
+			return append(out, args[i+n:]...), nil
 		}
-		out := append(slices.Clone(args[i:path]), args[:i]...)
-		return append(out, args[path:]...), nil
 	}
 	return nil, cli.Usagef("%s: flags go after the command, as in \"seqd next --addr 127.0.0.1:7700 42\" (run \"seqd -h\" for the commands)", args[0])
 }
