@@ -83,6 +83,8 @@ type Client struct {
 	// (stream.go).
 	streaming bool
 	bStreamed atomic.Uint64
+
+	closed atomic.Bool // see Close (close.go)
 }
 
 type node struct {

@@ -51,3 +51,18 @@ func SetSegmentClock(s *Segment, clock func() time.Time) {
 	s.clock = clock
 	s.rate.reset(clock(), s.issued.Load())
 }
+
+// OpenStreams returns how many nodes have a NextStream open.
+func (c *Client) OpenStreams() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	open := 0
+	for _, n := range c.nodes {
+		n.stream.mu.Lock()
+		if n.stream.cur != nil {
+			open++
+		}
+		n.stream.mu.Unlock()
+	}
+	return open
+}

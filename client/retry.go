@@ -115,6 +115,9 @@ func retry[T any](c *Client, ctx context.Context, attemptTimeout time.Duration, 
 	deadline := time.Now().Add(c.opts.RetryFor)
 	backoff := c.opts.MinBackoff
 	for attempt := 0; ; attempt++ {
+		if c.closed.Load() {
+			return nil, errClosed
+		}
 		idx := -1 // -1: n is group's leader
 		n := c.groupLeader(group)
 		if n == nil {

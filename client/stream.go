@@ -164,7 +164,7 @@ func (s *streamSlot) open(c *Client, n *node) *nodeStream {
 	if st := s.cur; st != nil {
 		return st
 	}
-	if s.dialing || time.Now().Before(s.offline) {
+	if c.closed.Load() || s.dialing || time.Now().Before(s.offline) {
 		return nil
 	}
 	if s.seq == nil {
@@ -196,11 +196,15 @@ func (s *streamSlot) dial(c *Client, n *node) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.dialing = false
-	if err != nil {
+	switch {
+	case err != nil:
 		s.failedLocked(connect.CodeOf(err) == connect.CodeUnimplemented)
-		return
+	case c.closed.Load():
+		f.conn.Close() // Close ran meanwhile
+
+	default:
+		s.startLocked(c, n, f, func() { f.conn.Close() })
 	}
-	s.startLocked(c, n, f, func() { f.conn.Close() })
 }
 
 // streamCheckEvery is how often a stream checks that its oldest message is
