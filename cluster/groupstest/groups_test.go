@@ -560,18 +560,7 @@ func groupVoters(c *testcluster.Cluster) [][]string {
 // group and the call answers at once, and a server no group lists (a
 // mistyped ID) is not_found at once, as through group 0's leader.
 func TestGroupsRemoveNodeThroughAnyServer(t *testing.T) {
-	const groups = 3
-	c := testcluster.Start(t, 3, testcluster.Options{Groups: groups})
-	waitBalanced(t, c, 60*time.Second)
-	n4 := c.Join()
-	waitUntil(t, 60*time.Second, "every group lists "+n4.ID+" as a voter", func() bool {
-		for _, vs := range groupVoters(c) {
-			if !slices.Contains(vs, n4.ID) {
-				return false
-			}
-		}
-		return true
-	})
+	c, n4 := joinedFourth(t, 3)
 	l0 := servingLeader(t, c, 0)
 	var via *testcluster.Member
 	for _, m := range c.Nodes[:3] {
@@ -772,22 +761,7 @@ func TestAGroupFollowsASpaceChangeOnlyWhileServing(t *testing.T) {
 // not_found, as every group's leader says it is gone.
 func TestGroupsRemoveNodeAsksEveryGroupsLeader(t *testing.T) {
 	const groups = 3
-	c := testcluster.Start(t, 3, testcluster.Options{Groups: groups})
-	waitBalanced(t, c, 60*time.Second)
-	n4 := c.Join()
-	// Every server's copy of every group lists n4 as a voter: a copy cut
-	// off below must not lack it already (a server that took the entry
-	// adding n4 as a nonvoter but not the one promoting it).
-	waitUntil(t, 60*time.Second, "every copy of every group lists "+n4.ID+" as a voter", func() bool {
-		for _, m := range c.Nodes {
-			for g := range groups {
-				if !slices.Contains(raftVoters(m.Node().Group(g).Raft()), n4.ID) {
-					return false
-				}
-			}
-		}
-		return true
-	})
+	c, n4 := joinedFourth(t, groups)
 	l0 := servingLeader(t, c, 0)
 	lag := -1
 	for g := 1; g < groups; g++ {
@@ -816,6 +790,28 @@ func TestGroupsRemoveNodeAsksEveryGroupsLeader(t *testing.T) {
 	if err := cl.RemoveNode(ctx, n4.ID); connect.CodeOf(err) != connect.CodeNotFound {
 		t.Fatalf("removing %s again, while %s's copy of group %d still lists it: %v, want not_found", n4.ID, l0.ID, lag, err)
 	}
+}
+
+// joinedFourth starts 3 servers of groups raft groups, waits for their
+// leaders to spread, adds a fourth, and waits until every server's copy of
+// every group lists it as a voter (a copy may lag its group's leader: one
+// that took the entry adding it as a nonvoter, not the promotion).
+func joinedFourth(t *testing.T, groups int) (*testcluster.Cluster, *testcluster.Member) {
+	t.Helper()
+	c := testcluster.Start(t, 3, testcluster.Options{Groups: groups})
+	waitBalanced(t, c, 60*time.Second)
+	n4 := c.Join()
+	waitUntil(t, 60*time.Second, "every copy of every group lists "+n4.ID+" as a voter", func() bool {
+		for _, m := range c.Nodes {
+			for g := range groups {
+				if !slices.Contains(raftVoters(m.Node().Group(g).Raft()), n4.ID) {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	return c, n4
 }
 
 // raftVoters is the voters of r's configuration as r holds it.
