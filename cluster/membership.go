@@ -422,8 +422,3 @@ func (n *Node) warnOnce(key, msg string, args ...any) {
 
 // errClosing answers a raft future still pending when the node closes.
 var errClosing = errors.New("node closing")
-
-// await waits for a raft future, or until the node starts closing
-// (group.Await): a configuration change accepted by raft just before it
-// shut down may never be answered.
-func (n *Node) await(f raft.Future) error { return group.Await(f, n.closing, errClosing) }
