@@ -80,7 +80,8 @@ func classify(err error) (connect.Code, string) {
 		return connect.CodeUnavailable, err.Error()
 	case errors.Is(err, cluster.ErrUnknownServer):
 		return connect.CodeNotFound, err.Error()
-	case errors.Is(err, cluster.ErrLastVoter), errors.Is(err, cluster.ErrNoSuchGroup), errors.Is(err, cluster.ErrNotUpgraded):
+	case errors.Is(err, cluster.ErrLastVoter), errors.Is(err, cluster.ErrNoSuchGroup), errors.Is(err, cluster.ErrNotUpgraded),
+		errors.Is(err, cluster.ErrInGroup0):
 		return connect.CodeFailedPrecondition, err.Error()
 	case errors.Is(err, seqd.ErrNotServing), errors.Is(err, seqd.ErrNotLeader),
 		errors.Is(err, seqd.ErrNoLeader):

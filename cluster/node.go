@@ -208,6 +208,11 @@ func (n *Node) open() error {
 		}
 		if i > 0 {
 			gc.Authority = n.groups[0].FSM()
+			g0 := n.groups[0].Raft()
+			gc.Follows = func() (raft.Configuration, error) {
+				cf := g0.GetConfiguration()
+				return cf.Configuration(), cf.Error()
+			}
 			gc.Logger = n.log.With("group", i)
 		}
 		if i > 0 || (count > 1 && cfg.Peers != nil) {

@@ -50,6 +50,10 @@ type Config struct {
 	// Authority reads group 0's committed state on this server; it is
 	// required when Index > 0, and nil for group 0.
 	Authority Authority
+	// Follows returns group 0's latest raft configuration on this server,
+	// which the configuration of a group other than group 0 follows (see
+	// members.go); nil for group 0 (or a group that follows none).
+	Follows func() (raft.Configuration, error)
 	// AskSpace asks group 0's serving leader for its record of a space,
 	// with the record's version (rec.Live() false: no such space, the zero
 	// record, or a deleted one, which keeps its section size): the last

@@ -2,6 +2,7 @@ package group
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -43,6 +44,52 @@ var ErrConfigurationChanged = errors.New("the raft configuration changed since t
 // it back, without the question an added server is asked, and although
 // its operator removed it.
 
+// ErrNotFollowed means a change of a group other than group 0 is not what
+// group 0's configuration on this server holds: an add, a promotion or an
+// address of a server it does not hold so, or the removal of a server it
+// still holds. Nothing was changed.
+var ErrNotFollowed = errors.New("group 0's configuration on this server does not hold the change")
+
+// Such a group's configuration follows group 0's (the host's mirror), as
+// this server's copy of group 0 holds it when the change is made, under
+// confMu, not as an earlier read did: the copy may lag behind group 0's
+// commit, and a pass asks servers questions between its read and its
+// change. Otherwise a server its operator removed from group 0, and then
+// from the group, is added back to the group by a leader whose copy (or
+// read) still lists it. So a server is added, promoted or moved only as
+// the latest copy holds it, and removed only once the copy dropped it (the
+// host's removal waits for that): then nothing adds it back.
+
+// follows reports, for a group that follows group 0, whether this server's
+// latest copy of group 0's configuration holds server id as to (to nil:
+// does not hold id).
+func (g *Group) follows(id raft.ServerID, to *raft.Server) error {
+	if g.cfg.Follows == nil {
+		return nil
+	}
+	conf, err := g.cfg.Follows()
+	if err != nil {
+		return errors.Join(ErrNotFollowed, err)
+	}
+	var x *raft.Server
+	for _, s := range conf.Servers {
+		if s.ID == id {
+			x = &s
+		}
+	}
+	switch {
+	case to == nil && x != nil:
+		return fmt.Errorf("%w: removing %s, which group 0 holds", ErrNotFollowed, id)
+	case to == nil:
+		return nil
+	case x == nil:
+		return fmt.Errorf("%w: group 0 does not hold %s", ErrNotFollowed, id)
+	case x.Address != to.Address || (to.Suffrage == raft.Voter && x.Suffrage != raft.Voter):
+		return fmt.Errorf("%w: group 0 holds %s as %v at %s", ErrNotFollowed, id, x.Suffrage, x.Address)
+	}
+	return nil
+}
+
 // server returns server id of the latest configuration (ok: it has it).
 func (g *Group) server(id raft.ServerID) (s raft.Server, ok bool, err error) {
 	cf := g.raft.GetConfiguration()
@@ -76,6 +123,11 @@ func (g *Group) ChangeServer(was, to raft.Server, timeout time.Duration) error {
 	if ok, err := g.holds(was); err != nil || !ok || to.ID != was.ID {
 		return errors.Join(ErrConfigurationChanged, err)
 	}
+	if to.Suffrage == raft.Voter || to.Address != was.Address {
+		if err := g.follows(to.ID, &to); err != nil {
+			return err
+		}
+	}
 	var f raft.IndexFuture
 	switch {
 	case to.Suffrage == raft.Voter:
@@ -101,6 +153,9 @@ func (g *Group) RemoveServer(was raft.Server, timeout time.Duration) error {
 	if ok, err := g.holds(was); err != nil || !ok {
 		return errors.Join(ErrConfigurationChanged, err)
 	}
+	if err := g.follows(was.ID, nil); err != nil {
+		return err
+	}
 	return g.await(g.raft.RemoveServer(was.ID, 0, timeout))
 }
 
@@ -122,6 +177,10 @@ func (g *Group) AddNonvoter(id raft.ServerID, addr raft.ServerAddress, prevIndex
 	if _, ok, err := g.server(id); err != nil || ok {
 		return false, errors.Join(ErrConfigurationChanged, err)
 	}
+	add := raft.Server{ID: id, Address: addr, Suffrage: raft.Nonvoter}
+	if err := g.follows(id, &add); err != nil {
+		return false, err
+	}
 	p := g.fsm.Protocol()
 	if !confirm(p) {
 		return false, nil
@@ -133,6 +192,9 @@ func (g *Group) AddNonvoter(id raft.ServerID, addr raft.ServerAddress, prevIndex
 	// and so the protocol, it was asked in.
 	if g.raft.CurrentTerm() != term || !g.IsLeader() || g.fsm.Protocol() != p {
 		return false, ErrNotReady
+	}
+	if err := g.follows(id, &add); err != nil {
+		return false, err // group 0 dropped it while it was asked
 	}
 	return true, g.await(g.raft.AddNonvoter(id, addr, prevIndex, timeout))
 }

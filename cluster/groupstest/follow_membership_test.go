@@ -1,0 +1,86 @@
+package groupstest_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/seqd/seqd/client"
+	"github.com/seqd/seqd/internal/testcluster"
+)
+
+// A group other than group 0 follows group 0's configuration as its
+// leader's copy of group 0 has it, and that copy may lag behind group 0's
+// commit. An operator's removal must not be undone by that lag: the leader
+// of group 1, whose copy of group 0 still lists a server RemoveNode removed
+// from group 0, must not add it back to group 1 after taking it out. Either
+// it removes the server from group 1 only once its copy of group 0 no
+// longer lists it (RemoveNode then answers that group 1 still lists it, and
+// group 1 removes it by itself later), or it never adds it back.
+func TestAGroupNeverAddsBackAServerRemovedFromGroup0(t *testing.T) {
+	const groups = 2
+	c := testcluster.Start(t, 3, testcluster.Options{Groups: groups})
+	waitBalanced(t, c, 60*time.Second)
+	n4 := c.Join()
+	waitUntil(t, 60*time.Second, "every copy of every group lists "+n4.ID+" as a voter", func() bool {
+		for _, m := range c.Nodes {
+			for g := range groups {
+				if !slices.Contains(raftVoters(m.Node().Group(g).Raft()), n4.ID) {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	var l0, l1 *testcluster.Member
+	waitUntil(t, 60*time.Second, "group 1 led by neither group 0's leader nor "+n4.ID, func() bool {
+		l0, l1 = servingLeader(t, c, 0), servingLeader(t, c, 1)
+		return l0 != l1 && l1 != n4 && l0 != n4
+	})
+	// Group 1's leader stops hearing group 0: its copy keeps n4.
+	l1.Node().CutGroupTraffic(0, true)
+	healed := false
+	defer func() {
+		if !healed {
+			l1.Node().CutGroupTraffic(0, false)
+		}
+	}()
+	cl, err := client.New([]string{l0.APIAddr}, client.Options{DisableRouting: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := cl.RemoveNode(ctx, n4.ID); err != nil && connect.CodeOf(err) != connect.CodeDeadlineExceeded {
+		t.Fatalf("remove %s: %v", n4.ID, err)
+	} else {
+		t.Logf("remove %s: %v", n4.ID, err)
+	}
+	g1 := l1.Node().Group(1).Raft()
+	if !slices.Contains(raftServers(l1.Node().Group(0).Raft()), n4.ID) {
+		t.Fatalf("%s's copy of group 0 lost %s although its traffic is cut", l1.ID, n4.ID)
+	}
+	// Once group 1 no longer lists n4, it never lists it again: watched
+	// over several of the leader's membership passes (one a second).
+	watch := func(d time.Duration) {
+		t.Helper()
+		gone := false
+		for until := time.Now().Add(d); time.Now().Before(until); time.Sleep(10 * time.Millisecond) {
+			in := slices.Contains(raftServers(g1), n4.ID)
+			if gone && in {
+				t.Fatalf("group 1's leader %s added back %s, removed by its operator (group 1: %v)", l1.ID, n4.ID, raftServers(g1))
+			}
+			gone = gone || !in
+		}
+	}
+	watch(6 * time.Second)
+	l1.Node().CutGroupTraffic(0, false)
+	healed = true
+	waitUntil(t, 60*time.Second, "group 1 drops "+n4.ID+" once its leader's copy of group 0 caught up", func() bool {
+		return !slices.Contains(raftServers(g1), n4.ID)
+	})
+	watch(3 * time.Second)
+}
