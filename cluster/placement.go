@@ -83,7 +83,9 @@ func (n *Node) mirrorMembership(i int, conf0 raft.Configuration) {
 		cur, ok := in[s.ID]
 		switch {
 		case !ok:
-			added, err := g.AddNonvoter(s.ID, s.Address, 0, applyTimeout, func(p uint64) bool { return n.mayAdd(i, string(s.ID), p) })
+			added, err := g.AddNonvoter(s.ID, s.Address, 0, applyTimeout, func(p uint64) bool {
+				return n.group0Current(i, string(s.ID)) && n.mayAdd(i, string(s.ID), p)
+			})
 			switch {
 			case !added && err == nil:
 				continue // not confirmed (mayAdd warned)
@@ -157,6 +159,39 @@ func (n *Node) mirrorMembership(i int, conf0 raft.Configuration) {
 		n.logChange(i, "removal", s.ID, g.RemoveServer(s, applyTimeout))
 		return
 	}
+}
+
+// group0Current reports whether this server's copy of group 0 holds, now,
+// every entry group 0's leader had applied when asked: group i adds a
+// server only then (see mirrorMembership). The copy may lag behind group
+// 0's removal of the server, which an operator's removal made before it
+// removed the server from group i (on another leader of the group, whose
+// copy had it): a lagging copy would add it back. Without a known leader
+// of group 0, or its answer, the copy is not known to be current.
+func (n *Node) group0Current(i int, id string) bool {
+	g0 := n.authority()
+	if g0.IsLeader() || n.cfg.Peers == nil {
+		return true
+	}
+	why := "no leader of group 0 known"
+	if _, addr := n.GroupLeader(0); addr != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
+		defer cancel()
+		_, applied, err := n.cfg.Peers.Progress(ctx, addr, 0)
+		for err == nil && g0.Raft().AppliedIndex() < applied && ctx.Err() == nil {
+			time.Sleep(5 * time.Millisecond)
+		}
+		switch {
+		case err != nil:
+			why = "group 0's leader did not answer: " + err.Error()
+		case g0.Raft().AppliedIndex() < applied:
+			why = fmt.Sprintf("this server's copy of group 0 has applied %d, its leader %d", g0.Raft().AppliedIndex(), applied)
+		default:
+			return true
+		}
+	}
+	n.warnOnce(fmt.Sprintf("group0-current:%d/%s", i, id), fmt.Sprintf("not adding server %s to group %d yet: this server's copy of group 0, which the group follows, is not known to be current (%s)", id, i, why), "id", id)
+	return false
 }
 
 func (n *Node) logChange(i int, what string, id raft.ServerID, err error) {
