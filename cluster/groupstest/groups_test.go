@@ -814,6 +814,18 @@ func joinedFourth(t *testing.T, groups int) (*testcluster.Cluster, *testcluster.
 	return c, n4
 }
 
+// raftServers is the servers (voters and nonvoters) of r's configuration
+// as r holds it.
+func raftServers(r *raft.Raft) []string {
+	var out []string
+	if cf := r.GetConfiguration(); cf.Error() == nil {
+		for _, s := range cf.Configuration().Servers {
+			out = append(out, string(s.ID))
+		}
+	}
+	return out
+}
+
 // raftVoters is the voters of r's configuration as r holds it.
 func raftVoters(r *raft.Raft) []string {
 	var out []string
