@@ -22,20 +22,7 @@ import (
 // longer lists it (RemoveNode then answers that group 1 still lists it, and
 // group 1 removes it by itself later), or it never adds it back.
 func TestAGroupNeverAddsBackAServerRemovedFromGroup0(t *testing.T) {
-	const groups = 2
-	c := testcluster.Start(t, 3, testcluster.Options{Groups: groups})
-	waitBalanced(t, c, 60*time.Second)
-	n4 := c.Join()
-	waitUntil(t, 60*time.Second, "every copy of every group lists "+n4.ID+" as a voter", func() bool {
-		for _, m := range c.Nodes {
-			for g := range groups {
-				if !slices.Contains(raftVoters(m.Node().Group(g).Raft()), n4.ID) {
-					return false
-				}
-			}
-		}
-		return true
-	})
+	c, n4 := joinedFourth(t, 2)
 	var l0, l1 *testcluster.Member
 	waitUntil(t, 60*time.Second, "group 1 led by neither group 0's leader nor "+n4.ID, func() bool {
 		l0, l1 = servingLeader(t, c, 0), servingLeader(t, c, 1)
@@ -90,20 +77,7 @@ func TestAGroupNeverAddsBackAServerRemovedFromGroup0(t *testing.T) {
 // group's next leader, whose copy of group 0 lags behind the removal,
 // must not add the removed server back either.
 func TestAGroupsNextLeaderNeverAddsBackAServerRemovedFromGroup0(t *testing.T) {
-	const groups = 2
-	c := testcluster.Start(t, 3, testcluster.Options{Groups: groups})
-	waitBalanced(t, c, 60*time.Second)
-	n4 := c.Join()
-	waitUntil(t, 60*time.Second, "every copy of every group lists "+n4.ID+" as a voter", func() bool {
-		for _, m := range c.Nodes {
-			for g := range groups {
-				if !slices.Contains(raftVoters(m.Node().Group(g).Raft()), n4.ID) {
-					return false
-				}
-			}
-		}
-		return true
-	})
+	c, n4 := joinedFourth(t, 2)
 	var l0, l1 *testcluster.Member
 	waitUntil(t, 60*time.Second, "group 1 led by neither group 0's leader nor "+n4.ID, func() bool {
 		l0, l1 = servingLeader(t, c, 0), servingLeader(t, c, 1)
