@@ -23,6 +23,12 @@ func ForwardStreamStats(q *Sequences, addr string) (dials, sent uint64, open boo
 	return p.fwd.dials.Load(), p.fwd.sent.Load(), open
 }
 
+// ForwardStreamRefusals returns how many forward streams from q's server
+// to the server at addr were asked for and not opened.
+func ForwardStreamRefusals(q *Sequences, addr string) uint64 {
+	return q.s.peer(addr).fwd.refusals.Load()
+}
+
 // ForwardNext forwards a Next of keys, all of group's, from q's server to
 // the group's leader with the caller's header h (its token), over the
 // forward stream (stream) or as a unary call, and returns the Connect

@@ -86,8 +86,9 @@ type fwdSlot struct {
 	backoff time.Duration
 	closed  bool // the server is closing: no more streams
 
-	dials atomic.Uint64 // streams opened
-	sent  atomic.Uint64 // messages sent on them
+	dials    atomic.Uint64 // streams opened
+	refusals atomic.Uint64 // streams asked for and not opened
+	sent     atomic.Uint64 // messages sent on them
 }
 
 // fwdConn is one open forward stream.
@@ -206,6 +207,7 @@ func (s *Server) fwdDialSlot(sl *fwdSlot, base string, h http.Header, ch chan st
 		c.conn.Close()
 		return
 	case err != nil:
+		sl.refusals.Add(1)
 		sl.backoff = min(max(2*sl.backoff, fwdRetryMin), fwdRetryMax)
 		sl.offline = time.Now().Add(sl.backoff)
 		s.log.Debug("forward stream: not opened; forwarding unary for a while", "addr", base, "for", sl.backoff, "err", err)
