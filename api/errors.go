@@ -80,8 +80,7 @@ func classify(err error) (connect.Code, string) {
 		return connect.CodeUnavailable, err.Error()
 	case errors.Is(err, cluster.ErrUnknownServer):
 		return connect.CodeNotFound, err.Error()
-	case errors.Is(err, cluster.ErrLastVoter), errors.Is(err, cluster.ErrNoSuchGroup), errors.Is(err, cluster.ErrNotUpgraded),
-		errors.Is(err, cluster.ErrInGroup0):
+	case errors.Is(err, cluster.ErrLastVoter), errors.Is(err, cluster.ErrNoSuchGroup), errors.Is(err, cluster.ErrNotUpgraded):
 		return connect.CodeFailedPrecondition, err.Error()
 	case errors.Is(err, seqd.ErrNotServing), errors.Is(err, seqd.ErrNotLeader),
 		errors.Is(err, seqd.ErrNoLeader):

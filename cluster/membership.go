@@ -48,37 +48,7 @@ var (
 	ErrUnknownServer = errors.New("no such server in the raft configuration")
 	// ErrLastVoter means the change would leave the cluster without voters.
 	ErrLastVoter = errors.New("refusing to remove the last voter")
-	// ErrInGroup0 means a server is not removed from a group other than
-	// group 0 while this server's copy of group 0 still lists it (group 0
-	// has not removed it, or this server has not heard yet): the group
-	// follows that copy and would add it back (see group's members.go).
-	ErrInGroup0 = errors.New("the server is still in group 0's configuration as this server has it, which the group follows")
 )
-
-// group0Wait bounds how long a removal from a group other than group 0
-// waits for this server's copy of group 0 to drop the server.
-const group0Wait = 5 * time.Second
-
-// awaitGroup0Drops waits until this server's copy of group 0's
-// configuration no longer lists server id, at most group0Wait or until ctx
-// ends (ErrInGroup0). A group's removal waits for it: the group follows
-// that copy, which may lag behind group 0's commit of the removal.
-func (n *Node) awaitGroup0Drops(ctx context.Context, id string) error {
-	t := time.NewTimer(group0Wait)
-	defer t.Stop()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for n.InGroup(0, id) {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (%s, on %s: %v)", ErrInGroup0, id, n.cfg.ID, ctx.Err())
-		case <-t.C:
-			return fmt.Errorf("%w (%s, on %s)", ErrInGroup0, id, n.cfg.ID)
-		case <-tick.C:
-		}
-	}
-	return nil
-}
 
 // membership runs on the leader each reconcile pass.
 //
@@ -360,9 +330,11 @@ func (n *Node) RemoveServer(ctx context.Context, id string) error {
 // an operator's removal removes the server from every group at once (the
 // API does it group by group, group 0 first), so that no group keeps
 // counting a removed server, which its operator then stops, towards its
-// quorum. A group other than group 0 removes a server only once this
-// server's copy of group 0 no longer lists it (awaitGroup0Drops): it
-// would add it back otherwise.
+// quorum. The removal is not held back by this server's copy of group 0:
+// a wiped server removed from group 0 may be there again at once, as a
+// new server under the same ID, while every group must drop the old one.
+// What keeps a removed server out of a group is its adds (group's
+// members.go, and group0Current).
 func (n *Node) RemoveServerFrom(ctx context.Context, i int, id string) error {
 	if i < 0 || i >= len(n.groups) {
 		return fmt.Errorf("%w: %d (this server runs %d)", ErrNoSuchGroup, i, len(n.groups))
@@ -371,11 +343,6 @@ func (n *Node) RemoveServerFrom(ctx context.Context, i int, id string) error {
 	r := g.Raft()
 	if !g.IsLeader() {
 		return seqd.ErrNotLeader
-	}
-	if i > 0 {
-		if err := n.awaitGroup0Drops(ctx, id); err != nil {
-			return err
-		}
 	}
 	cf := r.GetConfiguration()
 	if err := cf.Error(); err != nil {

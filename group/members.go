@@ -46,8 +46,7 @@ var ErrConfigurationChanged = errors.New("the raft configuration changed since t
 
 // ErrNotFollowed means a change of a group other than group 0 is not what
 // group 0's configuration on this server holds: an add, a promotion or an
-// address of a server it does not hold so, or the removal of a server it
-// still holds. Nothing was changed.
+// address of a server it does not hold so. Nothing was changed.
 var ErrNotFollowed = errors.New("group 0's configuration on this server does not hold the change")
 
 // Such a group's configuration follows group 0's (the host's mirror), as
@@ -57,12 +56,14 @@ var ErrNotFollowed = errors.New("group 0's configuration on this server does not
 // change. Otherwise a server its operator removed from group 0, and then
 // from the group, is added back to the group by a leader whose copy (or
 // read) still lists it. So a server is added, promoted or moved only as
-// the latest copy holds it, and removed only once the copy dropped it (the
-// host's removal waits for that): then nothing adds it back.
+// the latest copy holds it, and the host adds one only once its copy is as
+// current as group 0's leader (cluster's group0Current). A removal is
+// never held back: a wiped server removed from group 0 may be there again
+// at once, a new server under the same ID, and every group must drop the
+// old one (its adds then bring the new one in).
 
 // follows reports, for a group that follows group 0, whether this server's
-// latest copy of group 0's configuration holds server id as to (to nil:
-// does not hold id).
+// latest copy of group 0's configuration holds server id as to.
 func (g *Group) follows(id raft.ServerID, to *raft.Server) error {
 	if g.cfg.Follows == nil {
 		return nil
@@ -78,10 +79,6 @@ func (g *Group) follows(id raft.ServerID, to *raft.Server) error {
 		}
 	}
 	switch {
-	case to == nil && x != nil:
-		return fmt.Errorf("%w: removing %s, which group 0 holds", ErrNotFollowed, id)
-	case to == nil:
-		return nil
 	case x == nil:
 		return fmt.Errorf("%w: group 0 does not hold %s", ErrNotFollowed, id)
 	case x.Address != to.Address || (to.Suffrage == raft.Voter && x.Suffrage != raft.Voter):
@@ -152,9 +149,6 @@ func (g *Group) RemoveServer(was raft.Server, timeout time.Duration) error {
 	defer g.confMu.Unlock()
 	if ok, err := g.holds(was); err != nil || !ok {
 		return errors.Join(ErrConfigurationChanged, err)
-	}
-	if err := g.follows(was.ID, nil); err != nil {
-		return err
 	}
 	return g.await(g.raft.RemoveServer(was.ID, 0, timeout))
 }
