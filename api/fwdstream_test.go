@@ -338,15 +338,16 @@ func TestForwardStreamRefusesAsUnary(t *testing.T) {
 		t.Errorf("a refused message closed the stream (%d opened, open %v)", dials, open)
 	}
 	same("a fenced leader, no stream", forward(q2, right, true), forward(q2, right, false), connect.CodeUnavailable)
-	if other.Node().Fenced() {
-		// Gossip brought the newer generation to q2's server first: it
-		// refuses the call itself and asks the leader for nothing.
-		if dials, _, open := api.ForwardStreamStats(q2, leader.APIAddr); dials != 0 || open {
-			t.Errorf("a fenced leader: %d streams opened (open %v), want none", dials, open)
-		}
-		return
+	// q2 may not ask the fenced leader at all: its server may have learned
+	// the newer generation first, or see another leader of the group by
+	// then (the fenced one shut its raft traffic). Whatever it asked, the
+	// fenced leader opened it no stream.
+	if dials, _, open := api.ForwardStreamStats(q2, leader.APIAddr); dials != 0 || open {
+		t.Errorf("a fenced leader: %d streams opened (open %v), want none", dials, open)
 	}
-	refused("a fenced leader")
+	if n := api.ForwardStreamRefusals(q2, leader.APIAddr); n > refusals+1 {
+		t.Errorf("a fenced leader: %d streams refused, want at most 1", n-refusals)
+	}
 }
 
 // BenchmarkForwardNextStream and BenchmarkForwardNextUnary forward a Next
