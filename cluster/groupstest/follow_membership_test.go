@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"connectrpc.com/connect"
-
 	"github.com/seqd/seqd/client"
 	"github.com/seqd/seqd/internal/testcluster"
 )
@@ -17,17 +15,12 @@ import (
 // leader's copy of group 0 has it, and that copy may lag behind group 0's
 // commit. An operator's removal must not be undone by that lag: the leader
 // of group 1, whose copy of group 0 still lists a server RemoveNode removed
-// from group 0, must not add it back to group 1 after taking it out. Either
-// it removes the server from group 1 only once its copy of group 0 no
-// longer lists it (RemoveNode then answers that group 1 still lists it, and
-// group 1 removes it by itself later), or it never adds it back.
+// from group 0, must not add it back to group 1 after RemoveNode took it
+// out (at once: a removal is never held back by the copy); its adds wait
+// until its copy is as current as group 0's leader.
 func TestAGroupNeverAddsBackAServerRemovedFromGroup0(t *testing.T) {
 	c, n4 := joinedFourth(t, 2)
-	var l0, l1 *testcluster.Member
-	waitUntil(t, 60*time.Second, "group 1 led by neither group 0's leader nor "+n4.ID, func() bool {
-		l0, l1 = servingLeader(t, c, 0), servingLeader(t, c, 1)
-		return l0 != l1 && l1 != n4 && l0 != n4
-	})
+	l0, l1 := leadersApart(t, c, n4)
 	// Group 1's leader stops hearing group 0: its copy keeps n4.
 	l1.Node().CutGroupTraffic(0, true)
 	healed := false
@@ -42,10 +35,8 @@ func TestAGroupNeverAddsBackAServerRemovedFromGroup0(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := cl.RemoveNode(ctx, n4.ID); err != nil && connect.CodeOf(err) != connect.CodeDeadlineExceeded {
+	if err := cl.RemoveNode(ctx, n4.ID); err != nil {
 		t.Fatalf("remove %s: %v", n4.ID, err)
-	} else {
-		t.Logf("remove %s: %v", n4.ID, err)
 	}
 	g1 := l1.Node().Group(1).Raft()
 	if !slices.Contains(raftServers(l1.Node().Group(0).Raft()), n4.ID) {
@@ -73,16 +64,11 @@ func TestAGroupNeverAddsBackAServerRemovedFromGroup0(t *testing.T) {
 	watch(2 * time.Second)
 }
 
-// The removal's own leader of group 1 waits for its copy of group 0; the
-// group's next leader, whose copy of group 0 lags behind the removal,
+// The group's next leader, whose copy of group 0 lags behind the removal,
 // must not add the removed server back either.
 func TestAGroupsNextLeaderNeverAddsBackAServerRemovedFromGroup0(t *testing.T) {
 	c, n4 := joinedFourth(t, 2)
-	var l0, l1 *testcluster.Member
-	waitUntil(t, 60*time.Second, "group 1 led by neither group 0's leader nor "+n4.ID, func() bool {
-		l0, l1 = servingLeader(t, c, 0), servingLeader(t, c, 1)
-		return l0 != l1 && l1 != n4 && l0 != n4
-	})
+	l0, l1 := leadersApart(t, c, n4)
 	var x *testcluster.Member
 	for _, m := range c.Nodes {
 		if m != l0 && m != l1 && m != n4 {
@@ -114,4 +100,15 @@ func TestAGroupsNextLeaderNeverAddsBackAServerRemovedFromGroup0(t *testing.T) {
 			}
 		}
 	}
+}
+
+// leadersApart waits until groups 0 and 1 have serving leaders that differ,
+// neither of them n4, and returns them.
+func leadersApart(t *testing.T, c *testcluster.Cluster, n4 *testcluster.Member) (l0, l1 *testcluster.Member) {
+	t.Helper()
+	waitUntil(t, 60*time.Second, "group 1 led by neither group 0's leader nor "+n4.ID, func() bool {
+		l0, l1 = servingLeader(t, c, 0), servingLeader(t, c, 1)
+		return l0 != l1 && l1 != n4 && l0 != n4
+	})
+	return l0, l1
 }
