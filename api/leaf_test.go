@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"slices"
@@ -71,11 +70,8 @@ func waitGroups(t *testing.T, c *testcluster.Cluster, groups int) {
 func TestLeafSegment(t *testing.T) {
 	c := testcluster.Start(t, 3, testcluster.Options{Groups: 3, LeaseHandoff: true})
 	waitGroups(t, c, 3)
-	ctx := context.Background()
 	for _, name := range []string{"orders", "mytag..0.2"} {
-		if _, err := c.GroupLeaders()[0].Node().CreateSpace(ctx, seqd.Space{Name: name, Step: 1000, SectionSize: 1000}); err != nil {
-			t.Fatal(err)
-		}
+		c.CreateSpace(seqd.Space{Name: name, Step: 1000, SectionSize: 1000})
 	}
 	var last uint64
 	for i := range 6 {

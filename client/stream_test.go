@@ -206,7 +206,7 @@ func TestStreamServerRestartMidStream(t *testing.T) {
 	c, clients := streamCluster(t, 1, testcluster.Options{})
 	l := startStreamLoad(t, clients, 16, 40, nil)
 	l.waitOK(t, 3000, "before the kill")
-	victim := c.GroupLeaders()[1]
+	victim := c.WaitGroupLeader(1, 30*time.Second)
 	victim.Kill()
 	l.waitOK(t, 3000, "after the kill")
 	victim.Restart()

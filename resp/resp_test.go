@@ -2,7 +2,6 @@ package resp_test
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -326,11 +325,8 @@ func TestRESPCommands(t *testing.T) {
 // space answers, and an upper-case prefix maps with seqd.ForeignName.
 func TestRESPSpaces(t *testing.T) {
 	c := startCluster(t, 1, 1)
-	ctx := context.Background()
 	for _, name := range []string{"counter", "orders..0"} {
-		if _, err := c.GroupLeaders()[0].Node().CreateSpace(ctx, seqd.Space{Name: name, Step: 100, SectionSize: 1000}); err != nil {
-			t.Fatal(err)
-		}
+		c.CreateSpace(seqd.Space{Name: name, Step: 100, SectionSize: 1000})
 	}
 	rc := dial(t, c.Nodes[0].RedisAddr)
 	// redis-benchmark's keys: counter:000000012345 is key 12345 of counter.
@@ -797,9 +793,7 @@ func TestRedisCLI(t *testing.T) {
 func TestRedisBenchmark(t *testing.T) {
 	bench := lookTool(t, "redis-benchmark")
 	c := startCluster(t, 3, 3)
-	if _, err := c.GroupLeaders()[0].Node().CreateSpace(context.Background(), seqd.Space{Name: "counter", Step: 10000, SectionSize: 100000}); err != nil {
-		t.Fatal(err)
-	}
+	c.CreateSpace(seqd.Space{Name: "counter", Step: 10000, SectionSize: 100000})
 	host, port, _ := net.SplitHostPort(c.Nodes[2].RedisAddr)
 	// -r 1: every INCR hits counter:000000000000, so the key's value
 	// counts the INCRs.

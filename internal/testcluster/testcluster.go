@@ -252,6 +252,20 @@ func (c *Cluster) WaitServingLeader(timeout time.Duration, exclude ...*Member) *
 	return nil
 }
 
+// WaitGroupLeader waits until group g has a serving leader and returns it.
+func (c *Cluster) WaitGroupLeader(g int, timeout time.Duration) *Member {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if ls := c.GroupLeaders(); g < len(ls) && ls[g] != nil {
+			return ls[g]
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	c.t.Fatalf("group %d has no serving leader within %v", g, timeout)
+	return nil
+}
+
 // WaitAdmitted waits until m (running) is vouched for: its raft gate is open.
 // A rolling restart waits for it before stopping the next server.
 func (c *Cluster) WaitAdmitted(m *Member, timeout time.Duration) {
