@@ -12,6 +12,7 @@ import (
 	"github.com/seqd/seqd/cluster"
 	"github.com/seqd/seqd/flake"
 	"github.com/seqd/seqd/flake/holder"
+	"github.com/seqd/seqd/group"
 )
 
 var (
@@ -82,6 +83,8 @@ func classify(err error) (connect.Code, string) {
 		return connect.CodeNotFound, err.Error()
 	case errors.Is(err, cluster.ErrLastVoter), errors.Is(err, cluster.ErrNoSuchGroup), errors.Is(err, cluster.ErrNotUpgraded):
 		return connect.CodeFailedPrecondition, err.Error()
+	case errors.Is(err, group.ErrConfigurationChanged):
+		return connect.CodeAborted, err.Error()
 	case errors.Is(err, seqd.ErrNotServing), errors.Is(err, seqd.ErrNotLeader),
 		errors.Is(err, seqd.ErrNoLeader):
 		return connect.CodeUnavailable, err.Error()

@@ -340,29 +340,12 @@ func (n *Node) RemoveServerFrom(ctx context.Context, i int, id string) error {
 		return fmt.Errorf("%w: %d (this server runs %d)", ErrNoSuchGroup, i, len(n.groups))
 	}
 	g := n.groups[i]
-	r := g.Raft()
 	if !g.IsLeader() {
 		return seqd.ErrNotLeader
 	}
-	cf := r.GetConfiguration()
-	if err := cf.Error(); err != nil {
+	target, err := removal(g, id)
+	if err != nil {
 		return err
-	}
-	var target *raft.Server
-	voters := 0
-	for _, s := range cf.Configuration().Servers {
-		if s.Suffrage == raft.Voter {
-			voters++
-		}
-		if string(s.ID) == id {
-			target = &s
-		}
-	}
-	if target == nil {
-		return fmt.Errorf("%w: %q", ErrUnknownServer, id)
-	}
-	if target.Suffrage == raft.Voter && voters == 1 {
-		return ErrLastVoter
 	}
 	self := id == n.cfg.ID
 	var epoch uint64
@@ -376,8 +359,7 @@ func (n *Node) RemoveServerFrom(ctx context.Context, i int, id string) error {
 		epoch = g.Withhold()
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- g.RemoveServer(*target, applyTimeout) }()
-	var err error
+	go func() { errc <- removeLatest(ctx, g, target) }()
 	select {
 	case err = <-errc:
 	case <-ctx.Done():
@@ -394,6 +376,50 @@ func (n *Node) RemoveServerFrom(ctx context.Context, i int, id string) error {
 	}
 	n.log.Info("removed server from the raft configuration", "id", id, "group", i)
 	return nil
+}
+
+// removal decides, on the group's configuration as read now, whether
+// server id may be removed, and returns it as the configuration holds it.
+func removal(g *group.Group, id string) (raft.Server, error) {
+	cf := g.Raft().GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return raft.Server{}, err
+	}
+	var target *raft.Server
+	voters := 0
+	for _, s := range cf.Configuration().Servers {
+		if s.Suffrage == raft.Voter {
+			voters++
+		}
+		if string(s.ID) == id {
+			target = &s
+		}
+	}
+	if target == nil {
+		return raft.Server{}, fmt.Errorf("%w: %q", ErrUnknownServer, id)
+	}
+	if target.Suffrage == raft.Voter && voters == 1 {
+		return raft.Server{}, ErrLastVoter
+	}
+	return *target, nil
+}
+
+// removeLatest removes server target, as decided on an earlier read of the
+// configuration. A change decided on a read that a concurrent change (a
+// promotion by the membership pass, an address update) outdated changes
+// nothing (group.ErrConfigurationChanged): the decision is made again on a
+// fresh read, so an operator's removal racing the pass still removes the
+// server, or says why it may not.
+func removeLatest(ctx context.Context, g *group.Group, target raft.Server) error {
+	for attempt := 1; ; attempt++ {
+		err := g.RemoveServer(target, applyTimeout)
+		if !errors.Is(err, group.ErrConfigurationChanged) || attempt == 5 || ctx.Err() != nil {
+			return err
+		}
+		if target, err = removal(g, string(target.ID)); err != nil {
+			return err
+		}
+	}
 }
 
 // InGroup reports whether server id is in group i's latest raft

@@ -170,3 +170,53 @@ func TestAGroupPassOnAnOlderReadOfGroup0NeverAddsBackARemovedServer(t *testing.T
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestARemovalDecidedBeforeAPromotionStillRemoves: an operator's removal
+// decides on the configuration it read, then changes it; the leader's
+// membership pass may promote the server in between. The removal must
+// then decide again on the latest configuration and remove the server,
+// not fail with an internal error.
+func TestARemovalDecidedBeforeAPromotionStillRemoves(t *testing.T) {
+	c := testcluster.Start(t, 3, testcluster.Options{})
+	leader := c.WaitServingLeader(failoverWait)
+	d := c.Join()
+	read := raft.Server{ID: raft.ServerID(d.ID), Suffrage: raft.Nonvoter}
+	deadline := time.Now().Add(3 * failoverWait)
+	for {
+		voter, in := config(t, c)[d.ID]
+		if in && !voter && read.Address == "" {
+			read.Address = serverAddress(t, leader, d.ID)
+		}
+		if voter && read.Address != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s was not added as a non-voter and then promoted (in: %v, voter: %v)", d.ID, in, voter)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	leader = c.WaitServingLeader(failoverWait)
+	if err := leader.Node().RemoveAsRead(context.Background(), 0, read); err != nil {
+		t.Fatalf("removing %s as read before its promotion: %v", d.ID, err)
+	}
+	if _, in := config(t, c)[d.ID]; in {
+		t.Fatalf("%s is still in the configuration", d.ID)
+	}
+}
+
+// serverAddress returns server id's raft address in m's configuration of
+// group 0.
+func serverAddress(t *testing.T, m *testcluster.Member, id string) raft.ServerAddress {
+	t.Helper()
+	cf := m.Node().Group(0).Raft().GetConfiguration()
+	if err := cf.Error(); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range cf.Configuration().Servers {
+		if string(s.ID) == id {
+			return s.Address
+		}
+	}
+	t.Fatalf("%s is not in %s's configuration", id, m.ID)
+	return ""
+}
