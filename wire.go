@@ -53,6 +53,11 @@ const (
 	// HeaderLocalOnly asks a server to answer ClusterStatus from its own
 	// state, without asking its peers.
 	HeaderLocalOnly = "Seqd-Local-Only"
+	// HeaderReadIndex, on a local-only ClusterStatus request, asks the
+	// server for its read index of a group (the group, decimal); the
+	// answer carries the index under the same name. Only a leader that
+	// confirmed its leadership after the question answers.
+	HeaderReadIndex = "Seqd-Read-Index"
 )
 
 // StreamUpgrade is the HTTP/1.1 Upgrade token of NextStream's framed

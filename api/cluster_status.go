@@ -2,6 +2,8 @@ package api
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -26,11 +28,23 @@ func (s *Server) ClusterStatus(ctx context.Context, req *connect.Request[seqv1.C
 	// when it changes.
 	version := local.RoutingVersion
 	if req.Header().Get(seqd.HeaderLocalOnly) != "" {
-		return connect.NewResponse(&seqv1.ClusterStatusResponse{
+		resp := connect.NewResponse(&seqv1.ClusterStatusResponse{
 			LeaderId: local.LeaderID, Term: local.Term, LeaderApiAddr: local.LeaderAPIAddr,
 			NodeId: local.ID, Nodes: []*seqv1.Node{self}, Version: version, ClusterId: local.ClusterID,
 			Groups: routes(local, nil), SlotCount: seqd.SlotCount, SlotMapVersion: seqd.SlotMapVersion,
-		}), nil
+		})
+		if g := req.Header().Get(seqd.HeaderReadIndex); g != "" {
+			i, err := strconv.Atoi(g)
+			if err != nil {
+				return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s: not a group: %q", seqd.HeaderReadIndex, g))
+			}
+			index, err := s.node.ReadIndex(i)
+			if err != nil {
+				return nil, s.toConnect(err)
+			}
+			resp.Header().Set(seqd.HeaderReadIndex, strconv.FormatUint(index, 10))
+		}
+		return resp, nil
 	}
 
 	// Every node in the raft configuration or in gossip.

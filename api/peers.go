@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"connectrpc.com/connect"
@@ -340,24 +341,53 @@ func (p Peers) listing() func(ctx context.Context, apiAddr, id string) (listed, 
 // Progress asks the node at apiAddr for its own raft term and applied
 // index in a group (ClusterStatus answered locally).
 func (c peerClient) Progress(ctx context.Context, apiAddr string, group int) (uint64, uint64, error) {
+	term, applied, _, err := c.localStatus(ctx, apiAddr, group, false)
+	return term, applied, err
+}
+
+// ReadIndex asks the node at apiAddr, as a group's leader, for its read
+// index of the group (ClusterStatus answered locally, with
+// HeaderReadIndex); a build that does not know the question answers
+// without the header, and then its applied index stands for it.
+func (c peerClient) ReadIndex(ctx context.Context, apiAddr string, group int) (uint64, error) {
+	_, applied, index, err := c.localStatus(ctx, apiAddr, group, true)
+	if err != nil {
+		if connect.CodeOf(err) == connect.CodeUnavailable {
+			err = fmt.Errorf("%w: %v", seqd.ErrNotLeader, err)
+		}
+		return 0, err
+	}
+	if index == "" {
+		return applied, nil
+	}
+	return strconv.ParseUint(index, 10, 64)
+}
+
+// localStatus asks the node at apiAddr for its own state of a group, and
+// (readIndex) for its read index, as the answer's HeaderReadIndex has it.
+func (c peerClient) localStatus(ctx context.Context, apiAddr string, group int, readIndex bool) (term, applied uint64, index string, err error) {
 	ac := seqv1connect.NewAdminServiceClient(c.h, c.p.scheme()+apiAddr, c.p.options()...)
 	r := connect.NewRequest(&seqv1.ClusterStatusRequest{})
 	r.Header().Set(seqd.HeaderLocalOnly, "1")
+	if readIndex {
+		r.Header().Set(seqd.HeaderReadIndex, strconv.Itoa(group))
+	}
 	resp, err := ac.ClusterStatus(ctx, r)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, "", err
 	}
+	index = resp.Header().Get(seqd.HeaderReadIndex)
 	if len(resp.Msg.GetNodes()) != 1 {
-		return 0, 0, fmt.Errorf("peer %s answered with %d nodes", apiAddr, len(resp.Msg.GetNodes()))
+		return 0, 0, "", fmt.Errorf("peer %s answered with %d nodes", apiAddr, len(resp.Msg.GetNodes()))
 	}
 	n := resp.Msg.GetNodes()[0]
 	if group == 0 && len(n.GetGroups()) == 0 {
-		return n.GetTerm(), n.GetAppliedIndex(), nil // a build without groups
+		return n.GetTerm(), n.GetAppliedIndex(), index, nil // a build without groups
 	}
 	for _, g := range n.GetGroups() {
 		if int(g.GetGroup()) == group {
-			return g.GetTerm(), g.GetAppliedIndex(), nil
+			return g.GetTerm(), g.GetAppliedIndex(), index, nil
 		}
 	}
-	return 0, 0, fmt.Errorf("peer %s runs no group %d", apiAddr, group)
+	return 0, 0, "", fmt.Errorf("peer %s runs no group %d", apiAddr, group)
 }

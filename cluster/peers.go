@@ -16,6 +16,13 @@ type Peers interface {
 	// Progress reports the server's raft term and applied index in a
 	// group, as its own raft has them (membership.go, placement.go).
 	Progress(ctx context.Context, apiAddr string, group int) (term, applied uint64, err error)
+	// ReadIndex asks the server, which this one takes for a group's
+	// leader, for its read index of the group (Node.ReadIndex): an index
+	// at or above every entry committed before it answered. A server that
+	// does not lead the group, or could not confirm it, fails (an error
+	// wrapping seqd.ErrNotLeader or a wire error). A build that does not
+	// know the question answers its applied index, as Progress.
+	ReadIndex(ctx context.Context, apiAddr string, group int) (uint64, error)
 	// Vouch asks the server about this one in a group (admission.go,
 	// vouch.go).
 	Vouch(ctx context.Context, apiAddr string, req VouchRequest) (VouchAnswer, error)

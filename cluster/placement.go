@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/group"
 )
 
@@ -162,36 +163,63 @@ func (n *Node) mirrorMembership(i int, conf0 raft.Configuration) {
 }
 
 // group0Current reports whether this server's copy of group 0 holds, now,
-// every entry group 0's leader had applied when asked: group i adds a
-// server only then (see mirrorMembership). The copy may lag behind group
-// 0's removal of the server, which an operator's removal made before it
+// every entry of group 0 committed before it asked: group i adds a server
+// only then (see mirrorMembership). The copy may lag behind group 0's
+// removal of the server, which an operator's removal made before it
 // removed the server from group i (on another leader of the group, whose
-// copy had it): a lagging copy would add it back. Without a known leader
-// of group 0, or its answer, the copy is not known to be current.
+// copy had it): a lagging copy would add it back. The index the copy must
+// reach is group 0's read index (Node.ReadIndex), from a leader that
+// confirmed its leadership after the question, so a deposed leader that is
+// cut off and still takes itself for the leader (this server or another)
+// cannot vouch for a copy as stale as its own. Without a known leader of
+// group 0, or its answer, the copy is not known to be current.
 func (n *Node) group0Current(i int, id string) bool {
 	g0 := n.authority()
-	if g0.IsLeader() || n.cfg.Peers == nil {
+	if n.cfg.Peers == nil {
 		return true
 	}
 	why := "no leader of group 0 known"
-	if _, addr := n.GroupLeader(0); addr != "" {
-		ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
-		defer cancel()
-		_, applied, err := n.cfg.Peers.Progress(ctx, addr, 0)
-		for err == nil && g0.Raft().AppliedIndex() < applied && ctx.Err() == nil {
-			time.Sleep(5 * time.Millisecond)
-		}
-		switch {
-		case err != nil:
-			why = "group 0's leader did not answer: " + err.Error()
-		case g0.Raft().AppliedIndex() < applied:
-			why = fmt.Sprintf("this server's copy of group 0 has applied %d, its leader %d", g0.Raft().AppliedIndex(), applied)
-		default:
-			return true
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
+	defer cancel()
+	var index uint64
+	var err error
+	if g0.IsLeader() {
+		index, err = n.ReadIndex(0)
+	} else if _, addr := n.GroupLeader(0); addr != "" {
+		index, err = n.cfg.Peers.ReadIndex(ctx, addr, 0)
+	} else {
+		err = errors.New(why)
+	}
+	for err == nil && g0.Raft().AppliedIndex() < index && ctx.Err() == nil {
+		time.Sleep(5 * time.Millisecond)
+	}
+	switch {
+	case err != nil:
+		why = "group 0's leader did not confirm an index: " + err.Error()
+	case g0.Raft().AppliedIndex() < index:
+		why = fmt.Sprintf("this server's copy of group 0 has applied %d, its leader's read index is %d", g0.Raft().AppliedIndex(), index)
+	default:
+		return true
 	}
 	n.warnOnce(fmt.Sprintf("group0-current:%d/%s", i, id), fmt.Sprintf("not adding server %s to group %d yet: this server's copy of group 0, which the group follows, is not known to be current (%s)", id, i, why), "id", id)
 	return false
+}
+
+// ReadIndex returns, on group i's leader, an index at or above every entry
+// of the group committed before it returns (raft's read index): its last
+// index, read once a quorum has confirmed its leadership after the call
+// began. A leader in a newer term, which alone could have committed more,
+// would have taken a vote of a server of that quorum first. A server that
+// does not lead the group, or cannot confirm it, answers ErrNotLeader.
+func (n *Node) ReadIndex(i int) (uint64, error) {
+	if i < 0 || i >= len(n.groups) {
+		return 0, fmt.Errorf("%w: %d (this server runs %d)", ErrNoSuchGroup, i, len(n.groups))
+	}
+	r := n.groups[i].Raft()
+	if err := r.VerifyLeader().Error(); err != nil {
+		return 0, fmt.Errorf("%w: %v", seqd.ErrNotLeader, err)
+	}
+	return r.LastIndex(), nil
 }
 
 func (n *Node) logChange(i int, what string, id raft.ServerID, err error) {
