@@ -25,9 +25,10 @@ type lookups struct {
 }
 
 type lookup struct {
-	done chan struct{}
-	rec  fsm.SpaceRecord
-	err  error
+	done    chan struct{}
+	callers int // callers waiting for it (under lookups.mu)
+	rec     fsm.SpaceRecord
+	err     error
 }
 
 // ask returns the answer of a question about name (query) that began
@@ -49,6 +50,7 @@ func (ls *lookups) ask(ctx context.Context, name string, query func(name string)
 			ls.next[name] = l
 		}
 	}
+	l.callers++
 	ls.mu.Unlock()
 	select {
 	case <-l.done:

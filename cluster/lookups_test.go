@@ -45,10 +45,12 @@ func TestALookupAnswersOnlyFromAQuestionAskedAfterIt(t *testing.T) {
 			}
 		}
 	}
-	waiting := func() bool { // a caller waits for the next question
-		ls.mu.Lock()
-		defer ls.mu.Unlock()
-		return ls.next["s"] != nil
+	waiting := func(callers int) func() bool { // callers wait for the next question
+		return func() bool {
+			ls.mu.Lock()
+			defer ls.mu.Unlock()
+			return ls.next["s"] != nil && ls.next["s"].callers == callers
+		}
 	}
 
 	first := call()
@@ -56,7 +58,7 @@ func TestALookupAnswersOnlyFromAQuestionAskedAfterIt(t *testing.T) {
 		t.Fatalf("question %d started first", n)
 	}
 	second, third := call(), call() // arrive while question 1 is in flight
-	wait("the later callers waiting for the next question", waiting)
+	wait("both later callers waiting for the next question", waiting(2))
 	release <- struct{}{}
 	if a := <-first; a.err != nil || a.rec.Version != 1 {
 		t.Fatalf("the first caller: %+v, want question 1's answer", a)
