@@ -56,7 +56,7 @@ const (
 	// HeaderReadIndex, on a local-only ClusterStatus request, asks the
 	// server for its read index of a group (the group, decimal); the
 	// answer carries the index under the same name. Only a leader that
-	// confirmed its leadership after the question answers.
+	// committed a barrier of its term after the question answers.
 	HeaderReadIndex = "Seqd-Read-Index"
 )
 

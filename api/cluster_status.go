@@ -38,7 +38,7 @@ func (s *Server) ClusterStatus(ctx context.Context, req *connect.Request[seqv1.C
 			if err != nil {
 				return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s: not a group: %q", seqd.HeaderReadIndex, g))
 			}
-			index, err := s.node.ReadIndex(i)
+			index, err := s.node.ReadIndex(ctx, i)
 			if err != nil {
 				return nil, s.toConnect(err)
 			}

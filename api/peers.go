@@ -352,9 +352,6 @@ func (c peerClient) Progress(ctx context.Context, apiAddr string, group int) (ui
 func (c peerClient) ReadIndex(ctx context.Context, apiAddr string, group int) (uint64, error) {
 	_, applied, index, err := c.localStatus(ctx, apiAddr, group, true)
 	if err != nil {
-		if connect.CodeOf(err) == connect.CodeUnavailable {
-			err = fmt.Errorf("%w: %v", seqd.ErrNotLeader, err)
-		}
 		return 0, err
 	}
 	if index == "" {

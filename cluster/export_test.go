@@ -1,10 +1,6 @@
 package cluster
 
-import (
-	"context"
-
-	"github.com/hashicorp/raft"
-)
+import "github.com/hashicorp/raft"
 
 // MembershipOn runs one leader's membership pass on conf, as a reconcile
 // pass does on the configuration it read when it began.
@@ -14,9 +10,3 @@ func (n *Node) MembershipOn(conf raft.Configuration) { n.membership(conf) }
 // as a reconcile pass does on group 0's configuration it read when it
 // began.
 func (n *Node) MirrorOn(i int, conf0 raft.Configuration) { n.mirrorMembership(i, conf0) }
-
-// RemoveAsRead removes server was from group i as an operator's removal
-// does once it has decided on a read of the configuration that held was.
-func (n *Node) RemoveAsRead(ctx context.Context, i int, was raft.Server) error {
-	return removeLatest(ctx, n.groups[i], was)
-}

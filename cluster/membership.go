@@ -343,10 +343,6 @@ func (n *Node) RemoveServerFrom(ctx context.Context, i int, id string) error {
 	if !g.IsLeader() {
 		return seqd.ErrNotLeader
 	}
-	target, err := removal(g, id)
-	if err != nil {
-		return err
-	}
 	self := id == n.cfg.ID
 	var epoch uint64
 	if self {
@@ -359,7 +355,10 @@ func (n *Node) RemoveServerFrom(ctx context.Context, i int, id string) error {
 		epoch = g.Withhold()
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- removeLatest(ctx, g, target) }()
+	go func() {
+		errc <- g.RemoveDecided(ctx, func(conf raft.Configuration) (raft.Server, error) { return removal(conf, id) }, applyTimeout)
+	}()
+	var err error
 	select {
 	case err = <-errc:
 	case <-ctx.Done():
@@ -378,16 +377,13 @@ func (n *Node) RemoveServerFrom(ctx context.Context, i int, id string) error {
 	return nil
 }
 
-// removal decides, on the group's configuration as read now, whether
-// server id may be removed, and returns it as the configuration holds it.
-func removal(g *group.Group, id string) (raft.Server, error) {
-	cf := g.Raft().GetConfiguration()
-	if err := cf.Error(); err != nil {
-		return raft.Server{}, err
-	}
+// removal decides whether server id may be removed from a group whose
+// latest configuration is conf (group.RemoveDecided decides under the
+// group's configuration lock), and returns it as conf holds it.
+func removal(conf raft.Configuration, id string) (raft.Server, error) {
 	var target *raft.Server
 	voters := 0
-	for _, s := range cf.Configuration().Servers {
+	for _, s := range conf.Servers {
 		if s.Suffrage == raft.Voter {
 			voters++
 		}
@@ -402,24 +398,6 @@ func removal(g *group.Group, id string) (raft.Server, error) {
 		return raft.Server{}, ErrLastVoter
 	}
 	return *target, nil
-}
-
-// removeLatest removes server target, as decided on an earlier read of the
-// configuration. A change decided on a read that a concurrent change (a
-// promotion by the membership pass, an address update) outdated changes
-// nothing (group.ErrConfigurationChanged): the decision is made again on a
-// fresh read, so an operator's removal racing the pass still removes the
-// server, or says why it may not.
-func removeLatest(ctx context.Context, g *group.Group, target raft.Server) error {
-	for attempt := 1; ; attempt++ {
-		err := g.RemoveServer(target, applyTimeout)
-		if !errors.Is(err, group.ErrConfigurationChanged) || attempt == 5 || ctx.Err() != nil {
-			return err
-		}
-		if target, err = removal(g, string(target.ID)); err != nil {
-			return err
-		}
-	}
 }
 
 // InGroup reports whether server id is in group i's latest raft

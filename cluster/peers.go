@@ -18,10 +18,10 @@ type Peers interface {
 	Progress(ctx context.Context, apiAddr string, group int) (term, applied uint64, err error)
 	// ReadIndex asks the server, which this one takes for a group's
 	// leader, for its read index of the group (Node.ReadIndex): an index
-	// at or above every entry committed before it answered. A server that
-	// does not lead the group, or could not confirm it, fails (an error
-	// wrapping seqd.ErrNotLeader or a wire error). A build that does not
-	// know the question answers its applied index, as Progress.
+	// at or above every entry committed before it was asked. A server
+	// that does not lead the group, or cannot commit in its term, fails
+	// (unavailable), as does one that does not answer. A build that does
+	// not know the question answers its applied index, as Progress.
 	ReadIndex(ctx context.Context, apiAddr string, group int) (uint64, error)
 	// Vouch asks the server about this one in a group (admission.go,
 	// vouch.go).

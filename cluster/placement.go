@@ -9,7 +9,6 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/seqd/seqd"
 	"github.com/seqd/seqd/group"
 )
 
@@ -162,6 +161,8 @@ func (n *Node) mirrorMembership(i int, conf0 raft.Configuration) {
 	}
 }
 
+var errNoGroup0Leader = errors.New("no leader of group 0 known")
+
 // group0Current reports whether this server's copy of group 0 holds, now,
 // every entry of group 0 committed before it asked: group i adds a server
 // only then (see mirrorMembership). The copy may lag behind group 0's
@@ -169,7 +170,7 @@ func (n *Node) mirrorMembership(i int, conf0 raft.Configuration) {
 // removed the server from group i (on another leader of the group, whose
 // copy had it): a lagging copy would add it back. The index the copy must
 // reach is group 0's read index (Node.ReadIndex), from a leader that
-// confirmed its leadership after the question, so a deposed leader that is
+// committed in its term after the question, so a deposed leader that is
 // cut off and still takes itself for the leader (this server or another)
 // cannot vouch for a copy as stale as its own. Without a known leader of
 // group 0, or its answer, the copy is not known to be current.
@@ -178,24 +179,26 @@ func (n *Node) group0Current(i int, id string) bool {
 	if n.cfg.Peers == nil {
 		return true
 	}
-	why := "no leader of group 0 known"
 	ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
 	defer cancel()
 	var index uint64
 	var err error
 	if g0.IsLeader() {
-		index, err = n.ReadIndex(0)
+		index, err = n.ReadIndex(ctx, 0)
 	} else if _, addr := n.GroupLeader(0); addr != "" {
 		index, err = n.cfg.Peers.ReadIndex(ctx, addr, 0)
 	} else {
-		err = errors.New(why)
+		err = errNoGroup0Leader
 	}
 	for err == nil && g0.Raft().AppliedIndex() < index && ctx.Err() == nil {
 		time.Sleep(5 * time.Millisecond)
 	}
+	var why string
 	switch {
+	case errors.Is(err, errNoGroup0Leader):
+		why = err.Error()
 	case err != nil:
-		why = "group 0's leader did not confirm an index: " + err.Error()
+		why = "group 0's leader did not answer a read index: " + err.Error()
 	case g0.Raft().AppliedIndex() < index:
 		why = fmt.Sprintf("this server's copy of group 0 has applied %d, its leader's read index is %d", g0.Raft().AppliedIndex(), index)
 	default:
@@ -205,21 +208,16 @@ func (n *Node) group0Current(i int, id string) bool {
 	return false
 }
 
-// ReadIndex returns, on group i's leader, an index at or above every entry
-// of the group committed before it returns (raft's read index): its last
-// index, read once a quorum has confirmed its leadership after the call
-// began. A leader in a newer term, which alone could have committed more,
-// would have taken a vote of a server of that quorum first. A server that
-// does not lead the group, or cannot confirm it, answers ErrNotLeader.
-func (n *Node) ReadIndex(i int) (uint64, error) {
+// ReadIndex returns, on group i's leader, its read index (see
+// group.Group.ReadIndex): an index at or above every entry of the group
+// committed before it was asked. A server that does not lead the group,
+// or a leader that cannot commit in its term, answers an error wrapping
+// seqd.ErrNotLeader.
+func (n *Node) ReadIndex(ctx context.Context, i int) (uint64, error) {
 	if i < 0 || i >= len(n.groups) {
 		return 0, fmt.Errorf("%w: %d (this server runs %d)", ErrNoSuchGroup, i, len(n.groups))
 	}
-	r := n.groups[i].Raft()
-	if err := r.VerifyLeader().Error(); err != nil {
-		return 0, fmt.Errorf("%w: %v", seqd.ErrNotLeader, err)
-	}
-	return r.LastIndex(), nil
+	return n.groups[i].ReadIndex(ctx)
 }
 
 func (n *Node) logChange(i int, what string, id raft.ServerID, err error) {

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -117,8 +118,10 @@ func (g *Group) ChangeServer(was, to raft.Server, timeout time.Duration) error {
 	}
 	g.confMu.Lock()
 	defer g.confMu.Unlock()
-	if ok, err := g.holds(was); err != nil || !ok || to.ID != was.ID {
-		return errors.Join(ErrConfigurationChanged, err)
+	if ok, err := g.holds(was); err != nil {
+		return err
+	} else if !ok || to.ID != was.ID {
+		return ErrConfigurationChanged
 	}
 	if to.Suffrage == raft.Voter || to.Address != was.Address {
 		if err := g.follows(to.ID, &to); err != nil {
@@ -147,10 +150,67 @@ func (g *Group) RemoveServer(was raft.Server, timeout time.Duration) error {
 	}
 	g.confMu.Lock()
 	defer g.confMu.Unlock()
-	if ok, err := g.holds(was); err != nil || !ok {
-		return errors.Join(ErrConfigurationChanged, err)
+	if ok, err := g.holds(was); err != nil {
+		return err
+	} else if !ok {
+		return ErrConfigurationChanged
 	}
 	return g.await(g.raft.RemoveServer(was.ID, 0, timeout))
+}
+
+// RemoveDecided removes the server decide picks from the latest
+// configuration, deciding under confMu: an add, a promotion or a move in
+// progress (which holds confMu while it asks the server its questions)
+// finishes first, and the removal decides on what it left. So an
+// operator's removal racing a membership pass removes what the pass added,
+// rather than finding the server absent while its add is under way and
+// answering that it is not in the group. Nothing is changed once ctx is
+// done.
+func (g *Group) RemoveDecided(ctx context.Context, decide func(raft.Configuration) (raft.Server, error), timeout time.Duration) error {
+	if !g.IsLeader() {
+		return seqd.ErrNotLeader
+	}
+	g.confMu.Lock()
+	defer g.confMu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	cf := g.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return err
+	}
+	s, err := decide(cf.Configuration())
+	if err != nil {
+		return err
+	}
+	return g.await(g.raft.RemoveServer(s.ID, 0, timeout))
+}
+
+// ReadIndex returns, on the group's leader, an index at or above every
+// entry of the group committed before it was asked (raft's read index):
+// the applied index once a barrier of this leader's term has committed and
+// applied. A leader that was deposed (a newer term may have committed
+// more) cannot commit the barrier, so it answers no index; nor does a
+// server that does not lead. Unlike a confirmation of leadership by
+// heartbeats, the barrier counts no answer sent before the question.
+func (g *Group) ReadIndex(ctx context.Context) (uint64, error) {
+	if !g.IsLeader() {
+		return 0, seqd.ErrNotLeader
+	}
+	f := g.raft.Barrier(0)
+	errc := make(chan error, 1)
+	go func() { errc <- f.Error() }()
+	select {
+	case err := <-errc:
+		if err != nil {
+			return 0, fmt.Errorf("%w: %v", seqd.ErrNotLeader, err)
+		}
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-g.stop:
+		return 0, ErrStopped
+	}
+	return g.raft.AppliedIndex(), nil
 }
 
 // AddNonvoter adds server id at addr to the group as a non-voter, on the
@@ -168,8 +228,10 @@ func (g *Group) AddNonvoter(id raft.ServerID, addr raft.ServerAddress, prevIndex
 	if g.readyTerm.Load() != term {
 		return false, ErrNotReady
 	}
-	if _, ok, err := g.server(id); err != nil || ok {
-		return false, errors.Join(ErrConfigurationChanged, err)
+	if _, ok, err := g.server(id); err != nil {
+		return false, err
+	} else if ok {
+		return false, ErrConfigurationChanged
 	}
 	add := raft.Server{ID: id, Address: addr, Suffrage: raft.Nonvoter}
 	if err := g.follows(id, &add); err != nil {

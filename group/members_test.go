@@ -213,3 +213,67 @@ func TestAMoveWhoseLeaderLostLeadershipWhileAskingMovesNothing(t *testing.T) {
 		t.Fatalf("the group moved to protocol %d with server x in its configuration, asked only about protocol %d", p, asked)
 	}
 }
+
+// TestARemovalDecidesAfterAnAddInProgress: a removal decides on the
+// configuration under the lock every change takes. While an add of a
+// server is under way (it holds the lock while it asks the server its
+// questions, and the server is not in the configuration yet), a removal
+// of that server waits for it and removes what it added; it must not find
+// the server absent and answer that it is not in the group, leaving it
+// added once the add ends.
+func TestARemovalDecidesAfterAnAddInProgress(t *testing.T) {
+	a := openThree(t)[0]
+	asked := make(chan struct{})
+	release := make(chan struct{})
+	added := make(chan error, 1)
+	go func() {
+		ok, err := a.g.AddNonvoter("x", "127.0.0.1:1", 0, 5*time.Second, func(uint64) bool {
+			close(asked)
+			<-release
+			return true
+		})
+		if err == nil && !ok {
+			err = errors.New("the add was refused")
+		}
+		added <- err
+	}()
+	select {
+	case <-asked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the add asked nothing within 10 s")
+	}
+	removed := make(chan error, 1)
+	go func() {
+		removed <- a.g.RemoveDecided(context.Background(), func(conf raft.Configuration) (raft.Server, error) {
+			for _, s := range conf.Servers {
+				if s.ID == "x" {
+					return s, nil
+				}
+			}
+			return raft.Server{}, errors.New("x is not in the group")
+		}, 5*time.Second)
+	}()
+	// The removal must wait for the add: an answer before the add ends
+	// was decided without it.
+	select {
+	case err := <-removed:
+		t.Fatalf("the removal answered while the add was under way: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(release)
+	if err := <-added; err != nil {
+		t.Fatalf("the add: %v", err)
+	}
+	if err := <-removed; err != nil {
+		t.Fatalf("the removal after the add: %v", err)
+	}
+	cf := a.g.Raft().GetConfiguration()
+	if err := cf.Error(); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range cf.Configuration().Servers {
+		if s.ID == "x" {
+			t.Fatalf("x is in the configuration after its removal: %+v", s)
+		}
+	}
+}
