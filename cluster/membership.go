@@ -346,6 +346,16 @@ func (n *Node) RemoveServerFrom(ctx context.Context, i int, id string) error {
 	self := id == n.cfg.ID
 	var epoch uint64
 	if self {
+		// Refuse what will be refused (the last voter) before this server
+		// stops serving: a withheld leader serves again only after a
+		// lease. The decision that counts is made under the lock below.
+		cf := g.Raft().GetConfiguration()
+		if err := cf.Error(); err != nil {
+			return err
+		}
+		if _, err := removal(cf.Configuration(), id); err != nil {
+			return err
+		}
 		defer g.LockMoves()()
 		// Stop serving first, as on any step-down, but keep the epoch and
 		// the sections: if the change fails while this node still leads

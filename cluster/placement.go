@@ -84,7 +84,9 @@ func (n *Node) mirrorMembership(i int, conf0 raft.Configuration) {
 		switch {
 		case !ok:
 			added, err := g.AddNonvoter(s.ID, s.Address, 0, applyTimeout, func(p uint64) bool {
-				return n.group0Current(i, string(s.ID)) && n.mayAdd(i, string(s.ID), p)
+				// The server's answer first: a server that is down or
+				// speaks an older protocol costs group 0 no barrier.
+				return n.mayAdd(i, string(s.ID), p) && n.group0Current(i, string(s.ID))
 			})
 			switch {
 			case !added && err == nil:

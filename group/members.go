@@ -164,8 +164,9 @@ func (g *Group) RemoveServer(was raft.Server, timeout time.Duration) error {
 // finishes first, and the removal decides on what it left. So an
 // operator's removal racing a membership pass removes what the pass added,
 // rather than finding the server absent while its add is under way and
-// answering that it is not in the group. Nothing is changed once ctx is
-// done.
+// answering that it is not in the group. A removal that has not begun
+// when ctx is done is not made (one already committing may still commit).
+// Losing leadership, before or while, is seqd.ErrNotLeader.
 func (g *Group) RemoveDecided(ctx context.Context, decide func(raft.Configuration) (raft.Server, error), timeout time.Duration) error {
 	if !g.IsLeader() {
 		return seqd.ErrNotLeader
@@ -175,6 +176,9 @@ func (g *Group) RemoveDecided(ctx context.Context, decide func(raft.Configuratio
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if !g.IsLeader() { // while it waited for the lock
+		return seqd.ErrNotLeader
+	}
 	cf := g.raft.GetConfiguration()
 	if err := cf.Error(); err != nil {
 		return err
@@ -183,23 +187,33 @@ func (g *Group) RemoveDecided(ctx context.Context, decide func(raft.Configuratio
 	if err != nil {
 		return err
 	}
-	return g.await(g.raft.RemoveServer(s.ID, 0, timeout))
+	if err := g.await(g.raft.RemoveServer(s.ID, 0, timeout)); lostLeadership(err) {
+		return fmt.Errorf("%w: %v", seqd.ErrNotLeader, err)
+	} else if err != nil {
+		return err
+	}
+	return nil
 }
 
 // ReadIndex returns, on the group's leader, an index at or above every
 // entry of the group committed before it was asked (raft's read index):
-// the applied index once a barrier of this leader's term has committed and
-// applied. A leader that was deposed (a newer term may have committed
-// more) cannot commit the barrier, so it answers no index; nor does a
-// server that does not lead. Unlike a confirmation of leadership by
-// heartbeats, the barrier counts no answer sent before the question.
+// the applied index once a barrier of this leader's term, appended after
+// the question, has committed. A leader that was deposed (a newer term may
+// have committed more) cannot commit the barrier, so it answers no index;
+// nor does a server that does not lead (seqd.ErrNotLeader), or a leader
+// that has not applied its own barrier yet (it writes nothing before,
+// seqd.ErrNotServing). Unlike a confirmation of leadership by heartbeats,
+// the barrier counts no answer sent before the question. The wait, the
+// barrier's enqueueing included, ends with ctx.
 func (g *Group) ReadIndex(ctx context.Context) (uint64, error) {
 	if !g.IsLeader() {
 		return 0, seqd.ErrNotLeader
 	}
-	f := g.raft.Barrier(0)
+	if g.readyTerm.Load() != g.raft.CurrentTerm() {
+		return 0, fmt.Errorf("%w: %w", seqd.ErrNotServing, ErrNotReady)
+	}
 	errc := make(chan error, 1)
-	go func() { errc <- f.Error() }()
+	go func() { errc <- g.raft.Barrier(0).Error() }()
 	select {
 	case err := <-errc:
 		if err != nil {

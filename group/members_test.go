@@ -243,8 +243,12 @@ func TestARemovalDecidesAfterAnAddInProgress(t *testing.T) {
 		t.Fatal("the add asked nothing within 10 s")
 	}
 	removed := make(chan error, 1)
+	entered := make(chan struct{})
+	decided := make(chan struct{})
 	go func() {
+		close(entered)
 		removed <- a.g.RemoveDecided(context.Background(), func(conf raft.Configuration) (raft.Server, error) {
+			close(decided)
 			for _, s := range conf.Servers {
 				if s.ID == "x" {
 					return s, nil
@@ -253,19 +257,24 @@ func TestARemovalDecidesAfterAnAddInProgress(t *testing.T) {
 			return raft.Server{}, errors.New("x is not in the group")
 		}, 5*time.Second)
 	}()
-	// The removal must wait for the add: an answer before the add ends
-	// was decided without it.
+	<-entered
+	// The removal must not decide while the add is under way: a decision
+	// made then cannot see the server it adds.
 	select {
-	case err := <-removed:
-		t.Fatalf("the removal answered while the add was under way: %v", err)
+	case <-decided:
+		t.Fatal("the removal decided while the add was under way")
 	case <-time.After(300 * time.Millisecond):
 	}
 	close(release)
-	if err := <-added; err != nil {
-		t.Fatalf("the add: %v", err)
-	}
-	if err := <-removed; err != nil {
-		t.Fatalf("the removal after the add: %v", err)
+	for what, ch := range map[string]chan error{"the add": added, "the removal after the add": removed} {
+		select {
+		case err := <-ch:
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: no answer within 10 s", what)
+		}
 	}
 	cf := a.g.Raft().GetConfiguration()
 	if err := cf.Error(); err != nil {
