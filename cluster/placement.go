@@ -214,7 +214,7 @@ func (n *Node) group0Current(i int, id string) bool {
 // group.Group.ReadIndex): an index at or above every entry of the group
 // committed before it was asked. A server that does not lead the group,
 // or a leader that cannot commit in its term, answers an error wrapping
-// seqd.ErrNotLeader.
+// seqd.ErrNotLeader; a leader before its own barrier, seqd.ErrNotServing.
 func (n *Node) ReadIndex(ctx context.Context, i int) (uint64, error) {
 	if i < 0 || i >= len(n.groups) {
 		return 0, fmt.Errorf("%w: %d (this server runs %d)", ErrNoSuchGroup, i, len(n.groups))
