@@ -180,7 +180,9 @@ func (g *Group) RemoveDecided(ctx context.Context, decide func(raft.Configuratio
 		return seqd.ErrNotLeader
 	}
 	cf := g.raft.GetConfiguration()
-	if err := cf.Error(); err != nil {
+	if err := cf.Error(); errors.Is(err, raft.ErrRaftShutdown) {
+		return ErrStopped
+	} else if err != nil {
 		return err
 	}
 	s, err := decide(cf.Configuration())
