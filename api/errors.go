@@ -85,7 +85,7 @@ func classify(err error) (connect.Code, string) {
 		return connect.CodeFailedPrecondition, err.Error()
 	case errors.Is(err, group.ErrConfigurationChanged):
 		return connect.CodeAborted, err.Error()
-	case errors.Is(err, seqd.ErrNotServing), errors.Is(err, seqd.ErrNotLeader), errors.Is(err, group.ErrStopped),
+	case errors.Is(err, seqd.ErrNotServing), errors.Is(err, seqd.ErrNotLeader),
 		errors.Is(err, seqd.ErrNoLeader):
 		return connect.CodeUnavailable, err.Error()
 	}

@@ -23,7 +23,6 @@ func TestClassify(t *testing.T) {
 		{fmt.Errorf("removing n4: %w", group.ErrConfigurationChanged), connect.CodeAborted},
 		{fmt.Errorf("x: %w", seqd.ErrNotLeader), connect.CodeUnavailable},
 		{seqd.ErrLeaseNotHeld, connect.CodeUnavailable},
-		{fmt.Errorf("removing n4: %w", group.ErrStopped), connect.CodeUnavailable},
 		{fmt.Errorf("%w: %q", cluster.ErrUnknownServer, "n9"), connect.CodeNotFound},
 		{cluster.ErrLastVoter, connect.CodeFailedPrecondition},
 		{context.DeadlineExceeded, connect.CodeDeadlineExceeded},

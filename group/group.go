@@ -371,7 +371,8 @@ func (g *Group) applyResponse(ctx context.Context, data []byte) (any, error) {
 		return nil, ctx.Err()
 	}
 	switch {
-	case lostLeadership(err):
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
+		errors.Is(err, raft.ErrLeadershipTransferInProgress):
 		return nil, fmt.Errorf("%w: %v", seqd.ErrNotLeader, err)
 	}
 	return resp, err
@@ -440,11 +441,4 @@ func (g *Group) closeStores() {
 	if g.fsm != nil {
 		_ = g.fsm.Close()
 	}
-}
-
-// lostLeadership reports whether err is raft's answer to a change asked of
-// a server that does not lead (or no longer does, or is handing over).
-func lostLeadership(err error) bool {
-	return errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
-		errors.Is(err, raft.ErrLeadershipTransferInProgress)
 }

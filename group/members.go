@@ -166,7 +166,9 @@ func (g *Group) RemoveServer(was raft.Server, timeout time.Duration) error {
 // rather than finding the server absent while its add is under way and
 // answering that it is not in the group. A removal that has not begun
 // when ctx is done is not made (one already committing may still commit).
-// Losing leadership, before or while, is seqd.ErrNotLeader.
+// Not leading, or being refused by raft before the change was appended, is
+// seqd.ErrNotLeader (nothing was changed); any other error leaves the
+// outcome unknown.
 func (g *Group) RemoveDecided(ctx context.Context, decide func(raft.Configuration) (raft.Server, error), timeout time.Duration) error {
 	if !g.IsLeader() {
 		return seqd.ErrNotLeader
@@ -181,7 +183,7 @@ func (g *Group) RemoveDecided(ctx context.Context, decide func(raft.Configuratio
 	}
 	cf := g.raft.GetConfiguration()
 	if err := cf.Error(); errors.Is(err, raft.ErrRaftShutdown) {
-		return ErrStopped
+		return fmt.Errorf("%w: %v", seqd.ErrNotServing, err) // nothing was asked
 	} else if err != nil {
 		return err
 	}
@@ -189,12 +191,16 @@ func (g *Group) RemoveDecided(ctx context.Context, decide func(raft.Configuratio
 	if err != nil {
 		return err
 	}
-	if err := g.await(g.raft.RemoveServer(s.ID, 0, timeout)); lostLeadership(err) {
+	err = g.await(g.raft.RemoveServer(s.ID, 0, timeout))
+	if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {
+		// Refused before it was appended: nothing was changed, and the
+		// caller may ask the leader. Leadership lost (or the group
+		// stopped) after it was appended leaves the removal's outcome
+		// unknown, and must not read as "try elsewhere": a retry could
+		// remove a server that rejoined under the same ID.
 		return fmt.Errorf("%w: %v", seqd.ErrNotLeader, err)
-	} else if err != nil {
-		return err
 	}
-	return nil
+	return err
 }
 
 // ReadIndex returns, on the group's leader, an index at or above every
