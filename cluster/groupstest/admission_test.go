@@ -38,7 +38,7 @@ func keysOfGroup(space string, g, groups, n int) []uint64 {
 func TestGroupsOlderCopyOfOneGroupRefused(t *testing.T) {
 	const groups, g = 3, 1
 	c := testcluster.Start(t, 3, testcluster.Options{Groups: groups})
-	waitBalanced(t, c, 30*time.Second)
+	c.WaitBalanced(30 * time.Second)
 	leader := servingLeader(t, c, g)
 	var victim *testcluster.Member
 	for _, m := range c.Nodes {
@@ -142,7 +142,7 @@ func TestGroupsOlderCopyOfOneGroupRefused(t *testing.T) {
 func TestGroupsSwappedOrForeignGroupDirectoryRefused(t *testing.T) {
 	const groups = 3
 	c := testcluster.Start(t, 3, testcluster.Options{Groups: groups})
-	waitBalanced(t, c, 60*time.Second)
+	c.WaitBalanced(60 * time.Second)
 	victim, other := c.Nodes[0], c.Nodes[1]
 	g1 := filepath.Join(victim.Dir, "groups", "1")
 	g2 := filepath.Join(victim.Dir, "groups", "2")
@@ -163,7 +163,7 @@ func TestGroupsSwappedOrForeignGroupDirectoryRefused(t *testing.T) {
 	}
 	swap()
 	victim.Restart()
-	waitBalanced(t, c, 60*time.Second)
+	c.WaitBalanced(60 * time.Second)
 
 	// Another server's copy of group 1.
 	victim.Kill()
@@ -187,7 +187,7 @@ func TestGroupsSwappedOrForeignGroupDirectoryRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	victim.Restart()
-	waitBalanced(t, c, 60*time.Second)
+	c.WaitBalanced(60 * time.Second)
 }
 
 // TestGroupsProtocolMoveWaitsForEqualCounts: a leader moves the cluster to
@@ -197,7 +197,7 @@ func TestGroupsSwappedOrForeignGroupDirectoryRefused(t *testing.T) {
 // did not check) must not get its count recorded as the cluster's.
 func TestGroupsProtocolMoveWaitsForEqualCounts(t *testing.T) {
 	c := testcluster.Start(t, 2, testcluster.Options{Groups: 2})
-	waitBalanced(t, c, 60*time.Second)
+	c.WaitBalanced(60 * time.Second)
 	n := c.Nodes[0].Node()
 	conf := raft.Configuration{Servers: []raft.Server{
 		{ID: raft.ServerID(c.Nodes[0].ID), Suffrage: raft.Voter},
@@ -233,7 +233,7 @@ func TestGroupsProtocolMoveWaitsForEqualCounts(t *testing.T) {
 // raft state, but the vote is lost, so the server refuses to start.
 func TestGroupsLostLogWithSnapshotsRefused(t *testing.T) {
 	c := testcluster.Start(t, 3, testcluster.Options{Groups: 2})
-	waitBalanced(t, c, 60*time.Second)
+	c.WaitBalanced(60 * time.Second)
 	victim := c.Nodes[0]
 	for i := range 2 {
 		if err := victim.Node().Group(i).Snapshot(); err != nil {
@@ -254,7 +254,7 @@ func TestGroupsLostLogWithSnapshotsRefused(t *testing.T) {
 		}
 	}
 	victim.Restart()
-	waitBalanced(t, c, 60*time.Second)
+	c.WaitBalanced(60 * time.Second)
 }
 
 // TestGroupsMissingGroupDirectoryRefusalHolds: a server whose group 0
@@ -270,7 +270,7 @@ func TestGroupsLostLogWithSnapshotsRefused(t *testing.T) {
 func TestGroupsMissingGroupDirectoryRefusalHolds(t *testing.T) { // found by an adversarial review
 	const groups, g = 3, 2
 	c := testcluster.Start(t, 3, testcluster.Options{Groups: groups})
-	waitBalanced(t, c, 60*time.Second)
+	c.WaitBalanced(60 * time.Second)
 	victim := c.Nodes[0]
 	victim.Kill()
 	if err := os.RemoveAll(filepath.Join(victim.Dir, "groups", "2")); err != nil {

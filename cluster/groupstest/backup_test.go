@@ -54,7 +54,7 @@ func spreadKeys(t *testing.T, space string, sectionSize uint64, n, groups int) [
 func TestGroupsBackupRestoreNeverRepeats(t *testing.T) {
 	const groups = 3
 	old := testcluster.Start(t, 3, testcluster.Options{Groups: groups})
-	waitBalanced(t, old, failoverWait)
+	old.WaitBalanced(failoverWait)
 	cl, err := client.New(old.APIAddrs(), client.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -200,7 +200,7 @@ func TestGroupsBackupRestoreNeverRepeats(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(first.Dir, "group-count")); err != nil || strings.TrimSpace(string(b)) != "3" {
 		t.Fatalf("group-count: %q %v", b, err)
 	}
-	waitBalanced(t, restored, failoverWait)
+	restored.WaitBalanced(failoverWait)
 	for g := range groups {
 		if n, rec := first.Node().Group(g).FSM().Groups(); n != groups || !rec {
 			t.Fatalf("group %d records %d groups (%v)", g, n, rec)

@@ -19,33 +19,6 @@ import (
 	"github.com/seqd/seqd/internal/testcluster"
 )
 
-// balanced reports whether every group has a serving leader and the counts
-// of groups led per running member differ by at most one.
-func balanced(c *testcluster.Cluster) (map[string]int, bool) {
-	counts, all := c.LeadCounts()
-	lo, hi := 1<<30, 0
-	for _, n := range counts {
-		lo, hi = min(lo, n), max(hi, n)
-	}
-	return counts, all && hi-lo <= 1
-}
-
-// waitBalanced waits until balanced and returns how long it took.
-func waitBalanced(t *testing.T, c *testcluster.Cluster, timeout time.Duration) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for {
-		counts, ok := balanced(c)
-		if ok {
-			return time.Since(start)
-		}
-		if time.Since(start) > timeout {
-			t.Fatalf("leaders not balanced within %v: %v", timeout, counts)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // keysPerGroup returns one key of the default space owned by each group.
 func keysPerGroup(groups int) []uint64 { return testcluster.KeyPerGroup(groups) }
 
@@ -57,7 +30,7 @@ func keysPerGroup(groups int) []uint64 { return testcluster.KeyPerGroup(groups) 
 func TestGroupsSpreadLeadersAndServeEveryKey(t *testing.T) {
 	const groups = 6
 	c := testcluster.Start(t, 3, testcluster.Options{Groups: groups})
-	took := waitBalanced(t, c, 30*time.Second)
+	took := c.WaitBalanced(30 * time.Second)
 	counts, _ := c.LeadCounts()
 	for id, n := range counts {
 		if n != 2 {
@@ -138,7 +111,7 @@ func TestGroupsSpreadLeadersAndServeEveryKey(t *testing.T) {
 		}
 	}
 	victim.Restart()
-	took = waitBalanced(t, c, 60*time.Second)
+	took = c.WaitBalanced(60 * time.Second)
 	t.Logf("balanced again %v after the restart", took.Round(time.Millisecond))
 	// Balanced, the balancers move nothing more (a leader lost to an
 	// election on a loaded machine is not a move; the counters say what
@@ -179,7 +152,7 @@ func TestGroupsSpreadLeadersAndServeEveryKey(t *testing.T) {
 			t.Fatal("elections kept happening after balancing (3 windows of 5 s)")
 		}
 		t.Logf("an election during the stability window (attempt %d): waiting for balance again", attempt)
-		waitBalanced(t, c, 60*time.Second)
+		c.WaitBalanced(60 * time.Second)
 	}
 }
 
@@ -189,7 +162,7 @@ func TestGroupsSpreadLeadersAndServeEveryKey(t *testing.T) {
 func TestGroupsLostGroupDirectoryOrOtherCountRefused(t *testing.T) {
 	c := testcluster.Start(t, 1, testcluster.Options{Groups: 3})
 	m := c.Nodes[0]
-	waitBalanced(t, c, 30*time.Second)
+	c.WaitBalanced(30 * time.Second)
 	if err := m.Shutdown(); err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +186,7 @@ func TestGroupsLostGroupDirectoryOrOtherCountRefused(t *testing.T) {
 	}
 	c.SetGroups(0) // as recorded
 	m.Restart()
-	waitBalanced(t, c, 30*time.Second)
+	c.WaitBalanced(30 * time.Second)
 }
 
 // Cutting one group's raft traffic on its leader stops that leader serving
@@ -222,7 +195,7 @@ func TestGroupsLostGroupDirectoryOrOtherCountRefused(t *testing.T) {
 func TestGroupsLeaseIndependence(t *testing.T) {
 	const groups = 3
 	c := testcluster.Start(t, 3, testcluster.Options{Groups: groups})
-	waitBalanced(t, c, 30*time.Second)
+	c.WaitBalanced(30 * time.Second)
 	leaders := c.GroupLeaders()
 	const cut = 1
 	old := leaders[cut].Node()
@@ -301,7 +274,7 @@ func TestGroupsDrainMovesEveryGroup(t *testing.T) {
 	const groups = 6
 	const lease = 2 * time.Second
 	c := testcluster.Start(t, 3, testcluster.Options{Groups: groups, LeaseHandoff: true, Lease: lease})
-	waitBalanced(t, c, 60*time.Second)
+	c.WaitBalanced(60 * time.Second)
 	cl, err := client.New(c.APIAddrs()[1:], client.Options{}) // not through the drained node
 	if err != nil {
 		t.Fatal(err)
@@ -383,7 +356,7 @@ func TestGroupsDrainMovesEveryGroup(t *testing.T) {
 	if _, err := cl.DrainNode(ctx, drained.ID, true); err != nil {
 		t.Fatal(err)
 	}
-	took := waitBalanced(t, c, 60*time.Second)
+	took := c.WaitBalanced(60 * time.Second)
 	t.Logf("balanced again %v after the drain was undone", took.Round(time.Millisecond))
 }
 
@@ -394,7 +367,7 @@ func TestGroupsDrainMovesEveryGroup(t *testing.T) {
 // key of another group gets a value twice.
 func TestGroupsCountMismatchNeverServes(t *testing.T) {
 	c := testcluster.Start(t, 3, testcluster.Options{Groups: 2})
-	waitBalanced(t, c, 60*time.Second)
+	c.WaitBalanced(60 * time.Second)
 	x := c.Nodes[0]
 	if err := x.Shutdown(); err != nil {
 		t.Fatal(err)
@@ -435,7 +408,7 @@ func TestGroupsCountMismatchNeverServes(t *testing.T) {
 // state) starts again.
 func TestGroupsJoinedServerRestartsBeforeEveryGroupAddedIt(t *testing.T) {
 	c := testcluster.Start(t, 3, testcluster.Options{Groups: 2})
-	waitBalanced(t, c, 60*time.Second)
+	c.WaitBalanced(60 * time.Second)
 	m := c.Join()
 	m.Node().CutGroupTraffic(1, true)
 	deadline := time.Now().Add(30 * time.Second)
@@ -601,7 +574,7 @@ func TestGroupsRemoveNodeThroughAnyServer(t *testing.T) {
 func TestGroupsRemoveNodeFromEveryGroup(t *testing.T) {
 	const groups = 3
 	c := testcluster.Start(t, 3, testcluster.Options{Groups: groups})
-	waitBalanced(t, c, 60*time.Second)
+	c.WaitBalanced(60 * time.Second)
 	n4, n5 := c.Join(), c.Join()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -713,7 +686,7 @@ func TestAGroupFollowsASpaceChangeOnlyWhileServing(t *testing.T) {
 	if _, err := cl.CreateSpace(ctx, "s", 10, 10); err != nil {
 		t.Fatal(err)
 	}
-	waitBalanced(t, c, 60*time.Second) // group 0's leader outlives the kill
+	c.WaitBalanced(60 * time.Second) // group 0's leader outlives the kill
 	servingLeader(t, c, 1).Kill()
 	var nl *testcluster.Member
 	waitUntil(t, failoverWait, "a new leader of group 1 waiting out the lease", func() bool {
@@ -799,7 +772,7 @@ func TestGroupsRemoveNodeAsksEveryGroupsLeader(t *testing.T) {
 func joinedFourth(t *testing.T, groups int) (*testcluster.Cluster, *testcluster.Member) {
 	t.Helper()
 	c := testcluster.Start(t, 3, testcluster.Options{Groups: groups})
-	waitBalanced(t, c, 60*time.Second)
+	c.WaitBalanced(60 * time.Second)
 	n4 := c.Join()
 	waitUntil(t, 60*time.Second, "every copy of every group lists "+n4.ID+" as a voter", func() bool {
 		for _, m := range c.Nodes {

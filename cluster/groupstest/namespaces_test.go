@@ -17,7 +17,7 @@ import (
 // namespace nobody created stays not_found.
 func TestGroupsNewNamespaceOnLaggingServer(t *testing.T) {
 	c := testcluster.Start(t, 3, testcluster.Options{Groups: 3})
-	waitBalanced(t, c, 60*time.Second)
+	c.WaitBalanced(60 * time.Second)
 	leaders := c.GroupLeaders()
 	var lag *testcluster.Member
 	for _, m := range c.Nodes {

@@ -96,7 +96,7 @@ func createWhileLagging(t *testing.T, groups int, space string, size uint64,
 ) (lag *testcluster.Member, leaders []*testcluster.Member, led int, admin *client.Client) {
 	t.Helper()
 	c := testcluster.Start(t, 3, testcluster.Options{Groups: groups})
-	waitBalanced(t, c, 60*time.Second)
+	c.WaitBalanced(60 * time.Second)
 	leaders = c.GroupLeaders()
 	for i := 1; i < groups && lag == nil; i++ {
 		if leaders[i] != leaders[0] {

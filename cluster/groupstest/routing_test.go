@@ -85,7 +85,7 @@ func keysJSON(keys []uint64) string {
 func TestGroupsHandMadeCallsNeverRepeat(t *testing.T) {
 	const groups = 3
 	c := testcluster.Start(t, 3, testcluster.Options{Groups: groups})
-	waitBalanced(t, c, 30*time.Second)
+	c.WaitBalanced(30 * time.Second)
 	leaders := c.GroupLeaders()
 	keys := keysPerGroup(groups)
 	last := map[uint64]uint64{}

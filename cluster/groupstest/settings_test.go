@@ -204,7 +204,7 @@ func TestGroupsLeaseChangeOnGroupStillOnProtocol1(t *testing.T) {
 func TestGroupsMixedLeaseHandoffDrainsAndRollingRestart(t *testing.T) {
 	c := testcluster.New(t, 3, testcluster.Options{Groups: 3, LeaseHandoff: true, Lease: time.Second},
 		func(i int, m *testcluster.Member) { m.NoLeaseHandoff = i == 1 })
-	waitBalanced(t, c, 60*time.Second)
+	c.WaitBalanced(60 * time.Second)
 	w := testcluster.StartWorkload(t, "default", 30, c.APIAddrs(), 2)
 	w.WaitOK(t, 200, failoverWait)
 	ctx := context.Background()
@@ -216,7 +216,7 @@ func TestGroupsMixedLeaseHandoffDrainsAndRollingRestart(t *testing.T) {
 		if _, err := m.Node().Drain(ctx, false); err != nil {
 			t.Fatalf("undrain %s: %v", m.ID, err)
 		}
-		waitBalanced(t, c, 60*time.Second)
+		c.WaitBalanced(60 * time.Second)
 	}
 	for _, m := range c.Nodes {
 		if err := m.Shutdown(); err != nil {
@@ -224,7 +224,7 @@ func TestGroupsMixedLeaseHandoffDrainsAndRollingRestart(t *testing.T) {
 		}
 		m.Restart()
 		c.WaitAdmitted(m, failoverWait)
-		waitBalanced(t, c, 60*time.Second)
+		c.WaitBalanced(60 * time.Second)
 	}
 	ok := w.OK()
 	w.WaitOK(t, ok+200, failoverWait)

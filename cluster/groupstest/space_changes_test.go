@@ -33,7 +33,7 @@ func keysOfGroups(space string, size uint64, groups int) []uint64 {
 func balancedCluster(t *testing.T, groups int, timeout time.Duration) (*testcluster.Cluster, *client.Client, context.Context) {
 	t.Helper()
 	c := testcluster.Start(t, 3, testcluster.Options{Groups: groups})
-	waitBalanced(t, c, 60*time.Second)
+	c.WaitBalanced(60 * time.Second)
 	cl, err := client.New(c.APIAddrs(), client.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -392,6 +392,35 @@ func (c *Cluster) LeadCounts() (map[string]int, bool) {
 	return counts, all
 }
 
+// Balanced reports whether every group has a serving leader and the
+// counts of groups led per running member differ by at most one, with the
+// counts. The balancer moves no leadership of a balanced cluster.
+func (c *Cluster) Balanced() (map[string]int, bool) {
+	counts, all := c.LeadCounts()
+	lo, hi := 1<<30, 0
+	for _, n := range counts {
+		lo, hi = min(lo, n), max(hi, n)
+	}
+	return counts, all && hi-lo <= 1
+}
+
+// WaitBalanced waits until the cluster is balanced and returns how long it
+// took.
+func (c *Cluster) WaitBalanced(timeout time.Duration) time.Duration {
+	c.t.Helper()
+	start := time.Now()
+	for {
+		counts, ok := c.Balanced()
+		if ok {
+			return time.Since(start)
+		}
+		if time.Since(start) > timeout {
+			c.t.Fatalf("leaders not balanced within %v: %v", timeout, counts)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // LeadCountsOf returns how many groups m leads and serves.
 func (c *Cluster) LeadCountsOf(m *Member) int {
 	n := 0
