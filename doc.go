@@ -59,6 +59,8 @@
 //     through one Peers interface (peers.go).
 //   - cluster/admit/: who may take part in a raft group, as pure decisions
 //     with typed verdicts (Decide, Fence, Bootstrap, AdoptCount).
+//   - cluster/traffic/: where a group's leader should be for the calls of
+//     clients that do not route (a Meter of values by origin, Leader), pure.
 //   - group/: one raft group: raft with its log and snapshot stores, the
 //     state machine, the allocator, the lease loop, and the space resolver
 //     (store.go: own record, this server's group 0, group 0's leader).
@@ -111,7 +113,7 @@
 // bootclock/ import only the standard library, this package and each
 // other; client/ imports only this package, flake/, bootclock/, api/idmsg,
 // api/frame and generated code, api/idmsg only this package, flake/ and
-// generated code, and api/frame only this package and generated code; lease/ imports only the standard library, cluster/admit/
+// generated code, and api/frame only this package and generated code; lease/ and cluster/traffic/ import only the standard library, cluster/admit/
 // only this package, internal/leasemodel only this package, lease/ and
 // cluster/admit/; resp/ imports only this package of seqd's own.
 //

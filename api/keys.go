@@ -48,6 +48,11 @@ type keysCall struct {
 	// stream forwards a Next share over the leader's forward stream
 	// (fwdstream.go) rather than as a unary call.
 	stream bool
+	// routed is a call whose caller chose this server for its keys: a
+	// NextStream message, which only clients that route by group open
+	// (the Go client; a forwarder's carry Seqd-Forwarded). The values of
+	// the other Next calls count where they entered (noteValues).
+	routed bool
 }
 
 // keysAnswer is a per-key call's answer: the values in the keys' order, and
@@ -184,7 +189,26 @@ func (s *Server) serveShare(ctx context.Context, c *keysCall, sh share,
 	if err != nil {
 		return nil, "", nil, 0, &groupError{group: group, err: err}
 	}
+	if c.kind == kindNext {
+		s.noteValues(c, group, len(keys), leader == "")
+	}
 	return vals, leader, fwd, term, nil
+}
+
+// noteValues counts the values of a Next share where they entered the
+// cluster, for the leaders that follow the traffic (cluster/traffic): here
+// when the call entered here and was not routed, whoever served it; and,
+// when this server served a share another server forwarded (servedHere),
+// as that server's.
+func (s *Server) noteValues(c *keysCall, group, n int, servedHere bool) {
+	switch by := c.hdr.Get(seqd.HeaderForwarded); {
+	case by != "":
+		if servedHere {
+			s.node.NoteValues(group, by, n)
+		}
+	case !c.routed:
+		s.node.NoteValues(group, s.node.ID(), n)
+	}
 }
 
 // localShare serves a share of c on this server, its group's leader. A

@@ -102,7 +102,7 @@ func (s *Server) streamNext(ctx context.Context, hdr http.Header, in *seqv1.Next
 	err := s.admit(seqv1connect.SequenceServiceNextProcedure, hdr)
 	var a keysAnswer
 	if err == nil {
-		a, err = s.keysRequest(ctx, kindNext, hdr, in.GetSpace(), in.GetKeys(), 0)
+		a, err = s.keysRequest(ctx, kindNext, hdr, in.GetSpace(), in.GetKeys(), 0, true)
 	}
 	if err != nil {
 		streamError(out, s.callFailed(seqv1connect.SequenceServiceNextProcedure, err))

@@ -62,6 +62,11 @@ type Meta struct {
 	// server's cluster that have a cluster field, as its state has them
 	// (see Node.ClusterValueInUse).
 	FlakeClusters []uint64 `json:"fc,omitempty"`
+	// Follows is true for a server that takes and keeps groups by their
+	// traffic (follow.go): only such a server is a group's preferred leader
+	// by traffic, so that a build before it, which hands such a group back
+	// to its spread position, is never given one.
+	Follows bool `json:"t,omitempty"`
 }
 
 // Generation is the member's generation (unknown for builds before
@@ -183,7 +188,7 @@ func (g *gossip) meta() Meta {
 	if len(n.groups) > 1 {
 		m.Groups = len(n.groups)
 	}
-	m.Drained = n.drained.Load()
+	m.Drained, m.Follows = n.drained.Load(), true
 	m.Kinds, m.FlakeClusters = fsm.KindsApplied(), n.flakeClusterValues()
 	if n.transports[0] != nil {
 		m.RaftAddr = string(n.transports[0].LocalAddr())

@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/seqd/seqd"
+	"github.com/seqd/seqd/cluster/traffic"
 	"github.com/seqd/seqd/group"
 	"github.com/seqd/seqd/internal/logbridge"
 )
@@ -79,6 +80,8 @@ type Node struct {
 	clocks clocks // the leader's samples of its peers' clocks (clock.go)
 
 	spaceLookups lookups // questions to group 0's leader (spaces.go)
+
+	traffic []traffic.Meter // per group: where its values entered (follow.go)
 
 	adopt   atomic.Int64  // the group count this server adopts (adopt.go)
 	restart chan struct{} // closed when it must start again to adopt it
@@ -225,6 +228,7 @@ func (n *Node) open() error {
 		}
 		n.groups = append(n.groups, g)
 	}
+	n.traffic = make([]traffic.Meter, len(n.groups))
 	g := n.groups[0]
 	n.hasState.Store(g.HadState())
 	return nil

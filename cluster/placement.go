@@ -27,16 +27,20 @@ import (
 // hold a change not yet committed that is later dropped; waiting before a
 // removal keeps such a passing view from shrinking the group.
 //
-// Leaders: each group has a preferred leader, the voter at position
-// (group mod voters) of its voters sorted by ID, so that with as many
-// groups as servers (or a multiple) each server prefers the same number of
-// groups. A server that leads a group it is not preferred for, and serves
-// it, hands it to the preferred server once that server has been alive in
-// gossip for balanceStable and has caught up with the group, at most one
-// transfer at a time per server and at most one every balanceGap. Moves go
-// only towards the preferred server, which never moves a group it is
-// preferred for (except when it stops), so leaders do not oscillate while
-// the voters stay the same.
+// Leaders: each group has a preferred leader. It is, when the group's Next
+// values mostly enter the cluster at one server from clients that do not
+// route, that server (follow.go, cluster/traffic); otherwise the voter at
+// position (group mod voters) of its voters sorted by ID, so that with as
+// many groups as servers (or a multiple) each server prefers the same
+// number of groups (with one group, only traffic prefers). A server that
+// leads a group it is not preferred for, and serves it, hands it to the
+// preferred server once that server has been alive in gossip for
+// balanceStable and has caught up with the group, at most one transfer at
+// a time per server and at most one every balanceGap. Moves go only
+// towards the preferred server, which never moves a group it is preferred
+// for (except when it stops, or the traffic changes), so leaders do not
+// oscillate while the voters and the traffic stay the same (a leader keeps
+// a group for its traffic at a lower share than it takes one with).
 
 const (
 	mirrorRemoveAfter = 5 * time.Second
@@ -59,6 +63,22 @@ func preferredLeader(i int, conf raft.Configuration, drained func(id string) boo
 	}
 	slices.Sort(voters)
 	return voters[i%len(voters)]
+}
+
+// preferred returns group i's preferred leader (see above) with why, as
+// this server knows it: the traffic's only on the group's leader (leads),
+// which counts it; "" in a cluster of one group without such traffic (it
+// is not balanced) unless this server is drained.
+func (n *Node) preferred(i int, conf raft.Configuration, leads bool, now time.Time) (pref, why string) {
+	if leads {
+		if pref = n.trafficLeader(i, conf, now); pref != "" {
+			return pref, "its traffic enters there"
+		}
+	}
+	if len(n.groups) == 1 && !n.drained.Load() {
+		return "", ""
+	}
+	return preferredLeader(i, conf, n.isDrained), "leaders are spread"
 }
 
 // mirrorMembership makes group i's configuration follow group 0's; it runs
@@ -342,7 +362,7 @@ func (n *Node) balance() {
 	drained := n.drained.Load()
 	busy := n.balancing || (!drained && now.Sub(n.lastBalance) < balanceGap)
 	n.memMu.Unlock()
-	if busy || (len(n.groups) == 1 && !drained) {
+	if busy {
 		return
 	}
 	for i, g := range n.groups {
@@ -353,7 +373,7 @@ func (n *Node) balance() {
 		if cf.Error() != nil {
 			continue
 		}
-		pref := preferredLeader(i, cf.Configuration(), n.isDrained)
+		pref, why := n.preferred(i, cf.Configuration(), true, now)
 		if pref == "" || pref == n.cfg.ID {
 			continue
 		}
@@ -372,7 +392,7 @@ func (n *Node) balance() {
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
-			n.log.Info("moving a group's leadership to its preferred server", "group", i, "to", pref)
+			n.log.Info("moving a group's leadership to its preferred server", "group", i, "to", pref, "because", why)
 			err := g.TransferLeadership(pref, ErrUnknownServer)
 			n.memMu.Lock()
 			defer n.memMu.Unlock()

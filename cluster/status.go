@@ -22,8 +22,10 @@ type GroupStatus struct {
 	Serving bool
 	// LeaderID and LeaderAPIAddr name the group's leader as this node
 	// knows it; Voters are the voters of its latest configuration here,
-	// and Preferred the voter its leadership is balanced to ("" in a
-	// cluster of one group, which is never balanced).
+	// and Preferred the voter its leadership is balanced to (on the
+	// group's leader, which counts where its calls enter, the traffic's
+	// preference: follow.go; "" in a cluster of one group without such
+	// traffic, which is not balanced).
 	LeaderID, LeaderAPIAddr string
 	Voters                  []string
 	Preferred               string
@@ -167,9 +169,7 @@ func (n *Node) Status() LocalStatus {
 					row.Voters = append(row.Voters, string(s.ID))
 				}
 			}
-			if len(n.groups) > 1 { // one group is never balanced
-				row.Preferred = preferredLeader(i, *gs.Configuration, n.isDrained)
-			}
+			row.Preferred, _ = n.preferred(i, *gs.Configuration, gr.IsLeader(), time.Now())
 		}
 		st.Groups = append(st.Groups, row)
 		st.ValuesTaken += gs.ValuesTaken

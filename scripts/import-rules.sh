@@ -51,6 +51,10 @@ if [ -n "$bad" ]; then echo "import rule broken: $mod/api/idmsg imports more tha
 bad=$(deps "$mod/api/frame" | grep "^$mod" | grep -vE "^$mod(/api/frame|/api/gen/.*)?$" || true)
 if [ -n "$bad" ]; then echo "import rule broken: $mod/api/frame imports more than the root package and generated code:"; echo "$bad" | sed 's/^/  /'; fail=1; fi
 
+# cluster/traffic is the pure placement by traffic: the standard library only.
+bad=$(go list -f '{{join .Imports "\n"}}' "$mod/cluster/traffic" | grep '\.' || true)
+if [ -n "$bad" ]; then echo "import rule broken: $mod/cluster/traffic imports more than the standard library:"; echo "$bad" | sed 's/^/  /'; fail=1; fi
+
 # lease/ is the pure lease rules (group/, fsm/ and the model checker call
 # them): the standard library only.
 bad=$(go list -f '{{join .Imports "\n"}}' "$mod/lease" | grep '\.' || true)

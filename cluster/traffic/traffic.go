@@ -1,0 +1,135 @@
+// Package traffic decides where a raft group's leader should be for the
+// calls that cannot choose their server: pure, the standard library only.
+//
+// Clients that do not route (the Redis protocol and Leaf's front ends,
+// curl, grpcurl, a browser) send every key to the server they reached, which
+// forwards each group's share it does not lead to the group's leader: one
+// hop more per call, and on a machine of few cores the larger part of a
+// call's cost. When a group's values enter mostly at one server, that
+// server is the better leader. The Go client routes each key to its
+// group's leader itself, so its calls say nothing about where the leader
+// should be, and they are not counted.
+//
+// A Meter counts, per origin (the server the values entered at), the values
+// of one group over the last Window, in one-second buckets. Leader decides
+// from its rates: when the values enter at Floor a second or more, and one
+// eligible server has Take of them, that server should lead; the current
+// leader keeps the group while it has Keep of them and they enter at half
+// the Floor or more. Otherwise there is no preference from traffic ("") and
+// the group's leader stays where spreading the leaders over the servers
+// puts it.
+//
+// The gaps between Take and Keep, and between the Floor and its half, keep
+// a leadership from going back and forth (a share or a rate that hovers at
+// one threshold does not cross the other): the decision is taken by the
+// group's leader alone, and a server
+// that took a group because of its traffic has counted its own share since
+// before it led (its values entered there and were forwarded), while the
+// forwards of the other servers reach its count only from the moment it
+// leads: its share in its own count is at least its share in the old
+// leader's, above Take, so above Keep.
+package traffic
+
+import (
+	"cmp"
+	"slices"
+	"sync"
+	"time"
+)
+
+const (
+	// Window is how far back the rates look; buckets is its seconds.
+	Window  = buckets * time.Second
+	buckets = 5
+	// Floor is the rate of values (a second) below which traffic decides
+	// nothing.
+	Floor = 1000.0
+	// Take is the share of the group's values a server must bring for the
+	// leadership to move to it; Keep is the share a leader keeps it with.
+	Take = 2.0 / 3
+	Keep = 1.0 / 2
+)
+
+// bucket is one second's counts.
+type bucket struct {
+	sec    int64 // Unix second
+	counts map[string]uint64
+}
+
+// Meter counts one group's values by origin. The zero Meter is ready.
+type Meter struct {
+	mu sync.Mutex
+	b  [buckets + 1]bucket // the window's whole seconds and the current one
+}
+
+// Add counts n values of the group that entered at origin at time now.
+func (m *Meter) Add(origin string, n int, now time.Time) {
+	if n <= 0 || origin == "" {
+		return
+	}
+	sec := now.Unix()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b := &m.b[sec%(buckets+1)]
+	if b.sec != sec || b.counts == nil {
+		b.sec = sec
+		if b.counts == nil {
+			b.counts = map[string]uint64{}
+		}
+		clear(b.counts)
+	}
+	b.counts[origin] += uint64(n)
+}
+
+// Rates returns, per origin, the values a second over the Window of whole
+// seconds before now (the current second is not yet whole).
+func (m *Meter) Rates(now time.Time) map[string]float64 {
+	sec := now.Unix()
+	out := map[string]float64{}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := range m.b {
+		b := &m.b[i]
+		if b.sec >= sec || b.sec < sec-buckets {
+			continue
+		}
+		for o, c := range b.counts {
+			out[o] += float64(c) / buckets
+		}
+	}
+	return out
+}
+
+// Leader returns the server that should lead a group whose leader is cur,
+// given the rates at which its values entered at each server (Rates) and
+// which servers may lead it (eligible: a voter of the group, not drained);
+// "" when traffic decides nothing (see the package comment).
+func Leader(cur string, rates map[string]float64, eligible func(id string) bool) string {
+	total := 0.0
+	for _, r := range rates {
+		total += r
+	}
+	if total < Floor/2 {
+		return ""
+	}
+	if eligible(cur) && rates[cur] >= Keep*total {
+		return cur
+	}
+	if total < Floor {
+		return ""
+	}
+	ids := make([]string, 0, len(rates))
+	for id := range rates {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(a, b string) int {
+		if c := cmp.Compare(rates[b], rates[a]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	if best := ids[0]; eligible(best) && rates[best] >= Take*total {
+		return best
+	}
+	return ""
+}

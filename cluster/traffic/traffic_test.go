@@ -1,0 +1,107 @@
+package traffic
+
+import (
+	"maps"
+	"testing"
+	"time"
+)
+
+func TestLeader(t *testing.T) {
+	all := func(string) bool { return true }
+	not := func(ids ...string) func(string) bool {
+		return func(id string) bool {
+			for _, x := range ids {
+				if x == id {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	for _, tc := range []struct {
+		name     string
+		cur      string
+		rates    map[string]float64
+		eligible func(string) bool
+		want     string
+	}{
+		{"no traffic", "n1", nil, all, ""},
+		{"below the floor, all at one server", "n1", map[string]float64{"n2": Floor - 1}, all, ""},
+		{"at the floor, all at another server", "n1", map[string]float64{"n2": Floor}, all, "n2"},
+		{"at the floor, all at the leader", "n1", map[string]float64{"n1": Floor}, all, "n1"},
+		{"at half the floor, all at the leader: kept", "n1", map[string]float64{"n1": Floor / 2}, all, "n1"},
+		{"below half the floor, all at the leader", "n1", map[string]float64{"n1": Floor/2 - 1}, all, ""},
+		{"at half the floor, all at another server: not taken", "n1", map[string]float64{"n2": Floor / 2}, all, ""},
+		{"spread evenly", "n1", map[string]float64{"n1": 1000, "n2": 1000, "n3": 1000}, all, ""},
+		{"another server brings two thirds", "n1", map[string]float64{"n1": 500, "n2": 1000, "n3": 0}, all, "n2"},
+		{"another server brings less than two thirds", "n3", map[string]float64{"n1": 600, "n2": 1100}, all, ""},
+		{"the leader keeps half", "n1", map[string]float64{"n1": 1000, "n2": 1000}, all, "n1"},
+		{"the leader keeps half against a larger share elsewhere", "n1", map[string]float64{"n1": 1000, "n2": 990}, all, "n1"},
+		{"the leader with less than half, no one with two thirds", "n1", map[string]float64{"n1": 900, "n2": 1100}, all, ""},
+		{"the leader with less than half, another with two thirds", "n1", map[string]float64{"n1": 600, "n2": 1400}, all, "n2"},
+		{"the preferred is not eligible (drained)", "n1", map[string]float64{"n2": 5000}, not("n2"), ""},
+		{"the leader is not eligible (drained), another brings two thirds", "n1", map[string]float64{"n1": 3000, "n2": 7000}, not("n1"), "n2"},
+		{"the leader is not eligible and brings it all", "n1", map[string]float64{"n1": 3000}, not("n1"), ""},
+		{"an origin that is not a server of the group", "n1", map[string]float64{"gone": 5000}, not("gone"), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rates := maps.Clone(tc.rates)
+			if got := Leader(tc.cur, tc.rates, tc.eligible); got != tc.want {
+				t.Errorf("Leader(%q, %v) = %q, want %q", tc.cur, tc.rates, got, tc.want)
+			}
+			if !maps.Equal(rates, tc.rates) {
+				t.Errorf("Leader changed its rates: %v", tc.rates)
+			}
+		})
+	}
+}
+
+// TestLeaderMovesOnce: after a move to the server that brings Take of the
+// values, the new leader's own count (its share over the whole window,
+// the others' forwards only since it leads) keeps it there.
+func TestLeaderMovesOnce(t *testing.T) {
+	all := func(string) bool { return true }
+	old := map[string]float64{"n1": 600, "n2": 1400} // at n1, the leader
+	if got := Leader("n1", old, all); got != "n2" {
+		t.Fatalf("the old leader prefers %q, want n2", got)
+	}
+	// At n2 a second after the move: n1's forwards are one second's.
+	now := map[string]float64{"n2": 1400, "n1": 600.0 / buckets}
+	if got := Leader("n2", now, all); got != "n2" {
+		t.Fatalf("the new leader prefers %q, want n2 (itself)", got)
+	}
+}
+
+func TestMeterRatesOverWholeSeconds(t *testing.T) {
+	var m Meter
+	t0 := time.Unix(1_800_000_000, 0)
+	for s := range 10 {
+		at := t0.Add(time.Duration(s)*time.Second + 300*time.Millisecond)
+		m.Add("n1", 100, at)
+		m.Add("n2", 10*(s+1), at)
+		m.Add("", 1_000_000, at) // no origin: not counted
+		m.Add("n3", 0, at)
+	}
+	// At t0+10s, the whole seconds are t0+5s .. t0+9s.
+	got := m.Rates(t0.Add(10 * time.Second))
+	want := map[string]float64{"n1": 100, "n2": (60 + 70 + 80 + 90 + 100) / 5.0}
+	if !maps.Equal(got, want) {
+		t.Errorf("rates %v, want %v", got, want)
+	}
+	// The current second does not count; nor does anything older than the
+	// window.
+	got = m.Rates(t0.Add(9*time.Second + 500*time.Millisecond))
+	want = map[string]float64{"n1": 100, "n2": (50 + 60 + 70 + 80 + 90) / 5.0}
+	if !maps.Equal(got, want) {
+		t.Errorf("rates mid-second %v, want %v", got, want)
+	}
+	if got := m.Rates(t0.Add(time.Minute)); len(got) != 0 {
+		t.Errorf("rates a minute later %v, want none", got)
+	}
+	// A bucket reused a window later starts from zero.
+	m.Add("n3", 7, t0.Add(10*time.Second))
+	got = m.Rates(t0.Add(11 * time.Second))
+	if got["n3"] != 7.0/5 || got["n1"] != 80 {
+		t.Errorf("rates after a bucket's reuse %v, want n3 1.4 and n1 80", got)
+	}
+}

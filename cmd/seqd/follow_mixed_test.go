@@ -1,0 +1,78 @@
+package main_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
+	"github.com/seqd/seqd/api/gen/seq/v1/seqv1connect"
+	"github.com/seqd/seqd/cluster/traffic"
+	"github.com/seqd/seqd/internal/proctest"
+	"github.com/seqd/seqd/internal/testcluster"
+)
+
+// TestNoGroupIsHandedToAServerThatDoesNotFollowTheTraffic: in a cluster of
+// two servers of this build and one of the previous release, which hands a
+// group it leads off its spread position back there, calls that enter at
+// the older server (over the traffic floor, keys of every group) move no
+// group's leadership to it: a server of this build would hand it there,
+// the older one hand it back, over and over.
+func TestNoGroupIsHandedToAServerThatDoesNotFollowTheTraffic(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the previous release and runs processes")
+	}
+	prev := buildPrevious(t, lastBuildOfProtocol5)
+	ps := proctest.New(t, 3, "--lease", "500ms")
+	ps[2].Bin = prev
+	for _, p := range ps {
+		p.Start(t)
+	}
+	before := waitGroupsBalanced(t, ps[0], 3, 60*time.Second)
+
+	old := seqv1connect.NewSequenceServiceClient(http.DefaultClient, "http://"+ps[2].API)
+	keys := testcluster.KeyPerGroup(3)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var calls atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				cctx, cc := context.WithTimeout(ctx, 2*time.Second)
+				_, err := old.Next(cctx, connect.NewRequest(&seqv1.NextRequest{Keys: keys}))
+				cc()
+				if err == nil {
+					calls.Add(1)
+				}
+			}
+		})
+	}
+	start := time.Now()
+	time.Sleep(2*traffic.Window + time.Second) // a negative: no condition to wait for
+	cancel()
+	wg.Wait()
+	if rate := float64(calls.Load()) / time.Since(start).Seconds(); rate < 2*traffic.Floor {
+		t.Fatalf("%.0f calls a second entered at the older server: too few for the check to prove anything", rate)
+	}
+	for _, p := range ps[:2] {
+		for _, line := range strings.Split(p.LogText(), "\n") {
+			if strings.Contains(line, "its traffic enters there") {
+				t.Errorf("%s moved a group for its traffic to a server of the previous release: %s", p.ID, line)
+			}
+		}
+	}
+	after := routes(ps[0])
+	for i, g := range before {
+		if i >= len(after) || after[i].GetLeaderId() != g.GetLeaderId() {
+			t.Errorf("group %d: led by %s before the calls, by %v after", i, g.GetLeaderId(), after)
+		}
+	}
+	t.Logf("%.0f calls/s with a key of every group entered at %s (previous release); no group moved", float64(calls.Load())/time.Since(start).Seconds(), ps[2].ID)
+}
