@@ -38,6 +38,11 @@ const (
 	// HeaderForwarded marks a request a follower forwarded to the leader, so
 	// that it is never forwarded twice.
 	HeaderForwarded = "Seqd-Forwarded"
+	// HeaderEntry names the server at which a call of a front end that
+	// cannot route (the Redis protocol, Leaf's API) entered the cluster;
+	// such a call and its forward carry it, so that the group's leader
+	// counts it as that server's traffic (cluster/traffic).
+	HeaderEntry = "Seqd-Entry"
 	// HeaderGroup carries, on an answer served by one raft group of a
 	// cluster of several, the group and the term of its leader that served
 	// it ("<group> <term>", decimal), so that a client keeps the newest

@@ -50,41 +50,56 @@ func nextLoop(t *testing.T, callers int, keys []uint64, next func(context.Contex
 // TestLeadersFollowTheTrafficOfClientsThatDoNotRoute: 3 servers, 3 groups,
 // leaders spread. Calls that enter at one server's front end (as the Redis
 // protocol's and Leaf's do) with keys of every group move every group's
-// leadership to that server, so that they take no hop; once they stop,
-// the leaders are spread again. Calls of the Go client, which routes each
-// key to its leader itself, move nothing.
+// leadership to that server, so that they take no hop, and every server
+// shows that preference; once they stop, the leaders are spread again.
+// Calls of the Go client count nowhere: routed (each key to its leader),
+// they keep no leader off its spread position; not routed
+// (DisableRouting: whole calls to one server, which forwards the other
+// groups' shares), they move no leader either.
 func TestLeadersFollowTheTrafficOfClientsThatDoNotRoute(t *testing.T) {
 	const groups = 3
 	c := testcluster.Start(t, 3, testcluster.Options{Groups: groups})
 	c.WaitBalanced(60 * time.Second)
-	keys := testcluster.KeyPerGroup(groups)
+	// Four keys of each group in every call: a group's values come at four
+	// times the calls' rate, well over the floor even under -race.
+	const perGroup = 4
+	var keys []uint64
+	for _, k := range testcluster.KeyPerGroup(groups) {
+		for i := range uint64(perGroup) {
+			keys = append(keys, k+i)
+		}
+	}
+	from := c.GroupLeaders()[1]
+	pinned := c.GroupLeaders()[2]
 
-	// The Go client: its calls count nowhere, whatever their rate.
-	cl, err := client.New(c.APIAddrs(), client.Options{})
+	routed, err := client.New(c.APIAddrs(), client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cl.Close()
-	// Under its load, a group's leadership that was away from its spread
-	// position for longer than the traffic's window (its server drained)
-	// goes back there once it may: the leader it was on does not count the
-	// calls routed to it as its own traffic.
-	var calls atomic.Int64
-	stop := nextLoop(t, 16, keys, func(ctx context.Context, k []uint64) ([]uint64, error) {
-		calls.Add(1)
-		return cl.Next(ctx, "", k...)
-	})
-	from := c.GroupLeaders()[1]
+	defer routed.Close()
+	whole, err := client.New([]string{pinned.APIAddr}, client.Options{DisableRouting: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer whole.Close()
+	begun := time.Now()
+	stop := nextLoop(t, 16, keys, func(ctx context.Context, k []uint64) ([]uint64, error) { return routed.Next(ctx, "", k...) })
+	stopWhole := nextLoop(t, 8, keys, func(ctx context.Context, k []uint64) ([]uint64, error) { return whole.Next(ctx, "", k...) })
+	moves := func() (n int64) {
+		for _, m := range c.Nodes {
+			n += m.Node().BalanceMoves()
+		}
+		return n
+	}
+
+	// Group 1 away from its spread position for longer than the traffic's
+	// window (its server drained) goes back there once it may.
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
 	if _, err := from.Node().Drain(ctx, true); err != nil {
 		t.Fatal(err)
 	}
-	away, before := time.Now(), calls.Load()
-	time.Sleep(traffic.Window + time.Second) // the window fills with the away leader's calls
-	if rate := float64(calls.Load()-before) / time.Since(away).Seconds(); rate < traffic.Floor {
-		t.Fatalf("the Go client made %.0f calls a second, below the floor of %.0f: the check would prove nothing", rate, traffic.Floor)
-	}
+	time.Sleep(traffic.Window + time.Second) // a window of the away leader's calls
 	if _, err := from.Node().Drain(ctx, false); err != nil {
 		t.Fatal(err)
 	}
@@ -100,9 +115,20 @@ func TestLeadersFollowTheTrafficOfClientsThatDoNotRoute(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Logf("group 1 back on %s %v after its drain was undone, under the Go client's %.0f calls/s", from.ID,
-		time.Since(start).Round(time.Millisecond), float64(calls.Load()-before)/time.Since(away).Seconds())
-	stop()
+	t.Logf("group 1 back on %s %v after its drain was undone", from.ID, time.Since(start).Round(time.Millisecond))
+	// And stays: the calls sent whole to one server move nothing.
+	before := moves()
+	time.Sleep(traffic.Window + time.Second) // a negative: no condition to wait for
+	if n := moves() - before; n != 0 {
+		counts, _ := c.LeadCounts()
+		t.Fatalf("the Go client's calls moved %d leaderships of a balanced cluster: %v", n, counts)
+	}
+	took := time.Since(begun).Seconds()
+	r, w := perGroup*float64(stop())/took, perGroup*float64(stopWhole())/took
+	if min(r, w) < traffic.Floor {
+		t.Fatalf("the Go clients took %.0f (routed) and %.0f (whole) values of each group a second, one below the floor of %.0f: the checks would prove nothing", r, w, traffic.Floor)
+	}
+	t.Logf("the Go clients' %.0f routed and %.0f whole values/s of each group (the whole ones at %s) kept the leaders spread", r, w, pinned.ID)
 
 	// The front end of the server that leads group 0 (any would do).
 	entry := c.GroupLeaders()[0]
@@ -126,9 +152,34 @@ func TestLeadersFollowTheTrafficOfClientsThatDoNotRoute(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Logf("every group led by %s, where its calls enter, %v after they began", entry.ID, time.Since(start).Round(time.Millisecond))
+	// Every server shows the preference the leaders act on (the leader's
+	// gossip), which seqd status and the metrics report.
+	for deadline = time.Now().Add(10 * time.Second); !preferEverywhere(c, entry.ID); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			for _, m := range c.Nodes {
+				for _, g := range m.Node().Status().Groups {
+					t.Errorf("%s says group %d prefers %q, want %s", m.ID, g.Group, g.Preferred, entry.ID)
+				}
+			}
+			t.FailNow()
+		}
+	}
 	if calls := stop(); calls == 0 {
 		t.Fatal("no call succeeded")
 	}
-	took := c.WaitBalanced(60 * time.Second)
-	t.Logf("spread again %v after the calls stopped", took.Round(time.Millisecond))
+	spread := c.WaitBalanced(60 * time.Second)
+	t.Logf("spread again %v after the calls stopped", spread.Round(time.Millisecond))
+}
+
+// preferEverywhere reports whether every member's status has id as every
+// group's preferred leader.
+func preferEverywhere(c *testcluster.Cluster, id string) bool {
+	for _, m := range c.Nodes {
+		for _, g := range m.Node().Status().Groups {
+			if g.Preferred != id {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -59,12 +59,16 @@ func (s *Server) forwardOnce(ctx context.Context, hdr http.Header, group int, ti
 }
 
 // forwardHeader is the header of a call this server (id) forwards: Seqd-
-// Forwarded, and the caller's token (already checked here).
+// Forwarded, the caller's token (already checked here), and Seqd-Entry when
+// the call entered here through a front end that cannot route (noteValues).
 func forwardHeader(id string, hdr http.Header) http.Header {
-	h := make(http.Header, 2)
+	h := make(http.Header, 3)
 	h.Set(seqd.HeaderForwarded, id)
 	if a := hdr.Get("Authorization"); a != "" {
 		h.Set("Authorization", a)
+	}
+	if hdr.Get(seqd.HeaderEntry) == id {
+		h.Set(seqd.HeaderEntry, id)
 	}
 	return h
 }

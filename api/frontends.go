@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -43,6 +44,10 @@ import (
 type Sequences struct {
 	s *Server
 
+	hdrOnce  sync.Once
+	hdr      http.Header // header's, never written once made
+	deadline sharedDeadline
+
 	mu       sync.Mutex
 	batchers map[frontKey]*frontBatcher
 }
@@ -63,13 +68,45 @@ type frontKey struct {
 
 // header is the header of a call through Sequences: the server's own token
 // (the front end checked its client's), which a forward to a group's leader
-// carries.
+// carries, and Seqd-Entry naming this server: the calls of these front ends
+// count for the leaders that follow the traffic (keys.go, noteValues). It
+// is made once and only read (keysCall.hdr is never written).
 func (q *Sequences) header() http.Header {
-	h := http.Header{}
-	if q.s.token != "" {
-		h.Set("Authorization", "Bearer "+q.s.token)
+	q.hdrOnce.Do(func() {
+		h := http.Header{}
+		if q.s.token != "" {
+			h.Set("Authorization", "Bearer "+q.s.token)
+		}
+		h.Set(seqd.HeaderEntry, q.s.node.ID())
+		q.hdr = h
+	})
+	return q.hdr
+}
+
+// deadlineGrain is how long the shares of Sequences share one deadline.
+const deadlineGrain = 100 * time.Millisecond
+
+// sharedDeadline hands out a context that ends frontRetryFor to
+// frontRetryFor+deadlineGrain from now, one for every call of a grain, so
+// that a share served through Sequences costs no timer of its own.
+type sharedDeadline struct {
+	cur atomic.Pointer[deadlineCtx]
+}
+
+type deadlineCtx struct {
+	ctx    context.Context
+	cancel context.CancelFunc // not called: the context ends at its deadline
+	until  time.Time          // the last moment it is handed out
+}
+
+func (d *sharedDeadline) get() context.Context {
+	now := time.Now()
+	if c := d.cur.Load(); c != nil && now.Before(c.until) {
+		return c.ctx
 	}
-	return h
+	ctx, cancel := context.WithDeadline(context.Background(), now.Add(frontRetryFor+deadlineGrain))
+	d.cur.Store(&deadlineCtx{ctx: ctx, cancel: cancel, until: now.Add(deadlineGrain)})
+	return ctx
 }
 
 // Sequences returns the server's in-process sequence calls (one per Server).
@@ -130,11 +167,14 @@ func (q *Sequences) keys(ctx context.Context, kind keysKind, space string, keys 
 	}
 	var shares []share
 	if err == nil {
-		err = frontRetry(ctx, func(ctx context.Context) error {
-			var err error
-			shares, err = s.splitKeys(ctx, name, keys)
-			return s.toConnect(err)
-		})
+		// Retried only when it fails: a known space's split asks nothing.
+		if shares, err = s.splitKeys(ctx, name, keys); err != nil && connect.CodeOf(s.toConnect(err)) == connect.CodeUnavailable {
+			err = frontRetry(ctx, func(ctx context.Context) error {
+				var err error
+				shares, err = s.splitKeys(ctx, name, keys)
+				return s.toConnect(err)
+			})
+		}
 	}
 	if err != nil {
 		return nil, fill(len(keys), s.toConnect(err))
@@ -145,9 +185,11 @@ func (q *Sequences) keys(ctx context.Context, kind keysKind, space string, keys 
 	// its batcher; the batches this call dispatched are sent from new
 	// goroutines, the last of them from this one.
 	type wait struct {
-		b   *frontBatch
-		off int
-		sh  share
+		b    *frontBatch // the share's batch, forwarded; nil: served here
+		off  int
+		sh   share
+		vals []uint64 // served here
+		err  error
 	}
 	waits := make([]wait, len(shares))
 	var sends []*frontBatch
@@ -168,11 +210,8 @@ func (q *Sequences) keys(ctx context.Context, kind keysKind, space string, keys 
 		go senders[j].send(sends[j], false)
 	}
 	for i := range waits {
-		if waits[i].b == nil {
-			bt := &frontBatch{keys: waits[i].sh.keys, done: make(chan struct{})}
-			bt.vals, bt.err = q.serve(kind, name, waits[i].sh.group, bt.keys)
-			close(bt.done)
-			waits[i].b = bt
+		if w := &waits[i]; w.b == nil {
+			w.vals, w.err = q.serve(kind, name, w.sh.group, w.sh.keys)
 		}
 	}
 	if n := len(sends); n > 0 {
@@ -181,22 +220,25 @@ func (q *Sequences) keys(ctx context.Context, kind keysKind, space string, keys 
 	vals := make([]uint64, len(keys))
 	var errs []error
 	for _, w := range waits {
-		select {
-		case <-w.b.done:
-		case <-ctx.Done():
-			return nil, fill(len(keys), s.toConnect(ctx.Err()))
+		if w.b != nil {
+			select {
+			case <-w.b.done:
+			case <-ctx.Done():
+				return nil, fill(len(keys), s.toConnect(ctx.Err()))
+			}
+			w.vals, w.err = w.b.vals[min(w.off, len(w.b.vals)):], w.b.err
 		}
-		if w.b.err != nil {
+		if w.err != nil {
 			if errs == nil {
 				errs = make([]error, len(keys))
 			}
 			for _, p := range w.sh.pos {
-				errs[p] = w.b.err
+				errs[p] = w.err
 			}
 			continue
 		}
 		for i, p := range w.sh.pos {
-			vals[p] = w.b.vals[w.off+i]
+			vals[p] = w.vals[i]
 		}
 	}
 	return vals, errs
@@ -299,7 +341,7 @@ func (q *Sequences) serve(kind keysKind, space string, group int, keys []uint64)
 	s := q.s
 	c := &keysCall{kind: kind, space: space, asked: space, keys: keys, hdr: q.header(), via: viaFront, stream: kind == kindNext}
 	var vals []uint64
-	err := frontRetry(context.Background(), func(ctx context.Context) error {
+	err := retryUnavailable(q.deadline.get(), func(ctx context.Context) error {
 		var err error
 		vals, _, _, _, err = s.serveShare(ctx, c, share{group: group, keys: keys})
 		return s.toConnect(err)
@@ -313,6 +355,13 @@ func (q *Sequences) serve(kind keysKind, space string, group int, keys []uint64)
 func frontRetry(ctx context.Context, call func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, frontRetryFor)
 	defer cancel()
+	return retryUnavailable(ctx, call)
+}
+
+// retryUnavailable runs call until it returns nil or an error other than
+// unavailable, until ctx ends, with jittered exponential backoff between
+// attempts.
+func retryUnavailable(ctx context.Context, call func(context.Context) error) error {
 	backoff := frontMinBackoff
 	for {
 		err := call(ctx)

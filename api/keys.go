@@ -48,11 +48,6 @@ type keysCall struct {
 	// stream forwards a Next share over the leader's forward stream
 	// (fwdstream.go) rather than as a unary call.
 	stream bool
-	// routed is a call whose caller chose this server for its keys: a
-	// NextStream message, which only clients that route by group open
-	// (the Go client; a forwarder's carry Seqd-Forwarded). The values of
-	// the other Next calls count where they entered (noteValues).
-	routed bool
 }
 
 // keysAnswer is a per-key call's answer: the values in the keys' order, and
@@ -100,7 +95,11 @@ func (s *Server) splitKeys(ctx context.Context, space string, keys []uint64) ([]
 		}
 		return []share{{group: g, pos: pos, keys: keys}}, nil
 	}
+	// Two passes: the groups and their counts, then each share's slices
+	// carved from one array of positions and one of keys.
+	gs := make([]int, len(keys))
 	var out []share
+	var counts []int
 	idx := map[int]int{}
 	for p, k := range keys {
 		g := groupOf(k)
@@ -108,10 +107,20 @@ func (s *Server) splitKeys(ctx context.Context, space string, keys []uint64) ([]
 		if !ok {
 			i = len(out)
 			idx[g] = i
-			out = append(out, share{group: g})
+			out, counts = append(out, share{group: g}), append(counts, 0)
 		}
-		out[i].pos = append(out[i].pos, p)
-		out[i].keys = append(out[i].keys, k)
+		gs[p] = i
+		counts[i]++
+	}
+	pos, ks := make([]int, len(keys)), make([]uint64, len(keys))
+	at := 0
+	for i, n := range counts {
+		out[i].pos, out[i].keys = pos[at:at:at+n], ks[at:at:at+n]
+		at += n
+	}
+	for p, k := range keys {
+		sh := &out[gs[p]]
+		sh.pos, sh.keys = append(sh.pos, p), append(sh.keys, k)
 	}
 	return out, nil
 }
@@ -195,19 +204,19 @@ func (s *Server) serveShare(ctx context.Context, c *keysCall, sh share,
 	return vals, leader, fwd, term, nil
 }
 
-// noteValues counts the values of a Next share where they entered the
-// cluster, for the leaders that follow the traffic (cluster/traffic): here
-// when the call entered here and was not routed, whoever served it; and,
-// when this server served a share another server forwarded (servedHere),
-// as that server's.
+// noteValues counts the values of a Next share for the leaders that follow
+// the traffic (cluster/traffic). Whether a share counts is decided once,
+// where it entered the cluster, by its protocol: a call of the front ends
+// that cannot route (Sequences: the Redis protocol, Leaf's API) carries
+// Seqd-Entry naming its server (Sequences.header), which a forward to the
+// group's leader keeps (forwardHeader); every other call (Connect, the Go
+// client's streams, with or without routing) counts nowhere. A share that
+// counts is counted by the server it entered at, whoever served it, and by
+// the server that served it (servedHere) if that is another: a move of
+// the group changes which server sees it, never whether it counts.
 func (s *Server) noteValues(c *keysCall, group, n int, servedHere bool) {
-	switch by := c.hdr.Get(seqd.HeaderForwarded); {
-	case by != "":
-		if servedHere {
-			s.node.NoteValues(group, by, n)
-		}
-	case !c.routed:
-		s.node.NoteValues(group, s.node.ID(), n)
+	if e := c.hdr.Get(seqd.HeaderEntry); e != "" && (servedHere || e == s.node.ID()) {
+		s.node.NoteValues(group, e, n)
 	}
 }
 

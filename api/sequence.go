@@ -42,7 +42,7 @@ func checkCount(count uint64) error {
 
 // Next implements SequenceService.Next.
 func (s *Server) Next(ctx context.Context, req *connect.Request[seqv1.NextRequest]) (*connect.Response[seqv1.NextResponse], error) {
-	a, err := s.keysRequest(ctx, kindNext, req.Header(), req.Msg.GetSpace(), req.Msg.GetKeys(), 0, false)
+	a, err := s.keysRequest(ctx, kindNext, req.Header(), req.Msg.GetSpace(), req.Msg.GetKeys(), 0)
 	if err != nil {
 		return nil, s.callFailed(seqv1connect.SequenceServiceNextProcedure, err)
 	}
@@ -51,7 +51,7 @@ func (s *Server) Next(ctx context.Context, req *connect.Request[seqv1.NextReques
 
 // Current implements SequenceService.Current.
 func (s *Server) Current(ctx context.Context, req *connect.Request[seqv1.CurrentRequest]) (*connect.Response[seqv1.CurrentResponse], error) {
-	a, err := s.keysRequest(ctx, kindCurrent, req.Header(), req.Msg.GetSpace(), req.Msg.GetKeys(), 0, false)
+	a, err := s.keysRequest(ctx, kindCurrent, req.Header(), req.Msg.GetSpace(), req.Msg.GetKeys(), 0)
 	if err != nil {
 		return nil, s.callFailed(seqv1connect.SequenceServiceCurrentProcedure, err)
 	}
@@ -61,17 +61,15 @@ func (s *Server) Current(ctx context.Context, req *connect.Request[seqv1.Current
 // Reserve implements SequenceService.Reserve: a per-key call of one key.
 func (s *Server) Reserve(ctx context.Context, req *connect.Request[seqv1.ReserveRequest]) (*connect.Response[seqv1.ReserveResponse], error) {
 	count := req.Msg.GetCount()
-	a, err := s.keysRequest(ctx, kindReserve, req.Header(), req.Msg.GetSpace(), []uint64{req.Msg.GetKey()}, count, false)
+	a, err := s.keysRequest(ctx, kindReserve, req.Header(), req.Msg.GetSpace(), []uint64{req.Msg.GetKey()}, count)
 	if err != nil {
 		return nil, s.callFailed(seqv1connect.SequenceServiceReserveProcedure, err)
 	}
 	return keysResponse(s, &a, &seqv1.ReserveResponse{First: a.vals[0], Count: count}), nil
 }
 
-// keysRequest checks a per-key call as a caller sent it and serves it;
-// routed is whether the caller chose this server for the keys (a NextStream
-// message: see keysCall).
-func (s *Server) keysRequest(ctx context.Context, kind keysKind, hdr http.Header, asked string, keys []uint64, count uint32, routed bool) (keysAnswer, error) {
+// keysRequest checks a per-key call as a caller sent it and serves it.
+func (s *Server) keysRequest(ctx context.Context, kind keysKind, hdr http.Header, asked string, keys []uint64, count uint32) (keysAnswer, error) {
 	space, err := spaceName(asked)
 	if err == nil {
 		err = checkKeys(keys)
@@ -82,7 +80,7 @@ func (s *Server) keysRequest(ctx context.Context, kind keysKind, hdr http.Header
 	if err != nil {
 		return keysAnswer{}, err
 	}
-	return s.serveKeys(ctx, &keysCall{kind: kind, space: space, asked: asked, keys: keys, count: count, hdr: hdr, via: viaConnect, routed: routed})
+	return s.serveKeys(ctx, &keysCall{kind: kind, space: space, asked: asked, keys: keys, count: count, hdr: hdr, via: viaConnect})
 }
 
 // keysResponse is the answer of a per-key call, with its headers.

@@ -52,10 +52,10 @@ func (s *Server) NextStream(ctx context.Context, st *connect.BidiStream[seqv1.Ne
 }
 
 // streamHeader keeps the headers of a stream's opening that its messages
-// carry: the token, Seqd-Forwarded and Seqd-Generation.
+// carry: the token, Seqd-Forwarded, Seqd-Entry and Seqd-Generation.
 func streamHeader(h http.Header) http.Header {
-	out := make(http.Header, 3)
-	for _, k := range []string{"Authorization", seqd.HeaderForwarded, seqd.HeaderGeneration} {
+	out := make(http.Header, 4)
+	for _, k := range []string{"Authorization", seqd.HeaderForwarded, seqd.HeaderEntry, seqd.HeaderGeneration} {
 		if v := h.Get(k); v != "" {
 			out.Set(k, v)
 		}
@@ -102,7 +102,7 @@ func (s *Server) streamNext(ctx context.Context, hdr http.Header, in *seqv1.Next
 	err := s.admit(seqv1connect.SequenceServiceNextProcedure, hdr)
 	var a keysAnswer
 	if err == nil {
-		a, err = s.keysRequest(ctx, kindNext, hdr, in.GetSpace(), in.GetKeys(), 0, true)
+		a, err = s.keysRequest(ctx, kindNext, hdr, in.GetSpace(), in.GetKeys(), 0)
 	}
 	if err != nil {
 		streamError(out, s.callFailed(seqv1connect.SequenceServiceNextProcedure, err))

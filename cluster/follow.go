@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"encoding/hex"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -8,17 +9,19 @@ import (
 	"github.com/seqd/seqd/cluster/traffic"
 )
 
-// Leaders follow the traffic of clients that do not route (the Redis
-// protocol, Leaf's API, Connect calls from curl or a browser): a group whose
-// Next values mostly enter the cluster at one server is led from there, so
-// that its calls take no hop (cluster/traffic decides; placement.go moves
-// the leadership as it moves it to a group's spread position). Every
-// server counts the values of every group that entered at it, and a
-// group's leader also those forwarded to it, by the server they came from
-// (api calls NoteValues).
+// Leaders follow the traffic of the front ends that cannot route (the
+// Redis protocol, Leaf's API): a group whose Next values mostly enter the
+// cluster at one server's front ends is led from there, so that its calls
+// take no hop (cluster/traffic decides; placement.go moves the leadership
+// as it moves it to a group's spread position). Every server counts the
+// values of every group that entered at it, and a group's leader also
+// those forwarded to it, by the server they entered at (api calls
+// NoteValues; which calls count is decided where they enter: api/keys.go,
+// noteValues). The leader publishes the groups it keeps for their traffic
+// in gossip (Meta.Holds), so that every server shows that preference.
 
 // NoteValues counts n values of a Next call of group that entered the
-// cluster at origin (a server's ID) from a client that does not route.
+// cluster at origin (a server's ID) through a front end that cannot route.
 func (n *Node) NoteValues(group int, origin string, count int) {
 	if group >= 0 && group < len(n.traffic) {
 		n.traffic[group].Add(origin, count, time.Now())
@@ -26,8 +29,10 @@ func (n *Node) NoteValues(group int, origin string, count int) {
 }
 
 // trafficLeader is the server that should lead group i by its traffic, of
-// conf's voters that are not drained and follow the traffic themselves
-// (Meta.Follows) ("" for none: the spread position stands).
+// conf's voters that are not drained ("" for none: the spread position
+// stands). The origins counted are servers of this build or later: only
+// they mark the calls that count (Seqd-Entry), and a server that marks them
+// keeps a group its traffic prefers.
 func (n *Node) trafficLeader(i int, conf raft.Configuration, now time.Time) string {
 	if i >= len(n.traffic) {
 		return ""
@@ -40,18 +45,44 @@ func (n *Node) trafficLeader(i int, conf raft.Configuration, now time.Time) stri
 	for _, s := range conf.Servers {
 		voters[string(s.ID)] = s.Suffrage == raft.Voter
 	}
-	return traffic.Leader(n.cfg.ID, rates, func(id string) bool { return voters[id] && !n.isDrained(id) && n.follows(id) })
+	return traffic.Leader(n.cfg.ID, rates, func(id string) bool { return voters[id] && !n.isDrained(id) })
 }
 
-// follows reports whether server id takes groups by their traffic: this
-// server does; another says so in gossip.
-func (n *Node) follows(id string) bool {
-	if id == n.cfg.ID {
-		return true
+// heldForTraffic is Meta.Holds: the groups this server leads whose traffic
+// prefers it.
+func (n *Node) heldForTraffic(now time.Time) string {
+	var bits []byte
+	for i, g := range n.groups {
+		if !g.IsLeader() {
+			continue
+		}
+		cf := g.Raft().GetConfiguration()
+		if cf.Error() != nil || n.trafficLeader(i, cf.Configuration(), now) != n.cfg.ID {
+			continue
+		}
+		for len(bits) <= i/8 {
+			bits = append(bits, 0)
+		}
+		bits[i/8] |= 1 << (i % 8)
 	}
-	if n.gossip == nil {
-		return false
+	return hex.EncodeToString(bits)
+}
+
+// holds reports whether a Meta.Holds bitmap has group i.
+func holds(bitmap string, i int) bool {
+	b, err := hex.DecodeString(bitmap)
+	return err == nil && i/8 < len(b) && b[i/8]&(1<<(i%8)) != 0
+}
+
+// heldBy returns the server that leads group i (as this server knows it) if
+// it keeps the group for its traffic, and is alive and not drained.
+func (n *Node) heldBy(i int) string {
+	id, _ := n.GroupLeader(i)
+	if id == "" || n.gossip == nil || n.isDrained(id) {
+		return ""
 	}
-	m, ok := n.gossip.member(id)
-	return ok && m.Follows
+	if m, ok := n.gossip.member(id); ok && m.Alive && holds(m.Holds, i) {
+		return id
+	}
+	return ""
 }

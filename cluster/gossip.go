@@ -62,11 +62,10 @@ type Meta struct {
 	// server's cluster that have a cluster field, as its state has them
 	// (see Node.ClusterValueInUse).
 	FlakeClusters []uint64 `json:"fc,omitempty"`
-	// Follows is true for a server that takes and keeps groups by their
-	// traffic (follow.go): only such a server is a group's preferred leader
-	// by traffic, so that a build before it, which hands such a group back
-	// to its spread position, is never given one.
-	Follows bool `json:"t,omitempty"`
+	// Holds lists the groups the server leads and keeps for their traffic
+	// (follow.go), as a bitmap in hex (group i: bit i%8 of byte i/8), so
+	// that every server shows the preference its leader acts on.
+	Holds string `json:"h,omitempty"`
 }
 
 // Generation is the member's generation (unknown for builds before
@@ -188,7 +187,7 @@ func (g *gossip) meta() Meta {
 	if len(n.groups) > 1 {
 		m.Groups = len(n.groups)
 	}
-	m.Drained, m.Follows = n.drained.Load(), true
+	m.Drained, m.Holds = n.drained.Load(), n.heldForTraffic(time.Now())
 	m.Kinds, m.FlakeClusters = fsm.KindsApplied(), n.flakeClusterValues()
 	if n.transports[0] != nil {
 		m.RaftAddr = string(n.transports[0].LocalAddr())
@@ -209,6 +208,11 @@ func (g *gossip) NodeMeta(limit int) []byte {
 		// what identifies the server must fit.
 		g.n.log.Warn("gossip metadata too large: publishing it without the flake cluster values", "bytes", len(b), "limit", limit)
 		m.FlakeClusters = nil
+		b, _ = json.Marshal(m)
+	}
+	if len(b) > limit && m.Holds != "" {
+		// So is Holds (what status shows as preferred).
+		m.Holds = ""
 		b, _ = json.Marshal(m)
 	}
 	if len(b) > limit {

@@ -28,7 +28,7 @@ import (
 // removal keeps such a passing view from shrinking the group.
 //
 // Leaders: each group has a preferred leader. It is, when the group's Next
-// values mostly enter the cluster at one server from clients that do not
+// values mostly enter the cluster at one server's front ends that cannot
 // route, that server (follow.go, cluster/traffic); otherwise the voter at
 // position (group mod voters) of its voters sorted by ID, so that with as
 // many groups as servers (or a multiple) each server prefers the same
@@ -66,14 +66,18 @@ func preferredLeader(i int, conf raft.Configuration, drained func(id string) boo
 }
 
 // preferred returns group i's preferred leader (see above) with why, as
-// this server knows it: the traffic's only on the group's leader (leads),
-// which counts it; "" in a cluster of one group without such traffic (it
-// is not balanced) unless this server is drained.
+// this server knows it: the traffic's is decided by the group's leader
+// (leads), which counts it; another server knows it from the leader's
+// gossip (Meta.Holds). "" in a cluster of one group without such traffic
+// (it is not balanced) unless this server is drained.
 func (n *Node) preferred(i int, conf raft.Configuration, leads bool, now time.Time) (pref, why string) {
+	const traffic = "its traffic enters there"
 	if leads {
 		if pref = n.trafficLeader(i, conf, now); pref != "" {
-			return pref, "its traffic enters there"
+			return pref, traffic
 		}
+	} else if pref = n.heldBy(i); pref != "" {
+		return pref, traffic
 	}
 	if len(n.groups) == 1 && !n.drained.Load() {
 		return "", ""

@@ -1,14 +1,13 @@
 // Package traffic decides where a raft group's leader should be for the
 // calls that cannot choose their server: pure, the standard library only.
 //
-// Clients that do not route (the Redis protocol and Leaf's front ends,
-// curl, grpcurl, a browser) send every key to the server they reached, which
-// forwards each group's share it does not lead to the group's leader: one
-// hop more per call, and on a machine of few cores the larger part of a
-// call's cost. When a group's values enter mostly at one server, that
-// server is the better leader. The Go client routes each key to its
-// group's leader itself, so its calls say nothing about where the leader
-// should be, and they are not counted.
+// The Redis protocol's and Leaf's front ends take every key at the server
+// their client reached, which forwards each group's share it does not lead
+// to the group's leader: one hop more per call, and on a machine of few
+// cores the larger part of a call's cost. When a group's values enter
+// mostly at one server, that server is the better leader. (Connect calls
+// are not counted: the Go client routes each key to its group's leader
+// itself, and the other clients call whichever server they call.)
 //
 // A Meter counts, per origin (the server the values entered at), the values
 // of one group over the last Window, in one-second buckets. Leader decides
@@ -21,13 +20,15 @@
 //
 // The gaps between Take and Keep, and between the Floor and its half, keep
 // a leadership from going back and forth (a share or a rate that hovers at
-// one threshold does not cross the other): the decision is taken by the
-// group's leader alone, and a server
-// that took a group because of its traffic has counted its own share since
-// before it led (its values entered there and were forwarded), while the
-// forwards of the other servers reach its count only from the moment it
-// leads: its share in its own count is at least its share in the old
-// leader's, above Take, so above Keep.
+// one threshold does not cross the other). The decision is taken by the
+// group's leader alone, and a server that took a group because of its
+// traffic has counted its own share since before it led (its values
+// entered there and were forwarded), while the forwards of the other
+// servers reach its count only from the moment it leads: its share in its
+// own count is at least its share in the old leader's, above Take, so
+// above Keep. Whether a value counts never depends on who leads (the
+// caller decides it where the value enters), so a move changes which
+// server's count holds a value, never whether it is counted.
 package traffic
 
 import (
@@ -48,6 +49,9 @@ const (
 	// leadership to move to it; Keep is the share a leader keeps it with.
 	Take = 2.0 / 3
 	Keep = 1.0 / 2
+	// MaxOrigins bounds the origins a second's counts hold: values of
+	// further origins in that second are not counted.
+	MaxOrigins = 64
 )
 
 // bucket is one second's counts.
@@ -70,15 +74,23 @@ func (m *Meter) Add(origin string, n int, now time.Time) {
 	sec := now.Unix()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	b := &m.b[sec%(buckets+1)]
+	b := &m.b[slot(sec)]
 	if b.sec != sec || b.counts == nil {
 		b.sec = sec
 		if b.counts == nil {
-			b.counts = map[string]uint64{}
+			b.counts = make(map[string]uint64, 4)
 		}
 		clear(b.counts)
 	}
-	b.counts[origin] += uint64(n)
+	if _, ok := b.counts[origin]; ok || len(b.counts) < MaxOrigins {
+		b.counts[origin] += uint64(n)
+	}
+}
+
+// slot is the bucket of second sec.
+func slot(sec int64) int {
+	const k = buckets + 1
+	return int((sec%k + k) % k)
 }
 
 // Rates returns, per origin, the values a second over the Window of whole

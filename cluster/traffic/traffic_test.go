@@ -1,6 +1,7 @@
 package traffic
 
 import (
+	"fmt"
 	"maps"
 	"testing"
 	"time"
@@ -103,5 +104,25 @@ func TestMeterRatesOverWholeSeconds(t *testing.T) {
 	got = m.Rates(t0.Add(11 * time.Second))
 	if got["n3"] != 7.0/5 || got["n1"] != 80 {
 		t.Errorf("rates after a bucket's reuse %v, want n3 1.4 and n1 80", got)
+	}
+}
+
+func TestMeterBoundsItsOrigins(t *testing.T) {
+	var m Meter
+	at := time.Unix(1_800_000_000, 0)
+	for i := range 2 * MaxOrigins {
+		m.Add(fmt.Sprint("origin-", i), 5, at)
+	}
+	m.Add("origin-0", 5, at) // a counted origin still counts
+	got := m.Rates(at.Add(time.Second))
+	if len(got) != MaxOrigins || got["origin-0"] != 10.0/buckets {
+		t.Errorf("%d origins counted (origin-0 at %v), want %d (origin-0 at %v)", len(got), got["origin-0"], MaxOrigins, 10.0/buckets)
+	}
+	// A clock before 1970 counts too.
+	var old Meter
+	before := time.Unix(-7, 0)
+	old.Add("n1", 5, before)
+	if r := old.Rates(before.Add(time.Second)); r["n1"] != 1 {
+		t.Errorf("before 1970: rates %v, want n1 1", r)
 	}
 }

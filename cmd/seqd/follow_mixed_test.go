@@ -19,11 +19,12 @@ import (
 )
 
 // TestNoGroupIsHandedToAServerThatDoesNotFollowTheTraffic: in a cluster of
-// two servers of this build and one of the previous release, which hands a
-// group it leads off its spread position back there, calls that enter at
-// the older server (over the traffic floor, keys of every group) move no
-// group's leadership to it: a server of this build would hand it there,
-// the older one hand it back, over and over.
+// two servers of this build and one of the previous release, which marks
+// no call as traffic to follow (Seqd-Entry) and hands a group it leads off
+// its spread position back there, calls that enter at the older server
+// (over the traffic floor, keys of every group, forwarded by it) move no
+// group's leadership: were its forwards counted, a server of this build
+// would hand it a group, and it would hand it back, over and over.
 func TestNoGroupIsHandedToAServerThatDoesNotFollowTheTraffic(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the previous release and runs processes")
@@ -37,7 +38,15 @@ func TestNoGroupIsHandedToAServerThatDoesNotFollowTheTraffic(t *testing.T) {
 	before := waitGroupsBalanced(t, ps[0], 3, 60*time.Second)
 
 	old := seqv1connect.NewSequenceServiceClient(http.DefaultClient, "http://"+ps[2].API)
-	keys := testcluster.KeyPerGroup(3)
+	// Four keys of each group in every call: the groups' values come at
+	// four times the calls' rate.
+	const perGroup = 4
+	var keys []uint64
+	for _, k := range testcluster.KeyPerGroup(3) {
+		for i := range uint64(perGroup) {
+			keys = append(keys, k+i)
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var calls atomic.Int64
@@ -58,8 +67,9 @@ func TestNoGroupIsHandedToAServerThatDoesNotFollowTheTraffic(t *testing.T) {
 	time.Sleep(2*traffic.Window + time.Second) // a negative: no condition to wait for
 	cancel()
 	wg.Wait()
-	if rate := float64(calls.Load()) / time.Since(start).Seconds(); rate < 2*traffic.Floor {
-		t.Fatalf("%.0f calls a second entered at the older server: too few for the check to prove anything", rate)
+	rate := perGroup * float64(calls.Load()) / time.Since(start).Seconds()
+	if rate < traffic.Floor {
+		t.Fatalf("%.0f values of each group a second entered at the older server: too few for the check to prove anything", rate)
 	}
 	for _, p := range ps[:2] {
 		for _, line := range strings.Split(p.LogText(), "\n") {
@@ -74,5 +84,5 @@ func TestNoGroupIsHandedToAServerThatDoesNotFollowTheTraffic(t *testing.T) {
 			t.Errorf("group %d: led by %s before the calls, by %v after", i, g.GetLeaderId(), after)
 		}
 	}
-	t.Logf("%.0f calls/s with a key of every group entered at %s (previous release); no group moved", float64(calls.Load())/time.Since(start).Seconds(), ps[2].ID)
+	t.Logf("%.0f values/s of each group entered at %s (previous release); no group moved", rate, ps[2].ID)
 }
