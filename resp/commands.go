@@ -3,6 +3,7 @@ package resp
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -110,23 +111,58 @@ func trim(b []byte) string {
 
 // parseKey parses "[space:]key" (see the package doc). It returns an error
 // reply for a malformed key.
-func parseKey(arg []byte) (key, string) {
+func parseKey(arg []byte, spaces *spaceCache) (key, string) {
 	var k key
 	num := arg
 	if i := bytes.LastIndexByte(arg, ':'); i >= 0 {
 		num = arg[i+1:]
-		name, err := seqd.ForeignName(string(arg[:i]))
+		name, err := spaces.name(arg[:i])
 		if err != nil {
 			return k, "ERR key '" + oneLine(trim(arg)) + "': the part before the last ':' names the space: " + oneLine(err.Error())
 		}
 		k.space = name
 	}
-	v, err := strconv.ParseUint(string(num), 10, 64)
-	if err != nil || len(num) == 0 || num[0] == '+' {
+	v, ok := parseDecimal(num)
+	if !ok {
 		return k, "ERR key '" + oneLine(trim(arg)) + "' is not [space:]N with N a decimal integer from 0 to 18446744073709551615"
 	}
 	k.key = v
 	return k, ""
+}
+
+// parseDecimal parses b, decimal digits only, as a uint64.
+func parseDecimal(b []byte) (uint64, bool) {
+	if len(b) == 0 {
+		return 0, false
+	}
+	var v uint64
+	for _, c := range b {
+		d := uint64(c - '0')
+		if c < '0' || c > '9' || v > (math.MaxUint64-d)/10 {
+			return 0, false
+		}
+		v = v*10 + d
+	}
+	return v, true
+}
+
+// spaceCache is a connection's last space of a key (seqd.ForeignName's
+// answer): a client names one space, or a few, over and over.
+type spaceCache struct {
+	raw   []byte
+	space string
+}
+
+// name is seqd.ForeignName of raw.
+func (c *spaceCache) name(raw []byte) (string, error) {
+	if c != nil && c.raw != nil && bytes.Equal(raw, c.raw) {
+		return c.space, nil
+	}
+	name, err := seqd.ForeignName(string(raw))
+	if err == nil && c != nil {
+		c.raw, c.space = append(c.raw[:0], raw...), name
+	}
+	return name, err
 }
 
 func (s *Server) incrBy(c redcon.Conn, st *connState, args [][]byte) {
@@ -134,7 +170,7 @@ func (s *Server) incrBy(c redcon.Conn, st *connState, args [][]byte) {
 		c.WriteError(wrongArgs("INCRBY"))
 		return
 	}
-	k, msg := parseKey(args[1])
+	k, msg := parseKey(args[1], &st.spaces)
 	if msg != "" {
 		c.WriteError(msg)
 		return

@@ -1,6 +1,7 @@
 package resp
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,15 +49,55 @@ type run struct {
 	kind  runKind
 	cmds  []*pending
 	nkeys int
+	space string // of the first key
+	mixed bool   // a key of another space
+}
+
+// add appends p to the run.
+func (r *run) add(kind runKind, p *pending) {
+	for _, k := range p.keys {
+		if r.nkeys == 0 {
+			r.space = k.space
+		}
+		r.mixed = r.mixed || k.space != r.space
+		r.nkeys++
+	}
+	r.kind = kind
+	r.cmds = append(r.cmds, p)
+}
+
+// arena holds a read's pending commands and their keys, a block at a time:
+// a block is never moved (a full one is left to the commands that point
+// into it), so a pending or its keys stay where they are.
+type arena struct {
+	ps   []pending
+	keys []key
+}
+
+// pending returns a new pending command with room for n keys.
+func (a *arena) pending(n int) *pending {
+	if len(a.ps) == cap(a.ps) {
+		a.ps = make([]pending, 0, max(16, cap(a.ps)))
+	}
+	a.ps = append(a.ps, pending{})
+	p := &a.ps[len(a.ps)-1]
+	if cap(a.keys)-len(a.keys) < n {
+		a.keys = make([]key, 0, max(64, n))
+	}
+	start := len(a.keys)
+	a.keys = a.keys[:start+n]
+	p.keys = a.keys[start : start : start+n]
+	return p
 }
 
 func (s *Server) exec(c redcon.Conn, st *connState, cmds []redcon.Command) {
-	var r run
+	r := run{cmds: make([]*pending, 0, len(cmds))}
+	var ar arena
 	for _, cmd := range cmds {
 		if len(cmd.Args) == 0 {
 			continue
 		}
-		name := strings.ToUpper(string(cmd.Args[0]))
+		name := commandName(cmd.Args[0])
 		kind := runNone
 		if st.authed {
 			switch name {
@@ -75,7 +116,7 @@ func (s *Server) exec(c redcon.Conn, st *connState, cmds []redcon.Command) {
 			}
 			continue
 		}
-		p, errMsg := parseRunCommand(name, cmd.Args)
+		p, errMsg := parseRunCommand(name, cmd.Args, &ar, &st.spaces)
 		if errMsg != "" {
 			// Answered in its place: the run so far is flushed, and an
 			// invalid command takes nothing.
@@ -83,26 +124,53 @@ func (s *Server) exec(c redcon.Conn, st *connState, cmds []redcon.Command) {
 			c.WriteError(errMsg)
 			continue
 		}
-		r.kind = kind
-		r.cmds = append(r.cmds, p)
-		r.nkeys += len(p.keys)
+		r.add(kind, p)
 	}
 	s.flush(c, st, &r)
 }
 
+// runNames are the commands that run together; commandName returns them
+// without an allocation.
+var runNames = [...]string{"INCR", "GET", "MGET"}
+
+// commandName is a command's name in upper case.
+func commandName(b []byte) string {
+	for _, n := range runNames {
+		if isName(b, n) {
+			return n
+		}
+	}
+	return strings.ToUpper(string(b))
+}
+
+// isName reports whether b is upper, a name of upper-case ASCII letters, in
+// any case (a byte matches a letter only as that letter, upper or lower).
+func isName(b []byte, upper string) bool {
+	if len(b) != len(upper) {
+		return false
+	}
+	for i := range b {
+		if b[i]&^0x20 != upper[i] {
+			return false
+		}
+	}
+	return true
+}
+
 // parseRunCommand parses INCR key, GET key, MGET key [key ...]; it returns
 // an error reply for a malformed one.
-func parseRunCommand(name string, args [][]byte) (*pending, string) {
-	p := &pending{isMGET: name == "MGET"}
-	if (p.isMGET && len(args) < 2) || (!p.isMGET && len(args) != 2) {
+func parseRunCommand(name string, args [][]byte, ar *arena, spaces *spaceCache) (*pending, string) {
+	isMGET := name == "MGET"
+	if (isMGET && len(args) < 2) || (!isMGET && len(args) != 2) {
 		return nil, wrongArgs(name)
 	}
 	if len(args)-1 > maxRunKeys {
 		return nil, "ERR MGET takes at most " + strconv.Itoa(maxRunKeys) + " keys"
 	}
-	p.keys = make([]key, 0, len(args)-1)
+	p := ar.pending(len(args) - 1)
+	p.isMGET = isMGET
 	for _, a := range args[1:] {
-		k, err := parseKey(a)
+		k, err := parseKey(a, spaces)
 		if err != "" {
 			return nil, err
 		}
@@ -142,7 +210,65 @@ func (s *Server) flush(c redcon.Conn, st *connState, r *run) {
 		r.kind = runNone
 		return
 	}
-	// One Backend call per space, keys in command order.
+	call := s.cfg.Backend.Next
+	if r.kind == runCurrent {
+		call = s.cfg.Backend.Current
+	}
+	if r.mixed {
+		s.callSpaces(st, r, call)
+	} else {
+		s.callSpace(st, r, call)
+	}
+	for _, p := range r.cmds {
+		switch {
+		case p.err != nil:
+			c.WriteError(errorReply(p.err))
+		case p.isMGET:
+			c.WriteArray(len(p.vals))
+			for _, v := range p.vals {
+				c.WriteBulkString(strconv.FormatUint(v, 10))
+			}
+		case r.kind == runNext:
+			c.WriteUint64(p.vals[0])
+		default:
+			c.WriteBulkString(strconv.FormatUint(p.vals[0], 10))
+		}
+	}
+	*r = run{cmds: r.cmds[:0]}
+}
+
+// backendCall is the Backend's Next or Current.
+type backendCall func(ctx context.Context, space string, keys []uint64) ([]uint64, []error)
+
+// callSpace sets the values and errors of a run whose keys are all of one
+// space, from one call.
+func (s *Server) callSpace(st *connState, r *run, call backendCall) {
+	keys := make([]uint64, 0, r.nkeys)
+	for _, p := range r.cmds {
+		for _, k := range p.keys {
+			keys = append(keys, k.key)
+		}
+	}
+	vals, errs := call(st.ctx, r.space, keys)
+	j := 0
+	for _, p := range r.cmds {
+		n := len(p.keys)
+		for i := j; errs != nil && i < j+n; i++ {
+			if errs[i] != nil {
+				p.err = errs[i]
+				break
+			}
+		}
+		if p.err == nil {
+			p.vals = vals[j : j+n : j+n]
+		}
+		j += n
+	}
+}
+
+// callSpaces sets the values and errors of a run of keys of several spaces:
+// one Backend call per space, keys in command order.
+func (s *Server) callSpaces(st *connState, r *run, call backendCall) {
 	type part struct {
 		keys []uint64
 		at   []struct{ cmd, i int }
@@ -161,10 +287,6 @@ func (s *Server) flush(c redcon.Conn, st *connState, r *run) {
 			pt.keys = append(pt.keys, k.key)
 			pt.at = append(pt.at, struct{ cmd, i int }{ci, i})
 		}
-	}
-	call := s.cfg.Backend.Next
-	if r.kind == runCurrent {
-		call = s.cfg.Backend.Current
 	}
 	// Different spaces have no order between them: their calls run in
 	// parallel. Each command's values and error are set under mu.
@@ -194,20 +316,4 @@ func (s *Server) flush(c redcon.Conn, st *connState, r *run) {
 		}
 		wg.Wait()
 	}
-	for _, p := range r.cmds {
-		switch {
-		case p.err != nil:
-			c.WriteError(errorReply(p.err))
-		case p.isMGET:
-			c.WriteArray(len(p.vals))
-			for _, v := range p.vals {
-				c.WriteBulkString(strconv.FormatUint(v, 10))
-			}
-		case r.kind == runNext:
-			c.WriteUint64(p.vals[0])
-		default:
-			c.WriteBulkString(strconv.FormatUint(p.vals[0], 10))
-		}
-	}
-	*r = run{}
 }

@@ -98,6 +98,8 @@ type connState struct {
 	proto  int // 2 or 3 (HELLO)
 	name   string
 	lc     *limitConn
+	spaces spaceCache       // the last space named (parseKey)
+	cmds   []redcon.Command // a read's commands (handle), reused
 }
 
 // Serve serves RESP on ln until Close. It returns at once; the accept loop
@@ -178,8 +180,9 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 		// then, not from now (the commands may take longer than it).
 		defer func() { _ = st.lc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout)) }()
 	}
-	cmds := append([]redcon.Command{cmd}, c.ReadPipeline()...)
-	s.exec(c, st, cmds)
+	st.cmds = append(append(st.cmds[:0], cmd), c.ReadPipeline()...)
+	s.exec(c, st, st.cmds)
+	clear(st.cmds) // the commands' bytes are redcon's buffer's
 }
 
 // checkToken reports whether token is the configured one.

@@ -331,11 +331,14 @@ for r in $(seq 1 "$RUNS"); do
       --cpu-pids "$redis_pid"
     want redis-bench && redis_bench "$c"
     if want seqd-resp; then
-      # seqd's Redis front end on n1 (which forwards the keys of groups
-      # it does not lead) and Redis, through the same clients; seqd needs
-      # numeric keys, so redis-benchmark runs with -r on both.
-      cp_ "seqd-resp-incr-rueidis-c$c" --target rueidis --addr "127.0.0.1:$((seqd_api[0] + 3))" --concurrency "$c"
-      cp_ "redis-incr-rueidis-c$c-again" --target rueidis --addr "127.0.0.1:$redis_port" --concurrency "$c"
+      # seqd's Redis front end on n1 (whose leaders follow its traffic
+      # there: docs/groups.md) and Redis, through the same clients, with
+      # the CPU of every server; seqd needs numeric keys, so
+      # redis-benchmark runs with -r on both.
+      cp_ "seqd-resp-incr-rueidis-c$c" --target rueidis --addr "127.0.0.1:$((seqd_api[0] + 3))" --concurrency "$c" \
+        --cpu-pids "$seqd_pids"
+      cp_ "redis-incr-rueidis-c$c-again" --target rueidis --addr "127.0.0.1:$redis_port" --concurrency "$c" \
+        --cpu-pids "$redis_pid"
       redis_bench "$c" "$((seqd_api[0] + 3))" "seqd-resp-redis-benchmark-incr-P16-r-c$c" -r 1000000
       redis_bench "$c" "$redis_port" "redis-benchmark-incr-P16-r-c$c" -r 1000000
     fi
