@@ -167,13 +167,17 @@ func (q *Sequences) keys(ctx context.Context, kind keysKind, space string, keys 
 	}
 	var shares []share
 	if err == nil {
-		// Retried only when it fails: a known space's split asks nothing.
+		// Retried only when it fails (a known space's split asks nothing),
+		// within frontRetryFor of the first try.
+		start := time.Now()
 		if shares, err = s.splitKeys(ctx, name, keys); err != nil && connect.CodeOf(s.toConnect(err)) == connect.CodeUnavailable {
-			err = frontRetry(ctx, func(ctx context.Context) error {
+			rctx, cancel := context.WithDeadline(ctx, start.Add(frontRetryFor))
+			err = retryUnavailable(rctx, func(ctx context.Context) error {
 				var err error
 				shares, err = s.splitKeys(ctx, name, keys)
 				return s.toConnect(err)
 			})
+			cancel()
 		}
 	}
 	if err != nil {

@@ -32,7 +32,8 @@ import (
 // both servers far more CPU than the few keys of a share.
 //
 // Nothing else changes. The stream is opened with the forward's own header
-// (forwardHeader: Seqd-Forwarded and the token), which the leader checks on
+// (forwardHeader: Seqd-Forwarded, the token and Seqd-Entry; a forward whose
+// token or entry is not the stream's goes unary), which the leader checks on
 // the upgrade and, with its generation, again on every message (admit, as
 // for a unary call); it serves each message as a unary Next (streamNext,
 // where a forwarded call is never forwarded again) and answers in order.
@@ -93,11 +94,12 @@ type fwdSlot struct {
 
 // fwdConn is one open forward stream.
 type fwdConn struct {
-	slot *fwdSlot
-	conn net.Conn
-	r    *bufio.Reader
-	auth string        // the Authorization it was opened with
-	room chan struct{} // a place per message in flight
+	slot  *fwdSlot
+	conn  net.Conn
+	r     *bufio.Reader
+	auth  string        // the Authorization it was opened with
+	entry string        // and the Seqd-Entry (keys.go, noteValues)
+	room  chan struct{} // a place per message in flight
 
 	sendMu sync.Mutex // held to queue and write a message, so that pending is in the order sent
 	enc    []byte
@@ -153,14 +155,14 @@ func (s *Server) streamNextShare(ctx context.Context, p *peer, h http.Header, sp
 
 // fwdOpen returns p's open forward stream, opening one if there is none
 // (one dial at a time: the others wait for it); nil when forwards to p go
-// unary for now, or when h's token is not the stream's.
+// unary for now, or when h's token or entry mark is not the stream's.
 func (s *Server) fwdOpen(ctx context.Context, p *peer, h http.Header) *fwdConn {
 	sl := &p.fwd
 	for {
 		sl.mu.Lock()
 		if c := sl.cur; c != nil {
 			sl.mu.Unlock()
-			if c.auth != h.Get("Authorization") {
+			if c.auth != h.Get("Authorization") || c.entry != h.Get(seqd.HeaderEntry) {
 				return nil
 			}
 			return c
@@ -246,7 +248,7 @@ func (s *Server) fwdDial(ctx context.Context, base string, h http.Header) (*fwdC
 		return nil, err
 	}
 	_ = conn.SetDeadline(time.Time{})
-	return &fwdConn{conn: conn, r: r, auth: h.Get("Authorization"), room: make(chan struct{}, fwdInFlight), lastUsed: time.Now()}, nil
+	return &fwdConn{conn: conn, r: r, auth: h.Get("Authorization"), entry: h.Get(seqd.HeaderEntry), room: make(chan struct{}, fwdInFlight), lastUsed: time.Now()}, nil
 }
 
 // call sends m and waits for its answer, within ctx (which has a

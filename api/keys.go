@@ -43,7 +43,7 @@ type keysCall struct {
 	keys   []uint64
 	floors []uint64    // SetFloor's, one per key
 	count  uint32      // Reserve's
-	hdr    http.Header // the caller's: its token, Seqd-Forwarded
+	hdr    http.Header // the caller's: its token, Seqd-Forwarded, Seqd-Entry
 	via    via         // the client a forwarded share goes with
 	// stream forwards a Next share over the leader's forward stream
 	// (fwdstream.go) rather than as a unary call.
@@ -214,8 +214,17 @@ func (s *Server) serveShare(ctx context.Context, c *keysCall, sh share,
 // counts is counted by the server it entered at, whoever served it, and by
 // the server that served it (servedHere) if that is another: a move of
 // the group changes which server sees it, never whether it counts.
+//
+// A mark counts only where it can be true: on a call of this server's own
+// front ends (not forwarded, naming this server), or at the leader the
+// server it names forwarded the share to (Seqd-Forwarded names the same
+// server). A mark a Connect caller sent is dropped where it enters
+// (keysRequest), so it counts nowhere, whoever leads.
 func (s *Server) noteValues(c *keysCall, group, n int, servedHere bool) {
-	if e := c.hdr.Get(seqd.HeaderEntry); e != "" && (servedHere || e == s.node.ID()) {
+	e, fwd := c.hdr.Get(seqd.HeaderEntry), c.hdr.Get(seqd.HeaderForwarded)
+	switch {
+	case e == "":
+	case fwd == "" && e == s.node.ID(), servedHere && fwd == e:
 		s.node.NoteValues(group, e, n)
 	}
 }

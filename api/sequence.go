@@ -80,6 +80,12 @@ func (s *Server) keysRequest(ctx context.Context, kind keysKind, hdr http.Header
 	if err != nil {
 		return keysAnswer{}, err
 	}
+	if hdr.Get(seqd.HeaderEntry) != "" && hdr.Get(seqd.HeaderForwarded) == "" {
+		// Only this server's own front ends mark a call they take
+		// (Sequences.header): a caller's mark is not passed on.
+		hdr = hdr.Clone()
+		hdr.Del(seqd.HeaderEntry)
+	}
 	return s.serveKeys(ctx, &keysCall{kind: kind, space: space, asked: asked, keys: keys, count: count, hdr: hdr, via: viaConnect})
 }
 

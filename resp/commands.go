@@ -112,7 +112,7 @@ func trim(b []byte) string {
 // parseKey parses "[space:]key" (see the package doc). It returns an error
 // reply for a malformed key.
 func parseKey(arg []byte, spaces *spaceCache) (key, string) {
-	var k key
+	k := key{space: seqd.DefaultSpaceName} // "5" and "default:5" are one key
 	num := arg
 	if i := bytes.LastIndexByte(arg, ':'); i >= 0 {
 		num = arg[i+1:]

@@ -354,6 +354,20 @@ func TestRESPSpaces(t *testing.T) {
 	if v := asInt(t, rc.must("INCR", "12345")); !rc.exactly(v, 1) {
 		t.Fatalf("INCR 12345 (default space) = %d", v)
 	}
+	// A key is one key however it is spelt: pipelined, "777" and
+	// "default:777" get increasing values in the order of the commands.
+	last := uint64(0)
+	for range 100 {
+		rc.send("INCR", "777")
+		rc.send("INCR", "default:777")
+		for _, k := range []string{"777", "default:777"} {
+			v := asInt(t, rc.read())
+			if v <= last {
+				t.Fatalf("INCR %s = %d after %d", k, v, last)
+			}
+			last = v
+		}
+	}
 }
 
 // TestRESPPipelineOrder pipelines INCRs, GETs and MGETs of a few keys from
@@ -384,6 +398,9 @@ func TestRESPPipelineOrder(t *testing.T) {
 				var sent [][]string
 				for d := range depth {
 					k := strconv.FormatUint(keys[(ci+d)%3], 10)
+					if d%2 == 1 {
+						k = "default:" + k // one key, however it is spelt
+					}
 					var args []string
 					switch (r + d) % 5 {
 					case 3:
@@ -398,7 +415,7 @@ func TestRESPPipelineOrder(t *testing.T) {
 				}
 				for _, args := range sent {
 					got := rc.read()
-					k, _ := strconv.ParseUint(args[1], 10, 64)
+					k, _ := strconv.ParseUint(strings.TrimPrefix(args[1], "default:"), 10, 64)
 					if e, ok := got.(respErr); ok && strings.HasPrefix(string(e), "TRYAGAIN ") {
 						mu.Lock()
 						retries++
