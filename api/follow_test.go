@@ -203,3 +203,60 @@ func preferEverywhere(c *testcluster.Cluster, id string) bool {
 	}
 	return true
 }
+
+// TestLeadersStaySpreadWhenToldTo: front-end calls that enter at one
+// server over the floor move no leader when the leaders of the groups are
+// told to stay spread (--leaders-follow-traffic=false), nor when the
+// entry server is (a setting changed one server at a time): no leader
+// hands a group to a server that would hand it back.
+func TestLeadersStaySpreadWhenToldTo(t *testing.T) {
+	t.Run("the leaders", func(t *testing.T) { staySpread(t, func(i int) bool { return i != 0 }) })
+	t.Run("the entry server", func(t *testing.T) { staySpread(t, func(i int) bool { return i == 0 }) })
+}
+
+// staySpread runs front-end calls into the server that leads group 0, the
+// members i with spread(i) told to stay spread, and checks that no
+// leadership moves.
+func staySpread(t *testing.T, spread func(i int) bool) {
+	const groups = 3
+	c := testcluster.New(t, 3, testcluster.Options{Groups: groups}, func(i int, m *testcluster.Member) { m.SpreadLeaders = spread(i) })
+	c.WaitBalanced(60 * time.Second)
+	entry := c.GroupLeaders()[0]
+	if entry != c.Nodes[0] {
+		t.Fatalf("group 0 is led by %s, not by the first server (the preferred one)", entry.ID)
+	}
+	const perGroup = 4
+	var keys []uint64
+	for _, k := range testcluster.KeyPerGroup(groups) {
+		for i := range uint64(perGroup) {
+			keys = append(keys, k+i)
+		}
+	}
+	moves := func() (n int64) {
+		for _, m := range c.Nodes {
+			n += m.Node().BalanceMoves()
+		}
+		return n
+	}
+	before, begun := moves(), time.Now()
+	q := entry.Server().Sequences()
+	stop := nextLoop(t, 16, keys, func(ctx context.Context, k []uint64) ([]uint64, error) {
+		vals, errs := q.Next(ctx, "", k)
+		for _, err := range errs {
+			if err != nil {
+				return nil, err
+			}
+		}
+		return vals, nil
+	})
+	time.Sleep(traffic.Window + time.Second) // a negative: no condition to wait for
+	rate := perGroup * float64(stop()) / time.Since(begun).Seconds()
+	if rate < traffic.Floor {
+		t.Fatalf("%.0f values of each group a second: below the floor of %.0f, the check would prove nothing", rate, traffic.Floor)
+	}
+	if n := moves() - before; n != 0 {
+		counts, _ := c.LeadCounts()
+		t.Fatalf("%d leaderships moved: %v", n, counts)
+	}
+	t.Logf("%.0f values/s of each group at %s's front end moved no leader", rate, entry.ID)
+}

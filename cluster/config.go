@@ -70,6 +70,10 @@ type Config struct {
 	// leader removes it from the configuration (default 0: never; operators
 	// remove servers with RemoveServer).
 	DeadServerGrace time.Duration
+	// SpreadLeaders keeps every group's leader at its spread position,
+	// whatever its traffic (seqd serve --leaders-follow-traffic=false; the
+	// default follows it: follow.go).
+	SpreadLeaders bool
 	// Peers asks the other servers over their API (see Peers; nil: this
 	// server asks nobody).
 	Peers Peers

@@ -29,12 +29,10 @@ func (n *Node) NoteValues(group int, origin string, count int) {
 }
 
 // trafficLeader is the server that should lead group i by its traffic, of
-// conf's voters that are not drained ("" for none: the spread position
-// stands). The origins counted are servers of this build or later: only
-// they mark the calls that count (Seqd-Entry), and a server that marks them
-// keeps a group its traffic prefers.
+// conf's voters that are not drained and follow the traffic themselves
+// (Meta.Follows) ("" for none: the spread position stands).
 func (n *Node) trafficLeader(i int, conf raft.Configuration, now time.Time) string {
-	if i >= len(n.traffic) {
+	if i >= len(n.traffic) || n.cfg.SpreadLeaders {
 		return ""
 	}
 	rates := n.traffic[i].Rates(now)
@@ -45,7 +43,21 @@ func (n *Node) trafficLeader(i int, conf raft.Configuration, now time.Time) stri
 	for _, s := range conf.Servers {
 		voters[string(s.ID)] = s.Suffrage == raft.Voter
 	}
-	return traffic.Leader(n.cfg.ID, rates, func(id string) bool { return voters[id] && !n.isDrained(id) })
+	return traffic.Leader(n.cfg.ID, rates, func(id string) bool { return voters[id] && !n.isDrained(id) && n.follows(id) })
+}
+
+// follows reports whether server id takes groups for their traffic: this
+// server does (trafficLeader is not asked otherwise); another says so in
+// gossip.
+func (n *Node) follows(id string) bool {
+	if id == n.cfg.ID {
+		return true
+	}
+	if n.gossip == nil {
+		return false
+	}
+	m, ok := n.gossip.member(id)
+	return ok && m.Follows
 }
 
 // heldForTraffic is Meta.Holds: the groups this server leads whose traffic

@@ -62,6 +62,11 @@ type Meta struct {
 	// server's cluster that have a cluster field, as its state has them
 	// (see Node.ClusterValueInUse).
 	FlakeClusters []uint64 `json:"fc,omitempty"`
+	// Follows is true for a server that takes and keeps groups for their
+	// traffic (follow.go; not --leaders-follow-traffic=false, not a build
+	// before it): only such a server is handed a group for its traffic,
+	// so that none is handed one it would hand back.
+	Follows bool `json:"t,omitempty"`
 	// Holds lists the groups the server leads and keeps for their traffic
 	// (follow.go), as a bitmap in hex (group i: bit i%8 of byte i/8), so
 	// that every server shows the preference its leader acts on.
@@ -187,7 +192,7 @@ func (g *gossip) meta() Meta {
 	if len(n.groups) > 1 {
 		m.Groups = len(n.groups)
 	}
-	m.Drained, m.Holds = n.drained.Load(), n.heldForTraffic(time.Now())
+	m.Drained, m.Follows, m.Holds = n.drained.Load(), !n.cfg.SpreadLeaders, n.heldForTraffic(time.Now())
 	m.Kinds, m.FlakeClusters = fsm.KindsApplied(), n.flakeClusterValues()
 	if n.transports[0] != nil {
 		m.RaftAddr = string(n.transports[0].LocalAddr())

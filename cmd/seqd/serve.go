@@ -49,6 +49,7 @@ func serve(args []string) error {
 		assumeGone    = fs.String("assume-gone", "", "comma-separated IDs of voters gone for good (dead, disks lost): a restarting server counts them as having vouched when no leader can (see Operations); only if no server runs on an older copy of its data")
 		lease         = fs.Duration("lease", dc.Lease, "leader lease L: a new leader serves L + margin after the last lease renewal it stored (or its election, if earlier); with the default raft timing a kill -9 of the leader costs about 1.3 s (median of 20 on a 2-core VM)")
 		handoff       = fs.Bool("lease-handoff", dc.LeaseHandoff, "planned leadership moves (balancing groups, seqd node drain, graceful shutdown) release the lease first, so the new leader serves without a lease wait; --lease-handoff=false makes every new leader wait out the lease")
+		follow        = fs.Bool("leaders-follow-traffic", !dc.SpreadLeaders, "a group whose INCRs (Redis and Leaf front ends) enter mostly at one server is led from there, so they take no forward hop; --leaders-follow-traffic=false keeps the leaders spread over the servers whatever the traffic")
 		leaseMargin   = fs.Duration("lease-margin", 0, "extra wait for clock-rate drift (default L/10, at least 50ms)")
 		heartbeat     = fs.Duration("raft-heartbeat-timeout", dc.HeartbeatTimeout, "raft heartbeat timeout")
 		election      = fs.Duration("raft-election-timeout", dc.ElectionTimeout, "raft election timeout")
@@ -185,7 +186,7 @@ func serve(args []string) error {
 				MaxKeysPerSection: *maxKeys, UnsafeDisableLease: *unsafeNoLease, UnsafeFlakeTrustClock: *unsafeTrust,
 				RaftLogLevel: rlvl,
 			},
-			MaxVoters: *maxVoters, MinVoters: *minVoters, DeadServerGrace: *deadGrace,
+			MaxVoters: *maxVoters, MinVoters: *minVoters, DeadServerGrace: *deadGrace, SpreadLeaders: !*follow,
 			RaftTLS: cluster.RaftTLS{CertFile: *raftCert, KeyFile: *raftKey, CAFile: *raftCA}, GossipKey: gkey,
 			WallClock: wallClock,
 		},

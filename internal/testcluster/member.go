@@ -88,7 +88,7 @@ func (m *Member) start(expect int) error {
 				LeaseHandoff:     m.c.opts.LeaseHandoff && !m.NoLeaseHandoff,
 			},
 			MinVoters: m.c.opts.MinVoters, DeadServerGrace: m.c.opts.DeadServerGrace,
-			Groups: m.groups(),
+			Groups: m.groups(), SpreadLeaders: m.c.opts.SpreadLeaders || m.SpreadLeaders,
 		},
 		ClusterSecret: m.c.opts.ClusterSecret,
 		Token:         m.c.opts.Token, TokenSequence: m.c.opts.TokenSequence,

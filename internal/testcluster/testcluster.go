@@ -51,6 +51,8 @@ type Options struct {
 	Groups int
 	// LeaseHandoff is every node's --lease-handoff.
 	LeaseHandoff bool
+	// SpreadLeaders is every node's --leaders-follow-traffic=false.
+	SpreadLeaders bool
 	// Redis serves the Redis protocol front end on every node
 	// (Member.RedisAddr).
 	Redis bool
@@ -92,6 +94,9 @@ type Member struct {
 	// NoLeaseHandoff, when set, starts the member with --lease-handoff=false
 	// whatever Options.LeaseHandoff says (mixed settings).
 	NoLeaseHandoff bool
+	// SpreadLeaders, when set, starts the member with
+	// --leaders-follow-traffic=false (a rolling change of the setting).
+	SpreadLeaders bool
 	// WallClock, when set, is the member's wall clock in Unix ms (a
 	// clock-step test).
 	WallClock func() int64
