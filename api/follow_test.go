@@ -11,12 +11,18 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/seqd/seqd"
+	"github.com/seqd/seqd/api"
 	seqv1 "github.com/seqd/seqd/api/gen/seq/v1"
 	"github.com/seqd/seqd/api/gen/seq/v1/seqv1connect"
 	"github.com/seqd/seqd/client"
 	"github.com/seqd/seqd/cluster/traffic"
 	"github.com/seqd/seqd/internal/testcluster"
 )
+
+// perGroup is how many keys of each group a call names: a group's values
+// come at perGroup times the calls' rate, well over the traffic floor even
+// under -race.
+const perGroup = 4
 
 // nextLoop is callers taking values of keys, all in each call, through
 // next until stop; it fails the test on a value of a key that is not above
@@ -66,15 +72,7 @@ func TestLeadersFollowTheTrafficOfClientsThatDoNotRoute(t *testing.T) {
 	const groups = 3
 	c := testcluster.Start(t, 3, testcluster.Options{Groups: groups})
 	c.WaitBalanced(60 * time.Second)
-	// Four keys of each group in every call: a group's values come at four
-	// times the calls' rate, well over the floor even under -race.
-	const perGroup = 4
-	var keys []uint64
-	for _, k := range testcluster.KeyPerGroup(groups) {
-		for i := range uint64(perGroup) {
-			keys = append(keys, k+i)
-		}
-	}
+	keys := testcluster.KeysOfEachGroup(groups, perGroup)
 	from := c.GroupLeaders()[1]
 	pinned := c.GroupLeaders()[2]
 
@@ -105,12 +103,6 @@ func TestLeadersFollowTheTrafficOfClientsThatDoNotRoute(t *testing.T) {
 		}
 		return resp.Msg.GetValues(), nil
 	})
-	moves := func() (n int64) {
-		for _, m := range c.Nodes {
-			n += m.Node().BalanceMoves()
-		}
-		return n
-	}
 
 	// Group 1 away from its spread position for longer than the traffic's
 	// window (its server drained) goes back there once it may.
@@ -137,9 +129,9 @@ func TestLeadersFollowTheTrafficOfClientsThatDoNotRoute(t *testing.T) {
 	}
 	t.Logf("group 1 back on %s %v after its drain was undone", from.ID, time.Since(start).Round(time.Millisecond))
 	// And stays: the calls sent whole to one server move nothing.
-	before := moves()
+	before := c.BalanceMoves()
 	time.Sleep(traffic.Window + time.Second) // a negative: no condition to wait for
-	if n := moves() - before; n != 0 {
+	if n := c.BalanceMoves() - before; n != 0 {
 		counts, _ := c.LeadCounts()
 		t.Fatalf("the Go client's calls moved %d leaderships of a balanced cluster: %v", n, counts)
 	}
@@ -153,15 +145,7 @@ func TestLeadersFollowTheTrafficOfClientsThatDoNotRoute(t *testing.T) {
 	// The front end of the server that leads group 0 (any would do).
 	entry := c.GroupLeaders()[0]
 	q := entry.Server().Sequences()
-	stop = nextLoop(t, 16, keys, func(ctx context.Context, k []uint64) ([]uint64, error) {
-		vals, errs := q.Next(ctx, "", k)
-		for _, err := range errs {
-			if err != nil {
-				return nil, err
-			}
-		}
-		return vals, nil
-	})
+	stop = nextLoop(t, 16, keys, frontNext(q))
 	start = time.Now()
 	deadline = start.Add(45 * time.Second)
 	for c.LeadCountsOf(entry) != groups {
@@ -225,22 +209,26 @@ func staySpread(t *testing.T, spread func(i int) bool) {
 	if entry != c.Nodes[0] {
 		t.Fatalf("group 0 is led by %s, not by the first server (the preferred one)", entry.ID)
 	}
-	const perGroup = 4
-	var keys []uint64
-	for _, k := range testcluster.KeyPerGroup(groups) {
-		for i := range uint64(perGroup) {
-			keys = append(keys, k+i)
-		}
-	}
-	moves := func() (n int64) {
-		for _, m := range c.Nodes {
-			n += m.Node().BalanceMoves()
-		}
-		return n
-	}
-	before, begun := moves(), time.Now()
+	keys := testcluster.KeysOfEachGroup(groups, perGroup)
+	before, begun := c.BalanceMoves(), time.Now()
 	q := entry.Server().Sequences()
-	stop := nextLoop(t, 16, keys, func(ctx context.Context, k []uint64) ([]uint64, error) {
+	stop := nextLoop(t, 16, keys, frontNext(q))
+	time.Sleep(traffic.Window + time.Second) // a negative: no condition to wait for
+	rate := perGroup * float64(stop()) / time.Since(begun).Seconds()
+	if rate < traffic.Floor {
+		t.Fatalf("%.0f values of each group a second: below the floor of %.0f, the check would prove nothing", rate, traffic.Floor)
+	}
+	if n := c.BalanceMoves() - before; n != 0 {
+		counts, _ := c.LeadCounts()
+		t.Fatalf("%d leaderships moved: %v", n, counts)
+	}
+	t.Logf("%.0f values/s of each group at %s's front end moved no leader", rate, entry.ID)
+}
+
+// frontNext is a nextLoop call through a server's front-end path, as the
+// Redis protocol and Leaf's API call it.
+func frontNext(q *api.Sequences) func(context.Context, []uint64) ([]uint64, error) {
+	return func(ctx context.Context, k []uint64) ([]uint64, error) {
 		vals, errs := q.Next(ctx, "", k)
 		for _, err := range errs {
 			if err != nil {
@@ -248,15 +236,5 @@ func staySpread(t *testing.T, spread func(i int) bool) {
 			}
 		}
 		return vals, nil
-	})
-	time.Sleep(traffic.Window + time.Second) // a negative: no condition to wait for
-	rate := perGroup * float64(stop()) / time.Since(begun).Seconds()
-	if rate < traffic.Floor {
-		t.Fatalf("%.0f values of each group a second: below the floor of %.0f, the check would prove nothing", rate, traffic.Floor)
 	}
-	if n := moves() - before; n != 0 {
-		counts, _ := c.LeadCounts()
-		t.Fatalf("%d leaderships moved: %v", n, counts)
-	}
-	t.Logf("%.0f values/s of each group at %s's front end moved no leader", rate, entry.ID)
 }

@@ -116,14 +116,7 @@ func TestGroupsSpreadLeadersAndServeEveryKey(t *testing.T) {
 	// Balanced, the balancers move nothing more (a leader lost to an
 	// election on a loaded machine is not a move; the counters say what
 	// the balancers did).
-	moves := func() (n int64) {
-		for _, m := range c.Nodes {
-			if node := m.Node(); node != nil {
-				n += node.BalanceMoves()
-			}
-		}
-		return n
-	}
+	moves := c.BalanceMoves
 	terms := func() (sum uint64) {
 		for _, m := range c.Nodes {
 			if node := m.Node(); node != nil {

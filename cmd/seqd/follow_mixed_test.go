@@ -41,12 +41,7 @@ func TestNoGroupIsHandedToAServerThatDoesNotFollowTheTraffic(t *testing.T) {
 	// Four keys of each group in every call: the groups' values come at
 	// four times the calls' rate.
 	const perGroup = 4
-	var keys []uint64
-	for _, k := range testcluster.KeyPerGroup(3) {
-		for i := range uint64(perGroup) {
-			keys = append(keys, k+i)
-		}
-	}
+	keys := testcluster.KeysOfEachGroup(3, perGroup)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var calls atomic.Int64

@@ -437,6 +437,30 @@ func (c *Cluster) LeadCountsOf(m *Member) int {
 	return n
 }
 
+// BalanceMoves sums the leadership moves the running members' balancers
+// started.
+func (c *Cluster) BalanceMoves() (n int64) {
+	for _, m := range c.Nodes {
+		if node := m.Node(); node != nil {
+			n += node.BalanceMoves()
+		}
+	}
+	return n
+}
+
+// KeysOfEachGroup returns n keys of the default space of each of groups
+// raft groups (consecutive keys of one section: KeyPerGroup's and the
+// next n-1).
+func KeysOfEachGroup(groups, n int) []uint64 {
+	var keys []uint64
+	for _, k := range KeyPerGroup(groups) {
+		for i := range uint64(n) {
+			keys = append(keys, k+i)
+		}
+	}
+	return keys
+}
+
 // KeyPerGroup returns, for each of groups raft groups, a key of the default
 // space that the group owns.
 func KeyPerGroup(groups int) []uint64 {
