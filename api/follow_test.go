@@ -22,7 +22,7 @@ import (
 // perGroup is how many keys of each group a call names: a group's values
 // come at perGroup times the calls' rate, well over the traffic floor even
 // under -race.
-const perGroup = 4
+const perGroup = 16
 
 // nextLoop is callers taking values of keys, all in each call, through
 // next until stop; it fails the test on a value of a key that is not above
@@ -88,12 +88,12 @@ func TestLeadersFollowTheTrafficOfClientsThatDoNotRoute(t *testing.T) {
 	defer whole.Close()
 	begun := time.Now()
 	stop := nextLoop(t, 16, keys, func(ctx context.Context, k []uint64) ([]uint64, error) { return routed.Next(ctx, "", k...) })
-	stopWhole := nextLoop(t, 8, keys, func(ctx context.Context, k []uint64) ([]uint64, error) { return whole.Next(ctx, "", k...) })
+	stopWhole := nextLoop(t, 12, keys, func(ctx context.Context, k []uint64) ([]uint64, error) { return whole.Next(ctx, "", k...) })
 	// And Connect calls whose caller forged the entry mark of the front
 	// ends (naming pinned), to every server: a mark counts only at the
 	// server it names, or at the leader that server forwarded to.
 	var forger atomic.Int64
-	stopForged := nextLoop(t, 6, keys, func(ctx context.Context, k []uint64) ([]uint64, error) {
+	stopForged := nextLoop(t, 12, keys, func(ctx context.Context, k []uint64) ([]uint64, error) {
 		m := c.Nodes[forger.Add(1)%int64(len(c.Nodes))]
 		req := connect.NewRequest(&seqv1.NextRequest{Keys: k})
 		req.Header().Set(seqd.HeaderEntry, pinned.ID)

@@ -38,9 +38,9 @@ func TestNoGroupIsHandedToAServerThatDoesNotFollowTheTraffic(t *testing.T) {
 	before := waitGroupsBalanced(t, ps[0], 3, 60*time.Second)
 
 	old := seqv1connect.NewSequenceServiceClient(http.DefaultClient, "http://"+ps[2].API)
-	// Four keys of each group in every call: the groups' values come at
-	// four times the calls' rate.
-	const perGroup = 4
+	// Sixteen keys of each group in every call: the groups' values come at
+	// sixteen times the calls' rate.
+	const perGroup = 16
 	keys := testcluster.KeysOfEachGroup(3, perGroup)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
