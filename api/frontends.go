@@ -195,7 +195,12 @@ func (q *Sequences) keys(ctx context.Context, kind keysKind, space string, keys 
 		vals []uint64 // served here
 		err  error
 	}
-	waits := make([]wait, len(shares))
+	var waitBuf [4]wait // a call spans few groups: no allocation
+	waits := waitBuf[:0]
+	if len(shares) > len(waitBuf) {
+		waits = make([]wait, 0, len(shares))
+	}
+	waits = waits[:len(shares)]
 	var sends []*frontBatch
 	var senders []*frontBatcher
 	for i, sh := range shares {

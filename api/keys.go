@@ -88,26 +88,44 @@ func (s *Server) splitKeys(ctx context.Context, space string, keys []uint64) ([]
 	if err != nil {
 		return nil, err
 	}
+	return groupShares(keys, groupOf), nil
+}
+
+// groupShares splits keys into one share per group (groupOf), in the order
+// the groups are first seen; a share's keys keep their order in keys.
+func groupShares(keys []uint64, groupOf func(uint64) int) []share {
 	if g := groupOf(keys[0]); allIn(groupOf, g, keys) {
 		pos := make([]int, len(keys))
 		for i := range pos {
 			pos[i] = i
 		}
-		return []share{{group: g, pos: pos, keys: keys}}, nil
+		return []share{{group: g, pos: pos, keys: keys}}
 	}
 	// Two passes: the groups and their counts, then each share's slices
 	// carved from one array of positions and one of keys.
 	gs := make([]int, len(keys))
 	var out []share
 	var counts []int
-	idx := map[int]int{}
+	var idx map[int]int // once the call spans more groups than a scan suits
 	for p, k := range keys {
 		g := groupOf(k)
-		i, ok := idx[g]
-		if !ok {
+		i := -1
+		if idx == nil {
+			i = shareOf(out, g)
+		} else if j, ok := idx[g]; ok {
+			i = j
+		}
+		if i < 0 {
 			i = len(out)
-			idx[g] = i
 			out, counts = append(out, share{group: g}), append(counts, 0)
+			if idx == nil && len(out) > scanShares {
+				idx = make(map[int]int)
+				for j, sh := range out {
+					idx[sh.group] = j
+				}
+			} else if idx != nil {
+				idx[g] = i
+			}
 		}
 		gs[p] = i
 		counts[i]++
@@ -122,7 +140,21 @@ func (s *Server) splitKeys(ctx context.Context, space string, keys []uint64) ([]
 		sh := &out[gs[p]]
 		sh.pos, sh.keys = append(sh.pos, p), append(sh.keys, k)
 	}
-	return out, nil
+	return out
+}
+
+// scanShares is how many shares splitKeys finds by a scan (shareOf) before
+// it indexes them in a map: most calls span a few groups.
+const scanShares = 8
+
+// shareOf returns the index of group g's share in out, or -1.
+func shareOf(out []share, g int) int {
+	for i := range out {
+		if out[i].group == g {
+			return i
+		}
+	}
+	return -1
 }
 
 // allIn reports whether every key is group g's.

@@ -68,21 +68,46 @@ func (r *run) add(kind runKind, p *pending) {
 
 // arena holds a read's pending commands and their keys, a block at a time:
 // a block is never moved (a full one is left to the commands that point
-// into it), so a pending or its keys stay where they are.
+// into it), so a pending or its keys stay where they are. A connection
+// keeps its arena: reset makes the last blocks (twice the size of the one
+// before, so they come to fit the connection's reads) serve the next read,
+// up to a bound.
 type arena struct {
 	ps   []pending
 	keys []key
 }
 
+// reset makes the arena's blocks serve the next read. Call it only once
+// nothing points into them: the read's replies are written.
+func (a *arena) reset() {
+	clear(a.ps) // the replies' values and errors
+	a.ps, a.keys = keep(a.ps, keptCommands), keep(a.keys, keptKeys)
+}
+
+// A connection keeps, from one read to the next, room for this many
+// commands and keys (a larger read's is let go).
+const (
+	keptCommands = 1024
+	keptKeys     = 4 * keptCommands
+)
+
+// keep returns s emptied, or nil if it holds room for more than n.
+func keep[T any](s []T, n int) []T {
+	if cap(s) > n {
+		return nil
+	}
+	return s[:0]
+}
+
 // pending returns a new pending command with room for n keys.
 func (a *arena) pending(n int) *pending {
 	if len(a.ps) == cap(a.ps) {
-		a.ps = make([]pending, 0, max(16, cap(a.ps)))
+		a.ps = make([]pending, 0, max(16, 2*cap(a.ps)))
 	}
 	a.ps = append(a.ps, pending{})
 	p := &a.ps[len(a.ps)-1]
 	if cap(a.keys)-len(a.keys) < n {
-		a.keys = make([]key, 0, max(64, n))
+		a.keys = make([]key, 0, max(64, n, 2*cap(a.keys)))
 	}
 	start := len(a.keys)
 	a.keys = a.keys[:start+n]
@@ -91,8 +116,13 @@ func (a *arena) pending(n int) *pending {
 }
 
 func (s *Server) exec(c redcon.Conn, st *connState, cmds []redcon.Command) {
-	r := run{cmds: make([]*pending, 0, len(cmds))}
-	var ar arena
+	r := run{cmds: st.pend[:0]}
+	ar := &st.arena
+	defer func() {
+		ar.reset()
+		clear(r.cmds[:cap(r.cmds)])
+		st.pend, st.keys = keep(r.cmds, keptCommands), keep(st.keys, keptKeys)
+	}()
 	for _, cmd := range cmds {
 		if len(cmd.Args) == 0 {
 			continue
@@ -116,7 +146,7 @@ func (s *Server) exec(c redcon.Conn, st *connState, cmds []redcon.Command) {
 			}
 			continue
 		}
-		p, errMsg := parseRunCommand(name, cmd.Args, &ar, &st.spaces)
+		p, errMsg := parseRunCommand(name, cmd.Args, ar, &st.spaces)
 		if errMsg != "" {
 			// Answered in its place: the run so far is flushed, and an
 			// invalid command takes nothing.
@@ -243,12 +273,13 @@ type backendCall func(ctx context.Context, space string, keys []uint64) ([]uint6
 // callSpace sets the values and errors of a run whose keys are all of one
 // space, from one call.
 func (s *Server) callSpace(st *connState, r *run, call backendCall) {
-	keys := make([]uint64, 0, r.nkeys)
+	keys := st.keys[:0] // the Backend keeps no key past its return
 	for _, p := range r.cmds {
 		for _, k := range p.keys {
 			keys = append(keys, k.key)
 		}
 	}
+	st.keys = keys
 	vals, errs := call(st.ctx, r.space, keys)
 	j := 0
 	for _, p := range r.cmds {

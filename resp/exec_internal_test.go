@@ -44,3 +44,47 @@ func TestSpaceCacheAnswersAsForeignName(t *testing.T) {
 		}
 	}
 }
+
+// A connection's arena serves read after read: the commands of one read and
+// their keys never share memory, whatever the reads' sizes, and a read
+// larger than a connection keeps room for gives its memory back.
+func TestArenaKeepsEachReadsCommandsApart(t *testing.T) {
+	var a arena
+	for _, n := range []int{5, 40, 700, 3000, 2, 1500, 9} {
+		ps := make([]*pending, n)
+		for i := range ps {
+			k := i%3 + 1
+			if i%500 == 7 {
+				k = 1000 // an MGET of many keys
+			}
+			p := a.pending(k)
+			for j := range k {
+				p.keys = append(p.keys, key{key: uint64(i*10000 + j)})
+			}
+			p.vals = []uint64{uint64(i)}
+			ps[i] = p
+		}
+		for i, p := range ps {
+			if p.vals[0] != uint64(i) {
+				t.Fatalf("read of %d: command %d's reply was overwritten", n, i)
+			}
+			for j, k := range p.keys {
+				if k.key != uint64(i*10000+j) {
+					t.Fatalf("read of %d: command %d's key %d is %d", n, i, j, k.key)
+				}
+			}
+		}
+		a.reset()
+		if len(a.ps) != 0 || cap(a.ps) > keptCommands || cap(a.keys) > keptKeys {
+			t.Fatalf("after a read of %d: %d commands kept, room for %d and %d keys", n, len(a.ps), cap(a.ps), cap(a.keys))
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		for range 8 {
+			a.pending(1).keys = append(a.pending(1).keys, key{key: 1})
+		}
+		a.reset()
+	}); n != 0 {
+		t.Errorf("a read of 8 INCRs allocates %v times once the arena is warm", n)
+	}
+}

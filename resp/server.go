@@ -20,6 +20,7 @@ import (
 type Backend interface {
 	// Next takes the next value of each key, in the keys' order; errs is
 	// nil when every key has its value, else errs[i] is key i's error.
+	// keys is the caller's again once a method returns: it is not kept.
 	Next(ctx context.Context, space string, keys []uint64) (vals []uint64, errs []error)
 	// Current returns each key's current value, as Next returns values.
 	Current(ctx context.Context, space string, keys []uint64) (vals []uint64, errs []error)
@@ -100,6 +101,11 @@ type connState struct {
 	lc     *limitConn
 	spaces spaceCache       // the last space named (parseKey)
 	cmds   []redcon.Command // a read's commands (handle), reused
+	// Reused by every read (exec.go): its pending commands, its runs and
+	// the keys of a run's Backend call.
+	arena arena
+	pend  []*pending
+	keys  []uint64
 }
 
 // Serve serves RESP on ln until Close. It returns at once; the accept loop
