@@ -87,6 +87,7 @@ type Allocator struct {
 type spaceState struct {
 	name        string
 	sectionSize uint64        // never changes (see seqd.Space)
+	denseAt     int           // of sectionSize (keys.go)
 	step        atomic.Uint64 // may change (see SpaceChanged)
 	sections    map[uint64]*section
 }
@@ -106,7 +107,7 @@ const MaxRaiseStep = 1 << 32
 func (s *spaceState) raiseStep() uint64 { return min(s.step.Load(), MaxRaiseStep) }
 
 func newSpaceState(sp seqd.Space) *spaceState {
-	s := &spaceState{name: sp.Name, sectionSize: sp.SectionSize, sections: make(map[uint64]*section)}
+	s := &spaceState{name: sp.Name, sectionSize: sp.SectionSize, denseAt: denseAt(sp.SectionSize), sections: make(map[uint64]*section)}
 	s.step.Store(sp.Step)
 	return s
 }
@@ -128,6 +129,11 @@ type section struct {
 
 	young map[uint64]uint64 // cur per key (recent generation)
 	old   map[uint64]uint64 // older generation, evicted as a whole (bounded mode only)
+	// dense replaces young once it holds denseAt keys (unbounded mode
+	// only): cur by the key's offset in the section, 0 for a key not held;
+	// denseN counts the keys held.
+	dense  []uint64
+	denseN int
 
 	raising   bool
 	raiseDone chan struct{} // closed when the in-flight raise finishes

@@ -9,7 +9,7 @@ func (a *Allocator) KeysInSections() int64 {
 	for _, sp := range a.spaces {
 		for _, sec := range sp.sections {
 			sec.mu.Lock()
-			n += int64(len(sec.young) + len(sec.old))
+			n += int64(sec.held())
 			sec.mu.Unlock()
 		}
 	}

@@ -90,6 +90,11 @@ func (a *Allocator) SetFloors(ctx context.Context, space string, keys, floors []
 		for k, v := range sec.old {
 			sec.old[k] = max(v, floor)
 		}
+		for i, v := range sec.dense {
+			if v != 0 {
+				sec.dense[i] = max(v, floor)
+			}
+		}
 		if sec.max < floor {
 			if !sec.raising {
 				sec.raising = true
@@ -166,7 +171,7 @@ func (a *Allocator) SpaceChanged(name string) {
 		delete(a.spaces, n)
 		for _, sec := range sp.sections {
 			sec.mu.Lock()
-			sec.keys.n.Add(-int64(len(sec.young) + len(sec.old)))
+			sec.keys.n.Add(-int64(sec.held()))
 			sec.keys = new(keyCount) // detached: a call still on it counts there
 			sec.dropped = true
 			sec.mu.Unlock()
