@@ -63,7 +63,8 @@ func nextLoop(t *testing.T, callers int, keys []uint64, next func(context.Contex
 // leaders spread. Calls that enter at one server's front end (as the Redis
 // protocol's and Leaf's do) with keys of every group move every group's
 // leadership to that server, so that they take no hop, and every server
-// shows that preference; once they stop, the leaders are spread again.
+// shows that preference; once they stop, the leaders stay there while the
+// cluster is idle, and are spread again once other calls come.
 // Calls of the Go client count nowhere: routed (each key to its leader),
 // they keep no leader off its spread position; not routed
 // (DisableRouting: whole calls to one server, which forwards the other
@@ -171,8 +172,25 @@ func TestLeadersFollowTheTrafficOfClientsThatDoNotRoute(t *testing.T) {
 	if calls := stop(); calls == 0 {
 		t.Fatal("no call succeeded")
 	}
+	// Idle, the groups stay where their traffic left them, and every
+	// server still says so.
+	before = c.BalanceMoves()
+	time.Sleep(traffic.Window + 2*time.Second) // a negative: no condition to wait for
+	if n := c.BalanceMoves() - before; n != 0 || c.LeadCountsOf(entry) != groups {
+		counts, _ := c.LeadCounts()
+		t.Fatalf("%d leaderships moved while the cluster was idle: %v, want every group at %s", n, counts, entry.ID)
+	}
+	if !preferEverywhere(c, entry.ID) {
+		t.Fatalf("idle, a server no longer says the groups prefer %s", entry.ID)
+	}
+	// Other values (the Go client's, routed, which count nowhere) spread
+	// them again.
+	stop = nextLoop(t, 16, keys, func(ctx context.Context, k []uint64) ([]uint64, error) { return routed.Next(ctx, "", k...) })
 	spread := c.WaitBalanced(60 * time.Second)
-	t.Logf("spread again %v after the calls stopped", spread.Round(time.Millisecond))
+	t.Logf("spread again %v after the Go client's calls began", spread.Round(time.Millisecond))
+	if calls := stop(); calls == 0 {
+		t.Fatal("no routed call succeeded")
+	}
 }
 
 // preferEverywhere reports whether every member's status has id as every

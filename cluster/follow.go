@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"encoding/hex"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -20,30 +21,47 @@ import (
 // noteValues). The leader publishes the groups it keeps for their traffic
 // in gossip (Meta.Holds), so that every server shows that preference.
 
+// groupTraffic is what a server knows of one group's traffic.
+type groupTraffic struct {
+	meter  traffic.Meter    // where its counted values entered
+	served traffic.Activity // the values it took as the group's leader
+	// heldTerm is the term in which this server, leading the group, last
+	// kept it for its traffic (0: it did not at its last decision).
+	heldTerm atomic.Uint64
+}
+
 // NoteValues counts n values of a Next call of group that entered the
 // cluster at origin (a server's ID) through a front end that cannot route.
 func (n *Node) NoteValues(group int, origin string, count int) {
 	if group >= 0 && group < len(n.traffic) {
-		n.traffic[group].Add(origin, count, time.Now())
+		n.traffic[group].meter.Add(origin, count, time.Now())
 	}
 }
 
 // trafficLeader is the server that should lead group i by its traffic, of
 // conf's voters that are not drained and follow the traffic themselves
-// (Meta.Follows) ("" for none: the spread position stands).
+// (Meta.Follows) ("" for none: the spread position stands). It is asked
+// only of the group's leader, which remembers whether it kept the group
+// for its traffic (so an idle group stays: cluster/traffic).
 func (n *Node) trafficLeader(i int, conf raft.Configuration, now time.Time) string {
 	if i >= len(n.traffic) || n.cfg.SpreadLeaders {
 		return ""
 	}
-	rates := n.traffic[i].Rates(now)
-	if len(rates) == 0 {
-		return ""
-	}
+	t, r := &n.traffic[i], n.groups[i].Raft()
+	term := r.CurrentTerm()
+	t.served.Observe(n.groups[i].Allocator().ValuesTaken(), now)
 	voters := make(map[string]bool, len(conf.Servers))
 	for _, s := range conf.Servers {
 		voters[string(s.ID)] = s.Suffrage == raft.Voter
 	}
-	return traffic.Leader(n.cfg.ID, rates, func(id string) bool { return voters[id] && !n.isDrained(id) && n.follows(id) })
+	g := traffic.Group{Leader: n.cfg.ID, Rates: t.meter.Rates(now), Held: t.heldTerm.Load() == term, Served: t.served.Rate(now)}
+	id := traffic.Leader(g, func(id string) bool { return voters[id] && !n.isDrained(id) && n.follows(id) })
+	if id == n.cfg.ID {
+		t.heldTerm.Store(term)
+	} else {
+		t.heldTerm.Store(0)
+	}
+	return id
 }
 
 // follows reports whether server id takes groups for their traffic: this

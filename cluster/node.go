@@ -15,7 +15,6 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/seqd/seqd"
-	"github.com/seqd/seqd/cluster/traffic"
 	"github.com/seqd/seqd/group"
 	"github.com/seqd/seqd/internal/logbridge"
 )
@@ -81,7 +80,7 @@ type Node struct {
 
 	spaceLookups lookups // questions to group 0's leader (spaces.go)
 
-	traffic []traffic.Meter // per group: where its values entered (follow.go)
+	traffic []groupTraffic // per group (follow.go)
 
 	adopt   atomic.Int64  // the group count this server adopts (adopt.go)
 	restart chan struct{} // closed when it must start again to adopt it
@@ -228,7 +227,7 @@ func (n *Node) open() error {
 		}
 		n.groups = append(n.groups, g)
 	}
-	n.traffic = make([]traffic.Meter, len(n.groups))
+	n.traffic = make([]groupTraffic, len(n.groups))
 	g := n.groups[0]
 	n.hasState.Store(g.HadState())
 	return nil

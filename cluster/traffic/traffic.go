@@ -18,6 +18,18 @@
 // the group's leader stays where spreading the leaders over the servers
 // puts it.
 //
+// A group its leader keeps for its traffic stays there while it is idle:
+// while the values its leader hands out (Activity: all of them, counted or
+// not) come at less than half the Floor, or their rate is not known (a
+// stall, a clock's jump). Moving an idle group gains nothing until traffic
+// comes back, and costs a handoff (a moment without a leader, a leader
+// whose keys are cold) when it does: a front end's traffic that pauses
+// finds its leaders where it left them. The group goes back to its spread
+// position once its leader hands out half the Floor a second or more
+// (counted or not: the Go client's calls route and are not counted) while
+// the counted rates no longer keep it there, or once its leader is drained
+// or stops leading it.
+//
 // The gaps between Take and Keep, and between the Floor and its half, keep
 // a leadership from going back and forth (a share or a rate that hovers at
 // one threshold does not cross the other). The decision is taken by the
@@ -112,11 +124,36 @@ func (m *Meter) Rates(now time.Time) map[string]float64 {
 	return out
 }
 
-// Leader returns the server that should lead a group whose leader is cur,
-// given the rates at which its values entered at each server (Rates) and
-// which servers may lead it (eligible: a voter of the group, not drained);
-// "" when traffic decides nothing (see the package comment).
-func Leader(cur string, rates map[string]float64, eligible func(id string) bool) string {
+// Group is what its leader knows of a group's traffic.
+type Group struct {
+	// Leader is the server that leads it (the one deciding).
+	Leader string
+	// Rates are the values a second that entered at each server (Meter).
+	Rates map[string]float64
+	// Held: the leader kept the group for its traffic when it last
+	// decided, in its current term.
+	Held bool
+	// Served is the values a second the leader hands out, counted or not
+	// (Activity); negative when not yet known.
+	Served float64
+}
+
+// Leader returns the server that should lead g, of those that may
+// (eligible: a voter of the group, not drained); "" when traffic decides
+// nothing (see the package comment).
+func Leader(g Group, eligible func(id string) bool) string {
+	if id := byRates(g.Leader, g.Rates, eligible); id != "" {
+		return id
+	}
+	if g.Held && g.Served < Floor/2 && eligible(g.Leader) {
+		return g.Leader // idle (or not known: a stall, a clock's jump): kept
+	}
+	return ""
+}
+
+// byRates is the server that should lead a group whose leader is cur by
+// the rates at which its values entered at each server, or "".
+func byRates(cur string, rates map[string]float64, eligible func(id string) bool) string {
 	total := 0.0
 	for _, r := range rates {
 		total += r
@@ -144,4 +181,56 @@ func Leader(cur string, rates map[string]float64, eligible func(id string) bool)
 		return best
 	}
 	return ""
+}
+
+// Activity measures the rate of a count that only grows (the values an
+// allocator took): the reading of each second, over the Window. The zero
+// Activity is ready.
+type Activity struct {
+	mu sync.Mutex
+	r  [buckets + 1]reading
+}
+
+type reading struct {
+	sec int64
+	n   uint64
+	set bool
+}
+
+// Observe records the count's reading n at now.
+func (a *Activity) Observe(n uint64, now time.Time) {
+	sec := now.Unix()
+	a.mu.Lock()
+	a.r[slot(sec)] = reading{sec: sec, n: n, set: true}
+	a.mu.Unlock()
+}
+
+// Rate returns the count's growth a second between the oldest and the
+// newest readings of the Window's whole seconds before now, or -1 while
+// they span less than a second (or the count went down: a reading of
+// another count). Like the Meter's, the current second is left out: a
+// value it counts has been counted by the Meter (whole seconds), so a
+// group whose counted traffic starts again is never taken for one that
+// serves values of others.
+func (a *Activity) Rate(now time.Time) float64 {
+	sec := now.Unix()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var first, last *reading
+	for i := range a.r {
+		r := &a.r[i]
+		if !r.set || r.sec >= sec || r.sec < sec-buckets {
+			continue
+		}
+		if first == nil || r.sec < first.sec {
+			first = r
+		}
+		if last == nil || r.sec > last.sec {
+			last = r
+		}
+	}
+	if first == nil || last.sec == first.sec || last.n < first.n {
+		return -1
+	}
+	return float64(last.n-first.n) / float64(last.sec-first.sec)
 }

@@ -47,7 +47,7 @@ func TestLeader(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rates := maps.Clone(tc.rates)
-			if got := Leader(tc.cur, tc.rates, tc.eligible); got != tc.want {
+			if got := Leader(Group{Leader: tc.cur, Rates: tc.rates, Served: -1}, tc.eligible); got != tc.want {
 				t.Errorf("Leader(%q, %v) = %q, want %q", tc.cur, tc.rates, got, tc.want)
 			}
 			if !maps.Equal(rates, tc.rates) {
@@ -63,13 +63,78 @@ func TestLeader(t *testing.T) {
 func TestLeaderMovesOnce(t *testing.T) {
 	all := func(string) bool { return true }
 	old := map[string]float64{"n1": 600, "n2": 1400} // at n1, the leader
-	if got := Leader("n1", old, all); got != "n2" {
+	if got := Leader(Group{Leader: "n1", Rates: old, Served: 2000}, all); got != "n2" {
 		t.Fatalf("the old leader prefers %q, want n2", got)
 	}
 	// At n2 a second after the move: n1's forwards are one second's.
 	now := map[string]float64{"n2": 1400, "n1": 600.0 / buckets}
-	if got := Leader("n2", now, all); got != "n2" {
+	if got := Leader(Group{Leader: "n2", Rates: now, Served: 1520}, all); got != "n2" {
 		t.Fatalf("the new leader prefers %q, want n2 (itself)", got)
+	}
+}
+
+// A group its leader kept for its traffic stays while it is idle (its
+// leader hands out less than half the floor a second, counted or not); it
+// goes back to its spread position once other values come, and traffic
+// that enters elsewhere takes it as from any leader.
+func TestIdleGroupStaysWhereItsTrafficLeftIt(t *testing.T) {
+	all := func(string) bool { return true }
+	for _, tc := range []struct {
+		name     string
+		g        Group
+		eligible func(string) bool
+		want     string
+	}{
+		{"held, idle", Group{Leader: "n1", Held: true, Served: 0}, all, "n1"},
+		{"held, a trickle below half the floor", Group{Leader: "n1", Held: true, Served: Floor/2 - 1, Rates: map[string]float64{"n1": 3}}, all, "n1"},
+		{"held, other values at half the floor", Group{Leader: "n1", Held: true, Served: Floor / 2}, all, ""},
+		{"held, other values over the floor", Group{Leader: "n1", Held: true, Served: 5000, Rates: map[string]float64{"n1": 10}}, all, ""},
+		{"held, not known (a stall)", Group{Leader: "n1", Held: true, Served: -1}, all, "n1"},
+		{"not held, not known", Group{Leader: "n1", Served: -1}, all, ""},
+		{"not held, idle: spread", Group{Leader: "n1", Served: 0}, all, ""},
+		{"held, idle, the leader drained", Group{Leader: "n1", Held: true, Served: 0}, func(id string) bool { return id != "n1" }, ""},
+		{"held, traffic at another server takes it", Group{Leader: "n1", Held: true, Served: 2000, Rates: map[string]float64{"n2": 2000}}, all, "n2"},
+		{"held, its traffic back", Group{Leader: "n1", Held: true, Served: 2000, Rates: map[string]float64{"n1": 2000}}, all, "n1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Leader(tc.g, tc.eligible); got != tc.want {
+				t.Errorf("Leader(%+v) = %q, want %q", tc.g, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestActivityRateOverTheWindow(t *testing.T) {
+	var a Activity
+	t0 := time.Unix(1_800_000_000, 0)
+	if r := a.Rate(t0); r != -1 {
+		t.Fatalf("no reading: rate %v, want -1 (unknown)", r)
+	}
+	a.Observe(100, t0.Add(200*time.Millisecond))
+	a.Observe(150, t0.Add(900*time.Millisecond)) // the second's latest counts
+	if r := a.Rate(t0.Add(1200 * time.Millisecond)); r != -1 {
+		t.Fatalf("readings of one second: rate %v, want -1 (unknown)", r)
+	}
+	a.Observe(1150, t0.Add(1100*time.Millisecond))
+	if r := a.Rate(t0.Add(1900 * time.Millisecond)); r != -1 {
+		t.Fatalf("the current second counted: rate %v, want -1 (unknown)", r)
+	}
+	if r := a.Rate(t0.Add(2 * time.Second)); r != 1000 {
+		t.Fatalf("rate %v, want 1000", r)
+	}
+	for s := 2; s <= 8; s++ { // idle: the count stays
+		a.Observe(1150, t0.Add(time.Duration(s)*time.Second))
+	}
+	a.Observe(90_000, t0.Add(9*time.Second)) // traffic again, this second
+	if r := a.Rate(t0.Add(9*time.Second + 500*time.Millisecond)); r != 0 {
+		t.Fatalf("idle over the window's whole seconds: rate %v, want 0", r)
+	}
+	a.Observe(5, t0.Add(10*time.Second)) // another count: unknown, not negative
+	if r := a.Rate(t0.Add(11 * time.Second)); r != -1 {
+		t.Fatalf("a count that went down: rate %v, want -1", r)
+	}
+	if r := a.Rate(t0.Add(time.Minute)); r != -1 {
+		t.Fatalf("a minute after the last reading: rate %v, want -1", r)
 	}
 }
 
