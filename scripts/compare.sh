@@ -315,8 +315,12 @@ redis_bench() { # concurrency [port name extra...]: redis-benchmark's own pipeli
   log "round $r: $name (load $(cut -d' ' -f1 /proc/loadavg))"
   l0=$(cut -d' ' -f1 /proc/loadavg)
   cpu_mark
-  rate=$("${load[@]}" redis-benchmark -p "$port" -t incr -P 16 -c "$c" -n "${BENCH_REQUESTS:-$((c < 16 ? 1000000 : 4000000))}" -q "$@" 2>/dev/null |
-    tr '\r' '\n' | grep -Eo 'INCR: [0-9.]+' | tail -1 | awk '{print $2}')
+  # Its output is kept in the row's log; a run that fails (redis-benchmark
+  # stops at the first error reply) is logged and counted as 0, and the
+  # other rows go on.
+  "${load[@]}" redis-benchmark -p "$port" -t incr -P 16 -c "$c" -n "${BENCH_REQUESTS:-$((c < 16 ? 1000000 : 4000000))}" -q "$@" \
+    >"$OUT/runs/$name.r$r.out" 2>&1 || log "round $r: $name: redis-benchmark exited $?: $(tr '\r' '\n' <"$OUT/runs/$name.r$r.out" | grep -v 'rps=' | grep . | tail -1)"
+  rate=$(tr '\r' '\n' <"$OUT/runs/$name.r$r.out" | { grep -Eo 'INCR: [0-9.]+' || true; } | tail -1 | awk '{print $2}')
   printf '{"target":"redis-benchmark","label":"%s","median":{"concurrency":%s,"batch":16,"calls_per_s":%s,"ids_per_s":%s,"latency":{}},"load_1m":[%s,%s]}\n' \
     "$name" "$c" "${rate:-0}" "${rate:-0}" "$l0" "$(cut -d' ' -f1 /proc/loadavg)" >"$OUT/runs/$name.r$r.json"
   cpu_note "$name"
