@@ -198,7 +198,7 @@ if want baseline; then
 fi
 # start_seqd NAME API-PORTS... -- FLAGS: a 3-node cluster, the nodes' PIDs
 # comma-separated in ${NAME}_pids.
-declare -A seqd_pid
+declare -A seqd_pid=()
 start_seqd() {
   local name=$1 a i join="" list=""; shift
   local ports=("$1" "$2" "$3"); shift 3
@@ -315,16 +315,20 @@ redis_bench() { # concurrency [port name extra...]: redis-benchmark's own pipeli
   log "round $r: $name (load $(cut -d' ' -f1 /proc/loadavg))"
   l0=$(cut -d' ' -f1 /proc/loadavg)
   cpu_mark
-  # Its output is kept in the row's log; a run that fails (redis-benchmark
-  # stops at the first error reply) is logged and counted as 0, and the
-  # other rows go on.
-  "${load[@]}" redis-benchmark -p "$port" -t incr -P 16 -c "$c" -n "${BENCH_REQUESTS:-$((c < 16 ? 1000000 : 4000000))}" -q "$@" \
-    >"$OUT/runs/$name.r$r.out" 2>&1 || log "round $r: $name: redis-benchmark exited $?: $(tr '\r' '\n' <"$OUT/runs/$name.r$r.out" | grep -v 'rps=' | grep . | tail -1)"
+  # Its output is kept next to the row; a run that fails (redis-benchmark
+  # stops at the first error reply) is logged and counted as 0, the other
+  # rows go on, and compare.sh exits 1 at the end.
+  if ! "${load[@]}" redis-benchmark -p "$port" -t incr -P 16 -c "$c" -n "${BENCH_REQUESTS:-$((c < 16 ? 1000000 : 4000000))}" -q "$@" \
+    >"$OUT/runs/$name.r$r.out" 2>&1; then
+    log "round $r: $name: redis-benchmark failed: $(tr '\r' '\n' <"$OUT/runs/$name.r$r.out" | grep -v 'rps=' | grep . | tail -1)"
+    failed_rows+=("$name.r$r")
+  fi
   rate=$(tr '\r' '\n' <"$OUT/runs/$name.r$r.out" | { grep -Eo 'INCR: [0-9.]+' || true; } | tail -1 | awk '{print $2}')
   printf '{"target":"redis-benchmark","label":"%s","median":{"concurrency":%s,"batch":16,"calls_per_s":%s,"ids_per_s":%s,"latency":{}},"load_1m":[%s,%s]}\n' \
     "$name" "$c" "${rate:-0}" "${rate:-0}" "$l0" "$(cut -d' ' -f1 /proc/loadavg)" >"$OUT/runs/$name.r$r.json"
   cpu_note "$name"
 }
+failed_rows=()
 median_ids() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['median']['ids_per_s'])" "$1"; }
 
 for r in $(seq 1 "$RUNS"); do
@@ -448,3 +452,7 @@ cat "$OUT/table.md"
 python3 "$root/scripts/headline.py" "$OUT" >"$OUT/headline.md"
 cat "$OUT/headline.md"
 log "results in $OUT"
+if [ "${#failed_rows[@]}" -gt 0 ]; then
+  log "FAILED rows (their output is in $OUT/runs): ${failed_rows[*]}"
+  exit 1
+fi
