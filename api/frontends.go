@@ -196,9 +196,9 @@ func (q *Sequences) keys(ctx context.Context, kind keysKind, space string, keys 
 		err  error
 	}
 	var waitBuf [4]wait // a call spans few groups: no allocation
-	waits := waitBuf[:0]
+	waits := waitBuf[:]
 	if len(shares) > len(waitBuf) {
-		waits = make([]wait, 0, len(shares))
+		waits = make([]wait, len(shares))
 	}
 	waits = waits[:len(shares)]
 	var sends []*frontBatch

@@ -31,12 +31,15 @@ func denseAt(sectionSize uint64) int {
 	return int(max(1, sectionSize/denseShare))
 }
 
+// offset is key's index in the section's array.
+func (s *section) offset(key uint64) uint64 { return key - s.id*s.space.sectionSize }
+
 // held is how many keys the section holds.
 func (s *section) held() int { return len(s.young) + len(s.old) + s.denseN }
 
 func (s *section) get(key uint64) uint64 {
 	if s.dense != nil {
-		if v := s.dense[key-s.id*s.space.sectionSize]; v != 0 {
+		if v := s.dense[s.offset(key)]; v != 0 {
 			return v
 		}
 		return s.floor
@@ -57,7 +60,7 @@ func (a *Allocator) set(s *section, key, v uint64) {
 	if limit <= 0 {
 		// Unbounded: one generation, one map operation, or an array.
 		if s.dense != nil {
-			i := key - s.id*s.space.sectionSize
+			i := s.offset(key)
 			if s.dense[i] == 0 {
 				s.denseN++
 				s.keys.n.Add(1)
@@ -103,10 +106,9 @@ func (a *Allocator) set(s *section, key, v uint64) {
 
 // toDense moves the section's keys from its map to its array.
 func (s *section) toDense() {
-	base := s.id * s.space.sectionSize
 	s.dense = make([]uint64, s.space.sectionSize)
 	for k, v := range s.young {
-		s.dense[k-base] = v
+		s.dense[s.offset(k)] = v
 	}
 	s.denseN, s.young = len(s.young), nil
 }
