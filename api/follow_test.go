@@ -143,8 +143,17 @@ func TestLeadersFollowTheTrafficOfClientsThatDoNotRoute(t *testing.T) {
 	}
 	t.Logf("%.0f routed, %.0f whole (at %s) and %.0f forged values/s of each group kept the leaders spread", r, w, pinned.ID, f)
 
-	// The front end of the server that leads group 0 (any would do).
-	entry := c.GroupLeaders()[0]
+	// The front end of the server that leads group 0 (any would do), once
+	// one serves.
+	var entry *testcluster.Member
+	for deadline = time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if entry = c.GroupLeaders()[0]; entry != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("group 0 has no serving leader")
+		}
+	}
 	q := entry.Server().Sequences()
 	stop = nextLoop(t, 16, keys, frontNext(q))
 	start = time.Now()

@@ -184,24 +184,66 @@ func (s *Server) serveKeys(ctx context.Context, c *keysCall) (keysAnswer, error)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errs := make([]error, len(shares))
+	fwds := make([]forwarded, len(shares))
+	serve := func(i int) bool {
+		sh := shares[i]
+		got, leader, fwd, _, err := s.serveShare(ctx, c, sh)
+		fwds[i] = forwarded{leader, fwd}
+		if errs[i] = err; err != nil {
+			cancel() // the call fails as a whole: stop the others
+			return false
+		}
+		for j, p := range sh.pos {
+			a.vals[p] = got[j]
+		}
+		return true
+	}
+	// The shares of groups other servers lead are forwarded in parallel;
+	// those this server leads are served here, one after another, while
+	// the forwards are out: a local share takes microseconds, and a
+	// goroutine each cost more in wake-ups than it saved (BENCHMARKS.md,
+	// "One message per server").
+	// Each share is decided once: a leadership that changes between two
+	// looks must not serve a share twice.
 	var wg sync.WaitGroup
+	local := make([]int, 0, len(shares))
 	for i, sh := range shares {
-		wg.Go(func() {
-			got, _, _, _, err := s.serveShare(ctx, c, sh)
-			if errs[i] = err; err != nil {
-				cancel() // the call fails as a whole: stop the others
-				return
-			}
-			for j, p := range sh.pos {
-				a.vals[p] = got[j]
-			}
-		})
+		if s.node.Group(sh.group).IsLeader() {
+			local = append(local, i)
+		} else {
+			wg.Go(func() { serve(i) })
+		}
+	}
+	for _, i := range local {
+		if !serve(i) {
+			break
+		}
 	}
 	wg.Wait()
 	if err := firstError(errs); err != nil {
 		return keysAnswer{}, err
 	}
+	// A share forwarded tells a stream's client where its group went, as
+	// a call of that group alone would (streamNext): the Go client sends
+	// the groups of one server in one message (its lanes) and learns of a
+	// group that moved off that server from the first such answer. A
+	// unary answer of several shares names no leader (setKeysHeaders):
+	// clients that send whole calls to one server (Python) would take it
+	// for the server to use next.
+	for _, f := range fwds {
+		if f.leader != "" {
+			a.leader, a.fwd = f.leader, f.hdr
+			break
+		}
+	}
 	return a, nil
+}
+
+// forwarded is where a share was forwarded (leader "": served here), and
+// the headers of the leader's answer.
+type forwarded struct {
+	leader string
+	hdr    http.Header
 }
 
 // serveShare serves one group's share of c here if this server leads the

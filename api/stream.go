@@ -111,7 +111,7 @@ func (s *Server) streamNext(ctx context.Context, hdr http.Header, in *seqv1.Next
 	out.Values = a.vals
 	// What the headers of a unary answer say (setKeysHeaders), as fields.
 	switch {
-	case a.shares == 1 && !a.served:
+	case a.leader != "":
 		out.Leader = a.leader
 		out.Group = a.fwd.Get(seqd.HeaderGroup)
 		out.RoutingVersion, _ = strconv.ParseUint(a.fwd.Get(seqd.HeaderRoutingVersion), 10, 64)

@@ -26,7 +26,9 @@ import (
 // Current calls are coalesced the same way. In a cluster of several raft
 // groups, calls are coalesced per space and group: a call's share of each
 // group goes through that group's batcher, so that a coalesced request goes
-// to one group's leader (see routing.go).
+// to one group's leader (see routing.go). Next calls on streams go through
+// their group's lane instead (groupTable.lane): one batcher for the groups
+// one server leads, so that server gets one message per round trip.
 //
 // A coalesced request is retried as a whole (see Client.call). If it fails
 // with resource_exhausted (one key near 2^63), each of its calls whose caller

@@ -10,7 +10,9 @@ import (
 // byGroup runs a Next or Current call in a cluster of several groups:
 // keys of one group go to that group's leader; keys of several groups are
 // split into one share per group, sent in parallel, and the values merged
-// back in the keys' order. The call succeeds or fails as a whole: the first
+// back in the keys' order. Next calls on streams are split by lane instead
+// (groupTable.lane): the groups one server leads share one share, one
+// batcher and so one message per round trip. The call succeeds or fails as a whole: the first
 // share to fail cancels the others and its error is the call's. A space the
 // table does not know (created since the last refresh) is sent whole, as
 // with one group, and a success starts a refresh.
@@ -24,15 +26,16 @@ func (c *Client) byGroup(ctx context.Context, t *groupTable, kind batchKind, spa
 		}
 		return vals, err
 	}
+	r := router{name: name, size: size, t: t, lanes: kind == kindNext && c.streaming}
 	// The common case, one group for every key, costs no allocation.
 	sec := keys[0] / size
-	g0 := seqd.GroupOfKey(name, size, keys[0], t.n)
+	g0 := r.of(keys[0])
 	first := -1 // the first key of another group than g0
 	for i, k := range keys[1:] {
 		if k/size == sec {
 			continue
 		}
-		if seqd.GroupOfKey(name, size, k, t.n) != g0 {
+		if r.of(k) != g0 {
 			first = i + 1
 			break
 		}
@@ -40,7 +43,7 @@ func (c *Client) byGroup(ctx context.Context, t *groupTable, kind batchKind, spa
 	if first < 0 {
 		return c.send(ctx, kind, space, keys, g0)
 	}
-	shares := splitShares(name, size, t.n, keys, g0, first)
+	shares := r.split(keys, g0, first)
 	vals := make([]uint64, len(keys))
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -78,9 +81,27 @@ type keyShare struct {
 	keys  []uint64
 }
 
-// splitShares splits keys by group, in order of first appearance; keys[:first]
-// all belong to group g0.
-func splitShares(space string, size uint64, groups int, keys []uint64, g0, first int) []keyShare {
+// router maps a key of a space to the group whose batcher takes it: its
+// raft group, or with lanes the lane of that group.
+type router struct {
+	name  string
+	size  uint64
+	t     *groupTable
+	lanes bool
+}
+
+func (r router) of(k uint64) int {
+	g := seqd.GroupOfKey(r.name, r.size, k, r.t.n)
+	if r.lanes {
+		return r.t.lane(g)
+	}
+	return g
+}
+
+// split splits keys by group (r.of), in order of first appearance;
+// keys[:first] all belong to group g0.
+func (r router) split(keys []uint64, g0, first int) []keyShare {
+	size := r.size
 	shares := []keyShare{{group: g0}}
 	for p := range first {
 		shares[0].pos = append(shares[0].pos, p)
@@ -90,7 +111,7 @@ func splitShares(space string, size uint64, groups int, keys []uint64, g0, first
 	for p := first; p < len(keys); p++ {
 		k := keys[p]
 		if sec := k / size; sec != lastSec {
-			g := seqd.GroupOfKey(space, size, k, groups)
+			g := r.of(k)
 			lastSec, lastShare = sec, -1
 			for i := range shares {
 				if shares[i].group == g {

@@ -73,8 +73,9 @@ import (
 // succeeds or fails as a whole: the first share to fail cancels the others
 // and its error is the call's (values taken by shares that succeeded are
 // gaps, which the contract allows). Reserve goes to its key's group's
-// leader. Coalescing is per space and group, so that each coalesced request
-// goes to one leader. A space the table does not know (created since the
+// leader. Coalescing is per space and group (per space and lane for Next
+// on streams, see groupTable.lane), so that each coalesced request goes to
+// one leader. A space the table does not know (created since the
 // last refresh) is sent whole, as with one group, and a call that succeeds
 // on it starts a refresh. When an attempt on a group's presumed leader
 // fails with an error worth retrying (unavailable, a transport failure, a
@@ -112,6 +113,32 @@ func (t *groupTable) space(space string) (string, uint64, bool) {
 	}
 	size, ok := t.spaces[space]
 	return space, size, ok
+}
+
+// lane returns the group whose batcher carries group's coalesced Next
+// calls on streams: the first group led by the same server as group (group
+// itself when its leader is unknown). Every message costs both sides a
+// read, a write and a wake-up whatever it carries, so the groups one
+// server leads share one message per round trip instead of one each: with
+// three groups led by one server, or six groups on three servers, a
+// batcher per group sent three or two times the messages for the same
+// calls (BENCHMARKS.md, "One message per server"). The server splits a
+// message by group and forwards a share whose group it no longer leads,
+// as it does for any client's request.
+func (t *groupTable) lane(group int) int {
+	if group < 0 || group >= len(t.leaders) {
+		return group
+	}
+	n := t.leaders[group].n
+	if n == nil {
+		return group
+	}
+	for g := range group {
+		if t.leaders[g].n == n {
+			return g
+		}
+	}
+	return group
 }
 
 // clone returns a copy of t that may be modified.
