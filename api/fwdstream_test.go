@@ -29,6 +29,9 @@ func fwdCluster(t *testing.T, opts testcluster.Options) (c *testcluster.Cluster,
 	t.Helper()
 	opts.Groups = 3
 	c = testcluster.Start(t, 3, opts)
+	// Balanced first: the balancer moves no leadership of a balanced
+	// cluster, so group 1's leader stays the one the test names.
+	c.WaitBalanced(60 * time.Second)
 	leader = waitGroupLeader(t, c, 1, nil)
 	for _, m := range c.Nodes {
 		if m != leader {

@@ -62,6 +62,7 @@ type keysAnswer struct {
 	term   uint64
 	leader string
 	fwd    http.Header
+	here   int // values served by this server (not forwarded)
 }
 
 // groupError is an error of one group's share; toConnect hints that
@@ -178,6 +179,9 @@ func (s *Server) serveKeys(ctx context.Context, c *keysCall) (keysAnswer, error)
 		sh := shares[0]
 		a.vals, a.leader, a.fwd, a.term, err = s.serveShare(ctx, c, sh)
 		a.served, a.group = a.leader == "", sh.group
+		if a.served {
+			a.here = len(a.vals)
+		}
 		return a, err
 	}
 	a.vals = make([]uint64, len(c.keys))
@@ -185,6 +189,7 @@ func (s *Server) serveKeys(ctx context.Context, c *keysCall) (keysAnswer, error)
 	defer cancel()
 	errs := make([]error, len(shares))
 	fwds := make([]forwarded, len(shares))
+	here := make([]int, len(shares))
 	serve := func(i int) bool {
 		sh := shares[i]
 		got, leader, fwd, _, err := s.serveShare(ctx, c, sh)
@@ -196,15 +201,18 @@ func (s *Server) serveKeys(ctx context.Context, c *keysCall) (keysAnswer, error)
 		for j, p := range sh.pos {
 			a.vals[p] = got[j]
 		}
+		if leader == "" {
+			here[i] = len(got)
+		}
 		return true
 	}
 	// The shares of groups other servers lead are forwarded in parallel;
 	// those this server leads are served here, one after another, while
 	// the forwards are out: a local share takes microseconds, and a
 	// goroutine each cost more in wake-ups than it saved (BENCHMARKS.md,
-	// "One message per server").
-	// Each share is decided once: a leadership that changes between two
-	// looks must not serve a share twice.
+	// "One message per server"). Where a share goes is only where it is
+	// sent first: serveShare looks again, and forwards a share whose
+	// group moved off this server meanwhile (from here, in turn).
 	var wg sync.WaitGroup
 	local := make([]int, 0, len(shares))
 	for i, sh := range shares {
@@ -215,13 +223,16 @@ func (s *Server) serveKeys(ctx context.Context, c *keysCall) (keysAnswer, error)
 		}
 	}
 	for _, i := range local {
-		if !serve(i) {
-			break
+		if ctx.Err() != nil || !serve(i) {
+			break // a share failed: the call fails as a whole
 		}
 	}
 	wg.Wait()
 	if err := firstError(errs); err != nil {
 		return keysAnswer{}, err
+	}
+	for _, n := range here {
+		a.here += n
 	}
 	// A share forwarded tells a stream's client where its group went, as
 	// a call of that group alone would (streamNext): the Go client sends

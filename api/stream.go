@@ -83,11 +83,7 @@ func (s *Server) answerMessage(ctx context.Context, hdr http.Header, in *seqv1.N
 		return
 	}
 	start := time.Now()
-	s.streamNext(ctx, hdr, in, out)
-	issued := 0
-	if out.GetCode() == 0 && out.GetLeader() == "" {
-		issued = len(out.GetValues())
-	}
+	issued := s.streamNext(ctx, hdr, in, out)
 	s.streamAnswers(connect.Code(out.GetCode()), issued, time.Since(start))
 }
 
@@ -97,7 +93,7 @@ func (s *Server) answerMessage(ctx context.Context, hdr http.Header, in *seqv1.N
 // refuses its next message, and then the path of every per-key call
 // (keys.go). Both transports of NextStream (this one and frames.go) serve
 // every message with it.
-func (s *Server) streamNext(ctx context.Context, hdr http.Header, in *seqv1.NextStreamRequest, out *seqv1.NextStreamResponse) {
+func (s *Server) streamNext(ctx context.Context, hdr http.Header, in *seqv1.NextStreamRequest, out *seqv1.NextStreamResponse) (issued int) {
 	*out = seqv1.NextStreamResponse{}
 	err := s.admit(seqv1connect.SequenceServiceNextProcedure, hdr)
 	var a keysAnswer
@@ -109,7 +105,9 @@ func (s *Server) streamNext(ctx context.Context, hdr http.Header, in *seqv1.Next
 		return
 	}
 	out.Values = a.vals
-	// What the headers of a unary answer say (setKeysHeaders), as fields.
+	// What the headers of a unary answer say (setKeysHeaders), as fields;
+	// and, unlike them, where the first forwarded share of several went
+	// (serveKeys).
 	switch {
 	case a.leader != "":
 		out.Leader = a.leader
@@ -121,6 +119,7 @@ func (s *Server) streamNext(ctx context.Context, hdr http.Header, in *seqv1.Next
 	default:
 		out.RoutingVersion = s.node.RoutingVersion()
 	}
+	return a.here
 }
 
 // streamError fills out with an error (mapped by toConnect) and its leader

@@ -230,8 +230,14 @@ func (c *Client) Next(ctx context.Context, space string, keys ...uint64) ([]uint
 // send sends the keys of one call, or of one group's share of it, through
 // the batcher of (kind, space, group) or on their own.
 func (c *Client) send(ctx context.Context, kind batchKind, space string, keys []uint64, group int) ([]uint64, error) {
+	return c.sendShare(ctx, kind, space, keys, group, false)
+}
+
+// sendShare is send for a share of keys that, if mixed, holds keys of
+// other groups than group, in group's lane (groupTable.lane).
+func (c *Client) sendShare(ctx context.Context, kind batchKind, space string, keys []uint64, group int, mixed bool) ([]uint64, error) {
 	if c.coalesce(keys) {
-		return c.batcher(kind, space, group).do(ctx, keys)
+		return c.batcher(kind, space, group).join(ctx, keys, mixed)
 	}
 	return c.multi(ctx, kind, space, keys, nil, group)
 }

@@ -33,7 +33,9 @@ import (
 // A coalesced request is retried as a whole (see Client.call). If it fails
 // with resource_exhausted (one key near 2^63), each of its calls whose caller
 // still waits is retried on its own, so that the error reaches only the
-// calls whose keys caused it.
+// calls whose keys caused it; so is a request that mixes the groups of a
+// lane once an attempt fails with an error worth retrying (batcher.whole),
+// so that the calls of one group wait for no other group's leader.
 
 // Coalescing defaults.
 const (
@@ -136,6 +138,34 @@ type batch struct {
 	waiters []*waiter
 	created time.Time
 	live    atomic.Int32 // callers still waiting
+	// mixed: the batch holds keys of several groups of its lane (set
+	// under the batcher's lock, before it is sent).
+	mixed bool
+}
+
+// whole runs bt's request on the unary path (Client.multi). A batch that
+// mixes the groups of a lane gets one attempt: if that fails with an
+// error worth retrying, finish retries each of its calls on its own, so
+// that one group's failover or move does not hold the calls of the other
+// groups its server leads (groupTable.lane).
+func (b *batcher) whole(ctx context.Context, bt *batch) ([]uint64, error) {
+	gone := bt.gone
+	if bt.mixed && len(bt.waiters) > 1 {
+		gone = func() bool { return true }
+	}
+	return b.c.multi(ctx, b.kind, b.space, bt.keys, gone, b.group)
+}
+
+// perCall reports whether the failure err of bt's request goes to each of
+// its calls on its own: resource_exhausted (one key near 2^63), and for a
+// batch that mixes the groups of a lane an error worth retrying (whole).
+func (bt *batch) perCall(err error) bool {
+	if err == nil || len(bt.waiters) < 2 {
+		return false
+	}
+	code := connect.CodeOf(err)
+	return code == connect.CodeResourceExhausted ||
+		bt.mixed && (code == connect.CodeUnavailable || code == connect.CodeDeadlineExceeded || !connect.IsWireError(err))
 }
 
 // gone reports whether every caller of bt gave up: its request is then not
@@ -183,6 +213,12 @@ func (c *Client) batcher(kind batchKind, space string, group int) *batcher {
 
 // do runs one call through the batcher.
 func (b *batcher) do(ctx context.Context, keys []uint64) ([]uint64, error) {
+	return b.join(ctx, keys, false)
+}
+
+// join runs one call through the batcher; mixed: its keys are of several
+// groups of the batcher's lane.
+func (b *batcher) join(ctx context.Context, keys []uint64, mixed bool) ([]uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, ctxError(err)
 	}
@@ -197,6 +233,7 @@ func (b *batcher) do(ctx context.Context, keys []uint64) ([]uint64, error) {
 		b.queue = append(b.queue, bt)
 	}
 	w.off, w.n = len(bt.keys), len(keys)
+	bt.mixed = bt.mixed || mixed
 	bt.keys = append(bt.keys, keys...)
 	bt.waiters = append(bt.waiters, w)
 	bt.live.Add(1)
@@ -311,7 +348,7 @@ func (b *batcher) send(ctx context.Context, bt *batch) {
 	if !bt.gone() {
 		b.c.bRequests.Add(1)
 		b.c.bKeys.Add(uint64(len(bt.keys)))
-		vals, err = b.c.multi(ctx, b.kind, b.space, bt.keys, bt.gone, b.group)
+		vals, err = b.whole(ctx, bt)
 	} else {
 		err = context.Canceled // every caller gave up before it was sent
 	}
@@ -336,7 +373,7 @@ func (b *batcher) send(ctx context.Context, bt *batch) {
 // its own callers are woken.
 func (b *batcher) finish(bt *batch, start time.Time, vals []uint64, err error) {
 	took := time.Since(start)
-	perCall := err != nil && len(bt.waiters) > 1 && connect.CodeOf(err) == connect.CodeResourceExhausted
+	perCall := bt.perCall(err)
 	if !perCall {
 		for _, w := range bt.waiters {
 			if err != nil {

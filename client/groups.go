@@ -29,21 +29,23 @@ func (c *Client) byGroup(ctx context.Context, t *groupTable, kind batchKind, spa
 	r := router{name: name, size: size, t: t, lanes: kind == kindNext && c.streaming}
 	// The common case, one group for every key, costs no allocation.
 	sec := keys[0] / size
-	g0 := r.of(keys[0])
+	g0, mixed := r.of(keys[0])
 	first := -1 // the first key of another group than g0
 	for i, k := range keys[1:] {
 		if k/size == sec {
 			continue
 		}
-		if r.of(k) != g0 {
+		g, m := r.of(k)
+		if g != g0 {
 			first = i + 1
 			break
 		}
+		mixed = mixed || m
 	}
 	if first < 0 {
-		return c.send(ctx, kind, space, keys, g0)
+		return c.sendShare(ctx, kind, space, keys, g0, mixed)
 	}
-	shares := r.split(keys, g0, first)
+	shares := r.split(keys, g0, mixed, first)
 	vals := make([]uint64, len(keys))
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -53,7 +55,7 @@ func (c *Client) byGroup(ctx context.Context, t *groupTable, kind batchKind, spa
 		wg   sync.WaitGroup
 	)
 	run := func(sh *keyShare) {
-		v, err := c.send(ctx, kind, space, sh.keys, sh.group)
+		v, err := c.sendShare(ctx, kind, space, sh.keys, sh.group, sh.mixed)
 		if err != nil {
 			once.Do(func() { fail = err; cancel() })
 			return
@@ -79,6 +81,7 @@ type keyShare struct {
 	group int
 	pos   []int
 	keys  []uint64
+	mixed bool // a key of another group than group, in its lane
 }
 
 // router maps a key of a space to the group whose batcher takes it: its
@@ -90,19 +93,22 @@ type router struct {
 	lanes bool
 }
 
-func (r router) of(k uint64) int {
+// of returns the group whose batcher takes k, and whether that is a lane
+// of another group than k's.
+func (r router) of(k uint64) (int, bool) {
 	g := seqd.GroupOfKey(r.name, r.size, k, r.t.n)
 	if r.lanes {
-		return r.t.lane(g)
+		l := r.t.lane(g)
+		return l, l != g
 	}
-	return g
+	return g, false
 }
 
 // split splits keys by group (r.of), in order of first appearance;
-// keys[:first] all belong to group g0.
-func (r router) split(keys []uint64, g0, first int) []keyShare {
+// keys[:first] all belong to group g0 (mixed: a lane of others too).
+func (r router) split(keys []uint64, g0 int, mixed bool, first int) []keyShare {
 	size := r.size
-	shares := []keyShare{{group: g0}}
+	shares := []keyShare{{group: g0, mixed: mixed}}
 	for p := range first {
 		shares[0].pos = append(shares[0].pos, p)
 		shares[0].keys = append(shares[0].keys, keys[p])
@@ -111,7 +117,7 @@ func (r router) split(keys []uint64, g0, first int) []keyShare {
 	for p := first; p < len(keys); p++ {
 		k := keys[p]
 		if sec := k / size; sec != lastSec {
-			g := r.of(k)
+			g, m := r.of(k)
 			lastSec, lastShare = sec, -1
 			for i := range shares {
 				if shares[i].group == g {
@@ -123,6 +129,7 @@ func (r router) split(keys []uint64, g0, first int) []keyShare {
 				lastShare = len(shares)
 				shares = append(shares, keyShare{group: g})
 			}
+			shares[lastShare].mixed = shares[lastShare].mixed || m
 		}
 		sh := &shares[lastShare]
 		sh.pos = append(sh.pos, p)

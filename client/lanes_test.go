@@ -57,3 +57,45 @@ func TestGroupsOfOneLeaderShareOneMessage(t *testing.T) {
 		}
 	}
 }
+
+// TestAnswersOfOtherGroupsLeaveTheClusterLeader: a client that sends whole
+// calls (DisableRouting) to group 0's leader keeps sending them there,
+// although the stream answers name where a share of another group went:
+// only an answer of group 0 says where the cluster's leader is.
+func TestAnswersOfOtherGroupsLeaveTheClusterLeader(t *testing.T) {
+	const groups = 3
+	c := testcluster.Start(t, 3, testcluster.Options{Groups: groups})
+	c.WaitBalanced(60 * time.Second)
+	leaders := c.GroupLeaders()
+	addrs := []string{leaders[0].APIAddr}
+	for _, m := range c.Nodes {
+		if m != leaders[0] {
+			addrs = append(addrs, m.APIAddr)
+		}
+	}
+	cl, err := client.New(addrs, client.Options{DisableRouting: true, RetryFor: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	keys := testcluster.KeyPerGroup(groups)
+	ctx := context.Background()
+	deadline := time.Now().Add(30 * time.Second)
+	for cl.BatchStats().Streamed < 20 {
+		if time.Now().After(deadline) {
+			t.Fatal("no calls went on a stream")
+		}
+		if _, err := cl.Next(ctx, "", keys[0], keys[1]); err != nil {
+			t.Fatal(err)
+		}
+		if moved := c.GroupLeaders(); moved[0] != leaders[0] || moved[1] != leaders[1] {
+			t.Fatalf("a leader moved during the test: %v", moved)
+		}
+		if got := cl.Leader(); got != leaders[0].APIAddr {
+			t.Fatalf("after an answer naming group 1's leader the client sends to %s, not group 0's leader %s", got, leaders[0].APIAddr)
+		}
+	}
+	if cl.ForwardedAnswers() == 0 {
+		t.Fatal("no answer named a leader: the check proves nothing")
+	}
+}

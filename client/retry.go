@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -39,6 +40,9 @@ func (c *Client) noteAnswer(n *node, version uint64, group, leader string) {
 	}
 	if t := c.groups.Load(); t != nil && c.noteGroup(t, n, group, leader) > 0 {
 		return
+	}
+	if g, _, ok := strings.Cut(group, " "); ok && g != "0" {
+		return // another group's leader, even with no table (DisableRouting)
 	}
 	if leader != "" && leader != n.addr {
 		c.mu.Lock()

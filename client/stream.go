@@ -393,7 +393,10 @@ func (b *batcher) afterStream(p streamed, n *node, err error, answered bool) {
 			b.c.retried.Add(1)
 			b.c.attemptFailed(b.group, p.idx, n, err)
 		}
-		vals, err = b.c.multi(context.Background(), b.kind, b.space, p.bt.keys, p.bt.gone, b.group)
+		if answered && p.bt.perCall(err) {
+			break // finish retries each call on its own
+		}
+		vals, err = b.whole(context.Background(), p.bt)
 	}
 	b.finish(p.bt, p.sent, vals, err)
 }
