@@ -158,18 +158,46 @@ func BenchmarkClientNextUnary(b *testing.B) {
 	benchClient(b, client.Options{DisableCoalescing: true})
 }
 
+// BenchmarkClientNextCoalescedThreeGroups is BenchmarkClientNextCoalesced
+// against one server that leads three raft groups, keys spread over them:
+// the client's lane (one per server) sends their calls as one message per
+// round trip, so keys/req stays near one group's.
+func BenchmarkClientNextCoalescedThreeGroups(b *testing.B) {
+	benchClientGroups(b, 3, client.Options{})
+}
+
 // benchClient reports, next to ns/op, the raft entries the allocator wrote
 // per million ids (raises; lease renewals are not counted).
-func benchClient(b *testing.B, opts client.Options) {
-	leader := benchLeader(b)
+func benchClient(b *testing.B, opts client.Options) { benchClientGroups(b, 1, opts) }
+
+// benchClientGroups is benchClient against a server leading groups raft
+// groups, once the client has read the routing table; it reports the keys
+// per request too.
+func benchClientGroups(b *testing.B, groups int, opts client.Options) {
+	c0 := testcluster.Start(b, 1, testcluster.Options{Groups: groups})
+	leader := c0.WaitServingLeader(20 * time.Second)
 	c, err := client.New([]string{leader.APIAddr}, opts)
 	if err != nil {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
+	for deadline := time.Now().Add(20 * time.Second); groups > 1 && c.Routing().Refreshes == 0; {
+		if time.Now().After(deadline) {
+			b.Fatal("the client never learned every group's leader")
+		}
+		if _, err := c.Next(ctx, "default", 1); err != nil {
+			b.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	var n atomic.Uint64
-	alloc := leader.Node().Group(0).Allocator()
-	raises := alloc.Raises()
+	raises := func() (r uint64) {
+		for g := range groups {
+			r += leader.Node().Group(g).Allocator().Raises()
+		}
+		return r
+	}
+	before, stats := raises(), c.BatchStats()
 	b.SetParallelism(32)
 	b.ResetTimer() // not the cluster's start
 	b.RunParallel(func(pb *testing.PB) {
@@ -179,7 +207,10 @@ func benchClient(b *testing.B, opts client.Options) {
 			}
 		}
 	})
-	b.ReportMetric(float64(alloc.Raises()-raises)*1e6/float64(b.N), "entries/Mid")
+	b.ReportMetric(float64(raises()-before)*1e6/float64(b.N), "entries/Mid")
+	if after := c.BatchStats(); after.Requests > stats.Requests {
+		b.ReportMetric(float64(after.Keys-stats.Keys)/float64(after.Requests-stats.Requests), "keys/req")
+	}
 }
 
 type counter struct {

@@ -94,6 +94,9 @@ type node struct {
 	id     seqv1connect.IdServiceClient
 	health healthv1connect.HealthClient
 	stream streamSlot // the node's NextStream (stream.go)
+	// laneOff: until then (Unix ns), the groups the node leads share no
+	// lane (batcher.split).
+	laneOff atomic.Int64
 }
 
 // ErrNoAddrs is returned by New without addresses.
@@ -230,14 +233,15 @@ func (c *Client) Next(ctx context.Context, space string, keys ...uint64) ([]uint
 // send sends the keys of one call, or of one group's share of it, through
 // the batcher of (kind, space, group) or on their own.
 func (c *Client) send(ctx context.Context, kind batchKind, space string, keys []uint64, group int) ([]uint64, error) {
-	return c.sendShare(ctx, kind, space, keys, group, false)
+	return c.sendShare(ctx, kind, space, keys, group, group)
 }
 
-// sendShare is send for a share of keys that, if mixed, holds keys of
-// other groups than group, in group's lane (groupTable.lane).
-func (c *Client) sendShare(ctx context.Context, kind batchKind, space string, keys []uint64, group int, mixed bool) ([]uint64, error) {
+// sendShare is send for a share of keys of raft group home (noGroup: of
+// several) that goes through group's batcher, home's lane
+// (groupTable.lane).
+func (c *Client) sendShare(ctx context.Context, kind batchKind, space string, keys []uint64, group, home int) ([]uint64, error) {
 	if c.coalesce(keys) {
-		return c.batcher(kind, space, group).join(ctx, keys, mixed)
+		return c.batcher(kind, space, group).join(ctx, keys, home)
 	}
 	return c.multi(ctx, kind, space, keys, nil, group)
 }

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -33,9 +34,10 @@ import (
 // A coalesced request is retried as a whole (see Client.call). If it fails
 // with resource_exhausted (one key near 2^63), each of its calls whose caller
 // still waits is retried on its own, so that the error reaches only the
-// calls whose keys caused it; so is a request that mixes the groups of a
-// lane once an attempt fails with an error worth retrying (batcher.whole),
-// so that the calls of one group wait for no other group's leader.
+// calls whose keys caused it. A request that mixes the groups of a lane
+// and fails with an error worth retrying sends its calls to their own
+// groups' batchers instead (batcher.split), so that the calls of one group
+// wait for no other group's leader.
 
 // Coalescing defaults.
 const (
@@ -138,35 +140,59 @@ type batch struct {
 	waiters []*waiter
 	created time.Time
 	live    atomic.Int32 // callers still waiting
-	// mixed: the batch holds keys of several groups of its lane (set
-	// under the batcher's lock, before it is sent).
-	mixed bool
+	// mixed: the batch holds keys of another raft group than its
+	// batcher's, in its lane (set under the batcher's lock, before it is
+	// sent); split: its calls went to their own groups' batchers (split).
+	mixed, split bool
 }
 
 // whole runs bt's request on the unary path (Client.multi). A batch that
 // mixes the groups of a lane gets one attempt: if that fails with an
-// error worth retrying, finish retries each of its calls on its own, so
-// that one group's failover or move does not hold the calls of the other
-// groups its server leads (groupTable.lane).
+// error worth retrying, its calls are split (and the answer is nil, nil).
 func (b *batcher) whole(ctx context.Context, bt *batch) ([]uint64, error) {
-	gone := bt.gone
-	if bt.mixed && len(bt.waiters) > 1 {
-		gone = func() bool { return true }
+	if !bt.mixed {
+		return b.c.multi(ctx, b.kind, b.space, bt.keys, bt.gone, b.group)
 	}
-	return b.c.multi(ctx, b.kind, b.space, bt.keys, gone, b.group)
+	vals, err := b.c.multi(ctx, b.kind, b.space, bt.keys, func() bool { return true }, b.group)
+	if code := connect.CodeOf(err); err != nil && !errors.Is(err, ErrClosed) && !bt.gone() &&
+		(code == connect.CodeUnavailable || !connect.IsWireError(err)) {
+		b.split(bt)
+		return nil, nil
+	}
+	return vals, err
 }
 
-// perCall reports whether the failure err of bt's request goes to each of
-// its calls on its own: resource_exhausted (one key near 2^63), and for a
-// batch that mixes the groups of a lane an error worth retrying (whole).
-func (bt *batch) perCall(err error) bool {
-	if err == nil || len(bt.waiters) < 2 {
-		return false
+// split sends the calls of bt, a batch that mixes the groups of a lane and
+// failed with an error worth retrying, again through the batchers of their
+// own raft groups (a call of several groups through the one that sends to
+// the cluster's leader, which forwards), and keeps the groups of its
+// server out of one lane for laneRest: so one group's failover or move
+// holds no call of another group that server leads, while the requests
+// stay those of each group's batcher (coalesced, MaxInFlight), however
+// many calls the batch held. Each call is answered when its group's
+// batcher answers it; finish then only frees bt's slot.
+func (b *batcher) split(bt *batch) {
+	if n := b.c.groupLeader(b.group); n != nil {
+		n.laneOff.Store(time.Now().Add(laneRest).UnixNano())
 	}
-	code := connect.CodeOf(err)
-	return code == connect.CodeResourceExhausted ||
-		bt.mixed && (code == connect.CodeUnavailable || code == connect.CodeDeadlineExceeded || !connect.IsWireError(err))
+	bt.split = true
+	for _, w := range bt.waiters {
+		if w.gaveUp.Load() {
+			w.err = context.Canceled
+			w.done <- struct{}{}
+			continue
+		}
+		keys := bt.keys[w.off : w.off+w.n : w.off+w.n]
+		go func() {
+			w.vals, w.err = b.c.batcher(b.kind, b.space, w.group).join(context.Background(), keys, w.group)
+			w.done <- struct{}{}
+		}()
+	}
 }
+
+// laneRest is how long the groups of a server share no lane after one of
+// its lane's requests failed.
+const laneRest = 10 * time.Second
 
 // gone reports whether every caller of bt gave up: its request is then not
 // sent, or not retried.
@@ -175,6 +201,7 @@ func (bt *batch) gone() bool { return bt.live.Load() == 0 }
 // waiter is one call waiting in a batch.
 type waiter struct {
 	off, n int
+	group  int           // the raft group of its keys (noGroup: of several)
 	done   chan struct{} // receives once, when vals/err are set
 	vals   []uint64
 	err    error
@@ -213,12 +240,12 @@ func (c *Client) batcher(kind batchKind, space string, group int) *batcher {
 
 // do runs one call through the batcher.
 func (b *batcher) do(ctx context.Context, keys []uint64) ([]uint64, error) {
-	return b.join(ctx, keys, false)
+	return b.join(ctx, keys, b.group)
 }
 
-// join runs one call through the batcher; mixed: its keys are of several
-// groups of the batcher's lane.
-func (b *batcher) join(ctx context.Context, keys []uint64, mixed bool) ([]uint64, error) {
+// join runs one call, of keys of raft group home (noGroup: of several),
+// through the batcher.
+func (b *batcher) join(ctx context.Context, keys []uint64, home int) ([]uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, ctxError(err)
 	}
@@ -232,8 +259,8 @@ func (b *batcher) join(ctx context.Context, keys []uint64, mixed bool) ([]uint64
 		bt = &batch{keys: make([]uint64, 0, max(len(keys), 8)), created: now}
 		b.queue = append(b.queue, bt)
 	}
-	w.off, w.n = len(bt.keys), len(keys)
-	bt.mixed = bt.mixed || mixed
+	w.off, w.n, w.group = len(bt.keys), len(keys), home
+	bt.mixed = bt.mixed || home != b.group
 	bt.keys = append(bt.keys, keys...)
 	bt.waiters = append(bt.waiters, w)
 	bt.live.Add(1)
@@ -373,8 +400,8 @@ func (b *batcher) send(ctx context.Context, bt *batch) {
 // its own callers are woken.
 func (b *batcher) finish(bt *batch, start time.Time, vals []uint64, err error) {
 	took := time.Since(start)
-	perCall := bt.perCall(err)
-	if !perCall {
+	perCall := err != nil && len(bt.waiters) > 1 && connect.CodeOf(err) == connect.CodeResourceExhausted
+	if !perCall && !bt.split {
 		for _, w := range bt.waiters {
 			if err != nil {
 				w.err = err

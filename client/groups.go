@@ -29,23 +29,23 @@ func (c *Client) byGroup(ctx context.Context, t *groupTable, kind batchKind, spa
 	r := router{name: name, size: size, t: t, lanes: kind == kindNext && c.streaming}
 	// The common case, one group for every key, costs no allocation.
 	sec := keys[0] / size
-	g0, mixed := r.of(keys[0])
+	g0, home := r.of(keys[0])
 	first := -1 // the first key of another group than g0
 	for i, k := range keys[1:] {
 		if k/size == sec {
 			continue
 		}
-		g, m := r.of(k)
+		g, h := r.of(k)
 		if g != g0 {
 			first = i + 1
 			break
 		}
-		mixed = mixed || m
+		home = homeOf(home, h)
 	}
 	if first < 0 {
-		return c.sendShare(ctx, kind, space, keys, g0, mixed)
+		return c.sendShare(ctx, kind, space, keys, g0, home)
 	}
-	shares := r.split(keys, g0, mixed, first)
+	shares := r.split(keys, g0, home, first)
 	vals := make([]uint64, len(keys))
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -55,7 +55,7 @@ func (c *Client) byGroup(ctx context.Context, t *groupTable, kind batchKind, spa
 		wg   sync.WaitGroup
 	)
 	run := func(sh *keyShare) {
-		v, err := c.sendShare(ctx, kind, space, sh.keys, sh.group, sh.mixed)
+		v, err := c.sendShare(ctx, kind, space, sh.keys, sh.group, sh.home)
 		if err != nil {
 			once.Do(func() { fail = err; cancel() })
 			return
@@ -81,7 +81,16 @@ type keyShare struct {
 	group int
 	pos   []int
 	keys  []uint64
-	mixed bool // a key of another group than group, in its lane
+	home  int // the raft group of every key (noGroup: of several), in group's lane
+}
+
+// homeOf is the raft group of keys of groups a and b: a if the same, else
+// noGroup.
+func homeOf(a, b int) int {
+	if a == b {
+		return a
+	}
+	return noGroup
 }
 
 // router maps a key of a space to the group whose batcher takes it: its
@@ -93,22 +102,21 @@ type router struct {
 	lanes bool
 }
 
-// of returns the group whose batcher takes k, and whether that is a lane
-// of another group than k's.
-func (r router) of(k uint64) (int, bool) {
+// of returns the group whose batcher takes k (its lane's), and k's raft
+// group.
+func (r router) of(k uint64) (int, int) {
 	g := seqd.GroupOfKey(r.name, r.size, k, r.t.n)
 	if r.lanes {
-		l := r.t.lane(g)
-		return l, l != g
+		return r.t.lane(g), g
 	}
-	return g, false
+	return g, g
 }
 
 // split splits keys by group (r.of), in order of first appearance;
-// keys[:first] all belong to group g0 (mixed: a lane of others too).
-func (r router) split(keys []uint64, g0 int, mixed bool, first int) []keyShare {
+// keys[:first] all belong to group g0 (of raft group home).
+func (r router) split(keys []uint64, g0, home, first int) []keyShare {
 	size := r.size
-	shares := []keyShare{{group: g0, mixed: mixed}}
+	shares := []keyShare{{group: g0, home: home}}
 	for p := range first {
 		shares[0].pos = append(shares[0].pos, p)
 		shares[0].keys = append(shares[0].keys, keys[p])
@@ -117,7 +125,7 @@ func (r router) split(keys []uint64, g0 int, mixed bool, first int) []keyShare {
 	for p := first; p < len(keys); p++ {
 		k := keys[p]
 		if sec := k / size; sec != lastSec {
-			g, m := r.of(k)
+			g, h := r.of(k)
 			lastSec, lastShare = sec, -1
 			for i := range shares {
 				if shares[i].group == g {
@@ -127,9 +135,9 @@ func (r router) split(keys []uint64, g0 int, mixed bool, first int) []keyShare {
 			}
 			if lastShare < 0 {
 				lastShare = len(shares)
-				shares = append(shares, keyShare{group: g})
+				shares = append(shares, keyShare{group: g, home: h})
 			}
-			shares[lastShare].mixed = shares[lastShare].mixed || m
+			shares[lastShare].home = homeOf(shares[lastShare].home, h)
 		}
 		sh := &shares[lastShare]
 		sh.pos = append(sh.pos, p)

@@ -20,19 +20,28 @@ import (
 	"github.com/seqd/seqd/client"
 )
 
-// laneFake leads every group: its Next waits while a request holds the
-// key held, and answers unavailable while a request holds the key down.
+// laneFake leads every group: a message or request holding the key held
+// waits until release is closed, and one holding the key down is answered
+// unavailable until up is set. It serves NextStream (over h2c) and Next.
 type laneFake struct {
 	seqv1connect.UnimplementedSequenceServiceHandler
 	held, down uint64
-	release    chan struct{} // closed: held keys pass
-	up         atomic.Bool   // set: down keys pass
+	release    chan struct{}
+	up         atomic.Bool
+	both       atomic.Bool   // a message held the keys of both groups
+	counted    uint64        // requests holding this key are counted
+	requests   atomic.Uint64 // in count
 	mu         sync.Mutex
 	cur        map[uint64]uint64
 }
 
-func (f *laneFake) Next(ctx context.Context, req *connect.Request[seqv1.NextRequest]) (*connect.Response[seqv1.NextResponse], error) {
-	keys := req.Msg.GetKeys()
+// laneVersion is the routing version of the fake's table.
+const laneVersion = 1<<32 | 1
+
+func (f *laneFake) answer(ctx context.Context, keys []uint64) ([]uint64, error) {
+	if slices.Contains(keys, f.counted) {
+		f.requests.Add(1)
+	}
 	if slices.Contains(keys, f.held) {
 		select {
 		case <-f.release:
@@ -50,19 +59,51 @@ func (f *laneFake) Next(ctx context.Context, req *connect.Request[seqv1.NextRequ
 		f.cur[k]++
 		vals[i] = k*1000 + f.cur[k]
 	}
+	return vals, nil
+}
+
+func (f *laneFake) Next(ctx context.Context, req *connect.Request[seqv1.NextRequest]) (*connect.Response[seqv1.NextResponse], error) {
+	vals, err := f.answer(ctx, req.Msg.GetKeys())
+	if err != nil {
+		return nil, err
+	}
 	resp := connect.NewResponse(&seqv1.NextResponse{Values: vals})
-	resp.Header().Set(seqd.HeaderRoutingVersion, strconv.FormatUint(1<<32|1, 10)) // the table's
+	resp.Header().Set(seqd.HeaderRoutingVersion, strconv.FormatUint(laneVersion, 10))
 	return resp, nil
+}
+
+func (f *laneFake) NextStream(ctx context.Context, st *connect.BidiStream[seqv1.NextStreamRequest, seqv1.NextStreamResponse]) error {
+	for {
+		in, err := st.Receive()
+		if err != nil {
+			return nil // the client closed the stream
+		}
+		keys := in.GetKeys()
+		if len(keys) > 1 && slices.ContainsFunc(keys, func(k uint64) bool { return k != f.down }) && slices.Contains(keys, f.down) {
+			f.both.Store(true)
+		}
+		out := &seqv1.NextStreamResponse{RoutingVersion: laneVersion}
+		if vals, err := f.answer(ctx, keys); err != nil {
+			out.Code, out.Message = uint32(connect.CodeOf(err)), err.Error()
+		} else {
+			out.Values = vals
+		}
+		if err := st.Send(out); err != nil {
+			return err
+		}
+	}
 }
 
 // TestOneGroupsOutageHoldsNotTheOtherGroupsOfItsServer: calls of two
 // groups that one server leads share a request (their lane); when that
 // request fails because one group has no leader, the calls of the other
 // group are answered at once, and those of the group without a leader
-// once it has one, not together after the longest retry.
+// once it has one, not together after the longest retry; and the calls
+// go again coalesced, in a few requests, not one each.
 func TestOneGroupsOutageHoldsNotTheOtherGroupsOfItsServer(t *testing.T) {
 	var status atomic.Pointer[seqv1.ClusterStatusResponse]
-	f := &laneFake{cur: map[uint64]uint64{}, release: make(chan struct{})}
+	k0, k0b, k1 := keyOfGroup(0, 1), keyOfGroup(0, 1001), keyOfGroup(1, 1)
+	f := &laneFake{held: k0b, down: k1, counted: k0, cur: map[uint64]uint64{}, release: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.Handle(seqv1connect.NewSequenceServiceHandler(f))
 	mux.Handle(seqv1connect.NewAdminServiceHandler(groupFakeAdmin{f: &groupFake{status: &status}}))
@@ -70,24 +111,30 @@ func TestOneGroupsOutageHoldsNotTheOtherGroupsOfItsServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: mux}
+	var h2c http.Protocols
+	h2c.SetHTTP1(true)
+	h2c.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Handler: mux, Protocols: &h2c}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	addr := ln.Addr().String()
 	status.Store(fakeStatus(1<<32|1, addr, addr, 1, addr, 1, addr, 1))
-	cl, err := client.New([]string{addr}, client.Options{RetryFor: time.Minute, MaxBatchWait: time.Hour})
+	var h2cOnly http.Protocols
+	h2cOnly.SetUnencryptedHTTP2(true)
+	hc := &http.Client{Transport: &http.Transport{Protocols: &h2cOnly}}
+	// The Connect stream (a given HTTP client), on which the groups of
+	// one server share a lane.
+	cl, err := client.New([]string{addr}, client.Options{HTTPClient: hc, RetryFor: time.Minute, MaxBatchWait: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
 	ctx := context.Background()
-	k0, k0b, k1 := keyOfGroup(0, 1), keyOfGroup(0, 1001), keyOfGroup(1, 1)
-	f.held, f.down = k0b, k1
-	// The table first: every group led by the one server.
+	// The table first, every group led by the one server, and the stream.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		leaders, _ := cl.GroupLeaders()
-		if len(leaders) == 3 && leaders[0] == addr && leaders[1] == addr {
+		if len(leaders) == 3 && leaders[0] == addr && leaders[1] == addr && cl.BatchStats().Streamed > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -98,8 +145,8 @@ func TestOneGroupsOutageHoldsNotTheOtherGroupsOfItsServer(t *testing.T) {
 		}
 	}
 
-	// A request of group 0 held in flight, and a call of each group
-	// queued behind it: they leave together.
+	// A request of group 0 held in flight, and calls of each group queued
+	// behind it: they leave together.
 	type answer struct {
 		vals []uint64
 		err  error
@@ -113,33 +160,52 @@ func TestOneGroupsOutageHoldsNotTheOtherGroupsOfItsServer(t *testing.T) {
 		}()
 		return ch
 	}
+	const calls = 30
+	f.requests.Store(0)
 	before := cl.BatchStats().Calls
 	held := call(k0b)
 	waitCalls(t, cl, before+1)
-	a, b := call(k0), call(k1)
-	waitCalls(t, cl, before+3)
+	var a, b []chan answer
+	for range calls {
+		a, b = append(a, call(k0)), append(b, call(k1))
+	}
+	waitCalls(t, cl, before+1+2*calls)
 	close(f.release)
 	if r := <-held; r.err != nil {
 		t.Fatalf("the held call: %v", r.err)
 	}
-	var got answer
-	select {
-	case got = <-a:
-	case r := <-b:
-		t.Fatalf("the call of the group without a leader was answered first: %v %v", r.vals, r.err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the call of the group with a leader waits for the other group's leader")
+	seen := map[uint64]bool{}
+	timeout := time.After(10 * time.Second)
+	for _, ch := range a {
+		select {
+		case got := <-ch:
+			if got.err != nil || len(got.vals) != 1 || got.vals[0]/1000 != k0 || seen[got.vals[0]] {
+				t.Fatalf("a call of the group with a leader: %v %v", got.vals, got.err)
+			}
+			seen[got.vals[0]] = true
+		case <-timeout:
+			t.Fatal("the calls of the group with a leader wait for the other group's leader")
+		}
 	}
-	if got.err != nil || len(got.vals) != 1 || got.vals[0]/1000 != k0 {
-		t.Fatalf("the call of the group with a leader: %v %v", got.vals, got.err)
+	for _, ch := range b {
+		select {
+		case r := <-ch:
+			t.Fatalf("a call of the group without a leader answered before it had one: %v %v", r.vals, r.err)
+		default:
+		}
 	}
-	select {
-	case r := <-b:
-		t.Fatalf("the call of the group without a leader answered before it had one: %v %v", r.vals, r.err)
-	default:
+	if !f.both.Load() {
+		t.Fatal("no message held the keys of both groups: the lane was not tried")
+	}
+	// The held request, the failed one, and group 0's requests after it:
+	// coalesced, so far fewer than one a call.
+	if n := f.requests.Load(); n > 8 {
+		t.Fatalf("%d requests carried the %d calls of group 0: not coalesced again", n, calls)
 	}
 	f.up.Store(true)
-	if r := <-b; r.err != nil || len(r.vals) != 1 || r.vals[0]/1000 != k1 {
-		t.Fatalf("once its group has a leader: %v %v", r.vals, r.err)
+	for _, ch := range b {
+		if r := <-ch; r.err != nil || len(r.vals) != 1 || r.vals[0]/1000 != k1 {
+			t.Fatalf("once its group has a leader: %v %v", r.vals, r.err)
+		}
 	}
 }

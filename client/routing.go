@@ -124,14 +124,23 @@ func (t *groupTable) space(space string) (string, uint64, bool) {
 // batcher per group sent three or two times the messages for the same
 // calls (BENCHMARKS.md, "One message per server"). The server splits a
 // message by group and forwards a share whose group it no longer leads,
-// as it does for any client's request.
+// as it does for any client's request, and its stream answer names where
+// that group went. So groups share a lane only while their server's
+// stream is open: unary answers of several groups name no leader, and
+// the client would not learn of a group that moved.
 func (t *groupTable) lane(group int) int {
 	if group < 0 || group >= len(t.leaders) {
 		return group
 	}
 	n := t.leaders[group].n
-	if n == nil {
-		return group
+	if n == nil || !n.stream.live.Load() {
+		return group // no leader known, or its requests go unary
+	}
+	if off := n.laneOff.Load(); off != 0 {
+		if time.Now().UnixNano() < off {
+			return group // a request of its lane failed lately (batcher.split)
+		}
+		n.laneOff.CompareAndSwap(off, 0)
 	}
 	for g := range group {
 		if t.leaders[g].n == n {

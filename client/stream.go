@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -79,6 +80,7 @@ type streamSlot struct {
 
 	mu      sync.Mutex
 	cur     *nodeStream
+	live    atomic.Bool   // cur is set: the node's requests go on its stream (groupTable.lane)
 	dialing bool          // a framed stream is being opened
 	offline time.Time     // no stream before then
 	backoff time.Duration // the next offline period after a failed stream
@@ -180,6 +182,7 @@ func (s *streamSlot) open(c *Client, n *node) *nodeStream {
 func (s *streamSlot) startLocked(c *Client, n *node, call streamCall, cancel func()) *nodeStream {
 	st := &nodeStream{c: c, n: n, call: call, cancel: cancel, lastUsed: time.Now()}
 	s.cur = st
+	s.live.Store(true)
 	st.mu.Lock()
 	st.timer = time.AfterFunc(c.streamCheckEvery(), st.check)
 	st.mu.Unlock()
@@ -355,6 +358,7 @@ func (s *streamSlot) closed(st *nodeStream, answered, unimplemented bool) {
 	defer s.mu.Unlock()
 	if s.cur == st {
 		s.cur = nil
+		s.live.Store(false)
 	}
 	if !answered && st.err != errStreamIdle {
 		s.failedLocked(unimplemented)
@@ -388,13 +392,19 @@ func (b *batcher) afterStream(p streamed, n *node, err error, answered bool) {
 	switch {
 	case p.bt.gone():
 		err = context.Canceled
+	case answered && retry && p.bt.mixed:
+		// Another group of the lane may have failed: n answered, so
+		// only a failure of the connection says anything of n.
+		b.c.retried.Add(1)
+		if !connect.IsWireError(err) {
+			b.c.attemptFailed(b.group, p.idx, n, err)
+		}
+		b.split(p.bt)
+		vals, err = nil, nil
 	case !answered || retry:
 		if answered {
 			b.c.retried.Add(1)
 			b.c.attemptFailed(b.group, p.idx, n, err)
-		}
-		if answered && p.bt.perCall(err) {
-			break // finish retries each call on its own
 		}
 		vals, err = b.whole(context.Background(), p.bt)
 	}
