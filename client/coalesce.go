@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"errors"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -146,54 +145,6 @@ type batch struct {
 	mixed, split bool
 }
 
-// whole runs bt's request on the unary path (Client.multi). A batch that
-// mixes the groups of a lane gets one attempt: if that fails with an
-// error worth retrying, its calls are split (and the answer is nil, nil).
-func (b *batcher) whole(ctx context.Context, bt *batch) ([]uint64, error) {
-	if !bt.mixed {
-		return b.c.multi(ctx, b.kind, b.space, bt.keys, bt.gone, b.group)
-	}
-	vals, err := b.c.multi(ctx, b.kind, b.space, bt.keys, func() bool { return true }, b.group)
-	if code := connect.CodeOf(err); err != nil && !errors.Is(err, ErrClosed) && !bt.gone() &&
-		(code == connect.CodeUnavailable || !connect.IsWireError(err)) {
-		b.split(bt)
-		return nil, nil
-	}
-	return vals, err
-}
-
-// split sends the calls of bt, a batch that mixes the groups of a lane and
-// failed with an error worth retrying, again through the batchers of their
-// own raft groups (a call of several groups through the one that sends to
-// the cluster's leader, which forwards), and keeps the groups of its
-// server out of one lane for laneRest: so one group's failover or move
-// holds no call of another group that server leads, while the requests
-// stay those of each group's batcher (coalesced, MaxInFlight), however
-// many calls the batch held. Each call is answered when its group's
-// batcher answers it; finish then only frees bt's slot.
-func (b *batcher) split(bt *batch) {
-	if n := b.c.groupLeader(b.group); n != nil {
-		n.laneOff.Store(time.Now().Add(laneRest).UnixNano())
-	}
-	bt.split = true
-	for _, w := range bt.waiters {
-		if w.gaveUp.Load() {
-			w.err = context.Canceled
-			w.done <- struct{}{}
-			continue
-		}
-		keys := bt.keys[w.off : w.off+w.n : w.off+w.n]
-		go func() {
-			w.vals, w.err = b.c.batcher(b.kind, b.space, w.group).join(context.Background(), keys, w.group)
-			w.done <- struct{}{}
-		}()
-	}
-}
-
-// laneRest is how long the groups of a server share no lane after one of
-// its lane's requests failed.
-const laneRest = 10 * time.Second
-
 // gone reports whether every caller of bt gave up: its request is then not
 // sent, or not retried.
 func (bt *batch) gone() bool { return bt.live.Load() == 0 }
@@ -208,6 +159,8 @@ type waiter struct {
 	// gaveUp is set when the caller stopped waiting (such a waiter is
 	// never reused): its call is then not retried on its own.
 	gaveUp atomic.Bool
+	// cancel stops the call split sent again (nil: not split).
+	cancel atomic.Pointer[context.CancelFunc]
 }
 
 // BatchStats counts the coalesced calls of a Client and the requests that
@@ -246,6 +199,12 @@ func (b *batcher) do(ctx context.Context, keys []uint64) ([]uint64, error) {
 // join runs one call, of keys of raft group home (noGroup: of several),
 // through the batcher.
 func (b *batcher) join(ctx context.Context, keys []uint64, home int) ([]uint64, error) {
+	return b.enter(ctx, keys, home, true)
+}
+
+// enter is join; a call split off a failed batch (split) enters again
+// without counting in BatchStats.Calls (counted: false).
+func (b *batcher) enter(ctx context.Context, keys []uint64, home int, counted bool) ([]uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, ctxError(err)
 	}
@@ -264,7 +223,9 @@ func (b *batcher) join(ctx context.Context, keys []uint64, home int) ([]uint64, 
 	bt.keys = append(bt.keys, keys...)
 	bt.waiters = append(bt.waiters, w)
 	bt.live.Add(1)
-	b.c.bCalls.Add(1) // counted once queued (tests wait on it)
+	if counted {
+		b.c.bCalls.Add(1) // counted once queued (tests wait on it)
+	}
 	if b.inFlight == 0 && len(b.queue) == 1 && len(bt.waiters) == 1 {
 		// Idle: this call is the whole batch. Send it now, from here, under
 		// the caller's own context.
@@ -290,6 +251,9 @@ func (b *batcher) join(ctx context.Context, keys []uint64, home int) ([]uint64, 
 			// When nobody waits any more, the request is not sent, or not
 			// retried after its current attempt.
 			w.gaveUp.Store(true)
+			if cancel := w.cancel.Load(); cancel != nil {
+				(*cancel)() // split sent the call again: stop it too
+			}
 			bt.live.Add(-1)
 			return nil, ctxError(ctx.Err())
 		}
@@ -414,7 +378,7 @@ func (b *batcher) finish(bt *batch, start time.Time, vals []uint64, err error) {
 	}
 	b.mu.Lock()
 	b.inFlight--
-	if err == nil {
+	if err == nil && !bt.split { // a split batch's attempt failed
 		if b.rtt == 0 {
 			b.rtt = took
 		} else {
@@ -441,7 +405,7 @@ func (b *batcher) finish(bt *batch, start time.Time, vals []uint64, err error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w.vals, w.err = b.c.multi(context.Background(), b.kind, b.space, bt.keys[w.off:w.off+w.n:w.off+w.n], w.gaveUp.Load, b.group)
+			w.vals, w.err = b.c.multi(context.Background(), b.kind, b.space, bt.keys[w.off:w.off+w.n:w.off+w.n], w.gaveUp.Load, routeOf(w.group, b.group))
 			w.done <- struct{}{}
 		}()
 	}

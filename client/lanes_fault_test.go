@@ -26,11 +26,13 @@ import (
 type laneFake struct {
 	seqv1connect.UnimplementedSequenceServiceHandler
 	held, down uint64
+	code       connect.Code // the down key's answer (unavailable if 0)
 	release    chan struct{}
 	up         atomic.Bool
 	both       atomic.Bool   // a message held the keys of both groups
 	counted    uint64        // requests holding this key are counted
 	requests   atomic.Uint64 // in count
+	downs      atomic.Uint64 // answers refused for the down key
 	mu         sync.Mutex
 	cur        map[uint64]uint64
 }
@@ -50,7 +52,12 @@ func (f *laneFake) answer(ctx context.Context, keys []uint64) ([]uint64, error) 
 		}
 	}
 	if slices.Contains(keys, f.down) && !f.up.Load() {
-		return nil, connect.NewError(connect.CodeUnavailable, errors.New("the group has no leader"))
+		f.downs.Add(1)
+		code := f.code
+		if code == 0 {
+			code = connect.CodeUnavailable
+		}
+		return nil, connect.NewError(code, errors.New("the group has no leader"))
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -101,9 +108,69 @@ func (f *laneFake) NextStream(ctx context.Context, st *connect.BidiStream[seqv1.
 // once it has one, not together after the longest retry; and the calls
 // go again coalesced, in a few requests, not one each.
 func TestOneGroupsOutageHoldsNotTheOtherGroupsOfItsServer(t *testing.T) {
+	f, _, _, b := laneFailure(t, 0, 0)
+	f.up.Store(true)
+	for _, ch := range b {
+		if r := <-ch; r.err != nil || len(r.vals) != 1 || r.vals[0]/1000 != f.down {
+			t.Fatalf("once its group has a leader: %v %v", r.vals, r.err)
+		}
+	}
+}
+
+// TestOneGroupsErrorReachesOnlyItsCalls: any error of one group in a
+// lane's request (aborted, say: not one worth retrying) reaches the calls
+// of that group only.
+func TestOneGroupsErrorReachesOnlyItsCalls(t *testing.T) {
+	_, _, _, b := laneFailure(t, connect.CodeAborted, 0)
+	for _, ch := range b {
+		if r := <-ch; connect.CodeOf(r.err) != connect.CodeAborted {
+			t.Fatalf("a call of the group that failed: %v %v, want aborted", r.vals, r.err)
+		}
+	}
+}
+
+// TestCallsSplitOffAFailedLaneStopWithTheirCallers: a call of the group
+// without a leader, sent again through its group's batcher, is given up
+// with its caller: once every caller gave up, the group is asked no more.
+func TestCallsSplitOffAFailedLaneStopWithTheirCallers(t *testing.T) {
+	f, _, _, b := laneFailure(t, 0, 500*time.Millisecond)
+	for _, ch := range b {
+		if r := <-ch; connect.CodeOf(r.err) != connect.CodeDeadlineExceeded {
+			t.Fatalf("a call whose caller gave up: %v %v, want deadline_exceeded", r.vals, r.err)
+		}
+	}
+	// The retries in flight end with their attempt: then no more.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n := f.downs.Load()
+		time.Sleep(time.Second) // a negative: no condition to wait for
+		if f.downs.Load() == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the group without a leader is still asked %v after its callers gave up", time.Since(deadline.Add(-10*time.Second)))
+		}
+	}
+}
+
+type laneAnswer struct {
+	vals []uint64
+	err  error
+}
+
+// laneFailure starts a fake server leading 3 groups whose group 1 has no
+// leader (its key answers code, unavailable if 0), and a client on its
+// stream; it holds one request of group 0 in flight, queues 30 calls of
+// group 0 and 30 of group 1 behind it (each of group 1 with a deadline of
+// giveUp, if not 0), and lets them go as one request of the lane. It
+// checks that the calls of group 0 are answered, in a few requests, while
+// group 1 has no leader and none of its calls is answered yet (giveUp 0,
+// unavailable), and returns the channels of both groups' answers.
+func laneFailure(t *testing.T, code connect.Code, giveUp time.Duration) (f *laneFake, cl *client.Client, a, b []chan laneAnswer) {
+	t.Helper()
 	var status atomic.Pointer[seqv1.ClusterStatusResponse]
 	k0, k0b, k1 := keyOfGroup(0, 1), keyOfGroup(0, 1001), keyOfGroup(1, 1)
-	f := &laneFake{held: k0b, down: k1, counted: k0, cur: map[uint64]uint64{}, release: make(chan struct{})}
+	f = &laneFake{held: k0b, down: k1, code: code, counted: k0, cur: map[uint64]uint64{}, release: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.Handle(seqv1connect.NewSequenceServiceHandler(f))
 	mux.Handle(seqv1connect.NewAdminServiceHandler(groupFakeAdmin{f: &groupFake{status: &status}}))
@@ -124,11 +191,11 @@ func TestOneGroupsOutageHoldsNotTheOtherGroupsOfItsServer(t *testing.T) {
 	hc := &http.Client{Transport: &http.Transport{Protocols: &h2cOnly}}
 	// The Connect stream (a given HTTP client), on which the groups of
 	// one server share a lane.
-	cl, err := client.New([]string{addr}, client.Options{HTTPClient: hc, RetryFor: time.Minute, MaxBatchWait: time.Hour})
+	cl, err = client.New([]string{addr}, client.Options{HTTPClient: hc, RetryFor: time.Minute, MaxBatchWait: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cl.Close()
+	t.Cleanup(func() { cl.Close() })
 	ctx := context.Background()
 	// The table first, every group led by the one server, and the stream.
 	deadline := time.Now().Add(10 * time.Second)
@@ -147,27 +214,26 @@ func TestOneGroupsOutageHoldsNotTheOtherGroupsOfItsServer(t *testing.T) {
 
 	// A request of group 0 held in flight, and calls of each group queued
 	// behind it: they leave together.
-	type answer struct {
-		vals []uint64
-		err  error
-		at   time.Time
-	}
-	call := func(k uint64) chan answer {
-		ch := make(chan answer, 1)
+	call := func(k uint64, giveUp time.Duration) chan laneAnswer {
+		ch := make(chan laneAnswer, 1)
 		go func() {
+			ctx, cancel := context.Background(), context.CancelFunc(func() {})
+			if giveUp > 0 {
+				ctx, cancel = context.WithTimeout(ctx, giveUp)
+			}
+			defer cancel()
 			v, err := cl.Next(ctx, "", k)
-			ch <- answer{v, err, time.Now()}
+			ch <- laneAnswer{v, err}
 		}()
 		return ch
 	}
 	const calls = 30
 	f.requests.Store(0)
 	before := cl.BatchStats().Calls
-	held := call(k0b)
+	held := call(k0b, 0)
 	waitCalls(t, cl, before+1)
-	var a, b []chan answer
 	for range calls {
-		a, b = append(a, call(k0)), append(b, call(k1))
+		a, b = append(a, call(k0, 0)), append(b, call(k1, giveUp))
 	}
 	waitCalls(t, cl, before+1+2*calls)
 	close(f.release)
@@ -187,11 +253,13 @@ func TestOneGroupsOutageHoldsNotTheOtherGroupsOfItsServer(t *testing.T) {
 			t.Fatal("the calls of the group with a leader wait for the other group's leader")
 		}
 	}
-	for _, ch := range b {
-		select {
-		case r := <-ch:
-			t.Fatalf("a call of the group without a leader answered before it had one: %v %v", r.vals, r.err)
-		default:
+	if code == 0 && giveUp == 0 {
+		for _, ch := range b {
+			select {
+			case r := <-ch:
+				t.Fatalf("a call of the group without a leader answered before it had one: %v %v", r.vals, r.err)
+			default:
+			}
 		}
 	}
 	if !f.both.Load() {
@@ -202,10 +270,5 @@ func TestOneGroupsOutageHoldsNotTheOtherGroupsOfItsServer(t *testing.T) {
 	if n := f.requests.Load(); n > 8 {
 		t.Fatalf("%d requests carried the %d calls of group 0: not coalesced again", n, calls)
 	}
-	f.up.Store(true)
-	for _, ch := range b {
-		if r := <-ch; r.err != nil || len(r.vals) != 1 || r.vals[0]/1000 != k1 {
-			t.Fatalf("once its group has a leader: %v %v", r.vals, r.err)
-		}
-	}
+	return f, cl, a, b
 }

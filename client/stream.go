@@ -392,14 +392,14 @@ func (b *batcher) afterStream(p streamed, n *node, err error, answered bool) {
 	switch {
 	case p.bt.gone():
 		err = context.Canceled
-	case answered && retry && p.bt.mixed:
+	case answered && p.bt.splits(err):
 		// Another group of the lane may have failed: n answered, so
 		// only a failure of the connection says anything of n.
 		b.c.retried.Add(1)
 		if !connect.IsWireError(err) {
 			b.c.attemptFailed(b.group, p.idx, n, err)
 		}
-		b.split(p.bt)
+		b.split(p.bt, n)
 		vals, err = nil, nil
 	case !answered || retry:
 		if answered {
