@@ -39,6 +39,9 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
+# A run killed before its trap ran leaves its containers and volumes: their
+# names would be refused ("already in use"). Only this test's own names.
+for n in "${names[@]}"; do podman rm -f -t 0 "$n" >/dev/null 2>&1 || true; podman volume rm -f "$n" >/dev/null 2>&1 || true; done
 cleanup_logs() { for n in "${names[@]}"; do echo "--- $n"; podman logs "$n" 2>&1 | tail -20; done; }
 
 echo "== a static binary (scripts/build.sh) and the image (FROM scratch)"
