@@ -11,11 +11,12 @@ import (
 // keys of one group go to that group's leader; keys of several groups are
 // split into one share per group, sent in parallel, and the values merged
 // back in the keys' order. Next calls on streams are split by lane instead
-// (groupTable.lane): the groups one server leads share one share, one
-// batcher and so one message per round trip. The call succeeds or fails as a whole: the first
-// share to fail cancels the others and its error is the call's. A space the
-// table does not know (created since the last refresh) is sent whole, as
-// with one group, and a success starts a refresh.
+// (groupTable.lane): the keys of the groups one server leads go in one
+// share, through one batcher, and so in one message per round trip. The
+// call succeeds or fails as a whole: the first share to fail cancels the
+// others and its error is the call's. A space the table does not know
+// (created since the last refresh) is sent whole, as with one group, and a
+// success starts a refresh.
 func (c *Client) byGroup(ctx context.Context, t *groupTable, kind batchKind, space string, keys []uint64) ([]uint64, error) {
 	name, size, ok := t.space(space)
 	if !ok || len(keys) == 0 || len(keys) > seqd.MaxKeys {
