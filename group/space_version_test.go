@@ -2,6 +2,7 @@ package group_test
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -48,7 +49,7 @@ func olderAnswerLast(t *testing.T, older, newer func(g0 *group.Group) error, wan
 	ctx := context.Background()
 	g0 := bootstrapServingWith(t, t.TempDir(), func(c *group.Config) { c.Groups = 2 })
 	for _, sp := range []seqd.Space{{Name: "s", Step: 50, SectionSize: 1}, {Name: "t", Step: 50, SectionSize: 1}} {
-		if _, err := g0.CreateSpace(ctx, sp); err != nil {
+		if err := whileNotServing(func() error { _, err := g0.CreateSpace(ctx, sp); return err }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -90,7 +91,7 @@ func olderAnswerLast(t *testing.T, older, newer func(g0 *group.Group) error, wan
 	waitFor(t, "group 1's copies of s and t", func() bool { return space("s").Step == 50 && space("t").Step == 50 })
 
 	trap.Store(true)
-	if err := older(g0); err != nil {
+	if err := whileNotServing(func() error { return older(g0) }); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -98,12 +99,12 @@ func olderAnswerLast(t *testing.T, older, newer func(g0 *group.Group) error, wan
 	case <-time.After(10 * time.Second):
 		t.Fatal("group 1's upkeep never asked group 0 about s")
 	}
-	if err := newer(g0); err != nil {
+	if err := whileNotServing(func() error { return newer(g0) }); err != nil {
 		t.Fatal(err)
 	}
 	// The call's follow: asked now, applied at once.
 	rec, _ := answer("s")
-	if err := g1.FollowSpace(ctx, "s", rec); err != nil {
+	if err := whileNotServing(func() error { return g1.FollowSpace(ctx, "s", rec) }); err != nil {
 		t.Fatal(err)
 	}
 	if got := space("s"); got != want {
@@ -113,7 +114,7 @@ func olderAnswerLast(t *testing.T, older, newer func(g0 *group.Group) error, wan
 	// The upkeep runs one at a time: its next question (t now differs) is
 	// asked only after the held answer was applied; the record is read
 	// then, before a later upkeep could mend it.
-	if err := g0.UpdateSpace(ctx, "t", 60); err != nil {
+	if err := whileNotServing(func() error { return g0.UpdateSpace(ctx, "t", 60) }); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the next upkeep's question", askedAfter.Load)
@@ -191,5 +192,20 @@ func TestTheResolverNeverCopiesARecordOlderThanOneFollowed(t *testing.T) {
 	}
 	if err == nil {
 		t.Fatalf("a call on a space group 1 followed the deletion of answered %v", v)
+	}
+}
+
+// whileNotServing runs f again while it fails with seqd.ErrNotServing, for
+// up to 10 s, as a client retries unavailable: on a loaded machine a
+// single server's lease renewal can run late, and the group then refuses
+// changes until it holds its lease again (CI saw "leader lease not held").
+func whileNotServing(f func() error) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := f()
+		if !errors.Is(err, seqd.ErrNotServing) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
