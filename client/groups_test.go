@@ -360,6 +360,19 @@ type perKey struct {
 	last map[uint64]uint64
 }
 
+// nexter returns a function that calls Next for its keys through cl and
+// checks the values with p (failing t on an error).
+func (p *perKey) nexter(t *testing.T, cl *client.Client) func(ks ...uint64) {
+	return func(ks ...uint64) {
+		t.Helper()
+		v, err := cl.Next(context.Background(), "", ks...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.check(t, ks, v)
+	}
+}
+
 func (p *perKey) check(t *testing.T, keys, vals []uint64) {
 	t.Helper()
 	p.mu.Lock()
@@ -397,14 +410,7 @@ func TestGroupRouting(t *testing.T) {
 	keys := groupKeys(t, cl, groups, 2)
 	all := slices.Concat(keys...)
 	seen := &perKey{last: map[uint64]uint64{}}
-	next := func(ks ...uint64) {
-		t.Helper()
-		v, err := cl.Next(ctx, "", ks...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		seen.check(t, ks, v)
-	}
+	next := seen.nexter(t, cl)
 
 	t.Run("direct", func(t *testing.T) {
 		for attempt := 1; ; attempt++ {

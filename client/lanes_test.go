@@ -22,19 +22,11 @@ func TestGroupsOfOneLeaderShareOneMessage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
 	leaders := waitGroupsSettled(t, c, cl, groups)
 	keys := groupKeys(t, cl, groups, 2)
 	all := slices.Concat(keys...)
 	seen := &perKey{last: map[uint64]uint64{}}
-	next := func(ks ...uint64) {
-		t.Helper()
-		v, err := cl.Next(ctx, "", ks...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		seen.check(t, ks, v)
-	}
+	next := seen.nexter(t, cl)
 	waitGroupLeaders(t, cl, leaders, func() { next(all...) })
 	// The stream opens in the background: wait until a call goes on it.
 	deadline := time.Now().Add(30 * time.Second)
